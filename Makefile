@@ -1,0 +1,24 @@
+# The two commands of the README. Both install what is missing, then build.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: deps build demo test clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Until kvd exists, the demo is the backend self-check on this machine's best
+# backend (cuda where a GPU is found, else host).
+demo: build
+	$(BUILD)/examples/nanokv_selfcheck
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,534 @@
+#include "libkv/alloc/page_pool.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace nanokv::alloc {
+namespace {
+
+// The refill thread's back-off after a CreatePage failure: doubling from the
+// minimum, so a full device costs a few attempts per second, not a spin.
+constexpr std::chrono::milliseconds kMinBackoff{1};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
+
+}  // namespace
+
+Result<std::unique_ptr<PagePool>> PagePool::Create(gpu::Backend& backend,
+                                                   const PagePoolConfig& config) {
+  NANOKV_ASSIGN_OR_RETURN(gpu::DeviceInfo info, backend.GetDeviceInfo(config.device));
+  const std::string where = "page pool on device " + std::to_string(config.device) + " (" +
+                            info.name + ")";
+  if (config.page_size == 0 || info.granularity == 0 ||
+      config.page_size % info.granularity != 0) {
+    return Status::InvalidArgument(where + ": page size " + std::to_string(config.page_size) +
+                                   " is not a non-zero multiple of the device's granularity " +
+                                   std::to_string(info.granularity));
+  }
+  size_t capacity_bytes = config.capacity_bytes;
+  std::string capacity_source = "capacity_bytes";
+  if (capacity_bytes == 0) {
+    // Written so that NaN fails too.
+    if (!(config.gpu_utilization > 0.0 && config.gpu_utilization <= 1.0)) {
+      return Status::InvalidArgument(where + ": gpu_utilization " +
+                                     std::to_string(config.gpu_utilization) +
+                                     " is not in (0, 1]");
+    }
+    capacity_bytes = static_cast<size_t>(static_cast<double>(info.total_bytes) *
+                                         config.gpu_utilization);
+    capacity_source = "gpu_utilization " + std::to_string(config.gpu_utilization) + " of " +
+                      std::to_string(info.total_bytes) + " bytes";
+  }
+  const size_t pages = capacity_bytes / config.page_size;
+  if (pages == 0) {
+    return Status::InvalidArgument(where + ": capacity of " + std::to_string(capacity_bytes) +
+                                   " bytes (" + capacity_source + ") holds no page of " +
+                                   std::to_string(config.page_size) + " bytes");
+  }
+  if (pages > std::numeric_limits<PageId>::max()) {
+    return Status::InvalidArgument(where + ": " + std::to_string(pages) +
+                                   " pages do not fit a 32-bit page id; use larger pages");
+  }
+  const auto capacity = static_cast<uint32_t>(pages);
+  const auto reserve = static_cast<uint32_t>(std::min<size_t>(config.reserve_pages, pages));
+
+  std::unique_ptr<PagePool> pool(
+      new PagePool(backend, config.device, config.page_size, capacity, reserve));
+  // Synchronously, so the first grants find pages ready. On failure the
+  // destructor releases what was made.
+  Status filled = pool->FillReserve();
+  if (!filled.ok()) {
+    return Status(filled.code(),
+                  "filling the reserve of " + std::to_string(reserve) + " pages: " +
+                      std::string(filled.message()),
+                  filled.call(), filled.error_name());
+  }
+  try {
+    pool->refill_thread_ = std::thread(&PagePool::RefillLoop, pool.get());
+  } catch (const std::system_error& e) {
+    return Status::Internal(where + ": cannot start the refill thread: " + e.what());
+  }
+  // A name shows in top -H and in gdb; failure to set it changes nothing.
+  pthread_setname_np(pool->refill_thread_.native_handle(), "nanokv-refill");
+  spdlog::info("{}: {} pages of {} bytes ({}), reserve {}", where, capacity, config.page_size,
+               capacity_source, reserve);
+  return pool;
+}
+
+PagePool::PagePool(gpu::Backend& backend, int device, size_t page_size, uint32_t capacity,
+                   uint32_t reserve)
+    : backend_(backend),
+      device_(device),
+      page_size_(page_size),
+      capacity_(capacity),
+      reserve_(reserve),
+      free_ids_(new PageId[capacity]),
+      slots_(new Slot[capacity]),
+      uncreated_ids_(new PageId[capacity]),
+      uncreated_count_(capacity) {
+  // Highest id at the bottom, so pages are created in id order 0, 1, 2...
+  for (uint32_t i = 0; i < capacity; ++i) uncreated_ids_[i] = capacity - 1 - i;
+}
+
+PagePool::~PagePool() {
+  {
+    std::lock_guard<std::mutex> guard(refill_mu_);
+    stop_ = true;
+  }
+  refill_cv_.notify_all();
+  if (refill_thread_.joinable()) refill_thread_.join();
+
+  size_t released = 0;
+  size_t still_granted = 0;
+  for (uint32_t id = 0; id < capacity_; ++id) {
+    Slot& slot = slots_[id];
+    if (slot.state == SlotState::kUncreated) continue;
+    if (slot.state != SlotState::kFree && slot.state != SlotState::kGranted) {
+      // Only possible if a method still runs on another thread (a caller bug).
+      spdlog::error("page pool on device {}: page id {} is mid-creation at teardown; left alone",
+                    device_, id);
+      continue;
+    }
+    if (slot.state == SlotState::kGranted) ++still_granted;
+    Status status = backend_.ReleasePage(slot.handle);
+    if (status.ok()) {
+      ++released;
+    } else {
+      // Log, never abort: the rest of the pages must still be released.
+      spdlog::error("page pool on device {}: releasing page id {}: {}", device_, id,
+                    status.ToString());
+    }
+  }
+  spdlog::debug("page pool on device {}: released {} pages ({} still granted)", device_,
+                released, still_granted);
+}
+
+// ---- The hot path: a pop and a push under the spinlock. ----
+
+// Inlined into Allocate: a call here would cost as much as the pop itself.
+[[gnu::always_inline]] inline PageId PagePool::PopFreeLocked(bool* wake) {
+  const PageId id = free_ids_[--free_count_];
+  assert(slots_[id].state == SlotState::kFree);
+  slots_[id].state = SlotState::kGranted;
+  ++granted_;
+  // Wake the refill thread once per dip below the reserve, not per grant:
+  // refill_active_ stays set until the thread finds the reserve full again.
+  if (free_count_ < reserve_ && !refill_active_ && uncreated_count_ != 0) [[unlikely]] {
+    refill_active_ = true;
+    *wake = true;
+  }
+  return id;
+}
+
+Result<PageId> PagePool::Allocate() {
+  bool wake = false;
+  lock_.lock();
+  if (free_count_ == 0) [[unlikely]] {
+    lock_.unlock();
+    return AllocateSlow();
+  }
+  const PageId id = PopFreeLocked(&wake);
+  lock_.unlock();
+  if (wake) [[unlikely]] WakeRefill();
+  return id;
+}
+
+Status PagePool::Free(PageId id) {
+  if (id >= capacity_) [[unlikely]] return BadId("Free", id);
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kGranted) [[likely]] {
+      slot.state = SlotState::kFree;
+      free_ids_[free_count_++] = id;
+      --granted_;
+      return Status::OK();
+    }
+  }
+  return NotGranted("Free", id, state);
+}
+
+// ---- Slow paths, out of line so the hot ones stay small. ----
+
+[[gnu::noinline]] Result<PageId> PagePool::AllocateSlow() {
+  for (;;) {
+    bool wake = false;
+    bool claimed = false;
+    bool in_flight = false;
+    PageId id = 0;
+    uint32_t granted = 0;
+    lock_.lock();
+    if (free_count_ > 0) {  // refilled between our two looks
+      id = PopFreeLocked(&wake);
+      lock_.unlock();
+      if (wake) WakeRefill();
+      return id;
+    }
+    if (uncreated_count_ > 0) {
+      id = ClaimUncreatedLocked();
+      claimed = true;
+      // The reserve is empty: make sure the refill thread is on it too.
+      if (reserve_ > 0 && !refill_active_ && uncreated_count_ > 0) {
+        refill_active_ = true;
+        wake = true;
+      }
+    }
+    in_flight = creating_ > 0;
+    granted = granted_;
+    lock_.unlock();
+    if (wake) WakeRefill();
+    if (claimed) {
+      NANOKV_RETURN_IF_ERROR(CreateClaimed(id, /*grant=*/true));
+      return id;
+    }
+    if (!in_flight) return Exhausted(granted);
+    // Every id is created or being created and none is free: a CreatePage
+    // in flight lands within microseconds (or fails and frees its id).
+    std::this_thread::yield();
+  }
+}
+
+PageId PagePool::ClaimUncreatedLocked() {
+  assert(uncreated_count_ > 0);
+  const PageId id = uncreated_ids_[--uncreated_count_];
+  assert(slots_[id].state == SlotState::kUncreated);
+  slots_[id].state = SlotState::kCreating;
+  ++creating_;
+  return id;
+}
+
+Status PagePool::CreateClaimed(PageId id, bool grant) {
+  // Outside the lock: CreatePage is a driver call (~18 us on an H200).
+  Result<gpu::PageHandle> page = backend_.CreatePage(device_, page_size_);
+  uint32_t created = 0;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    --creating_;
+    Slot& slot = slots_[id];
+    assert(slot.state == SlotState::kCreating);
+    if (page.ok()) {
+      assert(page->valid());
+      slot.handle = *page;
+      ++created_;
+      if (grant) {
+        slot.state = SlotState::kGranted;
+        ++granted_;
+        ++sync_creates_;
+      } else {
+        slot.state = SlotState::kFree;
+        free_ids_[free_count_++] = id;
+        ++background_creates_;
+      }
+      return Status::OK();
+    }
+    slot.state = SlotState::kUncreated;
+    uncreated_ids_[uncreated_count_++] = id;
+    ++create_failures_;
+    created = created_;
+  }
+  return CreateError(page.status(), id, created);
+}
+
+Status PagePool::Recycle(PageId id) {
+  if (id >= capacity_) return BadId("Recycle", id);
+  gpu::PageHandle old;
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kGranted) {
+      slot.state = SlotState::kRecycling;  // Free, handle and Recycle now refuse it
+      old = slot.handle;
+    }
+  }
+  if (state != SlotState::kGranted) return NotGranted("Recycle", id, state);
+  return RecycleSlot(id, old);
+}
+
+Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old) {
+  // Release first: on a full device there may be no room for a second page.
+  Status released = backend_.ReleasePage(old);
+  if (!released.ok()) {
+    // The old page is still held: put the id back as it was.
+    {
+      std::lock_guard<SpinLock> guard(lock_);
+      slots_[id].state = SlotState::kGranted;
+    }
+    return Status(released.code(),
+                  "page pool on device " + std::to_string(device_) + ": recycling page id " +
+                      std::to_string(id) + ", releasing the old page: " +
+                      std::string(released.message()),
+                  released.call(), released.error_name());
+  }
+  Result<gpu::PageHandle> fresh = backend_.CreatePage(device_, page_size_);
+  uint32_t created = 0;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    assert(slot.state == SlotState::kRecycling);
+    if (fresh.ok()) {
+      slot.handle = *fresh;
+      slot.state = SlotState::kGranted;
+      ++recycles_;
+      return Status::OK();
+    }
+    // The old page is gone and no new one came: the id leaves the grant.
+    slot.handle = {};
+    slot.state = SlotState::kUncreated;
+    uncreated_ids_[uncreated_count_++] = id;
+    --created_;
+    --granted_;
+    ++create_failures_;
+    created = created_;
+  }
+  Status error = CreateError(fresh.status(), id, created);
+  return Status(error.code(),
+                std::string(error.message()) + " (recycle: the old page was released, so id " +
+                    std::to_string(id) + " is no longer granted)",
+                error.call(), error.error_name());
+}
+
+// ---- Background refill. ----
+
+Status PagePool::FillReserve() {
+  for (;;) {
+    PageId id;
+    {
+      std::lock_guard<SpinLock> guard(lock_);
+      if (free_count_ >= reserve_ || uncreated_count_ == 0) {
+        refill_active_ = false;  // the next dip below the reserve wakes us again
+        return Status::OK();
+      }
+      id = ClaimUncreatedLocked();
+    }
+    // On failure refill_active_ stays set, so grants do not wake us during
+    // the back-off; RefillLoop retries on its own.
+    NANOKV_RETURN_IF_ERROR(CreateClaimed(id, /*grant=*/false));
+  }
+}
+
+void PagePool::WakeRefill() {
+  {
+    std::lock_guard<std::mutex> guard(refill_mu_);
+    wake_ = true;  // sticky, so a wake before the thread waits is not lost
+  }
+  refill_cv_.notify_one();
+}
+
+void PagePool::RefillLoop() {
+  std::chrono::milliseconds backoff{0};
+  uint64_t failures_in_row = 0;
+  std::unique_lock<std::mutex> lock(refill_mu_);
+  for (;;) {
+    if (backoff.count() == 0) {
+      refill_cv_.wait(lock, [this] { return wake_ || stop_; });
+    } else {
+      refill_cv_.wait_for(lock, backoff, [this] { return stop_; });
+    }
+    if (stop_) return;
+    wake_ = false;
+    lock.unlock();
+    Status status = FillReserve();
+    if (status.ok()) {
+      if (failures_in_row > 0) {
+        spdlog::info("page pool on device {}: refill recovered after {} failed attempts",
+                     device_, failures_in_row);
+      }
+      failures_in_row = 0;
+      backoff = std::chrono::milliseconds{0};
+    } else {
+      // Log the first failure of a run only: the back-off retries would flood.
+      if (failures_in_row++ == 0) {
+        spdlog::warn("page pool on device {}: refill failed, backing off: {}", device_,
+                     status.ToString());
+      }
+      backoff = backoff.count() == 0 ? kMinBackoff : std::min(backoff * 2, kMaxBackoff);
+    }
+    lock.lock();
+  }
+}
+
+// ---- Queries. ----
+
+gpu::PageHandle PagePool::handle(PageId id) const {
+  if (id >= capacity_) return {};
+  std::lock_guard<SpinLock> guard(lock_);
+  const Slot& slot = slots_[id];
+  return slot.state == SlotState::kGranted ? slot.handle : gpu::PageHandle{};
+}
+
+PagePool::Stats PagePool::stats() const {
+  Stats out;
+  out.capacity_pages = capacity_;
+  out.page_size = page_size_;
+  out.reserve_pages = reserve_;
+  std::lock_guard<SpinLock> guard(lock_);
+  out.created_pages = created_;
+  out.free_pages = free_count_;
+  out.granted_pages = granted_;
+  out.creating_pages = creating_;
+  out.background_creates = background_creates_;
+  out.sync_creates = sync_creates_;
+  out.create_failures = create_failures_;
+  out.recycles = recycles_;
+  return out;
+}
+
+Status PagePool::CheckInvariants() const {
+  // Scratch is allocated before taking the spinlock, which must never be
+  // held across an allocation.
+  std::vector<uint8_t> listed(capacity_, 0);  // 1: on the free stack, 2: on the uncreated one
+  std::vector<uint64_t> handles;
+  handles.reserve(capacity_);
+  char error[256] = "";
+  auto fail = [&error](const char* what, uint64_t a, uint64_t b) {
+    if (error[0] == '\0') {
+      std::snprintf(error, sizeof(error), "%s (%" PRIu64 ", %" PRIu64 ")", what, a, b);
+    }
+  };
+  auto state_of = [this](PageId id) { return static_cast<uint64_t>(slots_[id].state); };
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    for (uint32_t i = 0; i < free_count_; ++i) {
+      const PageId id = free_ids_[i];
+      if (id >= capacity_) {
+        fail("free stack holds an id out of range (id, capacity)", id, capacity_);
+        break;
+      }
+      if (listed[id] & 1) fail("id twice on the free stack (id, position)", id, i);
+      if (slots_[id].state != SlotState::kFree) {
+        fail("free stack holds a non-free id (id, state)", id, state_of(id));
+      }
+      listed[id] |= 1;
+    }
+    for (uint32_t i = 0; i < uncreated_count_; ++i) {
+      const PageId id = uncreated_ids_[i];
+      if (id >= capacity_) {
+        fail("uncreated stack holds an id out of range (id, capacity)", id, capacity_);
+        break;
+      }
+      if (listed[id] & 2) fail("id twice on the uncreated stack (id, position)", id, i);
+      if (slots_[id].state != SlotState::kUncreated) {
+        fail("uncreated stack holds a created id (id, state)", id, state_of(id));
+      }
+      listed[id] |= 2;
+    }
+    uint32_t n_uncreated = 0, n_creating = 0, n_free = 0, n_granted = 0;
+    for (uint32_t id = 0; id < capacity_; ++id) {
+      const Slot& slot = slots_[id];
+      switch (slot.state) {
+        case SlotState::kUncreated: ++n_uncreated; break;
+        case SlotState::kCreating: ++n_creating; break;
+        case SlotState::kFree: ++n_free; break;
+        case SlotState::kGranted:
+        case SlotState::kRecycling: ++n_granted; break;
+      }
+      const bool created = slot.state == SlotState::kFree || slot.state == SlotState::kGranted;
+      if (created && !slot.handle.valid()) {
+        fail("created id without a handle (id, state)", id, state_of(id));
+      }
+      if (slot.state == SlotState::kUncreated && slot.handle.valid()) {
+        fail("uncreated id holds a handle (id, handle)", id, slot.handle.value);
+      }
+      if (created) handles.push_back(slot.handle.value);  // reserved: no allocation
+    }
+    // Each stack holds distinct ids of its state, so equal counts mean every
+    // free id is on the free stack and every uncreated one on its stack.
+    if (n_free != free_count_) fail("free ids vs free stack size", n_free, free_count_);
+    if (n_uncreated != uncreated_count_) {
+      fail("uncreated ids vs uncreated stack size", n_uncreated, uncreated_count_);
+    }
+    if (n_creating != creating_) fail("creating ids vs creations in flight", n_creating, creating_);
+    if (n_granted != granted_) fail("granted ids vs granted count", n_granted, granted_);
+    if (free_count_ + granted_ != created_) {
+      fail("free + granted != created", free_count_ + granted_, created_);
+    }
+    if (created_ > capacity_) fail("created > capacity", created_, capacity_);
+  }
+  if (error[0] == '\0') {
+    std::sort(handles.begin(), handles.end());
+    auto dup = std::adjacent_find(handles.begin(), handles.end());
+    if (dup != handles.end()) fail("two ids share one physical page (handle, 0)", *dup, 0);
+  }
+  if (error[0] != '\0') {
+    return Status::Internal("page pool on device " + std::to_string(device_) +
+                            ": invariant broken: " + error);
+  }
+  return Status::OK();
+}
+
+// ---- Errors, built out of line and outside the lock. ----
+
+Status PagePool::BadId(const char* call, PageId id) const {
+  return Status::InvalidArgument(std::string(call) + ": page id " + std::to_string(id) +
+                                 " is outside the pool of device " + std::to_string(device_) +
+                                 " [0, " + std::to_string(capacity_) + ")");
+}
+
+Status PagePool::NotGranted(const char* call, PageId id, SlotState state) const {
+  const char* what = "unknown";
+  switch (state) {
+    case SlotState::kUncreated: what = "never created"; break;
+    case SlotState::kCreating: what = "being created"; break;
+    case SlotState::kFree: what = "free (double free?)"; break;
+    case SlotState::kGranted: what = "granted"; break;
+    case SlotState::kRecycling: what = "being recycled"; break;
+  }
+  return Status::FailedPrecondition(std::string(call) + ": page id " + std::to_string(id) +
+                                    " on device " + std::to_string(device_) +
+                                    " is not granted: it is " + what);
+}
+
+Status PagePool::Exhausted(uint32_t granted) const {
+  return Status::ResourceExhausted(
+      "page pool on device " + std::to_string(device_) + " is exhausted: " +
+      std::to_string(granted) + " of " + std::to_string(capacity_) + " pages granted (capacity " +
+      std::to_string(static_cast<uint64_t>(capacity_) * page_size_) + " bytes, page size " +
+      std::to_string(page_size_) + ")");
+}
+
+Status PagePool::CreateError(const Status& cause, PageId id, uint32_t created) const {
+  // Keep the backend's code, call and error name (greppable), add our context.
+  return Status(cause.code(),
+                "page pool on device " + std::to_string(device_) + ": creating page id " +
+                    std::to_string(id) + " (" + std::to_string(page_size_) + " bytes; " +
+                    std::to_string(created) + " of " + std::to_string(capacity_) +
+                    " pages created): " + std::string(cause.message()),
+                cause.call(), cause.error_name());
+}
+
+}  // namespace nanokv::alloc

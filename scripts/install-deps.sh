@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what nanokv builds and tests with, from Debian bookworm packages only.
+# Idempotent: a second run installs nothing. Needs root (or sudo) on a bare machine.
+set -euo pipefail
+
+packages=(
+  cmake make g++ pkg-config git ca-certificates
+  libboost-dev            # Interprocess, Asio (header-only parts)
+  libspdlog-dev libfmt-dev
+  libcli11-dev
+  libyaml-cpp-dev
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+  libprotobuf-dev protobuf-compiler
+  libxxhash-dev
+  libamdhip64-dev         # ROCm 5.2 headers: the hip backend compiles and links here
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
