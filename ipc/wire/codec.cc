@@ -1,0 +1,139 @@
+#include "ipc/wire/codec.h"
+
+#include <string>
+
+namespace nanokv::wire {
+namespace {
+
+Status Fault(const std::string& what) { return Status::ProtocolError(what); }
+
+Status CheckDevice(int32_t device, const char* where) {
+  if (device < 0 || static_cast<size_t>(device) >= kMaxDevices) {
+    return Fault(std::string(where) + ": device " + std::to_string(device) + " out of range");
+  }
+  return Status::OK();
+}
+
+Status CheckCount(size_t count, const char* where) {
+  if (count > kMaxPagesPerRequest) {
+    return Fault(std::string(where) + ": " + std::to_string(count) + " pages (at most " +
+                 std::to_string(kMaxPagesPerRequest) + " per request)");
+  }
+  return Status::OK();
+}
+
+Status CheckBody(const Message& m) {
+  switch (m.body_case()) {
+    case Message::kAttach: {
+      const AttachRequest& a = m.attach();
+      if (!ValidName(a.tenant())) return Fault("attach: tenant name '" + a.tenant().substr(0, 80) + "' is not 1-63 of [A-Za-z0-9_.:@-]");
+      if (!a.group().empty() && !ValidName(a.group())) return Fault("attach: group name is not 1-63 of [A-Za-z0-9_.:@-]");
+      if (static_cast<size_t>(a.devices_size()) > kMaxDevices) return Fault("attach: too many devices");
+      for (int32_t d : a.devices()) NANOKV_RETURN_IF_ERROR(CheckDevice(d, "attach"));
+      if (!(a.limit_fraction() >= 0.0 && a.limit_fraction() <= 1.0)) {
+        return Fault("attach: limit_fraction must be in [0, 1]");
+      }
+      return Status::OK();
+    }
+    case Message::kGrant:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.grant().device(), "grant"));
+      if (m.grant().pages() == 0) return Fault("grant: 0 pages");
+      return CheckCount(m.grant().pages(), "grant");
+    case Message::kShare:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.share().device(), "share"));
+      if (m.share().page_ids_size() == 0) return Fault("share: no pages");
+      return CheckCount(m.share().page_ids_size(), "share");
+    case Message::kReturnPages:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.return_pages().device(), "return"));
+      return CheckCount(m.return_pages().page_ids_size(), "return");
+    case Message::kSetLimit:
+      if (!m.set_limit().tenant().empty() && !ValidName(m.set_limit().tenant())) {
+        return Fault("set_limit: bad tenant name");
+      }
+      return Status::OK();
+    case Message::kEvict:
+      if (!ValidName(m.evict().tenant())) return Fault("evict: tenant name is not 1-63 of [A-Za-z0-9_.:@-]");
+      return Status::OK();
+    case Message::kGrantReply:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.grant_reply().device(), "grant_reply"));
+      return CheckCount(m.grant_reply().pages_size(), "grant_reply");
+    case Message::kReclaim:
+      if (m.reclaim().device() != -1) NANOKV_RETURN_IF_ERROR(CheckDevice(m.reclaim().device(), "reclaim"));
+      return Status::OK();
+    case Message::kForget:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.forget().device(), "forget"));
+      return CheckCount(m.forget().page_ids_size(), "forget");
+    case Message::kAttachReply:
+      if (static_cast<size_t>(m.attach_reply().devices_size()) > kMaxDevices) {
+        return Fault("attach_reply: too many devices");
+      }
+      for (const auto& g : m.attach_reply().devices()) {
+        NANOKV_RETURN_IF_ERROR(CheckDevice(g.device(), "attach_reply"));
+        if (g.page_bytes() == 0) return Fault("attach_reply: page_bytes 0");
+      }
+      return Status::OK();
+    case Message::kError:
+      if (m.error().message().size() > kMaxErrorBytes) return Fault("error: message too long");
+      return Status::OK();
+    case Message::kReturnReply:
+    case Message::kSetLimitReply:
+    case Message::kEvictReply:
+    case Message::kDetach:
+    case Message::kDetachReply:
+    case Message::kShutdown:
+      return Status::OK();
+    case Message::BODY_NOT_SET:
+      return Fault("message has no body (or one this version does not know)");
+  }
+  return Fault("unknown message body");
+}
+
+}  // namespace
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == ':' || c == '@' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<std::byte> Encode(Message message) {
+  message.set_version(kWireVersion);
+  std::vector<std::byte> out(message.ByteSizeLong());
+  message.SerializeToArray(out.data(), static_cast<int>(out.size()));
+  return out;
+}
+
+Status Decode(std::span<const std::byte> data, Message* out) {
+  if (data.empty()) return Fault("empty message");
+  if (!out->ParseFromArray(data.data(), static_cast<int>(data.size()))) {
+    return Fault("message does not parse (" + std::to_string(data.size()) + " bytes)");
+  }
+  if (out->version() != kWireVersion) {
+    return Fault("wire version " + std::to_string(out->version()) + " (this side speaks " +
+                 std::to_string(kWireVersion) + ")");
+  }
+  return CheckBody(*out);
+}
+
+Message ErrorReply(uint64_t request_id, const Status& status) {
+  Message m;
+  m.set_version(kWireVersion);
+  m.set_request_id(request_id);
+  m.mutable_error()->set_code(static_cast<int32_t>(status.code()));
+  std::string text = status.ToString();
+  if (text.size() > kMaxErrorBytes) text.resize(kMaxErrorBytes);
+  m.mutable_error()->set_message(text);
+  return m;
+}
+
+Status StatusFromError(const Error& error) {
+  int32_t code = error.code();
+  if (code <= 0 || code > static_cast<int32_t>(Code::kInternal)) code = static_cast<int32_t>(Code::kInternal);
+  return Status(static_cast<Code>(code), "kvd: " + error.message());
+}
+
+}  // namespace nanokv::wire

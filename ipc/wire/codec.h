@@ -1,0 +1,41 @@
+// Encoding and validation of the engine protocol (ipc/proto/nanokv.proto).
+// Decode is the only way bytes from a peer become a wire::Message, and it
+// rejects anything out of range before kvd or libkv looks at it: the wrong
+// version, no body, oversized names, counts beyond the limits below.
+#ifndef NANOKV_IPC_WIRE_CODEC_H_
+#define NANOKV_IPC_WIRE_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ipc/proto/nanokv.pb.h"
+#include "nanokv/status.h"
+
+namespace nanokv::wire {
+
+inline constexpr uint32_t kWireVersion = 1;
+inline constexpr size_t kMaxNameBytes = 63;          // tenant and group names
+inline constexpr size_t kMaxDevices = 16;            // devices one kvd serves
+inline constexpr uint32_t kMaxPagesPerRequest = 4096;  // 8 GiB of 2 MiB pages
+inline constexpr size_t kMaxErrorBytes = 1024;
+
+// Serializes `message` (version is set to kWireVersion).
+std::vector<std::byte> Encode(Message message);
+
+// Parses and validates one datagram. kProtocolError names the fault.
+Status Decode(std::span<const std::byte> data, Message* out);
+
+// An Error reply carrying `status`, echoing `request_id`.
+Message ErrorReply(uint64_t request_id, const Status& status);
+// The Status an Error reply stands for (code range-checked).
+Status StatusFromError(const Error& error);
+
+// Whether a name is acceptable for a tenant or group: 1..kMaxNameBytes of
+// [A-Za-z0-9_.:@-], so it prints safely in kvctl and logs.
+bool ValidName(const std::string& name);
+
+}  // namespace nanokv::wire
+
+#endif  // NANOKV_IPC_WIRE_CODEC_H_

@@ -1,0 +1,123 @@
+// What the host backend enforces beyond the conformance suite: exact error
+// codes where CUDA's are not pinned down, fault on access without SetAccess,
+// memory accounting, and refusal of fds that are not nanokv pages.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "libkv/gpu/backend.h"
+
+namespace nanokv::gpu {
+namespace {
+
+constexpr size_t kGran = 2u << 20;
+
+class HostBackendTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> backend_ =
+      MakeHostBackend({.devices = 2, .granularity = kGran, .device_bytes = 8 * kGran});
+  Backend& b() { return *backend_; }
+};
+
+TEST_F(HostBackendTest, TouchingAMappingWithoutAccessFaults) {
+  auto base = b().ReserveRange(kGran, 0);
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(base.ok() && page.ok());
+  ASSERT_TRUE(b().Map(*base, kGran, *page).ok());
+  volatile char* p = reinterpret_cast<char*>(*base);
+  EXPECT_DEATH(p[0] = 1, "") << "a mapping without access must not be writable";
+  char byte = 1;
+  EXPECT_EQ(b().Copy(reinterpret_cast<void*>(*base), &byte, 1, CopyKind::kHostToDevice).code(),
+            Code::kPermissionDenied);
+  int devices[] = {1};  // access for device 1 makes it writable from the host
+  ASSERT_TRUE(b().SetAccess(*base, kGran, devices).ok());
+  p[0] = 1;
+  EXPECT_EQ(p[0], 1);
+  EXPECT_FALSE(*b().HasAccess(*base, 0));
+  EXPECT_TRUE(*b().HasAccess(*base, 1));
+}
+
+TEST_F(HostBackendTest, CountsDeviceMemoryLikeADriver) {
+  std::vector<PageHandle> pages;
+  for (int i = 0; i < 8; ++i) {
+    auto page = b().CreatePage(0, kGran);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    pages.push_back(*page);
+  }
+  auto full = b().CreatePage(0, kGran);
+  EXPECT_EQ(full.status().code(), Code::kOutOfMemory);
+  EXPECT_EQ(full.status().call(), "CreatePage");
+  EXPECT_EQ(*b().GetFreeMemory(0), 0u);
+  EXPECT_TRUE(b().CreatePage(1, kGran).ok()) << "devices are accounted apart";
+  // An import is not an allocation.
+  auto fd = b().ExportPage(pages[0]);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_TRUE(b().ImportPage(*fd, 0, kGran).ok());
+  ASSERT_TRUE(b().ReleasePage(pages[0]).ok());
+  EXPECT_EQ(*b().GetFreeMemory(0), kGran);
+  EXPECT_TRUE(b().CreatePage(0, kGran).ok());
+}
+
+TEST_F(HostBackendTest, StaleHandlesAreNotFound) {
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(page.ok());
+  ASSERT_TRUE(b().ReleasePage(*page).ok());
+  EXPECT_EQ(b().ReleasePage(*page).code(), Code::kNotFound);
+  EXPECT_EQ(b().ExportPage(*page).status().code(), Code::kNotFound);
+  EXPECT_EQ(b().ExportPage(PageHandle{}).status().code(), Code::kNotFound);
+}
+
+TEST_F(HostBackendTest, ImportRefusesWhatIsNotAPage) {
+  int fd = memfd_create("not-a-page", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kGran), 0);
+  // Unsealed: could be truncated under a mapping and SIGBUS its readers.
+  EXPECT_EQ(b().ImportPage(fd, 0, kGran).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "ImportPage must take ownership of the fd even on failure";
+
+  auto page = b().CreatePage(0, kGran);
+  auto exported = b().ExportPage(*page);
+  ASSERT_TRUE(exported.ok());
+  EXPECT_EQ(b().ImportPage(*exported, 0, 2 * kGran).status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(b().ImportPage(-1, 0, kGran).ok());
+  // A shared page cannot be resized by anyone who holds it.
+  auto again = b().ExportPage(*page);
+  EXPECT_NE(ftruncate(*again, kGran / 2), 0);
+  close(*again);
+}
+
+TEST_F(HostBackendTest, RangesAreFreedWholeAndOnlyWhenEmpty) {
+  auto base = b().ReserveRange(2 * kGran, 0);
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(*base % kGran, 0u);
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(b().Map(*base + kGran, kGran, *page).ok());
+  EXPECT_EQ(b().FreeRange(*base, 2 * kGran).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(b().FreeRange(*base, kGran).code(), Code::kInvalidArgument);
+  EXPECT_EQ(b().Map(*base + kGran, kGran, *page).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(b().Map(*base + 1, kGran, *page).code(), Code::kInvalidArgument);
+  ASSERT_TRUE(b().Unmap(*base + kGran, kGran).ok());
+  EXPECT_EQ(b().Unmap(*base + kGran, kGran).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(b().FreeRange(*base, 2 * kGran).ok());
+  EXPECT_EQ(b().ReserveRange(kGran, 3 * 4096).status().code(), Code::kInvalidArgument);
+}
+
+TEST(HostBackendOpen, ByNameAndEnvironment) {
+  auto host = OpenBackend("host");
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ((*host)->name(), "host");
+  EXPECT_EQ(OpenBackend("tpu").status().code(), Code::kInvalidArgument);
+  setenv("NANOKV_BACKEND", "host", 1);
+  setenv("NANOKV_HOST_DEVICES", "3", 1);
+  auto from_env = OpenBackend();
+  unsetenv("NANOKV_BACKEND");
+  unsetenv("NANOKV_HOST_DEVICES");
+  ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ((*from_env)->name(), "host");
+  EXPECT_EQ((*from_env)->device_count(), 3);
+}
+
+}  // namespace
+}  // namespace nanokv::gpu
