@@ -1,0 +1,48 @@
+// kvd's configuration: a YAML file (configs/kvd.yaml documents every key),
+// then command-line flags over it. Every error names the file, the line and
+// the key, and nothing starts on a config that did not load whole.
+#ifndef NANOKV_DAEMON_CONFIG_H_
+#define NANOKV_DAEMON_CONFIG_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "libkv/util/human_size.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+struct KvdConfig {
+  std::string ipc_name = "nanokv";
+  std::string backend = "auto";          // auto | cuda | hip | host
+  std::vector<int> devices;              // empty: every device the backend sees
+  uint64_t page_size = 2u << 20;
+  SizeOrShare capacity{0, 0.95};         // per device: bytes or a share of its memory
+  uint32_t reserve_pages = 8;
+  SizeOrShare default_limit{0, 0};       // 0: the node's capacity
+  std::vector<uid_t> allowed_uids;       // empty: kvd's own uid and root
+  std::vector<gid_t> allowed_gids;       // a peer in one of these groups is allowed too
+  mode_t socket_mode = 0660;
+  mode_t segment_mode = 0660;
+  std::optional<gid_t> group;            // owner group of socket and segment
+  std::string log_level = "info";
+  std::string run_dir;                   // empty: $NANOKV_RUN_DIR or /tmp/nanokv
+  int host_devices = 1;                  // host backend: simulated devices
+  uint64_t host_device_bytes = 0;        // host backend: memory per device (0: RAM)
+};
+
+// Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>".
+Result<KvdConfig> LoadConfigFile(const std::string& path);
+// The same from YAML text (`origin` names it in errors); for tests.
+Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& origin);
+
+// Semantic checks that need no device: names, ranges.
+Status Validate(const KvdConfig& config);
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_CONFIG_H_

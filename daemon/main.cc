@@ -1,0 +1,197 @@
+// kvd: the per-node daemon. Owns the GPU memory named in its config as pools
+// of physical pages, serves engines on a Unix socket, publishes its state in
+// /dev/shm, and gives back everything on SIGTERM/SIGINT.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon/config.h"
+#include "daemon/node_server.h"
+#include "daemon/node_state.h"
+#include "daemon/segment_publisher.h"
+#include "ipc/naming.h"
+#include "ipc/uds/channel.h"
+
+namespace nanokv::kvd {
+namespace {
+
+NodeServer* g_server = nullptr;  // for the signal handler only
+
+void OnSignal(int) {
+  if (g_server != nullptr) g_server->Stop();
+}
+
+int Fail(const Status& status) {
+  spdlog::critical("kvd: {}", status.ToString());
+  return 1;
+}
+
+Status MakeDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return Status::OK();
+  return Status::FromErrno("mkdir", errno, dir);
+}
+
+Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) {
+  NodeOptions options;
+  std::vector<int> devices = config.devices;
+  if (devices.empty()) {
+    for (int d = 0; d < backend.device_count(); ++d) devices.push_back(d);
+  }
+  for (int device : devices) {
+    if (device >= backend.device_count()) {
+      return Status::NotFound("device " + std::to_string(device) + " is not present (the " +
+                              std::string(backend.name()) + " backend sees " +
+                              std::to_string(backend.device_count()) + ")");
+    }
+    alloc::PagePoolConfig pool;
+    pool.device = device;
+    pool.page_size = config.page_size;
+    pool.reserve_pages = config.reserve_pages;
+    if (config.capacity.is_fraction()) {
+      pool.gpu_utilization = config.capacity.fraction;
+    } else {
+      pool.capacity_bytes = config.capacity.bytes;
+    }
+    options.pools.push_back(pool);
+  }
+  options.default_limit_bytes = config.default_limit.bytes;
+  options.default_limit_fraction = config.default_limit.fraction;
+  return options;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"kvd: the nanokv node daemon. It owns GPU memory as physical pages and shares "
+               "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>)."};
+  std::string config_path;
+  KvdConfig flags;
+  app.add_option("-c,--config", config_path, "YAML config file (configs/kvd.yaml documents every key)")
+      ->check(CLI::ExistingFile);
+  auto* ipc_opt = app.add_option("--ipc-name", flags.ipc_name, "IPC name engines attach by");
+  auto* backend_opt = app.add_option("--backend", flags.backend, "auto, cuda, hip or host")
+      ->check(CLI::IsMember({"auto", "cuda", "hip", "host"}));
+  auto* devices_opt = app.add_option("--devices", flags.devices, "device ordinals to serve (default: all)")
+      ->delimiter(',');
+  std::string page_size, capacity, default_limit, host_memory;
+  auto* page_opt = app.add_option("--page-size", page_size, "page size, e.g. 2MiB");
+  auto* capacity_opt = app.add_option("--capacity", capacity, "per device: bytes (40GiB), a share (90%) or a fraction (0.9)");
+  auto* reserve_opt = app.add_option("--reserve-pages", flags.reserve_pages, "pages created ahead of demand per device");
+  auto* limit_opt = app.add_option("--default-limit", default_limit, "limit of an engine that asks none: bytes or a share");
+  auto* log_opt = app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  auto* run_opt = app.add_option("--run-dir", flags.run_dir, "socket directory (default $NANOKV_RUN_DIR or /tmp/nanokv)");
+  auto* host_dev_opt = app.add_option("--host-devices", flags.host_devices, "host backend: simulated devices")
+      ->check(CLI::Range(1, 16));
+  auto* host_mem_opt = app.add_option("--host-device-memory", host_memory, "host backend: memory per device, e.g. 1GiB");
+  CLI11_PARSE(app, argc, argv);
+
+  // The file first, then each flag given over it.
+  KvdConfig config;
+  if (!config_path.empty()) {
+    auto loaded = LoadConfigFile(config_path);
+    if (!loaded.ok()) return Fail(loaded.status());
+    config = *loaded;
+  }
+  auto yaml_value = [](const std::string& key, const std::string& value) {
+    return LoadConfigText(key + ": \"" + value + "\"", "--" + key);
+  };
+  if (*ipc_opt) config.ipc_name = flags.ipc_name;
+  if (*backend_opt) config.backend = flags.backend;
+  if (*devices_opt) config.devices = flags.devices;
+  if (*reserve_opt) config.reserve_pages = flags.reserve_pages;
+  if (*log_opt) config.log_level = flags.log_level;
+  if (*run_opt) config.run_dir = flags.run_dir;
+  if (*host_dev_opt) config.host_devices = flags.host_devices;
+  if (*page_opt) {
+    auto c = yaml_value("page_size", page_size);
+    if (!c.ok()) return Fail(c.status());
+    config.page_size = c->page_size;
+  }
+  if (*capacity_opt) {
+    auto c = yaml_value("capacity", capacity);
+    if (!c.ok()) return Fail(c.status());
+    config.capacity = c->capacity;
+  }
+  if (*limit_opt) {
+    auto c = yaml_value("default_limit", default_limit);
+    if (!c.ok()) return Fail(c.status());
+    config.default_limit = c->default_limit;
+  }
+  if (*host_mem_opt) {
+    auto c = yaml_value("host_device_memory", host_memory);
+    if (!c.ok()) return Fail(c.status());
+    config.host_device_bytes = c->host_device_bytes;
+  }
+  Status valid = Validate(config);
+  if (!valid.ok()) return Fail(valid);
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+
+  gpu::HostBackendOptions host = gpu::HostOptionsFromEnvironment();
+  host.devices = config.host_devices;
+  if (config.host_device_bytes != 0) host.device_bytes = config.host_device_bytes;
+  auto backend = gpu::OpenBackend(config.backend, host);
+  if (!backend.ok()) return Fail(backend.status());
+  spdlog::info("kvd: backend {} with {} device(s)", (*backend)->name(), (*backend)->device_count());
+
+  auto options = PoolOptions(config, **backend);
+  if (!options.ok()) return Fail(options.status());
+  auto node = NodeState::Create(**backend, *options);
+  if (!node.ok()) return Fail(node.status());
+
+  ipc::SegmentOptions segment;
+  segment.ipc_name = config.ipc_name;
+  segment.mode = config.segment_mode;
+  segment.gid = config.group;
+  segment.backend = std::string((*backend)->name());
+  segment.page_bytes = config.page_size;
+  auto writer = ipc::SegmentWriter::Create(segment);
+  if (!writer.ok()) return Fail(writer.status());
+  SegmentPublisher publisher(std::move(*writer), **backend, **node);
+
+  std::string run_dir = config.run_dir.empty() ? ipc::RunDir() : config.run_dir;
+  Status made = MakeDirectory(run_dir);
+  if (!made.ok()) return Fail(made);
+  std::string socket_path = run_dir + "/" + config.ipc_name + ".sock";
+  auto listener = ipc::Listener::Bind(socket_path, config.socket_mode, config.group);
+  if (!listener.ok()) return Fail(listener.status());
+
+  ServerOptions server_options;
+  server_options.allowed_uids = config.allowed_uids;
+  server_options.allowed_gids = config.allowed_gids;
+  server_options.segment_name = "nanokv_" + config.ipc_name;
+  server_options.backend_name = std::string((*backend)->name());
+  NodeServer server(**node, std::move(*listener), server_options);
+  server.SetPublisher([&](const NodeState& n) { publisher.Publish(n); });
+
+  g_server = &server;
+  struct sigaction action{};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  for (const DeviceCounts& c : (*node)->Counts()) {
+    spdlog::info("kvd: device {}: {} pages of {} bytes ({} created ahead)", c.device,
+                 c.capacity_pages, (*node)->page_bytes(), c.created_pages);
+  }
+  spdlog::info("kvd: ready: ipc name '{}', socket {}, segment /dev/shm/nanokv_{}", config.ipc_name,
+               socket_path, config.ipc_name);
+  Status ran = server.Run();
+  g_server = nullptr;
+  publisher.Remove();
+  if (!ran.ok()) return Fail(ran);
+  spdlog::info("kvd: stopped cleanly");
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanokv::kvd
+
+int main(int argc, char** argv) { return nanokv::kvd::Main(argc, argv); }

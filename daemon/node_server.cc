@@ -1,0 +1,489 @@
+#include "daemon/node_server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "ipc/uds/fd_passing.h"
+#include "ipc/wire/codec.h"
+
+namespace nanokv::kvd {
+namespace {
+
+// epoll data tags: the low 32 bits carry the fd.
+constexpr uint64_t kListenerTag = 1ull << 32;
+constexpr uint64_t kStopTag = 2ull << 32;
+constexpr uint64_t kSocketTag = 3ull << 32;
+constexpr uint64_t kPidTag = 4ull << 32;
+
+uint64_t NowUnixNs() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(
+      duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+int PidfdOpen(pid_t pid) {
+  if (pid <= 0) return -1;
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+const char* BodyName(const wire::Message& m) {
+  const auto* field = wire::Message::descriptor()->FindFieldByNumber(m.body_case());
+  return field != nullptr ? field->name().c_str() : "(none)";
+}
+
+}  // namespace
+
+NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions options)
+    : node_(node), listener_(std::move(listener)), options_(std::move(options)) {
+  // Made here, not in Run, so Stop() is safe from a signal handler at any time.
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+NodeServer::~NodeServer() {
+  Shutdown();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+Status NodeServer::Setup() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return Status::FromErrno("epoll_create1", errno);
+  if (stop_fd_ < 0) return Status::FromErrno("eventfd", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag | static_cast<uint32_t>(listener_.fd());
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listener_.fd(), &ev) != 0) {
+    return Status::FromErrno("epoll_ctl", errno, "listener");
+  }
+  ev.data.u64 = kStopTag | static_cast<uint32_t>(stop_fd_);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev) != 0) {
+    return Status::FromErrno("epoll_ctl", errno, "stop eventfd");
+  }
+  return Status::OK();
+}
+
+void NodeServer::Stop() {
+  uint64_t one = 1;  // async-signal-safe: one write(2)
+  ssize_t ignored = write(stop_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+Status NodeServer::Run() {
+  NANOKV_RETURN_IF_ERROR(Setup());
+  spdlog::info("kvd: serving on {}", listener_.path());
+  auto last_publish = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  bool stopping = false;
+  epoll_event events[64];
+  while (!stopping) {
+    int n = epoll_wait(epoll_fd_, events, 64, 250);
+    if (n < 0 && errno != EINTR) return Status::FromErrno("epoll_wait", errno);
+    for (int i = 0; i < n; ++i) {
+      uint64_t tag = events[i].data.u64 & ~0xffffffffull;
+      int fd = static_cast<int>(events[i].data.u64 & 0xffffffffull);
+      if (tag == kStopTag) {
+        stopping = true;
+      } else if (tag == kListenerTag) {
+        Accept();
+      } else if (tag == kPidTag) {
+        auto it = pidfds_.find(fd);
+        if (it != pidfds_.end()) CloseConnection(it->second, "its process exited");
+      } else if (tag == kSocketTag) {
+        OnReadable(fd);
+      }
+    }
+    DeliverNotices();
+    for (int fd : doomed_) CloseConnection(fd, "closed by kvd");
+    doomed_.clear();
+    auto now = std::chrono::steady_clock::now();
+    if (publish_ && (dirty_ || now - last_publish > std::chrono::seconds(1))) {
+      publish_(node_);
+      dirty_ = false;
+      last_publish = now;
+    }
+  }
+  Shutdown();
+  return Status::OK();
+}
+
+bool NodeServer::PeerAllowed(const ipc::PeerCredentials& peer) const {
+  if (peer.uid == 0 || peer.uid == geteuid()) return true;
+  if (std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), peer.uid) !=
+      options_.allowed_uids.end()) {
+    return true;
+  }
+  return std::find(options_.allowed_gids.begin(), options_.allowed_gids.end(), peer.gid) !=
+         options_.allowed_gids.end();
+}
+
+void NodeServer::Accept() {
+  while (true) {
+    auto accepted = listener_.Accept();
+    if (!accepted.ok()) {
+      // EMFILE and friends: log and try again on the next readiness.
+      spdlog::warn("kvd: accept: {}", accepted.status().ToString());
+      return;
+    }
+    if (!accepted->has_value()) return;
+    auto c = std::make_unique<Connection>();
+    c->channel = std::move(**accepted);
+    auto peer = c->channel.Peer();
+    if (!peer.ok()) {
+      spdlog::warn("kvd: refusing a peer with no credentials: {}", peer.status().ToString());
+      continue;
+    }
+    c->peer = *peer;
+    if (!PeerAllowed(c->peer)) {
+      spdlog::warn("kvd: refusing pid {} uid {} gid {}: not allowed by allowed_uids/allowed_gids",
+                   c->peer.pid, c->peer.uid, c->peer.gid);
+      SendError(*c, 0, Status::PermissionDenied("uid " + std::to_string(c->peer.uid) +
+                                                " is not allowed to attach to this kvd"));
+      c->refused = true;
+    }
+    int fd = c->channel.fd();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = kSocketTag | static_cast<uint32_t>(fd);
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      spdlog::warn("kvd: epoll_ctl: {}", Status::FromErrno("epoll_ctl", errno).ToString());
+      continue;
+    }
+    c->pidfd = c->refused ? -1 : PidfdOpen(c->peer.pid);
+    if (c->pidfd >= 0) {
+      ev.events = EPOLLIN;
+      ev.data.u64 = kPidTag | static_cast<uint32_t>(c->pidfd);
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->pidfd, &ev) == 0) {
+        pidfds_[c->pidfd] = fd;
+      } else {
+        close(c->pidfd);
+        c->pidfd = -1;
+      }
+    }
+    spdlog::debug("kvd: connection from pid {} uid {}", c->peer.pid, c->peer.uid);
+    connections_[fd] = std::move(c);
+  }
+}
+
+void NodeServer::OnReadable(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& c = *it->second;
+  std::vector<std::byte> data;
+  // A bounded number of datagrams per turn, so one busy engine cannot starve others.
+  for (int i = 0; i < 32; ++i) {
+    if (std::find(doomed_.begin(), doomed_.end(), fd) != doomed_.end()) return;
+    std::vector<int> fds;
+    auto received = c.channel.Receive(&data, &fds);
+    if (!fds.empty()) {
+      for (int stray : fds) close(stray);
+      Fault(c, 0, Status::ProtocolError("kvd accepts no file descriptors from engines"));
+      continue;
+    }
+    if (!received.ok()) {
+      Fault(c, 0, received.status());  // e.g. an oversized datagram
+      if (received.status().code() != Code::kProtocolError) doomed_.push_back(fd);
+      return;
+    }
+    if (*received == ipc::Channel::Received::kWouldBlock) {
+      if (c.refused) doomed_.push_back(fd);
+      return;
+    }
+    if (*received == ipc::Channel::Received::kClosed) {
+      doomed_.push_back(fd);
+      return;
+    }
+    if (c.refused) {
+      SendError(c, 0, Status::PermissionDenied("uid " + std::to_string(c.peer.uid) +
+                                               " is not allowed to attach to this kvd"));
+      continue;  // drain everything, then close (below, on would-block)
+    }
+    Handle(c, data);
+  }
+}
+
+void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data) {
+  wire::Message m;
+  Status decoded = wire::Decode(data, &m);
+  if (!decoded.ok()) return Fault(c, m.request_id(), decoded);
+  uint64_t rid = m.request_id();
+  uint64_t now = NowUnixNs();
+  if (m.body_case() == wire::Message::kAttach) return HandleAttach(c, m);
+  if (m.body_case() == wire::Message::kSetLimit && !m.set_limit().tenant().empty()) {
+    return HandleSetLimit(c, m);  // an operator's request: no attach needed
+  }
+  if (m.body_case() == wire::Message::kEvict) return HandleEvict(c, m);  // an operator's too
+  bool engine_request = m.body_case() == wire::Message::kGrant ||
+                        m.body_case() == wire::Message::kShare ||
+                        m.body_case() == wire::Message::kReturnPages ||
+                        m.body_case() == wire::Message::kSetLimit ||
+                        m.body_case() == wire::Message::kDetach;
+  if (!engine_request) {
+    return Fault(c, rid, Status::ProtocolError(std::string("kvd does not take '") + BodyName(m) +
+                                               "' from an engine"));
+  }
+  if (c.tenant == 0) {
+    return SendError(c, rid, Status::FailedPrecondition("attach first"));
+  }
+  dirty_ = true;
+  switch (m.body_case()) {
+    case wire::Message::kGrant:
+      return HandleGrant(c, rid, m.grant().device(),
+                         node_.Grant(c.tenant, m.grant().device(), m.grant().pages(), now));
+    case wire::Message::kShare: {
+      std::vector<PageId> ids(m.share().page_ids().begin(), m.share().page_ids().end());
+      return HandleGrant(c, rid, m.share().device(),
+                         node_.Share(c.tenant, m.share().device(), ids, now));
+    }
+    case wire::Message::kReturnPages: {
+      std::vector<PageId> ids(m.return_pages().page_ids().begin(),
+                              m.return_pages().page_ids().end());
+      Status returned = node_.Return(c.tenant, m.return_pages().device(), ids, now);
+      if (!returned.ok()) return SendError(c, rid, returned);
+      wire::Message reply;
+      reply.set_request_id(rid);
+      reply.mutable_return_reply()->set_returned(static_cast<uint32_t>(ids.size()));
+      Send(c, reply);
+      return;
+    }
+    case wire::Message::kSetLimit:
+      return HandleSetLimit(c, m);
+    case wire::Message::kDetach: {
+      TenantId tenant = std::exchange(c.tenant, 0);
+      tenant_fds_.erase(tenant);
+      Status detached = node_.Detach(tenant);
+      if (!detached.ok()) return SendError(c, rid, detached);
+      wire::Message reply;
+      reply.set_request_id(rid);
+      reply.mutable_detach_reply();
+      Send(c, reply);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
+  uint64_t rid = m.request_id();
+  if (c.tenant != 0) return SendError(c, rid, Status::FailedPrecondition("already attached"));
+  const wire::AttachRequest& a = m.attach();
+  AttachParams params;
+  params.name = a.tenant();
+  params.group = a.group();
+  params.pid = c.peer.pid;
+  params.uid = c.peer.uid;
+  params.limit_bytes = a.limit_bytes();
+  params.limit_fraction = a.limit_fraction();
+  for (int32_t device : a.devices()) {
+    bool served = false;
+    for (size_t d = 0; d < node_.device_count(); ++d) served |= node_.device_ordinal(d) == device;
+    if (!served) {
+      return SendError(c, rid, Status::NotFound("kvd does not serve device " + std::to_string(device)));
+    }
+  }
+  auto tenant = node_.Attach(params, NowUnixNs());
+  if (!tenant.ok()) return SendError(c, rid, tenant.status());
+  c.tenant = *tenant;
+  tenant_fds_[*tenant] = c.channel.fd();
+  dirty_ = true;
+  const Tenant* t = node_.FindTenant(*tenant);
+  spdlog::info("kvd: tenant '{}' (id {}, pid {}, group '{}') attached, limit {} bytes", t->name,
+               t->id, t->pid, t->group, t->limit_bytes);
+  wire::Message reply;
+  reply.set_request_id(rid);
+  wire::AttachReply* r = reply.mutable_attach_reply();
+  r->set_tenant_id(*tenant);
+  r->set_segment_name(options_.segment_name);
+  r->set_backend(options_.backend_name);
+  r->set_limit_bytes(t->limit_bytes);
+  for (const DeviceCounts& counts : node_.Counts()) {
+    wire::DeviceGeometry* g = r->add_devices();
+    g->set_device(counts.device);
+    g->set_page_bytes(node_.page_bytes());
+    g->set_capacity_pages(static_cast<uint32_t>(counts.capacity_pages));
+  }
+  Send(c, reply);
+}
+
+void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
+                             Result<std::vector<GrantedPage>> granted) {
+  if (!granted.ok()) return SendError(c, rid, granted.status());
+  // Look up every fd first: if an export fails, the grant is undone whole.
+  std::vector<int> fds;
+  for (const GrantedPage& page : *granted) {
+    if (!page.needs_fd) continue;
+    auto fd = node_.PageFd(device, page.id);
+    if (!fd.ok()) {
+      std::vector<PageId> ids;
+      for (const GrantedPage& p : *granted) ids.push_back(p.id);
+      Status undone = node_.Return(c.tenant, device, ids, NowUnixNs());
+      if (!undone.ok()) spdlog::error("kvd: undoing a failed grant: {}", undone.ToString());
+      return SendError(c, rid, fd.status());
+    }
+    fds.push_back(*fd);
+  }
+  // Batches of at most kMaxFdsPerMessage fds; all but the last say more.
+  size_t next_fd = 0;
+  size_t i = 0;
+  const auto& pages = *granted;
+  do {
+    wire::Message reply;
+    reply.set_request_id(rid);
+    wire::GrantReply* r = reply.mutable_grant_reply();
+    r->set_device(device);
+    size_t batch_start = next_fd;
+    while (i < pages.size() && !(pages[i].needs_fd && next_fd - batch_start == ipc::kMaxFdsPerMessage)) {
+      wire::PageGrant* g = r->add_pages();
+      g->set_page_id(pages[i].id);
+      g->set_generation(pages[i].generation);
+      g->set_fd_attached(pages[i].needs_fd);
+      if (pages[i].needs_fd) ++next_fd;
+      ++i;
+    }
+    r->set_more(i < pages.size());
+    std::span<const int> batch(fds.data() + batch_start, next_fd - batch_start);
+    if (!Send(c, reply, batch)) return;
+  } while (i < pages.size());
+}
+
+void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
+  uint64_t rid = m.request_id();
+  TenantId target = c.tenant;
+  if (!m.set_limit().tenant().empty()) {
+    // Another tenant's limit is an operator's call: kvd's own uid or root.
+    if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
+      return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may set another tenant's limit"));
+    }
+    const Tenant* t = node_.FindTenantByName(m.set_limit().tenant());
+    if (t == nullptr) {
+      return SendError(c, rid, Status::NotFound("no tenant named '" + m.set_limit().tenant() + "'"));
+    }
+    target = t->id;
+  }
+  auto limit = node_.SetLimit(target, m.set_limit().limit_bytes());
+  if (!limit.ok()) return SendError(c, rid, limit.status());
+  dirty_ = true;
+  const Tenant* t = node_.FindTenant(target);
+  spdlog::info("kvd: tenant '{}' limit set to {} bytes (uses {})", t->name, *limit,
+               node_.UsedBytes(*t));
+  wire::Message reply;
+  reply.set_request_id(rid);
+  reply.mutable_set_limit_reply()->set_limit_bytes(*limit);
+  reply.mutable_set_limit_reply()->set_used_bytes(node_.UsedBytes(*t));
+  Send(c, reply);
+}
+
+void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
+  uint64_t rid = m.request_id();
+  if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
+    return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may evict a tenant's pages"));
+  }
+  const Tenant* t = node_.FindTenantByName(m.evict().tenant());
+  if (t == nullptr) {
+    return SendError(c, rid, Status::NotFound("no tenant named '" + m.evict().tenant() + "'"));
+  }
+  // ceil(bytes / page) without overflow; 0 (all it holds) stays 0. NodeState
+  // asks for at most what the tenant holds, so clamping to uint32 loses nothing.
+  const uint64_t page = node_.page_bytes();
+  const uint64_t bytes = m.evict().bytes();
+  const uint64_t wanted = std::min<uint64_t>(bytes / page + (bytes % page != 0), UINT32_MAX);
+  const uint64_t used = node_.UsedBytes(*t);
+  const auto held = static_cast<uint32_t>(used / page);
+  const uint32_t asked = wanted == 0 || wanted > held ? held : static_cast<uint32_t>(wanted);
+  Status evicted = node_.Evict(t->id, static_cast<uint32_t>(wanted));
+  if (!evicted.ok()) return SendError(c, rid, evicted);
+  spdlog::info("kvd: evict: asked tenant '{}' for {} of its {} pages", t->name, asked, held);
+  wire::Message reply;
+  reply.set_request_id(rid);
+  reply.mutable_evict_reply()->set_pages_requested(asked);
+  reply.mutable_evict_reply()->set_used_bytes(used);
+  Send(c, reply);
+}
+
+bool NodeServer::Send(Connection& c, const wire::Message& m, std::span<const int> fds) {
+  Status sent = c.channel.Send(wire::Encode(m), fds);
+  if (sent.ok()) return true;
+  // A full buffer means the engine is not reading its replies: it cannot be
+  // served, and it must not hold kvd's loop or its pages hostage.
+  spdlog::warn("kvd: dropping connection of pid {}: {}", c.peer.pid, sent.ToString());
+  doomed_.push_back(c.channel.fd());
+  return false;
+}
+
+void NodeServer::SendError(Connection& c, uint64_t request_id, const Status& status) {
+  Send(c, wire::ErrorReply(request_id, status));
+}
+
+void NodeServer::Fault(Connection& c, uint64_t request_id, const Status& status) {
+  ++c.faults;
+  spdlog::warn("kvd: protocol fault from pid {} ({} so far): {}", c.peer.pid, c.faults,
+               status.ToString());
+  SendError(c, request_id, status);
+  if (c.faults >= options_.max_faults) doomed_.push_back(c.channel.fd());
+}
+
+void NodeServer::DeliverNotices() {
+  for (Notice& notice : node_.TakeNotices()) {
+    auto it = tenant_fds_.find(notice.tenant);
+    if (it == tenant_fds_.end()) continue;
+    auto c = connections_.find(it->second);
+    if (c == connections_.end()) continue;
+    wire::Message m;
+    m.set_request_id(0);
+    if (notice.kind == Notice::Kind::kReclaim) {
+      m.mutable_reclaim()->set_device(notice.device);
+      m.mutable_reclaim()->set_pages(notice.pages);
+      m.mutable_reclaim()->set_limit_bytes(notice.limit_bytes);
+    } else {
+      m.mutable_forget()->set_device(notice.device);
+      for (PageId id : notice.page_ids) m.mutable_forget()->add_page_ids(id);
+    }
+    Send(*c->second, m);
+  }
+}
+
+void NodeServer::CloseConnection(int fd, const std::string& reason) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& c = *it->second;
+  if (c.tenant != 0) {
+    const Tenant* t = node_.FindTenant(c.tenant);
+    uint64_t used = t != nullptr ? node_.UsedBytes(*t) : 0;
+    std::string name = t != nullptr ? t->name : "?";
+    Status detached = node_.Detach(c.tenant);
+    tenant_fds_.erase(c.tenant);
+    spdlog::info("kvd: tenant '{}' (pid {}) gone ({}): {} bytes back in the pool", name,
+                 c.peer.pid, reason, used);
+    if (!detached.ok()) spdlog::error("kvd: detach: {}", detached.ToString());
+  }
+  if (c.pidfd >= 0) {
+    pidfds_.erase(c.pidfd);
+    close(c.pidfd);
+  }
+  if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  connections_.erase(it);
+  dirty_ = true;
+}
+
+void NodeServer::Shutdown() {
+  if (connections_.empty() && listener_.fd() < 0) return;
+  listener_.Close();  // stop accepting, remove the socket file
+  wire::Message notice;
+  notice.mutable_shutdown()->set_reason("kvd is stopping");
+  std::vector<int> fds;
+  for (auto& [fd, c] : connections_) {
+    (void)c->channel.Send(wire::Encode(notice));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) CloseConnection(fd, "kvd stopping");
+  if (publish_) publish_(node_);
+}
+
+}  // namespace nanokv::kvd

@@ -1,0 +1,106 @@
+// kvd's engine-facing server: one thread, one epoll loop over the listening
+// socket, every engine connection, a pidfd per engine (so a dead process is
+// noticed even if a child inherited its socket), and a stop eventfd.
+//
+// Every datagram is decoded and checked (ipc/wire/codec.h) before NodeState
+// sees it; a bad one gets an Error reply naming the fault, and a connection
+// that keeps sending them, sends fds, or does not read its replies is closed.
+// Closing a connection detaches its tenant: every page it held comes back.
+#ifndef NANOKV_DAEMON_NODE_SERVER_H_
+#define NANOKV_DAEMON_NODE_SERVER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/node_state.h"
+#include "ipc/proto/nanokv.pb.h"
+#include "ipc/uds/channel.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+struct ServerOptions {
+  std::vector<uid_t> allowed_uids;  // besides root and kvd's own uid
+  std::vector<gid_t> allowed_gids;
+  std::string segment_name;         // told to engines at attach
+  std::string backend_name;         // told to engines: they open the same
+  uint32_t max_faults = 16;         // protocol faults before a connection is closed
+};
+
+// What the server tells its owner about a connection, for the segment.
+struct ConnectionView {
+  TenantId tenant = 0;
+  ipc::PeerCredentials peer;
+};
+
+class NodeServer {
+ public:
+  // `node` must remain live while the server exists. Takes the listener.
+  NodeServer(NodeState& node, ipc::Listener listener, ServerOptions options);
+  ~NodeServer();
+
+  // Called after each loop turn in which the node changed, and at least once
+  // a second, with the node (for the /dev/shm segment).
+  void SetPublisher(std::function<void(const NodeState&)> publish) { publish_ = std::move(publish); }
+
+  // Runs until Stop() (from any thread or a signal handler's thread). On
+  // return every engine was told kvd is stopping and every connection closed.
+  Status Run();
+  void Stop();
+
+  size_t connection_count() const { return connections_.size(); }
+
+ private:
+  struct Connection {
+    ipc::Channel channel;
+    ipc::PeerCredentials peer;
+    int pidfd = -1;
+    TenantId tenant = 0;
+    uint32_t faults = 0;
+    // A peer kvd does not allow: it was sent the refusal and is closed once
+    // what it sent is drained. Closing a socket with unread data would reset
+    // the peer's end (ECONNRESET) before it could read why it was refused.
+    bool refused = false;
+  };
+
+  Status Setup();
+  void Accept();
+  void OnReadable(int fd);
+  void Handle(Connection& c, const std::vector<std::byte>& data);
+  void HandleAttach(Connection& c, const wire::Message& m);
+  void HandleGrant(Connection& c, uint64_t request_id, int device,
+                   Result<std::vector<GrantedPage>> granted);
+  void HandleSetLimit(Connection& c, const wire::Message& m);
+  void HandleEvict(Connection& c, const wire::Message& m);
+  bool PeerAllowed(const ipc::PeerCredentials& peer) const;
+  // Sends or, if the peer cannot take it, closes the connection. False if closed.
+  bool Send(Connection& c, const wire::Message& m, std::span<const int> fds = {});
+  void SendError(Connection& c, uint64_t request_id, const Status& status);
+  void Fault(Connection& c, uint64_t request_id, const Status& status);
+  void DeliverNotices();
+  void CloseConnection(int fd, const std::string& reason);
+  void Shutdown();
+
+  NodeState& node_;  // must remain live while the server exists
+  ipc::Listener listener_;
+  ServerOptions options_;
+  std::function<void(const NodeState&)> publish_;
+  int epoll_fd_ = -1;
+  int stop_fd_ = -1;  // eventfd
+  std::map<int, std::unique_ptr<Connection>> connections_;  // by socket fd
+  std::map<int, int> pidfds_;                                // pidfd -> socket fd
+  std::map<TenantId, int> tenant_fds_;                       // tenant -> socket fd
+  std::vector<int> doomed_;  // connections to close at the end of this turn
+  bool dirty_ = true;
+};
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_NODE_SERVER_H_

@@ -1,0 +1,496 @@
+#include "daemon/node_state.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "ipc/wire/codec.h"
+
+namespace nanokv::kvd {
+namespace {
+
+constexpr char kDefaultGroup[] = "default";
+
+std::string Mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
+                                                     const NodeOptions& options) {
+  if (options.pools.empty()) return Status::InvalidArgument("kvd serves no device");
+  size_t page_bytes = options.pools.front().page_size;
+  std::unique_ptr<NodeState> node(new NodeState(backend, page_bytes, options));
+  for (const auto& config : options.pools) {
+    if (config.page_size != page_bytes) {
+      return Status::InvalidArgument("all devices must use one page size");
+    }
+    NANOKV_ASSIGN_OR_RETURN(auto pool, alloc::PagePool::Create(backend, config));
+    node->devices_.emplace_back();
+    node->devices_.back().pages.resize(pool->capacity_pages());
+    node->pools_.push_back(std::move(pool));
+  }
+  return node;
+}
+
+NodeState::NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options)
+    : backend_(backend),
+      page_bytes_(page_bytes),
+      default_limit_(options.default_limit_bytes),
+      default_limit_fraction_(options.default_limit_fraction) {
+  groups_.push_back(kDefaultGroup);
+}
+
+NodeState::~NodeState() {
+  for (auto& device : devices_) {
+    for (auto& page : device.pages) {
+      if (page.fd >= 0) close(page.fd);
+    }
+  }
+  // The pools release every page they created as they go.
+}
+
+uint64_t NodeState::capacity_bytes() const {
+  uint64_t total = 0;
+  for (const auto& pool : pools_) total += uint64_t{pool->capacity_pages()} * page_bytes_;
+  return total;
+}
+
+Result<size_t> NodeState::DeviceIndex(int device) const {
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    if (pools_[i]->device() == device) return i;
+  }
+  return Status::NotFound("kvd does not serve device " + std::to_string(device));
+}
+
+Tenant* NodeState::MutableTenant(TenantId tenant) {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? nullptr : &it->second;
+}
+
+const Tenant* NodeState::FindTenant(TenantId tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? nullptr : &it->second;
+}
+
+const Tenant* NodeState::FindTenantByName(const std::string& name) const {
+  for (const auto& [id, tenant] : tenants_) {
+    if (tenant.name == name) return &tenant;
+  }
+  return nullptr;
+}
+
+std::vector<const Tenant*> NodeState::Tenants() const {
+  std::vector<const Tenant*> out;
+  for (const auto& [id, tenant] : tenants_) out.push_back(&tenant);
+  return out;
+}
+
+int NodeState::GroupIndex(const std::string& name) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (groups_[i] == name) return static_cast<int>(i);
+  }
+  groups_.push_back(name);
+  return static_cast<int>(groups_.size() - 1);
+}
+
+uint64_t NodeState::UsedBytes(const Tenant& tenant) const {
+  uint64_t pages = 0;
+  for (uint32_t n : tenant.used_pages) pages += n;
+  return pages * page_bytes_;
+}
+
+Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix_ns) {
+  if (!wire::ValidName(params.name)) {
+    return Status::InvalidArgument("tenant name '" + params.name.substr(0, 80) +
+                                   "' is not 1-63 of [A-Za-z0-9_.:@-]");
+  }
+  std::string group = params.group.empty() ? kDefaultGroup : params.group;
+  if (!wire::ValidName(group)) return Status::InvalidArgument("bad group name");
+  if (FindTenantByName(params.name) != nullptr) {
+    return Status::AlreadyExists("a tenant named '" + params.name + "' is already attached");
+  }
+  uint64_t capacity = capacity_bytes();
+  uint64_t limit = params.limit_bytes;
+  if (limit == 0 && params.limit_fraction > 0) {
+    limit = static_cast<uint64_t>(params.limit_fraction * static_cast<double>(capacity));
+  }
+  if (limit == 0 && default_limit_ != 0) limit = default_limit_;
+  if (limit == 0 && default_limit_fraction_ > 0) {
+    limit = static_cast<uint64_t>(default_limit_fraction_ * static_cast<double>(capacity));
+  }
+  if (limit == 0) limit = capacity;
+  limit = std::min(limit, capacity);
+
+  Tenant tenant;
+  tenant.id = next_tenant_++;
+  tenant.name = params.name;
+  tenant.group = group;
+  tenant.group_index = GroupIndex(group);
+  tenant.pid = params.pid;
+  tenant.uid = params.uid;
+  tenant.limit_bytes = limit;
+  tenant.attach_unix_ns = now_unix_ns;
+  tenant.last_activity_unix_ns = now_unix_ns;
+  tenant.used_pages.assign(pools_.size(), 0);
+  tenant.imported.resize(pools_.size());
+  TenantId id = tenant.id;
+  tenants_.emplace(id, std::move(tenant));
+  return id;
+}
+
+Status NodeState::Detach(TenantId tenant_id) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    if (tenant->used_pages[d] == 0) continue;
+    for (PageId id = 0; id < devices_[d].pages.size(); ++id) {
+      const auto& holders = devices_[d].pages[id].holders;
+      if (std::find(holders.begin(), holders.end(), tenant_id) != holders.end()) {
+        ReleaseHolder(d, id, tenant_id);
+      }
+    }
+  }
+  tenants_.erase(tenant_id);
+  return Status::OK();
+}
+
+void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
+  PageInfo& page = devices_[d].pages[id];
+  page.holders.erase(std::find(page.holders.begin(), page.holders.end(), tenant_id));
+  if (Tenant* tenant = MutableTenant(tenant_id)) --tenant->used_pages[d];
+  if (page.holders.empty()) {
+    --devices_[d].held;
+    page.in_group_free = true;
+    devices_[d].group_free[page.group].push_back(id);
+  }
+}
+
+size_t NodeState::Obtainable(size_t d) const {
+  // Every page not held by a tenant can be had: the group's own free pages
+  // at once, pool pages fresh, other groups' free pages after a recycle.
+  return pools_[d]->capacity_pages() - devices_[d].held;
+}
+
+Result<PageId> NodeState::TakePage(size_t d, int group) {
+  DeviceState& device = devices_[d];
+  auto own = device.group_free.find(group);
+  if (own != device.group_free.end() && !own->second.empty()) {
+    PageId id = own->second.back();
+    own->second.pop_back();
+    device.pages[id].in_group_free = false;
+    return id;
+  }
+  auto fresh = pools_[d]->Allocate();
+  if (fresh.ok()) {
+    PageInfo& page = device.pages[*fresh];
+    page.group = group;
+    return *fresh;
+  }
+  if (fresh.status().code() != Code::kResourceExhausted) return fresh.status();
+  // The pool is all owned by groups: take another group's free page and give
+  // it a new physical page first, so its old bytes never cross (invariant 2).
+  for (auto& [other, stack] : device.group_free) {
+    if (other == group || stack.empty()) continue;
+    PageId id = stack.back();
+    stack.pop_back();
+    device.pages[id].in_group_free = false;
+    NANOKV_RETURN_IF_ERROR(Recycle(d, id));
+    device.pages[id].group = group;
+    return id;
+  }
+  return fresh.status();
+}
+
+Status NodeState::Recycle(size_t d, PageId id) {
+  PageInfo& page = devices_[d].pages[id];
+  int old_group = page.group;
+  if (page.fd >= 0) close(page.fd);
+  page.fd = -1;
+  Status recycled = pools_[d]->Recycle(id);
+  ++page.generation;
+  // Processes of the old group may still hold a handle of the old page: tell
+  // them to drop it, so the old memory is freed once they do.
+  for (auto& [tenant_id, tenant] : tenants_) {
+    if (tenant.group_index != old_group) continue;
+    auto it = tenant.imported[d].find(id);
+    if (it == tenant.imported[d].end()) continue;
+    tenant.imported[d].erase(it);
+    Notice notice{Notice::Kind::kForget, tenant_id, pools_[d]->device(), 0, 0, {id}};
+    notices_.push_back(std::move(notice));
+  }
+  if (!recycled.ok()) {
+    page.group = -1;  // the pool took the id back as uncreated
+    spdlog::warn("kvd: recycling page {} of device {} failed: {}", id, pools_[d]->device(),
+                 recycled.ToString());
+  }
+  return recycled;
+}
+
+void NodeState::PutBack(size_t d, PageId id) {
+  PageInfo& page = devices_[d].pages[id];
+  page.in_group_free = true;
+  devices_[d].group_free[page.group].push_back(id);
+}
+
+Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
+  uint64_t used = UsedBytes(tenant);
+  if (tenant.state == TenantState::kReclaiming) {
+    return Status::ResourceExhausted("tenant '" + tenant.name + "' uses " + Mib(used) +
+                                     ", over its limit of " + Mib(tenant.limit_bytes) +
+                                     ": no grant until it returns pages (reclaim pending)");
+  }
+  uint64_t asked = uint64_t{count} * page_bytes_;
+  if (used + asked > tenant.limit_bytes) {
+    return Status::ResourceExhausted("tenant '" + tenant.name + "' limit " +
+                                     Mib(tenant.limit_bytes) + ": uses " + Mib(used) +
+                                     ", asked " + std::to_string(count) + " pages (" +
+                                     Mib(asked) + ")");
+  }
+  return Status::OK();
+}
+
+void NodeState::AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<GrantedPage>* out) {
+  PageInfo& page = devices_[d].pages[id];
+  if (page.holders.empty()) ++devices_[d].held;
+  page.holders.push_back(tenant.id);
+  ++tenant.used_pages[d];
+  auto [it, inserted] = tenant.imported[d].try_emplace(id, page.generation);
+  bool needs_fd = inserted || it->second != page.generation;
+  it->second = page.generation;
+  out->push_back({id, page.generation, needs_fd});
+}
+
+Result<std::vector<GrantedPage>> NodeState::Grant(TenantId tenant_id, int device, uint32_t count,
+                                                  uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  if (count == 0) return Status::InvalidArgument("grant of 0 pages");
+  NANOKV_RETURN_IF_ERROR(CheckQuota(*tenant, count));
+  size_t obtainable = Obtainable(d);
+  if (obtainable < count) {
+    return Status::ResourceExhausted("device " + std::to_string(device) + " has " +
+                                     std::to_string(obtainable) + " pages free of " +
+                                     std::to_string(pools_[d]->capacity_pages()) + ", asked " +
+                                     std::to_string(count));
+  }
+  std::vector<PageId> taken;
+  taken.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    auto id = TakePage(d, tenant->group_index);
+    if (!id.ok()) {
+      for (PageId back : taken) PutBack(d, back);
+      return id.status();
+    }
+    taken.push_back(*id);
+  }
+  std::vector<GrantedPage> out;
+  out.reserve(count);
+  for (PageId id : taken) AddHolder(d, id, *tenant, &out);
+  tenant->last_activity_unix_ns = now_unix_ns;
+  return out;
+}
+
+Result<std::vector<GrantedPage>> NodeState::Share(TenantId tenant_id, int device,
+                                                  std::span<const PageId> ids,
+                                                  uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  std::vector<PageId> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty()) return Status::InvalidArgument("share of no pages");
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return Status::InvalidArgument("share lists a page twice");
+  }
+  NANOKV_RETURN_IF_ERROR(CheckQuota(*tenant, static_cast<uint32_t>(ids.size())));
+  DeviceState& state = devices_[d];
+  for (PageId id : sorted) {
+    std::string which = "page " + std::to_string(id) + " of device " + std::to_string(device);
+    if (id >= state.pages.size()) return Status::InvalidArgument(which + " does not exist");
+    const PageInfo& page = state.pages[id];
+    bool owned = !page.holders.empty() || page.in_group_free;
+    if (!owned || page.group != tenant->group_index) {
+      // Do not tell a tenant whether another group holds it: same answer.
+      return Status::PermissionDenied(which + " is not owned by group '" + tenant->group + "'");
+    }
+    if (std::find(page.holders.begin(), page.holders.end(), tenant_id) != page.holders.end()) {
+      return Status::FailedPrecondition(which + " is already held by this tenant");
+    }
+  }
+  std::vector<GrantedPage> out;
+  out.reserve(ids.size());
+  for (PageId id : ids) {
+    PageInfo& page = state.pages[id];
+    if (page.in_group_free) {
+      auto& stack = state.group_free[page.group];
+      stack.erase(std::find(stack.begin(), stack.end(), id));
+      page.in_group_free = false;
+    }
+    AddHolder(d, id, *tenant, &out);
+  }
+  tenant->last_activity_unix_ns = now_unix_ns;
+  return out;
+}
+
+Status NodeState::Return(TenantId tenant_id, int device, std::span<const PageId> ids,
+                         uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  // All or none: check every id (and duplicates) before changing anything.
+  std::vector<PageId> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return Status::InvalidArgument("return lists a page twice");
+  }
+  for (PageId id : sorted) {
+    if (id >= devices_[d].pages.size()) {
+      return Status::InvalidArgument("return of page " + std::to_string(id) + ": device " +
+                                     std::to_string(device) + " has " +
+                                     std::to_string(devices_[d].pages.size()) + " pages");
+    }
+    const auto& holders = devices_[d].pages[id].holders;
+    if (std::find(holders.begin(), holders.end(), tenant_id) == holders.end()) {
+      return Status::FailedPrecondition("return of page " + std::to_string(id) +
+                                        ", which tenant '" + tenant->name + "' does not hold");
+    }
+  }
+  for (PageId id : sorted) ReleaseHolder(d, id, tenant_id);
+  tenant->last_activity_unix_ns = now_unix_ns;
+  MaybeEndReclaim(*tenant);
+  return Status::OK();
+}
+
+void NodeState::MaybeEndReclaim(Tenant& tenant) {
+  if (tenant.state == TenantState::kReclaiming && UsedBytes(tenant) <= tenant.limit_bytes) {
+    tenant.state = TenantState::kAttached;
+  }
+}
+
+Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  tenant->limit_bytes = std::min(limit_bytes, capacity_bytes());
+  uint64_t used = UsedBytes(*tenant);
+  if (used > tenant->limit_bytes) {
+    tenant->state = TenantState::kReclaiming;
+    uint64_t excess = used - tenant->limit_bytes;
+    auto pages = static_cast<uint32_t>((excess + page_bytes_ - 1) / page_bytes_);
+    notices_.push_back({Notice::Kind::kReclaim, tenant_id, -1, pages, tenant->limit_bytes, {}});
+  } else {
+    tenant->state = TenantState::kAttached;
+  }
+  return tenant->limit_bytes;
+}
+
+Status NodeState::Evict(TenantId tenant_id, uint32_t pages) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  auto held = static_cast<uint32_t>(UsedBytes(*tenant) / page_bytes_);
+  if (pages == 0 || pages > held) pages = held;
+  if (pages > 0) {
+    notices_.push_back({Notice::Kind::kReclaim, tenant_id, -1, pages, tenant->limit_bytes, {}});
+  }
+  return Status::OK();
+}
+
+Result<int> NodeState::PageFd(int device, PageId id) {
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  if (id >= devices_[d].pages.size() || devices_[d].pages[id].holders.empty()) {
+    return Status::FailedPrecondition("page " + std::to_string(id) + " is not granted");
+  }
+  PageInfo& page = devices_[d].pages[id];
+  if (page.fd < 0) {
+    NANOKV_ASSIGN_OR_RETURN(page.fd, backend_.ExportPage(pools_[d]->handle(id)));
+  }
+  return page.fd;
+}
+
+std::vector<Notice> NodeState::TakeNotices() {
+  std::vector<Notice> out;
+  out.swap(notices_);
+  return out;
+}
+
+std::vector<DeviceCounts> NodeState::Counts() const {
+  std::vector<DeviceCounts> out;
+  for (size_t d = 0; d < pools_.size(); ++d) {
+    alloc::PagePool::Stats stats = pools_[d]->stats();
+    DeviceCounts c;
+    c.device = pools_[d]->device();
+    c.capacity_pages = stats.capacity_pages;
+    c.created_pages = stats.created_pages;
+    c.reserve_pages = stats.reserve_pages;
+    for (const auto& page : devices_[d].pages) {
+      if (!page.holders.empty()) ++c.held_pages;
+      if (page.in_group_free) ++c.group_free_pages;
+    }
+    c.free_pages = stats.free_pages + c.group_free_pages;
+    out.push_back(c);
+  }
+  return out;
+}
+
+Status NodeState::CheckInvariants() const {
+  for (size_t d = 0; d < pools_.size(); ++d) {
+    NANOKV_RETURN_IF_ERROR(pools_[d]->CheckInvariants());
+    alloc::PagePool::Stats stats = pools_[d]->stats();
+    const DeviceState& device = devices_[d];
+    size_t held = 0, group_free = 0;
+    for (PageId id = 0; id < device.pages.size(); ++id) {
+      const PageInfo& page = device.pages[id];
+      std::string where = "device " + std::to_string(pools_[d]->device()) + " page " +
+                          std::to_string(id) + ": ";
+      if (!page.holders.empty() && page.in_group_free) {
+        return Status::Internal(where + "held and on a group free list");
+      }
+      if (!page.holders.empty() || page.in_group_free) {
+        if (!pools_[d]->handle(id).valid()) return Status::Internal(where + "owned but not granted by the pool");
+        if (page.group < 0) return Status::Internal(where + "owned by no group");
+      }
+      for (TenantId holder : page.holders) {
+        const Tenant* tenant = FindTenant(holder);
+        if (tenant == nullptr) return Status::Internal(where + "held by a gone tenant");
+        if (tenant->group_index != page.group) {
+          return Status::Internal(where + "held by tenant '" + tenant->name +
+                                  "' outside its owner group");
+        }
+      }
+      held += page.holders.empty() ? 0 : 1;
+      group_free += page.in_group_free ? 1 : 0;
+    }
+    if (held != device.held) return Status::Internal("held page count drifted");
+    size_t listed = 0;
+    for (const auto& [group, stack] : device.group_free) listed += stack.size();
+    if (listed != group_free) return Status::Internal("group free lists disagree with page states");
+    if (held + group_free != stats.granted_pages) {
+      return Status::Internal("device " + std::to_string(pools_[d]->device()) + ": held " +
+                              std::to_string(held) + " + group free " +
+                              std::to_string(group_free) + " != pool granted " +
+                              std::to_string(stats.granted_pages));
+    }
+  }
+  for (const auto& [id, tenant] : tenants_) {
+    for (size_t d = 0; d < pools_.size(); ++d) {
+      uint32_t holding = 0;
+      for (const auto& page : devices_[d].pages) {
+        holding += std::count(page.holders.begin(), page.holders.end(), id) > 0 ? 1 : 0;
+      }
+      if (holding != tenant.used_pages[d]) {
+        return Status::Internal("tenant '" + tenant.name + "' counts " +
+                                std::to_string(tenant.used_pages[d]) + " pages, holds " +
+                                std::to_string(holding));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace nanokv::kvd

@@ -1,0 +1,256 @@
+// kvd's rules on the real host backend: quotas, capacity, groups and
+// recycling, reclaim, death, sharing. CheckInvariants() after every step.
+#include "daemon/node_state.h"
+
+#include <unistd.h>
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/gpu/backend_test_util.h"
+
+namespace nanokv::kvd {
+namespace {
+
+constexpr size_t kPage = 2u << 20;
+
+class NodeStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = gpu::MakeHostBackend({.devices = 2, .granularity = kPage, .device_bytes = 64 * kPage});
+    NodeOptions options;
+    for (int d = 0; d < 2; ++d) {
+      alloc::PagePoolConfig pool;
+      pool.device = d;
+      pool.page_size = kPage;
+      pool.capacity_bytes = 8 * kPage;
+      pool.reserve_pages = 2;
+      options.pools.push_back(pool);
+    }
+    auto node = NodeState::Create(*backend_, options);
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    node_ = std::move(node).value();
+  }
+
+  TenantId AttachAs(const std::string& name, const std::string& group = "", uint64_t limit = 0) {
+    AttachParams params;
+    params.name = name;
+    params.group = group;
+    params.limit_bytes = limit;
+    auto id = node_->Attach(params, 1);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : 0;
+  }
+
+  std::vector<PageId> Ids(const std::vector<GrantedPage>& pages) {
+    std::vector<PageId> ids;
+    for (const auto& p : pages) ids.push_back(p.id);
+    return ids;
+  }
+
+  void Check() { ASSERT_TRUE(node_->CheckInvariants().ok()) << node_->CheckInvariants().ToString(); }
+
+  std::unique_ptr<gpu::Backend> backend_;
+  std::unique_ptr<NodeState> node_;
+};
+
+TEST_F(NodeStateTest, GrantsDistinctPagesAndCountsThem) {
+  TenantId a = AttachAs("a"), b = AttachAs("b");
+  auto ga = node_->Grant(a, 0, 3, 2);
+  auto gb = node_->Grant(b, 0, 3, 2);
+  ASSERT_TRUE(ga.ok() && gb.ok());
+  std::set<PageId> all;
+  for (auto id : Ids(*ga)) all.insert(id);
+  for (auto id : Ids(*gb)) all.insert(id);
+  EXPECT_EQ(all.size(), 6u) << "a page was granted twice";
+  for (const auto& p : *ga) EXPECT_TRUE(p.needs_fd);
+  EXPECT_EQ(node_->UsedBytes(*node_->FindTenant(a)), 3 * kPage);
+  auto counts = node_->Counts();
+  EXPECT_EQ(counts[0].held_pages, 6u);
+  EXPECT_EQ(counts[0].free_pages + counts[0].held_pages, counts[0].created_pages);
+  EXPECT_EQ(counts[1].held_pages, 0u);
+  Check();
+}
+
+TEST_F(NodeStateTest, RefusesBeyondQuotaAndCapacity) {
+  TenantId a = AttachAs("a", "", 2 * kPage);
+  EXPECT_TRUE(node_->Grant(a, 0, 2, 1).ok());
+  auto over = node_->Grant(a, 0, 1, 1);
+  EXPECT_EQ(over.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("limit"), std::string_view::npos) << over.status().ToString();
+  TenantId b = AttachAs("b");
+  EXPECT_TRUE(node_->Grant(b, 0, 6, 1).ok());
+  auto full = node_->Grant(b, 0, 1, 1);
+  EXPECT_EQ(full.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(full.status().message().find("device 0"), std::string_view::npos) << full.status().ToString();
+  EXPECT_EQ(node_->Grant(b, 7, 1, 1).status().code(), Code::kNotFound);
+  Check();
+}
+
+TEST_F(NodeStateTest, ReturnIsAllOrNothing) {
+  TenantId a = AttachAs("a"), b = AttachAs("b");
+  auto ga = node_->Grant(a, 0, 2, 1);
+  auto gb = node_->Grant(b, 0, 1, 1);
+  std::vector<PageId> mixed = {ga->at(0).id, gb->at(0).id};
+  EXPECT_EQ(node_->Return(a, 0, mixed, 2).code(), Code::kFailedPrecondition);
+  std::vector<PageId> twice = {ga->at(0).id, ga->at(0).id};
+  EXPECT_EQ(node_->Return(a, 0, twice, 2).code(), Code::kInvalidArgument);
+  std::vector<PageId> wild = {9999};
+  EXPECT_EQ(node_->Return(a, 0, wild, 2).code(), Code::kInvalidArgument);
+  EXPECT_EQ(node_->UsedBytes(*node_->FindTenant(a)), 2 * kPage) << "a refused return changed state";
+  EXPECT_TRUE(node_->Return(a, 0, Ids(*ga), 2).ok());
+  EXPECT_EQ(node_->UsedBytes(*node_->FindTenant(a)), 0u);
+  Check();
+}
+
+TEST_F(NodeStateTest, PagesComeBackToTheGroupWithoutNewImports) {
+  TenantId a = AttachAs("a", "g1");
+  auto first = node_->Grant(a, 0, 2, 1);
+  ASSERT_TRUE(node_->Return(a, 0, Ids(*first), 2).ok());
+  auto again = node_->Grant(a, 0, 2, 3);
+  ASSERT_TRUE(again.ok());
+  std::vector<PageId> first_ids = Ids(*first);
+  std::set<PageId> before(first_ids.begin(), first_ids.end());
+  for (const auto& p : *again) {
+    EXPECT_TRUE(before.count(p.id)) << "the group's own free pages come first";
+    EXPECT_FALSE(p.needs_fd) << "an imported page needs no second fd";
+  }
+  Check();
+}
+
+// DESIGN invariant 2: a page reaches another group only as a fresh page.
+TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
+  TenantId a = AttachAs("a", "g1"), b = AttachAs("b", "g2");
+  auto ga = node_->Grant(a, 0, 8, 1);  // the whole device
+  ASSERT_TRUE(ga.ok());
+  // Write a secret into every page of g1 through a mapping.
+  auto base = backend_->ReserveRange(8 * kPage, 0);
+  ASSERT_TRUE(base.ok());
+  int devices[] = {0};
+  std::vector<gpu::PageHandle> imported;
+  for (size_t i = 0; i < 8; ++i) {
+    auto fd = node_->PageFd(0, ga->at(i).id);
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    auto page = backend_->ImportPage(dup(*fd), 0, kPage);
+    ASSERT_TRUE(page.ok());
+    imported.push_back(*page);
+    uintptr_t at = *base + i * kPage;
+    ASSERT_TRUE(backend_->Map(at, kPage, *page).ok());
+    ASSERT_TRUE(backend_->SetAccess(at, kPage, devices).ok());
+    ASSERT_TRUE(gpu::testing::WritePattern(*backend_, at, kPage, 77).ok());
+  }
+  ASSERT_TRUE(node_->Return(a, 0, Ids(*ga), 2).ok());
+  auto gb = node_->Grant(b, 0, 8, 3);
+  ASSERT_TRUE(gb.ok()) << gb.status().ToString();
+  std::vector<Notice> notices = node_->TakeNotices();
+  size_t forgotten = 0;
+  for (const Notice& n : notices) {
+    if (n.kind == Notice::Kind::kForget && n.tenant == a) forgotten += n.page_ids.size();
+  }
+  EXPECT_EQ(forgotten, 8u) << "group g1 must be told to drop the recycled pages";
+  for (size_t i = 0; i < 8; ++i) {
+    const GrantedPage& p = gb->at(i);
+    EXPECT_TRUE(p.needs_fd);
+    EXPECT_GE(p.generation, 1u);
+    auto fd = node_->PageFd(0, p.id);
+    ASSERT_TRUE(fd.ok());
+    auto page = backend_->ImportPage(dup(*fd), 0, kPage);
+    ASSERT_TRUE(page.ok());
+    auto view = backend_->ReserveRange(kPage, 0);
+    ASSERT_TRUE(backend_->Map(*view, kPage, *page).ok());
+    ASSERT_TRUE(backend_->SetAccess(*view, kPage, devices).ok());
+    const auto* bytes = reinterpret_cast<const uint8_t*>(*view);
+    size_t nonzero = 0;
+    for (size_t j = 0; j < kPage; ++j) nonzero += bytes[j] != 0;
+    EXPECT_EQ(nonzero, 0u) << "g2 received bytes g1 wrote";
+    ASSERT_TRUE(backend_->Unmap(*view, kPage).ok());
+    ASSERT_TRUE(backend_->ReleasePage(*page).ok());
+    ASSERT_TRUE(backend_->FreeRange(*view, kPage).ok());
+  }
+  // g1's own mappings still see g1's bytes: its old pages live until it drops them.
+  ASSERT_TRUE(gpu::testing::CheckPattern(*backend_, *base, kPage, 77).ok());
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(backend_->Unmap(*base + i * kPage, kPage).ok());
+    ASSERT_TRUE(backend_->ReleasePage(imported[i]).ok());
+  }
+  ASSERT_TRUE(backend_->FreeRange(*base, 8 * kPage).ok());
+  Check();
+}
+
+TEST_F(NodeStateTest, LoweredLimitAsksForReclaimAndBlocksGrants) {
+  TenantId a = AttachAs("a");
+  auto ga = node_->Grant(a, 0, 4, 1);
+  ASSERT_TRUE(ga.ok());
+  auto limit = node_->SetLimit(a, 1 * kPage + 1);
+  ASSERT_TRUE(limit.ok());
+  auto notices = node_->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].kind, Notice::Kind::kReclaim);
+  EXPECT_EQ(notices[0].pages, 3u);
+  EXPECT_EQ(node_->FindTenant(a)->state, TenantState::kReclaiming);
+  EXPECT_EQ(node_->Grant(a, 0, 1, 2).status().code(), Code::kResourceExhausted);
+  std::vector<PageId> two = {ga->at(0).id, ga->at(1).id};
+  ASSERT_TRUE(node_->Return(a, 0, two, 3).ok());
+  EXPECT_EQ(node_->FindTenant(a)->state, TenantState::kReclaiming) << "still over";
+  std::vector<PageId> third = {ga->at(2).id};
+  ASSERT_TRUE(node_->Return(a, 0, third, 3).ok());
+  EXPECT_EQ(node_->FindTenant(a)->state, TenantState::kAttached);
+  Check();
+}
+
+TEST_F(NodeStateTest, DetachGivesEveryPageBack) {
+  TenantId a = AttachAs("a");
+  ASSERT_TRUE(node_->Grant(a, 0, 5, 1).ok());
+  ASSERT_TRUE(node_->Grant(a, 1, 3, 1).ok());
+  ASSERT_TRUE(node_->Detach(a).ok());
+  for (const auto& c : node_->Counts()) {
+    EXPECT_EQ(c.held_pages, 0u);
+    EXPECT_EQ(c.free_pages, c.created_pages);
+  }
+  EXPECT_EQ(node_->FindTenant(a), nullptr);
+  EXPECT_EQ(node_->Detach(a).code(), Code::kNotFound);
+  Check();
+}
+
+TEST_F(NodeStateTest, SharingStaysInsideAGroup) {
+  TenantId a = AttachAs("a", "g1"), b = AttachAs("b", "g1"), c = AttachAs("c", "g2");
+  auto ga = node_->Grant(a, 0, 2, 1);
+  ASSERT_TRUE(ga.ok());
+  std::vector<PageId> ids = Ids(*ga);
+  auto shared = node_->Share(b, 0, ids, 2);
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  EXPECT_TRUE(shared->at(0).needs_fd);
+  EXPECT_EQ(node_->Share(c, 0, ids, 2).status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(node_->Share(b, 0, ids, 2).status().code(), Code::kFailedPrecondition);
+  // A page both hold stays held until the last holder returns it.
+  ASSERT_TRUE(node_->Return(a, 0, ids, 3).ok());
+  EXPECT_EQ(node_->Counts()[0].held_pages, 2u);
+  ASSERT_TRUE(node_->Return(b, 0, ids, 3).ok());
+  EXPECT_EQ(node_->Counts()[0].held_pages, 0u);
+  Check();
+}
+
+TEST_F(NodeStateTest, NamesAndLimitsAreChecked) {
+  AttachAs("a");
+  AttachParams dup;
+  dup.name = "a";
+  EXPECT_EQ(node_->Attach(dup, 1).status().code(), Code::kAlreadyExists);
+  AttachParams bad;
+  bad.name = "no spaces";
+  EXPECT_EQ(node_->Attach(bad, 1).status().code(), Code::kInvalidArgument);
+  AttachParams huge;
+  huge.name = "huge";
+  huge.limit_bytes = uint64_t{1} << 60;
+  auto id = node_->Attach(huge, 1);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(node_->FindTenant(*id)->limit_bytes, node_->capacity_bytes()) << "clamped to capacity";
+  AttachParams share;
+  share.name = "quarter";
+  share.limit_fraction = 0.25;
+  id = node_->Attach(share, 1);
+  EXPECT_EQ(node_->FindTenant(*id)->limit_bytes, node_->capacity_bytes() / 4);
+}
+
+}  // namespace
+}  // namespace nanokv::kvd
