@@ -1,0 +1,229 @@
+// What a grant costs an engine, per page, against the floor in the same run.
+//
+//   engine, cold: KVTensor::Map of pages this process never saw: one grant
+//                 round trip to kvd for the batch, fds passed, import, map,
+//                 set access.
+//   engine, warm: the same pages again after Unmap: the round trip, the
+//                 import cache hit (no driver call), map, set access.
+//   floor, warm:  map + set access of an imported handle, in one process.
+//   floor, cold:  import + map + set access, in one process.
+//   kvcached:     create + map + set access per page (each engine creates).
+//
+// It starts its own kvd (--kvd, default: next to this binary, else
+// ../daemon/kvd) on a private socket, and prints one JSON object.
+//
+//   grant_bench [--backend auto|cuda|host] [--pages 64] [--batch 16] [--rounds 5]
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "libkv/gpu/backend.h"
+#include "nanokv/client.h"
+#include "nanokv/kv_tensor.h"
+
+extern char** environ;
+
+namespace nanokv {
+namespace {
+
+using bench::NowMicros;
+
+[[noreturn]] void Die(const std::string& what, const Status& status) {
+  std::fprintf(stderr, "grant_bench: %s: %s\n", what.c_str(), status.ToString().c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T Must(Result<T> result, const std::string& what) {
+  if (!result.ok()) Die(what, result.status());
+  return std::move(result).value();
+}
+
+void MustOk(const Status& status, const std::string& what) {
+  if (!status.ok()) Die(what, status);
+}
+
+std::string DefaultKvd(const char* argv0) {
+  std::filesystem::path self = std::filesystem::absolute(argv0).parent_path();
+  for (auto candidate : {self / "kvd", self / ".." / "daemon" / "kvd"}) {
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return "kvd";
+}
+
+struct Kvd {
+  pid_t pid = -1;
+  ~Kvd() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Engine-side samples: per page, a batch of `batch` pages per Map call.
+void EngineRound(KVTensor& tensor, size_t pages, size_t batch, std::vector<double>* cold,
+                 std::vector<double>* warm, bool first_round) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t at = 0; at < pages; at += batch) {
+      double t = NowMicros();
+      MustOk(tensor.Map(at, batch), "KVTensor::Map");
+      double per_page = (NowMicros() - t) / static_cast<double>(batch);
+      // Pass 0 of the first round imports; every later map is a cache hit.
+      (first_round && pass == 0 ? cold : warm)->push_back(per_page);
+    }
+    MustOk(tensor.Unmap(0, pages), "KVTensor::Unmap");
+  }
+}
+
+struct Floors {
+  std::vector<double> warm, cold, kvcached;
+};
+
+void FloorRound(gpu::Backend& b, size_t page, size_t pages, Floors* out) {
+  int devices[] = {0};
+  uintptr_t base = Must(b.ReserveRange(page * pages, 0), "ReserveRange");
+  std::vector<gpu::PageHandle> created(pages), imported(pages);
+  std::vector<int> fds(pages);
+  for (size_t i = 0; i < pages; ++i) {
+    created[i] = Must(b.CreatePage(0, page), "CreatePage");
+    fds[i] = Must(b.ExportPage(created[i]), "ExportPage");
+  }
+  for (size_t i = 0; i < pages; ++i) {  // cold: import + map + access
+    double t = NowMicros();
+    imported[i] = Must(b.ImportPage(fds[i], 0, page), "ImportPage");
+    MustOk(b.Map(base + i * page, page, imported[i]), "Map");
+    MustOk(b.SetAccess(base + i * page, page, devices), "SetAccess");
+    out->cold.push_back(NowMicros() - t);
+  }
+  for (size_t i = 0; i < pages; ++i) MustOk(b.Unmap(base + i * page, page), "Unmap");
+  for (size_t i = 0; i < pages; ++i) {  // warm: map + access
+    double t = NowMicros();
+    MustOk(b.Map(base + i * page, page, imported[i]), "Map");
+    MustOk(b.SetAccess(base + i * page, page, devices), "SetAccess");
+    out->warm.push_back(NowMicros() - t);
+  }
+  for (size_t i = 0; i < pages; ++i) {
+    MustOk(b.Unmap(base + i * page, page), "Unmap");
+    MustOk(b.ReleasePage(imported[i]), "ReleasePage");
+    MustOk(b.ReleasePage(created[i]), "ReleasePage");
+  }
+  for (size_t i = 0; i < pages; ++i) {  // kvcached: create + map + access
+    double t = NowMicros();
+    gpu::PageHandle h = Must(b.CreatePage(0, page), "CreatePage");
+    MustOk(b.Map(base + i * page, page, h), "Map");
+    MustOk(b.SetAccess(base + i * page, page, devices), "SetAccess");
+    out->kvcached.push_back(NowMicros() - t);
+    created[i] = h;
+  }
+  for (size_t i = 0; i < pages; ++i) {
+    MustOk(b.Unmap(base + i * page, page), "Unmap");
+    MustOk(b.ReleasePage(created[i]), "ReleasePage");
+  }
+  MustOk(b.FreeRange(base, page * pages), "FreeRange");
+}
+
+int Main(int argc, char** argv) {
+  std::string backend_name = "auto", kvd_path = DefaultKvd(argv[0]);
+  size_t pages = 64, batch = 16;
+  int rounds = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--backend") backend_name = argv[i + 1];
+    else if (flag == "--kvd") kvd_path = argv[i + 1];
+    else if (flag == "--pages") pages = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--batch") batch = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: grant_bench [--backend NAME] [--kvd PATH] [--pages N] [--batch B] [--rounds R]\n");
+      return 2;
+    }
+  }
+  if (pages == 0 || batch == 0 || pages % batch != 0 || rounds < 1) {
+    std::fprintf(stderr, "grant_bench: --pages must be a positive multiple of --batch\n");
+    return 2;
+  }
+
+  // A private kvd for this run, sized for the engine's pages and a margin.
+  char dir_template[] = "/tmp/nanokv-bench-XXXXXX";
+  std::string run_dir = mkdtemp(dir_template);
+  setenv("NANOKV_RUN_DIR", run_dir.c_str(), 1);
+  std::string ipc = "grant_bench_" + std::to_string(getpid());
+  std::string capacity = std::to_string((pages + 16) * (2u << 20));
+  std::vector<std::string> args = {kvd_path, "--backend", backend_name, "--ipc-name", ipc,
+                                   "--capacity", capacity, "--reserve-pages", std::to_string(pages),
+                                   "--log-level", "warn"};
+  std::vector<char*> argp;
+  for (auto& a : args) argp.push_back(a.data());
+  argp.push_back(nullptr);
+  Kvd kvd;
+  if (posix_spawn(&kvd.pid, kvd_path.c_str(), nullptr, nullptr, argp.data(), environ) != 0) {
+    std::fprintf(stderr, "grant_bench: cannot start kvd at %s\n", kvd_path.c_str());
+    return 1;
+  }
+  ClientOptions options;
+  options.ipc_name = ipc;
+  options.tenant = "grant_bench";
+  Result<std::unique_ptr<Client>> attached = Status::Unavailable("not tried");
+  for (int i = 0; i < 500 && !attached.ok(); ++i) {
+    attached = Client::Attach(options);
+    if (!attached.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::unique_ptr<Client> client = Must(std::move(attached), "attach to kvd");
+  auto tensor = Must(KVTensor::Create(*client, 0, pages * client->page_bytes()), "KVTensor::Create");
+
+  std::vector<double> cold, warm;
+  for (int r = 0; r < rounds; ++r) EngineRound(*tensor, pages, batch, &cold, &warm, r == 0);
+  ClientStats stats = client->stats();
+
+  auto backend = Must(gpu::OpenBackend(client->backend_name()), "OpenBackend");
+  Floors floors;
+  FloorRound(*backend, client->page_bytes(), pages, &floors);  // warm-up
+  floors = Floors{};
+  for (int r = 0; r < rounds; ++r) FloorRound(*backend, client->page_bytes(), pages, &floors);
+
+  double warm_p50 = bench::Quantile(warm, 0.5), cold_p50 = bench::Quantile(cold, 0.5);
+  double floor_warm = bench::Quantile(floors.warm, 0.5), floor_cold = bench::Quantile(floors.cold, 0.5);
+  double kvcached = bench::Quantile(floors.kvcached, 0.5);
+  bench::JsonObject json;
+  json.Add("bench", "grant")
+      .Add("backend", client->backend_name())
+      .Add("page_bytes", static_cast<long long>(client->page_bytes()))
+      .Add("pages", static_cast<long long>(pages))
+      .Add("batch", static_cast<long long>(batch))
+      .Add("rounds", static_cast<long long>(rounds))
+      .Add("unit", "us per page")
+      .AddPercentiles("engine_cold", cold)
+      .AddPercentiles("engine_warm", warm)
+      .AddPercentiles("floor_cold_import_map_access", floors.cold)
+      .AddPercentiles("floor_warm_map_access", floors.warm)
+      .AddPercentiles("kvcached_create_map_access", floors.kvcached)
+      .Add("warm_over_floor", warm_p50 / floor_warm)
+      .Add("cold_over_floor", cold_p50 / floor_cold)
+      .Add("kvcached_over_warm", kvcached / warm_p50)
+      .Add("goal_warm_le_1.15x", warm_p50 / floor_warm <= 1.15)
+      .Add("goal_cold_le_1.2x", cold_p50 / floor_cold <= 1.2)
+      .Add("goal_1.5x_faster_than_kvcached", kvcached / warm_p50 >= 1.5)
+      .Add("imports", static_cast<long long>(stats.pages_imported))
+      .Add("cache_hits", static_cast<long long>(stats.pages_reused));
+  std::printf("%s\n", json.str().c_str());
+  tensor.reset();
+  client.reset();
+  std::filesystem::remove_all(run_dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanokv
+
+int main(int argc, char** argv) { return nanokv::Main(argc, argv); }

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the GPU-side binaries for an sm_90 machine and bundles them, with the
+# libraries a bare GPU machine lacks, into .device/ (git-ignored), for the
+# device tool to carry and scripts/gpu-check.sh to run there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+bins=(nanokv_selfcheck backend_conformance_test backend_peer driver_backend_test kvd
+      nanokv_example_engine kvd_engines_test kvd_protocol_test backend_ops_bench
+      page_pool_bench grant_bench)
+cmake --build "$BUILD" -j "$(nproc)" --target "${bins[@]}"
+rm -rf .device
+paths=()
+for b in "${bins[@]}"; do paths+=("$(find "$BUILD" -type f -name "$b" -perm -u+x | head -n 1)"); done
+../shared/tools/device-bundle .device "${paths[@]}"

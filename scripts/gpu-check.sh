@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the GPU side of the suite and the benchmarks on a machine with an NVIDIA
+# GPU, from a bundle made by scripts/gpu-bundle.sh (binaries in $B/bin, the
+# libraries that machine lacks in $B/lib). Output: a log and JSON files in
+# ${OUT:-./gpu-out}; the summary is printed last.
+#
+#   scripts/gpu-check.sh [BUNDLE_DIR]     (default .device)
+set -uo pipefail
+B=$(realpath "${1:-.device}")
+O=${OUT:-./gpu-out}
+mkdir -p "$O"
+export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NANOKV_BACKEND_PEER="$B/bin/backend_peer"
+export NANOKV_KVD_BINARY="$B/bin/kvd"
+export NANOKV_ENGINE_BINARY="$B/bin/nanokv_example_engine"
+summary=()
+
+step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail
+  local name=$1; shift
+  echo "=== $name: $*" | tee -a "$O/gpu.log"
+  if "$@" >"$O/$name.out" 2>&1; then summary+=("PASS $name"); else summary+=("FAIL $name (rc=$?)"); fi
+  cat "$O/$name.out" >>"$O/gpu.log"
+}
+
+nvidia-smi -L | tee "$O/device.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$O/device.txt"
+step selfcheck "$B/bin/nanokv_selfcheck" --backend cuda
+step conformance "$B/bin/backend_conformance_test" --gtest_brief=1
+step driver_backend "$B/bin/driver_backend_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step engines_cuda "$B/bin/kvd_engines_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_brief=1
+step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
+step page_pool_bench "$B/bin/page_pool_bench" --backend cuda
+step grant_bench "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 256 --batch 16 --rounds 5
+step grant_bench_batch1 "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 64 --batch 1 --rounds 5
+
+echo
+grep -hE "^\[  (PASSED|FAILED|SKIPPED)|tests? ran" "$O"/conformance.out "$O"/engines_cuda.out "$O"/protocol_cuda.out "$O"/driver_backend.out 2>/dev/null
+for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1; do tail -n 1 "$O/$f.out"; done
+printf '%s\n' "${summary[@]}"

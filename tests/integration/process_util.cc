@@ -1,0 +1,126 @@
+#include "tests/integration/process_util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+extern char** environ;
+
+namespace nanokv::testing {
+
+Process::Process(Process&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      exit_code_(other.exit_code_),
+      log_path_(std::move(other.log_path_)) {}
+
+Process& Process::operator=(Process&& other) noexcept {
+  if (this != &other) {
+    this->~Process();
+    pid_ = std::exchange(other.pid_, -1);
+    exit_code_ = other.exit_code_;
+    log_path_ = std::move(other.log_path_);
+  }
+  return *this;
+}
+
+Process::~Process() {
+  if (pid_ > 0 && !exit_code_) {
+    kill(pid_, SIGKILL);
+    int status;
+    waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+}
+
+Process Process::Start(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env, const std::string& log_path) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) merged[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& [name, value] : env) {
+    if (value.empty()) merged.erase(name); else merged[name] = value;
+  }
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : merged) env_strings.push_back(name + "=" + value);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  Process p;
+  p.log_path_ = log_path;
+  pid_t pid;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) == 0) p.pid_ = pid;
+  posix_spawn_file_actions_destroy(&actions);
+  return p;
+}
+
+std::optional<int> Process::Wait(std::chrono::milliseconds timeout) {
+  if (exit_code_) return exit_code_;
+  if (pid_ <= 0) return -1;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t got = waitpid(pid_, &status, WNOHANG);
+    if (got == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+bool Process::Running() { return pid_ > 0 && !Wait(std::chrono::milliseconds(0)).has_value(); }
+
+void Process::Signal(int signal) {
+  if (pid_ > 0 && !exit_code_) kill(pid_, signal);
+}
+
+std::string Process::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/nanokv-test-XXXXXX";
+  char* made = mkdtemp(pattern.data());
+  path_ = made != nullptr ? made : "/tmp";
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  if (path_ != "/tmp") std::filesystem::remove_all(path_, ignored);
+}
+
+}  // namespace nanokv::testing
