@@ -99,6 +99,7 @@ void OneRound(gpu::Backend& b, size_t page, int pages, Samples* out) {
 }
 
 int Main(int argc, char** argv) {
+  bench::LogToStderr("backend_ops_bench");
   std::string backend_name = "auto";
   int pages = 128, rounds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {

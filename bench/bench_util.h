@@ -10,7 +10,15 @@
 #include <utility>
 #include <vector>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 namespace nanokv::bench {
+
+// stdout carries the one JSON object; the libraries' log lines go to stderr.
+inline void LogToStderr(const std::string& name) {
+  spdlog::set_default_logger(spdlog::stderr_color_st(name));
+}
 
 inline double NowMicros() {
   using namespace std::chrono;

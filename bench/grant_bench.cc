@@ -134,6 +134,7 @@ void FloorRound(gpu::Backend& b, size_t page, size_t pages, Floors* out) {
 }
 
 int Main(int argc, char** argv) {
+  bench::LogToStderr("grant_bench");
   std::string backend_name = "auto", kvd_path = DefaultKvd(argv[0]);
   size_t pages = 64, batch = 16;
   int rounds = 5;

@@ -159,8 +159,7 @@ int Main(int argc, char** argv) {
                  "usage: page_pool_bench [--backend host|cuda|hip|auto] [--pairs N] [--runs R]\n");
     return 2;
   }
-  // stdout carries the one JSON object; the library's log lines go to stderr.
-  spdlog::set_default_logger(spdlog::stderr_color_st("page_pool_bench"));
+  bench::LogToStderr("page_pool_bench");
   auto backend = gpu::OpenBackend(options.backend);
   if (!backend.ok()) {
     std::fprintf(stderr, "page_pool_bench: backend %s: %s\n", options.backend.c_str(),

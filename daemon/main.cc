@@ -2,6 +2,7 @@
 // of physical pages, serves engines on a Unix socket, publishes its state in
 // /dev/shm, and gives back everything on SIGTERM/SIGINT.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +32,18 @@ void OnSignal(int) {
 int Fail(const Status& status) {
   spdlog::critical("kvd: {}", status.ToString());
   return 1;
+}
+
+// Every page kvd creates keeps an exported fd open, and fds in flight over the
+// socket count against the sender too: take the hard limit, not the default.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("kvd: open-file limit raised from {} to {}", before, limit.rlim_cur);
+  }
 }
 
 Status MakeDirectory(const std::string& dir) {
@@ -131,6 +144,7 @@ int Main(int argc, char** argv) {
   Status valid = Validate(config);
   if (!valid.ok()) return Fail(valid);
   spdlog::set_level(spdlog::level::from_str(config.log_level));
+  RaiseFileLimit();
 
   gpu::HostBackendOptions host = gpu::HostOptionsFromEnvironment();
   host.devices = config.host_devices;

@@ -79,11 +79,22 @@ void NodeServer::Stop() {
 Status NodeServer::Run() {
   NANOKV_RETURN_IF_ERROR(Setup());
   spdlog::info("kvd: serving on {}", listener_.path());
-  auto last_publish = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  using Clock = std::chrono::steady_clock;
+  // The segment is rewritten at most every kPublishGap while things change
+  // (a publish copies ~68 KiB; doing it after every grant would put it on the
+  // next request's path), and at least every second as a heartbeat.
+  constexpr auto kPublishGap = std::chrono::milliseconds(2);
+  constexpr auto kHeartbeat = std::chrono::seconds(1);
+  auto last_publish = Clock::now() - kHeartbeat;
   bool stopping = false;
   epoll_event events[64];
   while (!stopping) {
-    int n = epoll_wait(epoll_fd_, events, 64, 250);
+    auto since = Clock::now() - last_publish;
+    int timeout_ms = 250;
+    if (dirty_) {
+      timeout_ms = since >= kPublishGap ? 0 : 1 + static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kPublishGap - since).count());
+    }
+    int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
     if (n < 0 && errno != EINTR) return Status::FromErrno("epoll_wait", errno);
     for (int i = 0; i < n; ++i) {
       uint64_t tag = events[i].data.u64 & ~0xffffffffull;
@@ -102,11 +113,11 @@ Status NodeServer::Run() {
     DeliverNotices();
     for (int fd : doomed_) CloseConnection(fd, "closed by kvd");
     doomed_.clear();
-    auto now = std::chrono::steady_clock::now();
-    if (publish_ && (dirty_ || now - last_publish > std::chrono::seconds(1))) {
+    since = Clock::now() - last_publish;
+    if (publish_ && ((dirty_ && since >= kPublishGap) || since >= kHeartbeat)) {
       publish_(node_);
       dirty_ = false;
-      last_publish = now;
+      last_publish = Clock::now();
     }
   }
   Shutdown();

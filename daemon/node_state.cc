@@ -25,11 +25,14 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
                                                      const NodeOptions& options) {
   if (options.pools.empty()) return Status::InvalidArgument("kvd serves no device");
   size_t page_bytes = options.pools.front().page_size;
-  std::unique_ptr<NodeState> node(new NodeState(backend, page_bytes, options));
-  for (const auto& config : options.pools) {
+  std::unique_ptr<NodeState> node(new NodeState(page_bytes, options));
+  for (alloc::PagePoolConfig config : options.pools) {
     if (config.page_size != page_bytes) {
       return Status::InvalidArgument("all devices must use one page size");
     }
+    // Every page kvd makes is handed to another process: export it when it
+    // is created, ahead of demand, not on the grant path.
+    config.export_fds = true;
     NANOKV_ASSIGN_OR_RETURN(auto pool, alloc::PagePool::Create(backend, config));
     node->devices_.emplace_back();
     node->devices_.back().pages.resize(pool->capacity_pages());
@@ -38,22 +41,14 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
   return node;
 }
 
-NodeState::NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options)
-    : backend_(backend),
-      page_bytes_(page_bytes),
+NodeState::NodeState(size_t page_bytes, const NodeOptions& options)
+    : page_bytes_(page_bytes),
       default_limit_(options.default_limit_bytes),
       default_limit_fraction_(options.default_limit_fraction) {
   groups_.push_back(kDefaultGroup);
 }
 
-NodeState::~NodeState() {
-  for (auto& device : devices_) {
-    for (auto& page : device.pages) {
-      if (page.fd >= 0) close(page.fd);
-    }
-  }
-  // The pools release every page they created as they go.
-}
+NodeState::~NodeState() = default;  // the pools release their pages and fds
 
 uint64_t NodeState::capacity_bytes() const {
   uint64_t total = 0;
@@ -210,8 +205,6 @@ Result<PageId> NodeState::TakePage(size_t d, int group) {
 Status NodeState::Recycle(size_t d, PageId id) {
   PageInfo& page = devices_[d].pages[id];
   int old_group = page.group;
-  if (page.fd >= 0) close(page.fd);
-  page.fd = -1;
   Status recycled = pools_[d]->Recycle(id);
   ++page.generation;
   // Processes of the old group may still hold a handle of the old page: tell
@@ -406,11 +399,9 @@ Result<int> NodeState::PageFd(int device, PageId id) {
   if (id >= devices_[d].pages.size() || devices_[d].pages[id].holders.empty()) {
     return Status::FailedPrecondition("page " + std::to_string(id) + " is not granted");
   }
-  PageInfo& page = devices_[d].pages[id];
-  if (page.fd < 0) {
-    NANOKV_ASSIGN_OR_RETURN(page.fd, backend_.ExportPage(pools_[d]->handle(id)));
-  }
-  return page.fd;
+  int fd = pools_[d]->exported_fd(id);
+  if (fd < 0) return Status::Internal("page " + std::to_string(id) + " has no exported fd");
+  return fd;
 }
 
 std::vector<Notice> NodeState::TakeNotices() {

@@ -100,7 +100,7 @@ struct NodeOptions {
 
 class NodeState {
  public:
-  // `backend` must remain live while the NodeState exists.
+  // `backend` must remain live while the NodeState exists (its pools use it).
   static Result<std::unique_ptr<NodeState>> Create(gpu::Backend& backend,
                                                    const NodeOptions& options);
   ~NodeState();
@@ -135,9 +135,10 @@ class NodeState {
   // (kvctl evict); 0 means all it holds.
   Status Evict(TenantId tenant, uint32_t pages);
 
-  // The exported fd of a granted page, kept by kvd (exported once: export is
-  // the slowest driver call on the grant path). Owned by NodeState: callers
-  // send it (the kernel duplicates it) and never close it.
+  // The exported fd of a granted page, made by the pool when it created the
+  // page (export is the slowest driver call, so it is kept off the grant
+  // path). Owned by the pool: callers send it (the kernel duplicates it)
+  // and never close it.
   Result<int> PageFd(int device, PageId id);
 
   std::vector<Notice> TakeNotices();
@@ -154,7 +155,6 @@ class NodeState {
     uint32_t generation = 0;
     bool in_group_free = false;
     std::vector<TenantId> holders;   // tenants of `group` holding it now
-    int fd = -1;                     // exported fd, made on first grant
   };
   struct DeviceState {
     std::vector<PageInfo> pages;               // by page id
@@ -162,7 +162,7 @@ class NodeState {
     std::map<int, std::vector<PageId>> group_free;  // group index -> free stack
   };
 
-  NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options);
+  NodeState(size_t page_bytes, const NodeOptions& options);
   Result<size_t> DeviceIndex(int device) const;
   Tenant* MutableTenant(TenantId tenant);
   int GroupIndex(const std::string& name);
@@ -178,7 +178,6 @@ class NodeState {
   Status CheckQuota(const Tenant& tenant, uint32_t count) const;
   void MaybeEndReclaim(Tenant& tenant);
 
-  gpu::Backend& backend_;  // must remain live while this exists
   size_t page_bytes_;
   uint64_t default_limit_;
   double default_limit_fraction_;

@@ -13,3 +13,6 @@ rm -rf .device
 paths=()
 for b in "${bins[@]}"; do paths+=("$(find "$BUILD" -type f -name "$b" -perm -u+x | head -n 1)"); done
 ../shared/tools/device-bundle .device "${paths[@]}"
+# Debug info would not fit the 64 MiB the device tool carries.
+strip --strip-debug .device/bin/* .device/lib/*
+du -sh .device

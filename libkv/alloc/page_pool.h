@@ -48,6 +48,9 @@ struct PagePoolConfig {
   double gpu_utilization = 0.95;  // in (0, 1]
   // Pages kept created and free ahead of demand; clamped to the capacity.
   size_t reserve_pages = 8;
+  // Also export each page as an fd when it is created (ahead of demand), so
+  // handing a page to another process costs no export on the grant path.
+  bool export_fds = false;
 };
 
 class PagePool {
@@ -112,6 +115,9 @@ class PagePool {
 
   // The handle of a granted page; an invalid handle (value 0) otherwise.
   gpu::PageHandle handle(PageId id) const;
+  // With export_fds: the fd of a granted page, owned by the pool (callers
+  // send or dup it, never close it); -1 otherwise. A Recycle replaces it.
+  int exported_fd(PageId id) const;
 
   Stats stats() const;
   // OK, or kInternal naming the first invariant found broken.
@@ -125,11 +131,12 @@ class PagePool {
   enum class SlotState : uint8_t { kUncreated, kCreating, kFree, kGranted, kRecycling };
   struct Slot {
     gpu::PageHandle handle;
+    int fd = -1;  // exported fd, with export_fds
     SlotState state = SlotState::kUncreated;
   };
 
   PagePool(gpu::Backend& backend, int device, size_t page_size, uint32_t capacity,
-           uint32_t reserve);
+           uint32_t reserve, bool export_fds);
 
   // REQUIRES: lock_ held and free_count_ > 0. Sets *wake when the refill
   // thread must be woken (after lock_ is released).
@@ -146,6 +153,15 @@ class PagePool {
   // groups. On a create failure the id goes back to the uncreated stack.
   Status RecycleSlot(PageId id, gpu::PageHandle old);
   Result<PageId> AllocateSlow();
+  // Creates one physical page (and exports it, with export_fds) outside the
+  // lock; on an export failure the page is released again.
+  struct NewPage {
+    gpu::PageHandle handle;
+    int fd = -1;
+  };
+  Result<NewPage> MakePage();
+  // Releases a page's handle and closes its fd.
+  Status DropPage(gpu::PageHandle handle, int fd);
   // Creates pages until the reserve is full or capacity is reached.
   Status FillReserve();
   void RefillLoop();
@@ -160,6 +176,7 @@ class PagePool {
   const size_t page_size_;
   const uint32_t capacity_;
   const uint32_t reserve_;
+  const bool export_fds_;
 
   // The hot state, guarded by lock_ and kept on the lock's cache line.
   alignas(64) mutable SpinLock lock_;
