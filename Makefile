@@ -12,10 +12,10 @@ build: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Until kvd exists, the demo is the backend self-check on this machine's best
-# backend (cuda where a GPU is found, else host).
+# kvd and two example engines on this machine's best backend (cuda where a GPU
+# is found, else host): scripts/demo.sh says what it shows.
 demo: build
-	$(BUILD)/examples/nanokv_selfcheck
+	BUILD=$(BUILD) scripts/demo.sh
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

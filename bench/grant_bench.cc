@@ -1,8 +1,8 @@
 // What a grant costs an engine, per page, against the floor in the same run.
 //
-//   engine, cold: KVTensor::Map of pages this process never saw: one grant
-//                 round trip to kvd for the batch, fds passed, import, map,
-//                 set access.
+//   engine, cold: KVTensor::Map of pages this process never saw (after a
+//                 warm-up map of other pages): one grant round trip to kvd
+//                 for the batch, fds passed, import, map, set access.
 //   engine, warm: the same pages again after Unmap: the round trip, the
 //                 import cache hit (no driver call), map, set access.
 //   floor, warm:  map + set access of an imported handle, in one process.
@@ -71,18 +71,27 @@ struct Kvd {
   }
 };
 
-// Engine-side samples: per page, a batch of `batch` pages per Map call.
-void EngineRound(KVTensor& tensor, size_t pages, size_t batch, std::vector<double>* cold,
-                 std::vector<double>* warm, bool first_round) {
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t at = 0; at < pages; at += batch) {
+// Engine-side samples, per page, `batch` pages per Map call. The tensor has
+// 2 * pages slots. A first Map of [0, pages) warms the process and the
+// driver (its figures are dropped, as the floor's first round is); then
+// [pages, 2 * pages) is mapped with pages kvd never sent this process: the
+// cold grants. After that every grant is of an imported page: warm.
+void EngineSamples(KVTensor& tensor, size_t pages, size_t batch, int rounds,
+                   std::vector<double>* cold, std::vector<double>* warm) {
+  auto map_all = [&](size_t first, std::vector<double>* out) {
+    for (size_t at = first; at < first + pages; at += batch) {
       double t = NowMicros();
       MustOk(tensor.Map(at, batch), "KVTensor::Map");
-      double per_page = (NowMicros() - t) / static_cast<double>(batch);
-      // Pass 0 of the first round imports; every later map is a cache hit.
-      (first_round && pass == 0 ? cold : warm)->push_back(per_page);
+      if (out != nullptr) out->push_back((NowMicros() - t) / static_cast<double>(batch));
     }
-    MustOk(tensor.Unmap(0, pages), "KVTensor::Unmap");
+  };
+  map_all(0, nullptr);
+  map_all(pages, cold);
+  MustOk(tensor.Unmap(0, 2 * pages), "KVTensor::Unmap");
+  for (int r = 0; r < rounds; ++r) {
+    map_all(0, warm);
+    map_all(pages, warm);
+    MustOk(tensor.Unmap(0, 2 * pages), "KVTensor::Unmap");
   }
 }
 
@@ -160,9 +169,9 @@ int Main(int argc, char** argv) {
   std::string run_dir = mkdtemp(dir_template);
   setenv("NANOKV_RUN_DIR", run_dir.c_str(), 1);
   std::string ipc = "grant_bench_" + std::to_string(getpid());
-  std::string capacity = std::to_string((pages + 16) * (2u << 20));
+  std::string capacity = std::to_string((2 * pages + 16) * (2u << 20));
   std::vector<std::string> args = {kvd_path, "--backend", backend_name, "--ipc-name", ipc,
-                                   "--capacity", capacity, "--reserve-pages", std::to_string(pages),
+                                   "--capacity", capacity, "--reserve-pages", std::to_string(2 * pages),
                                    "--log-level", "warn"};
   std::vector<char*> argp;
   for (auto& a : args) argp.push_back(a.data());
@@ -181,10 +190,10 @@ int Main(int argc, char** argv) {
     if (!attached.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::unique_ptr<Client> client = Must(std::move(attached), "attach to kvd");
-  auto tensor = Must(KVTensor::Create(*client, 0, pages * client->page_bytes()), "KVTensor::Create");
+  auto tensor = Must(KVTensor::Create(*client, 0, 2 * pages * client->page_bytes()), "KVTensor::Create");
 
   std::vector<double> cold, warm;
-  for (int r = 0; r < rounds; ++r) EngineRound(*tensor, pages, batch, &cold, &warm, r == 0);
+  EngineSamples(*tensor, pages, batch, rounds, &cold, &warm);
   ClientStats stats = client->stats();
 
   auto backend = Must(gpu::OpenBackend(client->backend_name()), "OpenBackend");

@@ -59,7 +59,7 @@ void SegmentPublisher::Publish(const NodeState& node) {
       row.attach_unix_ns = t.attach_unix_ns;
       row.last_activity_unix_ns = t.last_activity_unix_ns;
     }
-    s.header.instance_count = 0;
+    // Instance rows belong to the controller, which publishes them itself.
   });
   if (!published.ok()) spdlog::warn("kvd: segment publish: {}", published.ToString());
 }
