@@ -19,6 +19,19 @@ std::string Mib(uint64_t bytes) {
   return buf;
 }
 
+// The distinct ids of a request, sorted; kInvalidArgument naming `what` for
+// a list that names a page twice (or is empty, unless allowed).
+Result<std::vector<PageId>> SortedDistinct(std::span<const PageId> ids, const char* what,
+                                           bool allow_empty) {
+  std::vector<PageId> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty() && !allow_empty) return Status::InvalidArgument(std::string(what) + " of no pages");
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return Status::InvalidArgument(std::string(what) + " lists a page twice");
+  }
+  return sorted;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
@@ -296,12 +309,7 @@ Result<std::vector<GrantedPage>> NodeState::Share(TenantId tenant_id, int device
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
-  std::vector<PageId> sorted(ids.begin(), ids.end());
-  std::sort(sorted.begin(), sorted.end());
-  if (sorted.empty()) return Status::InvalidArgument("share of no pages");
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    return Status::InvalidArgument("share lists a page twice");
-  }
+  NANOKV_ASSIGN_OR_RETURN(std::vector<PageId> sorted, SortedDistinct(ids, "share", false));
   NANOKV_RETURN_IF_ERROR(CheckQuota(*tenant, static_cast<uint32_t>(ids.size())));
   DeviceState& state = devices_[d];
   for (PageId id : sorted) {
@@ -338,11 +346,7 @@ Status NodeState::Return(TenantId tenant_id, int device, std::span<const PageId>
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
   // All or none: check every id (and duplicates) before changing anything.
-  std::vector<PageId> sorted(ids.begin(), ids.end());
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    return Status::InvalidArgument("return lists a page twice");
-  }
+  NANOKV_ASSIGN_OR_RETURN(std::vector<PageId> sorted, SortedDistinct(ids, "return", true));
   for (PageId id : sorted) {
     if (id >= devices_[d].pages.size()) {
       return Status::InvalidArgument("return of page " + std::to_string(id) + ": device " +

@@ -2,6 +2,7 @@
 // per-device memory accounting), on a small simulated device of 64 MiB =
 // 32 pages of 2 MiB. Waits on the refill thread are bounded polls of exact
 // counts; nothing here asserts a duration.
+#include "tests/util/status_matchers.h"
 #include "libkv/alloc/page_pool.h"
 
 #include <atomic>
@@ -20,17 +21,6 @@
 
 namespace nanokv::alloc {
 namespace {
-
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    const ::nanokv::Status& s_ = (expr);                    \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.ToString(); \
-  } while (0)
-#define EXPECT_OK(expr)                                     \
-  do {                                                      \
-    const ::nanokv::Status& s_ = (expr);                    \
-    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_.ToString(); \
-  } while (0)
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kPage = 2 * kMiB;

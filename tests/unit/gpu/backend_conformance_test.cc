@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/util/status_matchers.h"
 #include "ipc/uds/fd_passing.h"
 #include "libkv/gpu/backend.h"
 #include "tests/unit/gpu/backend_test_util.h"
@@ -24,17 +25,6 @@ namespace {
 
 using testing::CheckPattern;
 using testing::WritePattern;
-
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const ::nanokv::Status& s_ = (expr);                      \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.ToString();   \
-  } while (0)
-#define EXPECT_OK(expr)                                       \
-  do {                                                        \
-    const ::nanokv::Status& s_ = (expr);                      \
-    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_.ToString();   \
-  } while (0)
 
 // The peer binary: the build's, or $NANOKV_BACKEND_PEER where the tests run
 // from a bundle (the GPU machine).

@@ -16,14 +16,9 @@
 
 #include "ipc/segment/layout.h"
 #include "nanokv/status.h"
+#include "tests/util/status_matchers.h"
 
 namespace nanokv::ipc {
-
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    const ::nanokv::Status& s_ = (expr);                    \
-    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.ToString(); \
-  } while (0)
 
 // Every field of every row is a function of one counter `c`, so a copy that
 // mixes two publishes differs from what FillFromCounter(its publish_count)
