@@ -57,9 +57,10 @@ inline constexpr size_t kBackendBytes = 16;  // "host", "cuda", "hip"
 
 enum class TenantState : uint32_t {
   kAttached = 1,    // connected, may hold pages
-  kReclaiming = 2,  // its socket closed or pid died; its pages are going back
-  kDetached = 3,    // left cleanly, holds nothing
-  kDead = 4,        // reclaimed after death, kept a while for kvctl
+  kReclaiming = 2,  // over its limit (lowered, or evicted): asked to give pages
+                    // back, and granted none until it is under again
+  kDetached = 3,    // left cleanly, holds nothing (not published yet)
+  kDead = 4,        // gone; its pages came back (not published yet)
 };
 
 enum class InstanceState : uint32_t {
