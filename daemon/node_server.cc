@@ -114,6 +114,7 @@ Status NodeServer::Run() {
     for (int fd : doomed_) CloseConnection(fd, "closed by kvd");
     doomed_.clear();
     since = Clock::now() - last_publish;
+    if (!publish_) dirty_ = false;  // nothing to publish to: never wait on it
     if (publish_ && ((dirty_ && since >= kPublishGap) || since >= kHeartbeat)) {
       publish_(node_);
       dirty_ = false;

@@ -227,8 +227,7 @@ Status NodeState::Recycle(size_t d, PageId id) {
     auto it = tenant.imported[d].find(id);
     if (it == tenant.imported[d].end()) continue;
     tenant.imported[d].erase(it);
-    Notice notice{Notice::Kind::kForget, tenant_id, pools_[d]->device(), 0, 0, {id}};
-    notices_.push_back(std::move(notice));
+    QueueForget(tenant_id, pools_[d]->device(), id);
   }
   if (!recycled.ok()) {
     page.group = -1;  // the pool took the id back as uncreated
@@ -236,6 +235,20 @@ Status NodeState::Recycle(size_t d, PageId id) {
                  recycled.ToString());
   }
   return recycled;
+}
+
+void NodeState::QueueForget(TenantId tenant, int device, PageId id) {
+  // One notice per tenant and device, however many pages a grant recycles:
+  // a message per page could fill the engine's socket and cost it its
+  // connection. A notice stays within what one message may carry.
+  for (Notice& notice : notices_) {
+    if (notice.kind == Notice::Kind::kForget && notice.tenant == tenant &&
+        notice.device == device && notice.page_ids.size() < wire::kMaxPagesPerRequest) {
+      notice.page_ids.push_back(id);
+      return;
+    }
+  }
+  notices_.push_back({Notice::Kind::kForget, tenant, device, 0, 0, {id}});
 }
 
 void NodeState::PutBack(size_t d, PageId id) {

@@ -172,6 +172,7 @@ class NodeState {
   // Undoes TakePage for a grant that failed part-way.
   void PutBack(size_t d, PageId id);
   Status Recycle(size_t d, PageId id);
+  void QueueForget(TenantId tenant, int device, PageId id);
   size_t Obtainable(size_t d) const;
   void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<GrantedPage>* out);
   void ReleaseHolder(size_t d, PageId id, TenantId tenant);

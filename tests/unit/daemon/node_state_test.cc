@@ -149,6 +149,7 @@ TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
     if (n.kind == Notice::Kind::kForget && n.tenant == a) forgotten += n.page_ids.size();
   }
   EXPECT_EQ(forgotten, 8u) << "group g1 must be told to drop the recycled pages";
+  EXPECT_EQ(notices.size(), 1u) << "one forget notice for all pages of one device";
   for (size_t i = 0; i < 8; ++i) {
     const GrantedPage& p = gb->at(i);
     EXPECT_TRUE(p.needs_fd);
