@@ -128,7 +128,7 @@ void Listener::Close() {
 }
 
 Result<Listener> Listener::Bind(const std::string& path, mode_t mode, std::optional<gid_t> gid) {
-  NANOKV_ASSIGN_OR_RETURN(sockaddr_un addr, Address(path));
+  NANOKV_RETURN_IF_ERROR(Address(path).status());  // the path must fit sun_path
   // A socket file left by a dead kvd is replaced; a live one is not stolen.
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) {
@@ -141,19 +141,29 @@ Result<Listener> Listener::Bind(const std::string& path, mode_t mode, std::optio
     }
     unlink(path.c_str());
   }
+  // Bound, moded and listening under a private name first, then renamed into
+  // place: whoever sees the path can connect (no window between bind and
+  // listen where a client would be refused), and never with the wrong mode.
+  std::string staging = path + ".new" + std::to_string(getpid());
+  NANOKV_ASSIGN_OR_RETURN(sockaddr_un staging_addr, Address(staging));
+  unlink(staging.c_str());
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status::FromErrno("socket", errno);
   Listener listener;
   listener.fd_ = fd;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return Status::FromErrno("bind", errno, path);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&staging_addr), sizeof(staging_addr)) != 0) {
+    return Status::FromErrno("bind", errno, staging);
+  }
+  listener.path_ = staging;  // removed by Close() if a step below fails
+  if (chmod(staging.c_str(), mode) != 0) return Status::FromErrno("chmod", errno, staging);
+  if (gid && chown(staging.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
+    return Status::FromErrno("chown", errno, staging);
+  }
+  if (listen(fd, 128) != 0) return Status::FromErrno("listen", errno, staging);
+  if (rename(staging.c_str(), path.c_str()) != 0) {
+    return Status::FromErrno("rename", errno, staging + " -> " + path);
   }
   listener.path_ = path;
-  if (chmod(path.c_str(), mode) != 0) return Status::FromErrno("chmod", errno, path);
-  if (gid && chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
-    return Status::FromErrno("chown", errno, path);
-  }
-  if (listen(fd, 128) != 0) return Status::FromErrno("listen", errno, path);
   return listener;
 }
 
