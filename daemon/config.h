@@ -6,15 +6,48 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "libkv/util/human_size.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {
+
+// When the controller starts an instance again after it ended.
+enum class RestartPolicy {
+  kNever,      // never
+  kOnFailure,  // after a non-zero exit or a death by signal (the default)
+  kAlways,     // after any end, exit 0 included
+};
+
+// One engine kvd runs and supervises (`instances:` in the YAML; the controller,
+// daemon/controller.h). Paths are resolved when the config loads: relative
+// ones against the config file's directory, a bare command name on $PATH.
+struct InstanceConfig {
+  std::string name;                   // unique; 1-48 of [A-Za-z0-9_.-]; also its tenant name
+  std::string command;                // absolute path of an executable file
+  std::vector<std::string> args;
+  std::string workdir;                // empty: kvd's working directory
+  std::vector<std::pair<std::string, std::string>> env;  // extra variables, in file order
+  std::optional<SizeOrShare> limit;   // NANOKV_LIMIT
+  std::string group;                  // NANOKV_GROUP; empty: none
+  std::optional<int> device;          // NANOKV_DEVICE (a kvd device ordinal)
+  RestartPolicy restart = RestartPolicy::kOnFailure;
+  uint32_t max_restarts = 5;          // restarts in a row before it is given up (failed)
+  std::chrono::milliseconds backoff{1000};      // first restart delay; doubles, up to 30 s
+  std::chrono::milliseconds start_delay{0};     // after kvd is ready, before the first start
+  std::chrono::milliseconds grace{10000};       // SIGTERM -> SIGKILL on kvd's stop
+  std::string log;                    // empty: <run_dir>/<ipc_name>.<name>.log
+  std::string where;                  // "<file>:<line>" of its entry, for later errors
+};
+
+// The text NANOKV_LIMIT gets for `limit`: bytes as a number, a share as "N%".
+std::string LimitText(const SizeOrShare& limit);
 
 struct KvdConfig {
   std::string ipc_name = "nanokv";
@@ -33,12 +66,18 @@ struct KvdConfig {
   std::string run_dir;                   // empty: $NANOKV_RUN_DIR or /tmp/nanokv
   int host_devices = 1;                  // host backend: simulated devices
   uint64_t host_device_bytes = 0;        // host backend: memory per device (0: RAM)
+  std::vector<InstanceConfig> instances; // engines the controller runs (configs/demo.yaml)
 };
 
-// Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>".
+// Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the
+// key spelled out to the field (`instances[1].command`). Everything is checked
+// before this returns, each instance's command included (it exists and may be
+// executed), so kvd refuses a bad file before it starts anything.
 Result<KvdConfig> LoadConfigFile(const std::string& path);
-// The same from YAML text (`origin` names it in errors); for tests.
-Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& origin);
+// The same from YAML text (`origin` names it in errors); for tests. Relative
+// paths resolve against `base_dir` (empty: the current directory).
+Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& origin,
+                                 const std::string& base_dir = "");
 
 // Semantic checks that need no device: names, ranges.
 Status Validate(const KvdConfig& config);

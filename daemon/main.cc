@@ -1,12 +1,15 @@
 // kvd: the per-node daemon. Owns the GPU memory named in its config as pools
 // of physical pages, serves engines on a Unix socket, publishes its state in
-// /dev/shm, and gives back everything on SIGTERM/SIGINT.
+// /dev/shm, runs the engines its config lists (the controller), and gives
+// back everything on SIGTERM/SIGINT: the engines it runs are stopped first
+// (their pages come back while the server still runs), then the server.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/config.h"
+#include "daemon/controller.h"
 #include "daemon/node_server.h"
 #include "daemon/node_state.h"
 #include "daemon/segment_publisher.h"
@@ -23,10 +27,17 @@
 namespace nanokv::kvd {
 namespace {
 
-NodeServer* g_server = nullptr;  // for the signal handler only
+// For the signal handler only. With a controller, a signal stops it, and it
+// stops the server once its instances have ended; without one, the server.
+NodeServer* g_server = nullptr;
+Controller* g_controller = nullptr;
 
 void OnSignal(int) {
-  if (g_server != nullptr) g_server->Stop();
+  if (g_controller != nullptr) {
+    g_controller->RequestStop();
+  } else if (g_server != nullptr) {
+    g_server->Stop();
+  }
 }
 
 int Fail(const Status& status) {
@@ -49,6 +60,22 @@ void RaiseFileLimit() {
 Status MakeDirectory(const std::string& dir) {
   if (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return Status::OK();
   return Status::FromErrno("mkdir", errno, dir);
+}
+
+// Every instance's device must be one this kvd serves.
+Status CheckInstanceDevices(const KvdConfig& config, const NodeState& node) {
+  for (size_t i = 0; i < config.instances.size(); ++i) {
+    const InstanceConfig& instance = config.instances[i];
+    if (!instance.device) continue;
+    bool served = false;
+    for (size_t d = 0; d < node.device_count(); ++d) served |= node.device_ordinal(d) == *instance.device;
+    if (!served) {
+      return Status::InvalidArgument(instance.where + ": instances[" + std::to_string(i) +
+                                     "].device: device " + std::to_string(*instance.device) +
+                                     " is not one this kvd serves");
+    }
+  }
+  return Status::OK();
 }
 
 Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) {
@@ -157,6 +184,8 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return Fail(options.status());
   auto node = NodeState::Create(**backend, *options);
   if (!node.ok()) return Fail(node.status());
+  Status devices_ok = CheckInstanceDevices(config, **node);
+  if (!devices_ok.ok()) return Fail(devices_ok);
 
   ipc::SegmentOptions segment;
   segment.ipc_name = config.ipc_name;
@@ -183,7 +212,22 @@ int Main(int argc, char** argv) {
   NodeServer server(**node, std::move(*listener), server_options);
   server.SetPublisher([&](const NodeState& n) { publisher.Publish(n); });
 
+  // The controller, when the config lists instances. It starts them only
+  // once the socket listens (Bind above listens; the server accepts what
+  // queued once Run starts) and has its own thread: the server's is never
+  // blocked by a start, a wait or a stop.
+  std::unique_ptr<Controller> controller;
+  if (!config.instances.empty()) {
+    ControllerOptions controller_options;
+    controller_options.site = InstanceSite{config.ipc_name, run_dir};
+    controller = std::make_unique<Controller>(
+        config.instances, controller_options,
+        [&publisher](const std::vector<ipc::InstanceRow>& rows) { publisher.PublishInstances(rows); });
+    controller->SetOnStopped([&server] { server.Stop(); });
+  }
+
   g_server = &server;
+  g_controller = controller.get();
   struct sigaction action{};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
@@ -197,7 +241,21 @@ int Main(int argc, char** argv) {
   }
   spdlog::info("kvd: ready: ipc name '{}', socket {}, segment /dev/shm/nanokv_{}", config.ipc_name,
                socket_path, config.ipc_name);
+  if (controller) {
+    Status started = controller->Start();
+    if (!started.ok()) {
+      g_controller = nullptr;
+      g_server = nullptr;
+      publisher.Remove();
+      return Fail(started);
+    }
+    spdlog::info("kvd: controller: {} instance(s)", config.instances.size());
+  }
   Status ran = server.Run();
+  // Stopped by the controller after its instances ended, or the server
+  // failed by itself: then the instances are stopped now (a no-op otherwise).
+  if (controller) controller->Stop();
+  g_controller = nullptr;
   g_server = nullptr;
   publisher.Remove();
   if (!ran.ok()) return Fail(ran);

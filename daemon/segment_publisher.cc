@@ -64,6 +64,15 @@ void SegmentPublisher::Publish(const NodeState& node) {
   if (!published.ok()) spdlog::warn("kvd: segment publish: {}", published.ToString());
 }
 
+void SegmentPublisher::PublishInstances(const std::vector<ipc::InstanceRow>& rows) {
+  Status published = writer_->Publish([&](ipc::Segment& s) {
+    size_t count = std::min<size_t>(rows.size(), ipc::kMaxInstances);  // config allows no more
+    s.header.instance_count = static_cast<uint32_t>(count);
+    std::copy_n(rows.begin(), count, s.instances);
+  });
+  if (!published.ok()) spdlog::warn("kvd: segment publish (instances): {}", published.ToString());
+}
+
 void SegmentPublisher::Remove() {
   Status removed = writer_->Remove();
   if (!removed.ok()) spdlog::warn("kvd: segment remove: {}", removed.ToString());

@@ -18,8 +18,13 @@ class SegmentPublisher {
   SegmentPublisher(std::unique_ptr<ipc::SegmentWriter> writer, gpu::Backend& backend,
                    const NodeState& node);
 
-  // Publishes the node's current state; logs (never fails kvd) on error.
+  // Publishes the node's current state (devices and tenants; never the
+  // instance rows); logs (never fails kvd) on error.
   void Publish(const NodeState& node);
+  // Publishes the controller's instance rows and count, nothing else. Each
+  // publish keeps what the other last wrote (SegmentWriter::Publish edits a
+  // copy of the previous publish), so the two may run on different threads.
+  void PublishInstances(const std::vector<ipc::InstanceRow>& rows);
   // Unlinks the segment (clean shutdown).
   void Remove();
 

@@ -4,7 +4,8 @@
 // new page, checks every mapped page still holds its own pattern (a page
 // granted twice would be overwritten by its other holder), holds, shrinks, and
 // answers kvd's reclaim requests by shrinking. Integration tests and
-// `make demo` run it.
+// `make demo` run it; kvd's controller runs it from configs/demo.yaml, and an
+// instance's `device` reaches it as NANOKV_DEVICE (the default of --device).
 //
 // Exit codes: 0 all held; 1 an error (named on stderr); 2 bad usage or
 // nanokv not enabled; 3 a page did not hold the bytes this engine wrote.
@@ -44,6 +45,7 @@ struct Options {
   uint32_t expect_seed = 0;
   uint32_t write_seed = 0;
   std::string ids_out;     // grow mode: write the page ids held at full size here
+  int exit_holding = -1;   // >= 0: exit with this code while holding round 0's pages
 };
 
 using examples::PageTag;
@@ -152,6 +154,14 @@ int Engine::RunGrowShrink() {
     }
     std::fflush(stdout);
     Status s;
+    if (o_.exit_holding >= 0) {
+      // A crash, for tests: no return, no detach; kvd must take the pages back.
+      Pause(o_.hold_ms);
+      std::printf("engine %d: exiting with code %d while holding %zu pages\n", getpid(),
+                  o_.exit_holding, tensor_->mapped_prefix());
+      std::fflush(stdout);
+      _exit(o_.exit_holding);
+    }
     // Hold, answering kvd's reclaim requests as they come.
     auto hold_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.hold_ms);
     while (std::chrono::steady_clock::now() < hold_end) {
@@ -186,7 +196,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"nanokv_example_engine: grow, verify and shrink a KV tensor of pages kvd shares.\n"
                "Attaches by environment: ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name> [NANOKV_LIMIT=2G] [NANOKV_GROUP=g]"};
   Options o;
-  app.add_option("--device", o.device, "device to take pages from");
+  app.add_option("--device", o.device, "device to take pages from (kvd's ordinal)")->envname("NANOKV_DEVICE");
   app.add_option("--pages", o.pages, "tensor size in pages, and how far each round grows")->check(CLI::PositiveNumber);
   app.add_option("--step", o.step, "pages per grant")->check(CLI::PositiveNumber);
   app.add_option("--rounds", o.rounds, "grow/shrink rounds")->check(CLI::NonNegativeNumber);
@@ -197,6 +207,9 @@ int Main(int argc, char** argv) {
   app.add_option("--share-ids", o.share_ids, "share mode: map these page ids of the group")->delimiter(',');
   app.add_option("--expect-seed", o.expect_seed, "share mode: the seed the shared pages hold");
   app.add_option("--write-seed", o.write_seed, "share mode: the seed to write over them");
+  app.add_option("--exit-holding", o.exit_holding,
+                 "exit with this code after the first round's hold, pages still held (a crash, for tests)")
+      ->check(CLI::Range(0, 255));
   app.add_flag("--quiet", o.quiet, "print only errors");
   CLI11_PARSE(app, argc, argv);
 

@@ -126,7 +126,7 @@ struct InstanceRow {
   char name[kNameBytes];
   int32_t pid;
   uint32_t state;  // an InstanceState
-  int32_t exit_code;
+  int32_t exit_code;  // of its last life: the exit status, or -N if signal N killed it
   uint32_t restarts;
   uint64_t since_unix_ns;  // when it entered `state`
 };

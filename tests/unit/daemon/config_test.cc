@@ -1,5 +1,8 @@
 #include "daemon/config.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 namespace nanokv::kvd {
@@ -76,7 +79,7 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       {"ipc_name: [a, b]\n", "c.yaml:1: ipc_name: expected a single value"},
       {"key: [unclosed\n", "c.yaml:"},
       {"- a\n- b\n", "c.yaml:1: (top level): expected a mapping"},
-      {"instances: []\n", "c.yaml:1: instances:"},
+      {"instances: {a: 1}\n", "c.yaml:1: instances: expected a list of instances"},
       {"ipc_name: \"has space\"\n", "ipc_name 'has space' is not"},
   };
   for (const auto& c : cases) {
@@ -110,6 +113,213 @@ TEST(Config, ShippedExampleLoadsAsTheDefaults) {
   EXPECT_EQ(config->reserve_pages, defaults.reserve_pages);
   EXPECT_EQ(config->socket_mode, defaults.socket_mode);
   EXPECT_FALSE(config->group.has_value());
+}
+
+}  // namespace
+}  // namespace nanokv::kvd
+
+namespace nanokv::kvd {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(ConfigInstances, ReadsEveryKey) {
+  auto config = LoadConfigText(R"(
+instances:
+  - name: engine-a
+    command: sh
+    args: [-c, "exit 0", "16"]
+    workdir: /tmp
+    env: {FOO: bar, N: 3}
+    limit: 2GiB
+    group: team-a
+    device: 0
+    restart: always
+    max_restarts: 2
+    backoff: 250ms
+    start_delay: 1.5s
+    grace: 1m
+    log: /tmp/a.log
+  - name: engine-b
+    command: /bin/sh
+    limit: 0.5
+)", "i.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->instances.size(), 2u);
+  const InstanceConfig& a = config->instances[0];
+  EXPECT_EQ(a.name, "engine-a");
+  EXPECT_EQ(a.command.front(), '/') << a.command;  // found on PATH, made absolute
+  EXPECT_EQ(a.command.substr(a.command.size() - 3), "/sh");
+  EXPECT_EQ(a.args, (std::vector<std::string>{"-c", "exit 0", "16"}));
+  EXPECT_EQ(a.workdir, "/tmp");
+  ASSERT_EQ(a.env.size(), 2u);
+  EXPECT_EQ(a.env[0], (std::pair<std::string, std::string>{"FOO", "bar"}));
+  EXPECT_EQ(a.env[1], (std::pair<std::string, std::string>{"N", "3"}));
+  ASSERT_TRUE(a.limit.has_value());
+  EXPECT_EQ(LimitText(*a.limit), std::to_string(2ull << 30));
+  EXPECT_EQ(a.group, "team-a");
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(a.restart, RestartPolicy::kAlways);
+  EXPECT_EQ(a.max_restarts, 2u);
+  EXPECT_EQ(a.backoff, milliseconds(250));
+  EXPECT_EQ(a.start_delay, milliseconds(1500));
+  EXPECT_EQ(a.grace, milliseconds(60000));
+  EXPECT_EQ(a.log, "/tmp/a.log");
+  EXPECT_EQ(a.where, "i.yaml:3");
+
+  // The defaults.
+  const InstanceConfig& b = config->instances[1];
+  EXPECT_EQ(b.command, "/bin/sh");
+  EXPECT_TRUE(b.args.empty());
+  EXPECT_TRUE(b.workdir.empty());
+  EXPECT_EQ(LimitText(*b.limit), "50%");
+  EXPECT_TRUE(b.group.empty());
+  EXPECT_FALSE(b.device.has_value());
+  EXPECT_EQ(b.restart, RestartPolicy::kOnFailure);
+  EXPECT_EQ(b.max_restarts, 5u);
+  EXPECT_EQ(b.backoff, milliseconds(1000));
+  EXPECT_EQ(b.start_delay, milliseconds(0));
+  EXPECT_EQ(b.grace, milliseconds(10000));
+  EXPECT_TRUE(b.log.empty());
+}
+
+TEST(ConfigInstances, RelativePathsResolveAgainstTheConfigsDirectory) {
+  auto config = LoadConfigText(R"(
+instances:
+  - name: a
+    command: bin/../bin/sh
+    workdir: ./bin
+    log: ../tmp/a.log
+)", "/x/kvd.yaml", "/usr");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->instances[0].command, "/usr/bin/sh");
+  EXPECT_EQ(config->instances[0].workdir, "/usr/bin");
+  EXPECT_EQ(config->instances[0].log, "/tmp/a.log");
+}
+
+TEST(ConfigInstances, Durations) {
+  struct Case {
+    const char* text;
+    int64_t ms;
+  } cases[] = {{"500ms", 500}, {"2s", 2000}, {"1.5s", 1500}, {"1m", 60000}, {"0", 0}, {"0s", 0}};
+  for (const auto& c : cases) {
+    auto config = LoadConfigText(std::string("instances:\n  - {name: a, command: /bin/sh, start_delay: ") +
+                                     c.text + "}\n", "d.yaml");
+    ASSERT_TRUE(config.ok()) << c.text << ": " << config.status().ToString();
+    EXPECT_EQ(config->instances[0].start_delay, milliseconds(c.ms)) << c.text;
+  }
+}
+
+// Every bad instance names the file, the line and the key, down to the field.
+TEST(ConfigInstances, ErrorsNameFileLineAndKey) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      // unknown key
+      {"instances:\n  - name: a\n    command: /bin/sh\n    bogus: 1\n",
+       "c.yaml:4: instances[0].bogus: unknown key"},
+      // wrong types
+      {"instances:\n  - name: a\n    command: /bin/sh\n    args: --pages\n",
+       "c.yaml:4: instances[0].args: expected a list like"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    args: [[1]]\n",
+       "c.yaml:4: instances[0].args[0]: expected a single value"},
+      {"instances:\n  - name: a\n    command: [/bin/sh]\n",
+       "c.yaml:3: instances[0].command: expected a single value"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    max_restarts: many\n",
+       "c.yaml:4: instances[0].max_restarts: 'many' is not an integer"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    env: [A]\n",
+       "c.yaml:4: instances[0].env: expected a mapping of NAME: value"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    env: {A: [1]}\n",
+       "c.yaml:4: instances[0].env.A: expected a single value"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    device: first\n",
+       "c.yaml:4: instances[0].device: 'first' is not an integer"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    device: 16\n",
+       "c.yaml:4: instances[0].device: '16' is outside [0, 15]"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    restart: sometimes\n",
+       "c.yaml:4: instances[0].restart: 'sometimes' is not one of never, on-failure, always"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    backoff: 5\n",
+       "c.yaml:4: instances[0].backoff: '5' is not a duration like 500ms, 2s or 1m"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    backoff: 1ms\n",
+       "c.yaml:4: instances[0].backoff: '1ms' is outside [10ms, 10m]"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    grace: -1s\n",
+       "c.yaml:4: instances[0].grace: '-1s' is not a duration"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    limit: 0\n",
+       "c.yaml:4: instances[0].limit: must not be 0"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    limit: lots\n",
+       "c.yaml:4: instances[0].limit:"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    group: \"a b\"\n",
+       "c.yaml:4: instances[0].group: 'a b' is not 1-63"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    env: {NANOKV_LIMIT: 1G}\n",
+       "c.yaml:4: instances[0].env.NANOKV_LIMIT: not allowed here: use the limit key"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    env: {1X: y}\n",
+       "c.yaml:4: instances[0].env.1X: not a variable name"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    command: /bin/true\n",
+       "c.yaml:4: instances[0].command: given twice"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    workdir: /nonexistent-dir\n",
+       "c.yaml:4: instances[0].workdir: '/nonexistent-dir' is not a directory"},
+      {"instances:\n  - name: a\n    command: /bin/sh\n    log: /nonexistent-dir/a.log\n",
+       "c.yaml:4: instances[0].log: directory '/nonexistent-dir' does not exist"},
+      // missing command, missing name, bad name
+      {"instances:\n  - name: a\n    args: [x]\n",
+       "c.yaml:2: instances[0].command: missing: instance 'a' has no command"},
+      {"instances:\n  - command: /bin/sh\n", "c.yaml:2: instances[0].name: missing"},
+      {"instances:\n  - name: \"a b\"\n    command: /bin/sh\n",
+       "c.yaml:2: instances[0].name: 'a b' is not 1-48 of [A-Za-z0-9_.-]"},
+      // duplicate names
+      {"instances:\n  - name: a\n    command: /bin/sh\n  - name: b\n    command: /bin/sh\n"
+       "  - name: a\n    command: /bin/sh\n",
+       "c.yaml:6: instances[2].name: 'a' is already the name of instances[0] (c.yaml:2)"},
+      // commands that cannot run
+      {"instances:\n  - name: a\n    command: no-such-command-4711\n",
+       "c.yaml:3: instances[0].command: 'no-such-command-4711' is not found on PATH"},
+      {"instances:\n  - name: a\n    command: /etc/passwd\n",
+       "c.yaml:3: instances[0].command: '/etc/passwd' is not executable"},
+      {"instances:\n  - name: a\n    command: /tmp\n", "c.yaml:3: instances[0].command: '/tmp' is not a file"},
+      {"instances:\n  - name: a\n    command: ./missing-engine\n",
+       "c.yaml:3: instances[0].command: './missing-engine' does not exist (resolved to /usr/missing-engine)"},
+      // the list itself
+      {"instances:\n  - just-a-name\n", "c.yaml:2: instances[0]: expected a mapping"},
+      {"instances: engine\n", "c.yaml:1: instances: expected a list of instances"},
+  };
+  for (const auto& c : cases) {
+    auto config = LoadConfigText(c.text, "c.yaml", "/usr");
+    ASSERT_FALSE(config.ok()) << c.text;
+    EXPECT_EQ(config.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(config.status().message().find(c.expect), std::string_view::npos)
+        << "for:\n" << c.text << "got: " << config.status().ToString();
+  }
+}
+
+TEST(ConfigInstances, AtMostOneRowPerInstanceInTheSegment) {
+  std::string text = "instances:\n";
+  for (int i = 0; i < 65; ++i) text += "  - {name: e" + std::to_string(i) + ", command: /bin/sh}\n";
+  auto config = LoadConfigText(text, "many.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("many.yaml:2: instances: 65 instances; at most 64"),
+            std::string_view::npos) << config.status().ToString();
+}
+
+// configs/demo.yaml (what `make demo` runs) loads, with the engine found
+// where this build put it.
+TEST(ConfigInstances, ShippedDemoLoads) {
+  std::ifstream in(std::string(NANOKV_SOURCE_DIR) + "/configs/demo.yaml");
+  ASSERT_TRUE(in.good());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  const std::string shipped = "../build/examples/nanokv_example_engine";
+  size_t at = text.find(shipped);
+  ASSERT_NE(at, std::string::npos);
+  while (at != std::string::npos) {
+    text.replace(at, shipped.size(), NANOKV_ENGINE_BINARY);
+    at = text.find(shipped, at);
+  }
+  auto config = LoadConfigText(text, "demo.yaml", std::string(NANOKV_SOURCE_DIR) + "/configs");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->instances.size(), 2u);
+  EXPECT_NE(config->instances[0].group, config->instances[1].group);
+  EXPECT_NE(LimitText(*config->instances[0].limit), LimitText(*config->instances[1].limit));
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+// Figures derived from segment rows, shared by the tables, the JSON and top:
+// shares, ages, names of states, sort orders. Each is a pure function of a
+// snapshot and the time, so every view shows the same figure the same way.
+#ifndef NANOKV_KVCTL_FIGURES_H_
+#define NANOKV_KVCTL_FIGURES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipc/segment/layout.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvctl {
+
+// part / whole, 0 when whole is 0.
+double Share(uint64_t part, uint64_t whole);
+// "37.5%", or "-" when whole is 0.
+std::string FormatPercent(uint64_t part, uint64_t whole);
+// "now", "3s ago", "5m ago", "2h ago", "3d ago"; "-" for a zero time.
+std::string FormatAge(uint64_t then_unix_ns, uint64_t now_unix_ns);
+
+// "attached", "reclaiming", "detached", "dead"; "stale" for every tenant of
+// a kvd that is gone (its rows are the last it published, not the truth).
+std::string TenantStateName(const ipc::TenantRow& row, bool kvd_alive);
+bool TenantReclaiming(const ipc::TenantRow& row);
+
+// Ordinals of the devices a tenant holds pages on: "0", "0,1", or "-".
+std::string TenantDevices(const ipc::Segment& segment, const ipc::TenantRow& row);
+// Ordinals of a kvd's devices: "0,1".
+std::string DeviceList(const ipc::Segment& segment);
+
+uint64_t DeviceCapacityBytes(const ipc::DeviceRow& row);
+uint64_t DeviceUsedBytes(const ipc::DeviceRow& row);  // granted + object pages
+
+enum class SortKey { kName, kUsed, kLimit, kShare, kPid, kActivity };
+inline constexpr SortKey kSortKeys[] = {SortKey::kUsed,  SortKey::kShare, SortKey::kLimit,
+                                        SortKey::kName,  SortKey::kPid,   SortKey::kActivity};
+const char* SortKeyName(SortKey key);  // "used", "share", ...
+// kInvalidArgument naming the keys for anything else.
+Result<SortKey> ParseSortKey(std::string_view name);
+SortKey NextSortKey(SortKey key);  // the next in kSortKeys, cyclically
+
+// The tenant rows of `segment`: by name ascending; by used, limit, share
+// (used / limit) and activity descending (the biggest or most recent first);
+// by pid ascending. Ties by name.
+std::vector<const ipc::TenantRow*> SortedTenants(const ipc::Segment& segment, SortKey key);
+
+}  // namespace nanokv::kvctl
+
+#endif  // NANOKV_KVCTL_FIGURES_H_

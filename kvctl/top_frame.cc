@@ -1,0 +1,279 @@
+#include "kvctl/top_frame.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+#include "kvctl/table.h"
+#include "libkv/util/human_size.h"
+
+namespace nanokv::kvctl {
+namespace {
+
+constexpr int kMinBar = 10;
+
+// A line built from pieces, each with a tint; cut to a width before painting,
+// so escape sequences never count against the width or get cut in half.
+class Line {
+ public:
+  Line& Add(std::string text, Tint tint = Tint::kPlain) {
+    pieces_.push_back({Sanitize(text), tint});
+    return *this;
+  }
+  size_t width() const {
+    size_t n = 0;
+    for (const auto& piece : pieces_) n += piece.text.size();
+    return n;
+  }
+  std::string Render(size_t columns, bool colour) const {
+    std::string out;
+    size_t left = columns;
+    for (const auto& piece : pieces_) {
+      if (left == 0) break;
+      std::string text = piece.text.substr(0, left);
+      left -= text.size();
+      out += Paint(text, piece.tint, colour);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+  }
+
+ private:
+  struct Piece {
+    std::string text;
+    Tint tint;
+  };
+  std::vector<Piece> pieces_;
+};
+
+std::string PadRight(std::string text, size_t width) {
+  if (text.size() < width) text.append(width - text.size(), ' ');
+  return text;
+}
+
+std::string PadLeft(std::string text, size_t width) {
+  if (text.size() < width) text.insert(0, width - text.size(), ' ');
+  return text;
+}
+
+std::string Clip(std::string text, size_t width) {
+  if (text.size() > width) text = text.substr(0, width - 1) + "~";
+  return text;
+}
+
+size_t Cells(double share, size_t width) {
+  if (!(share > 0)) return 0;
+  return std::min(width, static_cast<size_t>(std::lround(share * static_cast<double>(width))));
+}
+
+std::string ClockText(uint64_t now_unix_ns) {
+  time_t seconds = static_cast<time_t>(now_unix_ns / 1'000'000'000);
+  tm local{};
+  localtime_r(&seconds, &local);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%H:%M:%S", &local);
+  return buf;
+}
+
+std::string Interval(std::chrono::milliseconds interval) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1fs", static_cast<double>(interval.count()) / 1000.0);
+  return buf;
+}
+
+Tint StateTint(KvdState state) {
+  switch (state) {
+    case KvdState::kLive:
+      return Tint::kGood;
+    case KvdState::kHung:
+      return Tint::kWarn;
+    default:
+      return Tint::kBad;
+  }
+}
+
+void AddTitle(const TopModel& model, const Kvd* kvd, size_t columns, std::vector<Line>* lines) {
+  Line title;
+  title.Add("kvctl top", Tint::kBold);
+  if (kvd == nullptr) {
+    title.Add(model.wanted.empty() ? "  no kvd runs on this node"
+                                   : "  no kvd named '" + model.wanted + "' on this node");
+  } else {
+    title.Add("  kvd '").Add(kvd->ipc_name, Tint::kBold).Add("'");
+    if (kvd->snapshot) {
+      const ipc::SegmentHeader& header = kvd->snapshot->segment.header;
+      title.Add(" (" + std::string(ipc::ReadString(header.backend)) + ", pid " +
+                std::to_string(header.kvd_pid) + ")");
+    }
+    title.Add("  ").Add(KvdStateName(kvd->state), StateTint(kvd->state));
+    if (kvd->snapshot) {
+      title.Add("  updated " + FormatAge(kvd->snapshot->segment.header.update_unix_ns, model.now_unix_ns));
+    }
+    if (model.kvds.size() > 1) {
+      title.Add("  [" + std::to_string(model.selected + 1) + "/" + std::to_string(model.kvds.size()) + "]");
+    }
+  }
+  std::string clock = ClockText(model.now_unix_ns);
+  if (title.width() + 2 + clock.size() <= columns) {
+    title.Add(std::string(columns - title.width() - clock.size(), ' ')).Add(clock);
+  }
+  lines->push_back(std::move(title));
+  Line keys;
+  keys.Add("q", Tint::kBold).Add(" quit  ").Add("s", Tint::kBold).Add(" sort: ");
+  keys.Add(SortKeyName(model.sort), Tint::kBold).Add("  ").Add("r", Tint::kBold).Add(" refresh  ");
+  if (model.kvds.size() > 1) keys.Add("n/p", Tint::kBold).Add(" next/previous kvd  ");
+  keys.Add("every " + Interval(model.interval), Tint::kDim);
+  lines->push_back(std::move(keys));
+}
+
+void AddDevices(const ipc::Segment& segment, size_t columns, bool stale, std::vector<Line>* lines) {
+  const uint64_t capacity = CapacityBytes(segment), used = UsedBytes(segment);
+  Line summary;
+  summary.Add("capacity " + FormatBytes(capacity) + "  used " + FormatBytes(used) + " (" +
+              FormatPercent(used, capacity) + ")  free " +
+              FormatBytes(capacity > used ? capacity - used : 0) + "  tenants " +
+              std::to_string(segment.header.tenant_count) + "  page " +
+              FormatBytes(segment.header.page_bytes));
+  lines->push_back(std::move(summary));
+  lines->emplace_back();
+  Line heading;
+  heading.Add("DEVICES", Tint::kBold).Add("  # used  + created ahead, free  . not created yet", Tint::kDim);
+  lines->push_back(std::move(heading));
+  size_t name_width = 4;
+  for (uint32_t d = 0; d < segment.header.device_count; ++d) {
+    name_width = std::max(name_width, std::min<size_t>(20, ipc::ReadString(segment.devices[d].name).size()));
+  }
+  for (uint32_t d = 0; d < segment.header.device_count; ++d) {
+    const ipc::DeviceRow& row = segment.devices[d];
+    const uint64_t dev_capacity = DeviceCapacityBytes(row), dev_used = DeviceUsedBytes(row);
+    std::string left = PadLeft(std::to_string(row.device), 3) + " " +
+                       PadRight(Clip(std::string(ipc::ReadString(row.name)), name_width), name_width) + " [";
+    std::string right = "] " + PadLeft(FormatBytes(dev_used), 10) + " / " +
+                        PadRight(FormatBytes(dev_capacity), 10) + " " +
+                        PadLeft(FormatPercent(dev_used, dev_capacity), 6) + "  reserve " +
+                        FormatBytes(row.reserve_pages * row.page_bytes);
+    size_t bar = columns > left.size() + right.size() + kMinBar ? columns - left.size() - right.size()
+                                                                 : kMinBar;
+    const double share = Share(dev_used, dev_capacity);
+    size_t used_cells = Cells(share, bar);
+    size_t created_cells = std::max(used_cells, Cells(Share(row.created_pages, row.capacity_pages), bar));
+    Line line;
+    line.Add(left)
+        .Add(std::string(used_cells, '#'), stale ? Tint::kBad : TintForShare(share))
+        .Add(std::string(created_cells - used_cells, '+'), Tint::kDim)
+        .Add(std::string(bar - created_cells, '.'), Tint::kDim)
+        .Add(right);
+    lines->push_back(std::move(line));
+  }
+}
+
+void AddTenants(const TopModel& model, const Kvd& kvd, size_t columns, int rows,
+                std::vector<Line>* lines) {
+  const ipc::Segment& segment = kvd.snapshot->segment;
+  const bool alive = kvd.snapshot->kvd_alive;
+  std::vector<const ipc::TenantRow*> tenants = SortedTenants(segment, model.sort);
+  lines->emplace_back();
+  Line heading;
+  heading.Add("TENANTS (" + std::to_string(tenants.size()) + ")", Tint::kBold)
+      .Add("  sorted by " + std::string(SortKeyName(model.sort)) + "  # used  . free to its limit",
+           Tint::kDim);
+  lines->push_back(std::move(heading));
+  size_t name_width = 6, group_width = 5, dev_width = 3;
+  for (const ipc::TenantRow* row : tenants) {
+    name_width = std::max(name_width, std::min<size_t>(24, ipc::ReadString(row->name).size()));
+    group_width = std::max(group_width, std::min<size_t>(16, ipc::ReadString(row->group).size()));
+    dev_width = std::max(dev_width, std::min<size_t>(12, TenantDevices(segment, *row).size()));
+  }
+  // Column heads over the text columns; the bar has none.
+  Line head;
+  std::string head_left = PadRight("TENANT", name_width) + " " + PadLeft("PID", 7) + " " +
+                          PadRight("GROUP", group_width) + " " + PadRight("DEV", dev_width) + " ";
+  head.Add(head_left, Tint::kDim);
+  const size_t right_width = 1 + 10 + 3 + 10 + 1 + 6 + 2 + 10 + 2 + 8;
+  size_t bar = columns > head_left.size() + 2 + right_width + kMinBar
+                   ? columns - head_left.size() - 2 - right_width
+                   : kMinBar;
+  head.Add(PadRight("", bar + 2) + " " + PadLeft("USED", 10) + " / " + PadRight("LIMIT", 10) + " " +
+               PadLeft("USE%", 6) + "  " + PadRight("STATE", 10) + "  ACTIVE",
+           Tint::kDim);
+  lines->push_back(std::move(head));
+
+  size_t room = tenants.size();
+  if (rows > 0) {
+    size_t used_rows = lines->size();
+    room = used_rows < static_cast<size_t>(rows) ? static_cast<size_t>(rows) - used_rows : 0;
+    if (room < tenants.size()) room = room > 0 ? room - 1 : 0;  // one line says how many more
+  }
+  for (size_t i = 0; i < tenants.size() && i < room; ++i) {
+    const ipc::TenantRow& row = *tenants[i];
+    const double share = Share(row.used_bytes, row.limit_bytes);
+    const bool reclaiming = TenantReclaiming(row);
+    Tint tint = !alive ? Tint::kBad : reclaiming ? Tint::kWarn : TintForShare(share);
+    size_t used_cells = Cells(share, bar);
+    std::string state = TenantStateName(row, alive);
+    Line line;
+    line.Add(PadRight(Clip(std::string(ipc::ReadString(row.name)), name_width), name_width) + " " +
+             PadLeft(std::to_string(row.pid), 7) + " " +
+             PadRight(Clip(std::string(ipc::ReadString(row.group)), group_width), group_width) + " " +
+             PadRight(Clip(TenantDevices(segment, row), dev_width), dev_width) + " [")
+        .Add(std::string(used_cells, '#'), tint)
+        .Add(std::string(bar - used_cells, '.'), Tint::kDim)
+        .Add("] " + PadLeft(FormatBytes(row.used_bytes), 10) + " / " + PadRight(FormatBytes(row.limit_bytes), 10) +
+             " " + PadLeft(FormatPercent(row.used_bytes, row.limit_bytes), 6) + "  ")
+        .Add(PadRight(state, 10), !alive ? Tint::kBad : reclaiming ? Tint::kWarn : Tint::kGood)
+        .Add("  " + FormatAge(row.last_activity_unix_ns, model.now_unix_ns));
+    lines->push_back(std::move(line));
+  }
+  if (room < tenants.size()) {
+    Line more;
+    more.Add("... " + std::to_string(tenants.size() - room) + " more (a taller window shows them)", Tint::kDim);
+    lines->push_back(std::move(more));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> RenderTop(const TopModel& model, int columns_in, int rows, bool colour) {
+  const size_t columns = static_cast<size_t>(std::max(columns_in, 20));
+  const Kvd* kvd = model.selected >= 0 && static_cast<size_t>(model.selected) < model.kvds.size()
+                       ? &model.kvds[static_cast<size_t>(model.selected)]
+                       : nullptr;
+  std::vector<Line> lines;
+  AddTitle(model, kvd, columns, &lines);
+  lines.emplace_back();
+  if (!model.message.empty()) {
+    Line message;
+    message.Add(model.message, Tint::kBad);
+    lines.push_back(std::move(message));
+  }
+  if (kvd == nullptr) {
+    Line wait;
+    wait.Add("waiting for a kvd to start (kvd --ipc-name NAME) ...", Tint::kDim);
+    lines.push_back(std::move(wait));
+  } else if (!kvd->snapshot) {
+    Line error;
+    error.Add("cannot read its segment: " + kvd->error.ToString(), Tint::kBad);
+    lines.push_back(std::move(error));
+  } else {
+    if (kvd->state == KvdState::kStale) {
+      Line stale;
+      stale.Add("kvd is gone: these are the last figures it published (`kvctl cleanup` removes them)",
+                Tint::kBad);
+      lines.push_back(std::move(stale));
+    } else if (kvd->state == KvdState::kHung) {
+      Line hung;
+      hung.Add("kvd is alive but has not published for over 5 s: busy or hung", Tint::kWarn);
+      lines.push_back(std::move(hung));
+    }
+    AddDevices(kvd->snapshot->segment, columns, kvd->state == KvdState::kStale, &lines);
+    AddTenants(model, *kvd, columns, rows, &lines);
+  }
+  std::vector<std::string> out;
+  for (const Line& line : lines) {
+    if (rows > 0 && out.size() >= static_cast<size_t>(rows)) break;
+    out.push_back(line.Render(columns, colour));
+  }
+  return out;
+}
+
+}  // namespace nanokv::kvctl

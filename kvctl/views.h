@@ -1,0 +1,42 @@
+// kvctl's read-only views, as tables or JSON, built from segment snapshots
+// alone: `list` (a row per kvd), `devices` (a row per device), `tenants` (a
+// row per tenant). Pure functions of the snapshots and the time, so tests
+// feed them made-up segments. The JSON shapes are documented in docs/KVCTL.md.
+#ifndef NANOKV_KVCTL_VIEWS_H_
+#define NANOKV_KVCTL_VIEWS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvctl/discovery.h"
+#include "kvctl/figures.h"
+#include "kvctl/json_writer.h"
+
+namespace nanokv::kvctl {
+
+struct ViewOptions {
+  bool json = false;
+  bool colour = false;        // tables only
+  uint64_t now_unix_ns = 0;   // ages and the hung test are against this
+  bool with_ipc = false;      // devices/tenants: an IPC column (several kvds)
+  SortKey sort = SortKey::kName;
+};
+
+// Each returns the whole output, ending in '\n': a table (just the header
+// when there are no rows) or one line of JSON.
+std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options);
+std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options);
+std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options);
+
+// The JSON pieces, for documents that combine them (watch).
+// {"kvds":[kvd...]}: each kvd as WriteKvdJson writes it.
+void WriteListJson(JsonWriter& json, const std::vector<Kvd>& kvds);
+// {"ipc":..., "state":..., ..., "devices":[...]}: a kvd, its totals, its devices.
+void WriteKvdJson(JsonWriter& json, const Kvd& kvd);
+// {"ipc":..., "state":..., "tenants":[...]}: one kvd's tenants.
+void WriteTenantsJson(JsonWriter& json, const Kvd& kvd, SortKey sort);
+
+}  // namespace nanokv::kvctl
+
+#endif  // NANOKV_KVCTL_VIEWS_H_

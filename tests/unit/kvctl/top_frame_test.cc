@@ -1,0 +1,77 @@
+#include "kvctl/top_frame.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/kvctl/fake_segment.h"
+
+namespace nanokv::kvctl {
+namespace {
+
+using testing::FakeKvd;
+using testing::kFakeNow;
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
+TopModel Model() {
+  TopModel model;
+  model.kvds.push_back(FakeKvd("node-a", {{.name = "vllm", .pid = 11, .limit_pages = 32, .pages_dev0 = 8},
+                                          {.name = "sglang", .pid = 12, .limit_pages = 8, .pages_dev1 = 6}}));
+  model.selected = 0;
+  model.now_unix_ns = kFakeNow;
+  return model;
+}
+
+TEST(TopFrame, ShowsDevicesAndTenantsWithTheirFigures) {
+  std::string frame = Joined(RenderTop(Model(), 120, 40, false));
+  EXPECT_NE(frame.find("kvd 'node-a' (host, pid 4242)  live"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("Fake GPU 0"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("16.0 MiB / 128.0 MiB"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("12.0 MiB / 16.0 MiB "), std::string::npos) << "sglang's figures\n" << frame;
+  EXPECT_NE(frame.find("75.0%"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("sorted by used"), std::string::npos) << frame;
+  EXPECT_LT(frame.find("vllm"), frame.find("sglang")) << "16 MiB used before 12 MiB\n" << frame;
+}
+
+TEST(TopFrame, NoLineIsWiderThanTheScreenAndNoneIsMissing) {
+  for (int columns : {20, 40, 80, 132, 250}) {
+    std::vector<std::string> lines = RenderTop(Model(), columns, 40, false);
+    for (const std::string& line : lines) {
+      EXPECT_LE(line.size(), static_cast<size_t>(columns)) << "'" << line << "'";
+    }
+  }
+  std::vector<std::string> coloured = RenderTop(Model(), 100, 40, true);
+  EXPECT_NE(Joined(coloured).find("\033["), std::string::npos);
+}
+
+TEST(TopFrame, ATallListSaysHowManyMoreThereAre) {
+  TopModel model = Model();
+  ipc::Segment& segment = model.kvds[0].snapshot->segment;
+  for (uint32_t i = 2; i < 40; ++i) {
+    segment.tenants[i] = segment.tenants[0];
+    ipc::CopyString(segment.tenants[i].name, "t" + std::to_string(i));
+  }
+  segment.header.tenant_count = 40;
+  std::vector<std::string> lines = RenderTop(model, 120, 24, false);
+  EXPECT_EQ(lines.size(), 24u);
+  EXPECT_NE(lines.back().find("more"), std::string::npos) << Joined(lines);
+}
+
+TEST(TopFrame, SaysSoWhenThereIsNoKvdOrItIsGone) {
+  TopModel empty;
+  empty.now_unix_ns = kFakeNow;
+  EXPECT_NE(Joined(RenderTop(empty, 100, 24, false)).find("no kvd runs on this node"), std::string::npos);
+  empty.wanted = "x";
+  EXPECT_NE(Joined(RenderTop(empty, 100, 24, false)).find("no kvd named 'x'"), std::string::npos);
+  TopModel stale = Model();
+  stale.kvds[0] = FakeKvd("node-a", {{.name = "vllm", .pages_dev0 = 1}}, KvdState::kStale);
+  std::string frame = Joined(RenderTop(stale, 100, 24, false));
+  EXPECT_NE(frame.find("kvd is gone"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("stale"), std::string::npos) << frame;
+}
+
+}  // namespace
+}  // namespace nanokv::kvctl
