@@ -13,6 +13,7 @@ export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NANOKV_BACKEND_PEER="$B/bin/backend_peer"
 export NANOKV_KVD_BINARY="$B/bin/kvd"
 export NANOKV_ENGINE_BINARY="$B/bin/nanokv_example_engine"
+export NANOKV_KVCTL_BINARY="$B/bin/kvctl"
 summary=()
 
 step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail
@@ -29,12 +30,16 @@ step conformance "$B/bin/backend_conformance_test" --gtest_brief=1
 step driver_backend "$B/bin/driver_backend_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step engines_cuda "$B/bin/kvd_engines_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step controller_cuda "$B/bin/controller_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step kvctl_cuda "$B/bin/kvctl_test" --gtest_brief=1
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
 step page_pool_bench "$B/bin/page_pool_bench" --backend cuda
 step grant_bench "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 256 --batch 16 --rounds 5
 step grant_bench_batch1 "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 64 --batch 1 --rounds 5
 
 echo
-grep -hE "^\[  (PASSED|FAILED|SKIPPED)|tests? ran" "$O"/conformance.out "$O"/engines_cuda.out "$O"/protocol_cuda.out "$O"/driver_backend.out 2>/dev/null
+for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda; do
+  echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
+done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1; do tail -n 1 "$O/$f.out"; done
 printf '%s\n' "${summary[@]}"
