@@ -1,5 +1,7 @@
 #include "kvctl/figures.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <tuple>
@@ -45,6 +47,62 @@ std::string TenantStateName(const ipc::TenantRow& row, bool kvd_alive) {
 
 bool TenantReclaiming(const ipc::TenantRow& row) {
   return row.state == static_cast<uint32_t>(ipc::TenantState::kReclaiming);
+}
+
+std::string InstanceStateName(const ipc::InstanceRow& row, bool kvd_alive) {
+  const auto state = static_cast<ipc::InstanceState>(row.state);
+  const bool ended = state == ipc::InstanceState::kExited || state == ipc::InstanceState::kFailed;
+  if (!kvd_alive && !ended) return "stale";
+  switch (state) {
+    case ipc::InstanceState::kStarting:
+      return "starting";
+    case ipc::InstanceState::kRunning:
+      return "running";
+    case ipc::InstanceState::kRestarting:
+      return "restarting";
+    case ipc::InstanceState::kExited:
+      return "exited";
+    case ipc::InstanceState::kFailed:
+      return "failed";
+  }
+  return kvd_alive ? "unknown(" + std::to_string(row.state) + ")" : "stale";
+}
+
+std::string InstanceStateText(const ipc::InstanceRow& row, bool kvd_alive) {
+  std::string name = InstanceStateName(row, kvd_alive);
+  if (name != "exited" && name != "failed") return name;
+  if (row.exit_code >= 0) return name + " (" + std::to_string(row.exit_code) + ")";
+  const std::string signal = SignalName(-row.exit_code);
+  return (name == "exited" ? "killed" : name) + " (" + signal + ")";
+}
+
+bool InstanceHasEnded(const ipc::InstanceRow& row) {
+  switch (static_cast<ipc::InstanceState>(row.state)) {
+    case ipc::InstanceState::kRestarting:
+    case ipc::InstanceState::kExited:
+    case ipc::InstanceState::kFailed:
+      return true;
+    case ipc::InstanceState::kStarting:
+    case ipc::InstanceState::kRunning:
+      break;
+  }
+  return row.restarts > 0;
+}
+
+std::string SignalName(int signal) {
+  // Our own table, not sigabbrev_np (glibc only), so every libc names them alike.
+  static constexpr struct {
+    int number;
+    const char* name;
+  } kSignals[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+                  {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+                  {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+                  {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
+                  {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+  for (const auto& known : kSignals) {
+    if (known.number == signal) return known.name;
+  }
+  return "signal " + std::to_string(signal);
 }
 
 std::string TenantDevices(const ipc::Segment& segment, const ipc::TenantRow& row) {

@@ -26,6 +26,24 @@ std::string FormatAge(uint64_t then_unix_ns, uint64_t now_unix_ns);
 std::string TenantStateName(const ipc::TenantRow& row, bool kvd_alive);
 bool TenantReclaiming(const ipc::TenantRow& row);
 
+// An engine instance kvd runs (its YAML `instances:`), as the views show it.
+// Rows of a kvd that is gone and that had not ended (starting, running,
+// restarting) are "stale": kvctl cannot know what became of them. Ended rows
+// (exited, failed) keep their state: that part was final when published.
+//
+// The bare state: "starting", "running", "restarting", "exited", "failed",
+// or "stale".
+std::string InstanceStateName(const ipc::InstanceRow& row, bool kvd_alive);
+// The state with how the instance ended, for tables: "exited (0)",
+// "failed (3)", "killed (SIGKILL)" (exited by a signal), "failed (SIGKILL)";
+// otherwise the bare state.
+std::string InstanceStateText(const ipc::InstanceRow& row, bool kvd_alive);
+// Whether exit_code says how a life ended: the instance is restarting,
+// exited or failed, or has been restarted (a running instance's last life).
+bool InstanceHasEnded(const ipc::InstanceRow& row);
+// "SIGTERM", "SIGKILL", ... for the standard signals; "signal N" otherwise.
+std::string SignalName(int signal);
+
 // Ordinals of the devices a tenant holds pages on: "0", "0,1", or "-".
 std::string TenantDevices(const ipc::Segment& segment, const ipc::TenantRow& row);
 // Ordinals of a kvd's devices: "0,1".

@@ -54,6 +54,7 @@ struct Commands {
   CLI::App* list;
   CLI::App* devices;
   CLI::App* tenants;
+  CLI::App* instances;
   CLI::App* watch;
   CLI::App* top;
   CLI::App* limit;
@@ -135,7 +136,10 @@ Commands Define(CLI::App& app, Flags& f) {
   c.tenants->add_option("ipc", f.ipc, "IPC name of the kvd");
   c.tenants->add_flag("-a,--all", f.all, "every kvd on the node");
   c.tenants->add_option("--sort", f.sort, sort_keys)->capture_default_str();
-  c.watch = app.add_subcommand("watch", "list and tenants, refreshed (of one kvd, or all)");
+  c.instances = app.add_subcommand("instances", "a row per engine kvd runs from its YAML (every kvd's with --all)");
+  c.instances->add_option("ipc", f.ipc, "IPC name of the kvd");
+  c.instances->add_flag("-a,--all", f.all, "every kvd on the node");
+  c.watch = app.add_subcommand("watch", "list, tenants and instances, refreshed (of one kvd, or all)");
   c.watch->add_option("ipc", f.ipc, "IPC name of the kvd (default: every kvd)");
   c.watch->add_option("-n,--interval", f.interval, "seconds between refreshes")
       ->capture_default_str()
@@ -143,7 +147,8 @@ Commands Define(CLI::App& app, Flags& f) {
   c.watch->add_option("--count", f.count, "stop after this many refreshes (0: never)")
       ->check(CLI::NonNegativeNumber);
   c.watch->add_option("--sort", f.sort, "tenant order: " + sort_keys)->capture_default_str();
-  c.top = app.add_subcommand("top", "live full-screen view: a bar per device and per tenant (q quits)");
+  c.top = app.add_subcommand("top",
+                             "live full-screen view: a bar per device and per tenant, and the instances (q quits)");
   c.top->add_option("ipc", f.ipc, "IPC name of the kvd (n/p switch kvds)");
   c.top->add_option("-n,--interval", f.top_interval, "seconds between refreshes")
       ->capture_default_str()
@@ -183,7 +188,13 @@ int RunViews(const Flags& f, const Commands& c) {
   view.sort = *sort;
   auto kvds = ViewKvds(f.ipc, f.all, view);
   if (!kvds.ok()) return Fail(kvds.status());
-  Print(c.devices->parsed() ? DevicesView(*kvds, view) : TenantsView(*kvds, view));
+  if (c.devices->parsed()) {
+    Print(DevicesView(*kvds, view));
+  } else if (c.instances->parsed()) {
+    Print(InstancesView(*kvds, view));
+  } else {
+    Print(TenantsView(*kvds, view));
+  }
   return kExitOk;
 }
 
@@ -292,7 +303,8 @@ int Main(int argc, char** argv) {
   if (flags.verbose) spdlog::set_level(spdlog::level::debug);
   if (!flags.run_dir.empty()) setenv("NANOKV_RUN_DIR", flags.run_dir.c_str(), 1);
 
-  if (commands.list->parsed() || commands.devices->parsed() || commands.tenants->parsed()) {
+  if (commands.list->parsed() || commands.devices->parsed() || commands.tenants->parsed() ||
+      commands.instances->parsed()) {
     return RunViews(flags, commands);
   }
   if (commands.watch->parsed()) return RunWatchCommand(flags);

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "kvctl/table.h"
+#include "kvctl/views.h"
 #include "libkv/util/human_size.h"
 
 namespace nanokv::kvctl {
@@ -167,6 +168,59 @@ void AddDevices(const ipc::Segment& segment, size_t columns, bool stale, std::ve
   }
 }
 
+// A line per engine kvd runs (its YAML's instances), between the devices and
+// the tenants; nothing when it runs none. In a short window it takes at most
+// a third of the rows left, so the tenants keep theirs.
+void AddInstances(const Kvd& kvd, uint64_t now_unix_ns, int rows, std::vector<Line>* lines) {
+  const ipc::Segment& segment = kvd.snapshot->segment;
+  const bool alive = kvd.snapshot->kvd_alive;
+  const size_t count = segment.header.instance_count;
+  if (count == 0) return;
+  std::string tally;  // "2 running, 1 failed"
+  for (const char* state : {"starting", "running", "restarting", "exited", "failed", "stale"}) {
+    size_t n = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (InstanceStateName(segment.instances[i], alive) == state) ++n;
+    }
+    if (n > 0) tally += (tally.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  }
+  lines->emplace_back();
+  Line heading;
+  heading.Add("INSTANCES (" + std::to_string(count) + ")", Tint::kBold).Add("  " + tally, Tint::kDim);
+  lines->push_back(std::move(heading));
+  size_t name_width = 4, state_width = 5;
+  for (size_t i = 0; i < count; ++i) {
+    const ipc::InstanceRow& row = segment.instances[i];
+    name_width = std::max(name_width, std::min<size_t>(24, ipc::ReadString(row.name).size()));
+    state_width = std::max(state_width, InstanceStateText(row, alive).size());
+  }
+  Line head;
+  head.Add(PadRight("NAME", name_width) + " " + PadLeft("PID", 7) + "  " + PadRight("STATE", state_width) + "  " +
+               PadLeft("RESTARTS", 8) + "  SINCE",
+           Tint::kDim);
+  lines->push_back(std::move(head));
+  size_t room = count;
+  if (rows > 0) {
+    const size_t left = lines->size() < static_cast<size_t>(rows) ? static_cast<size_t>(rows) - lines->size() : 0;
+    const size_t cap = std::max<size_t>(2, left / 3);
+    if (count > cap) room = cap - 1;  // one line says how many more
+  }
+  for (size_t i = 0; i < room; ++i) {
+    const ipc::InstanceRow& row = segment.instances[i];
+    Line line;
+    line.Add(PadRight(Clip(std::string(ipc::ReadString(row.name)), name_width), name_width) + " " +
+             PadLeft(row.pid > 0 ? std::to_string(row.pid) : "-", 7) + "  ")
+        .Add(PadRight(InstanceStateText(row, alive), state_width), InstanceTint(row, alive))
+        .Add("  " + PadLeft(std::to_string(row.restarts), 8) + "  " + FormatAge(row.since_unix_ns, now_unix_ns));
+    lines->push_back(std::move(line));
+  }
+  if (room < count) {
+    Line more;
+    more.Add("... " + std::to_string(count - room) + " more (`kvctl instances` shows them)", Tint::kDim);
+    lines->push_back(std::move(more));
+  }
+}
+
 void AddTenants(const TopModel& model, const Kvd& kvd, size_t columns, int rows,
                 std::vector<Line>* lines) {
   const ipc::Segment& segment = kvd.snapshot->segment;
@@ -266,6 +320,7 @@ std::vector<std::string> RenderTop(const TopModel& model, int columns_in, int ro
       lines.push_back(std::move(hung));
     }
     AddDevices(kvd->snapshot->segment, columns, kvd->state == KvdState::kStale, &lines);
+    AddInstances(*kvd, model.now_unix_ns, rows, &lines);
     AddTenants(model, *kvd, columns, rows, &lines);
   }
   std::vector<std::string> out;

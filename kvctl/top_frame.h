@@ -1,7 +1,8 @@
 // One frame of `kvctl top`, as lines of text: a title, a bar per device
-// (used, created ahead, not yet created) and a bar per tenant (used out of
-// its limit), sorted. A pure function of the snapshots, the size and the
-// time, so tests check frames without a terminal; top.cc puts them on screen.
+// (used, created ahead, not yet created), a line per instance kvd runs (when
+// it runs any) and a bar per tenant (used out of its limit), sorted. A pure
+// function of the snapshots, the size and the time, so tests check frames
+// without a terminal; top.cc puts them on screen.
 #ifndef NANOKV_KVCTL_TOP_FRAME_H_
 #define NANOKV_KVCTL_TOP_FRAME_H_
 

@@ -44,7 +44,8 @@ void WriteDeviceJson(JsonWriter& json, const ipc::DeviceRow& row) {
   json.EndObject();
 }
 
-// The fields every per-kvd object starts with.
+}  // namespace
+
 void WriteKvdHead(JsonWriter& json, const Kvd& kvd) {
   json.Field("ipc", kvd.ipc_name).Field("state", KvdStateName(kvd.state));
   if (!kvd.snapshot) {
@@ -59,8 +60,6 @@ void WriteKvdHead(JsonWriter& json, const Kvd& kvd) {
       .Field("updated_unix_ns", header.update_unix_ns)
       .Field("publish_count", header.publish_count);
 }
-
-}  // namespace
 
 void WriteKvdJson(JsonWriter& json, const Kvd& kvd) {
   json.BeginObject();

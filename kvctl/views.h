@@ -1,6 +1,7 @@
 // kvctl's read-only views, as tables or JSON, built from segment snapshots
 // alone: `list` (a row per kvd), `devices` (a row per device), `tenants` (a
-// row per tenant). Pure functions of the snapshots and the time, so tests
+// row per tenant), `instances` (a row per engine kvd runs from its YAML;
+// instances_view.cc). Pure functions of the snapshots and the time, so tests
 // feed them made-up segments. The JSON shapes are documented in docs/KVCTL.md.
 #ifndef NANOKV_KVCTL_VIEWS_H_
 #define NANOKV_KVCTL_VIEWS_H_
@@ -12,6 +13,7 @@
 #include "kvctl/discovery.h"
 #include "kvctl/figures.h"
 #include "kvctl/json_writer.h"
+#include "kvctl/table.h"
 
 namespace nanokv::kvctl {
 
@@ -28,6 +30,8 @@ struct ViewOptions {
 std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options);
 std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options);
 std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options);
+// Rows in kvd's order (its YAML's); options.sort does not apply.
+std::string InstancesView(const std::vector<Kvd>& kvds, const ViewOptions& options);
 
 // The JSON pieces, for documents that combine them (watch).
 // {"kvds":[kvd...]}: each kvd as WriteKvdJson writes it.
@@ -36,6 +40,15 @@ void WriteListJson(JsonWriter& json, const std::vector<Kvd>& kvds);
 void WriteKvdJson(JsonWriter& json, const Kvd& kvd);
 // {"ipc":..., "state":..., "tenants":[...]}: one kvd's tenants.
 void WriteTenantsJson(JsonWriter& json, const Kvd& kvd, SortKey sort);
+// {"ipc":..., "state":..., "instances":[...]}: one kvd's instances.
+void WriteInstancesJson(JsonWriter& json, const Kvd& kvd);
+// How an instance's state is coloured, in the table and in top: running
+// green, restarting or a non-zero exit yellow, failed or stale red.
+Tint InstanceTint(const ipc::InstanceRow& row, bool kvd_alive);
+
+// The fields every per-kvd object starts with ("ipc", "state", then the
+// header's, or "error" for an unreadable kvd), inside an open object.
+void WriteKvdHead(JsonWriter& json, const Kvd& kvd);
 
 }  // namespace nanokv::kvctl
 

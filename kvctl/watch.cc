@@ -33,6 +33,8 @@ std::string Frame(const WatchOptions& options, const std::vector<Kvd>& kvds, uin
     for (const Kvd& kvd : kvds) WriteKvdJson(json, kvd);
     json.EndArray().Key("tenants").BeginArray();
     for (const Kvd& kvd : kvds) WriteTenantsJson(json, kvd, options.sort);
+    json.EndArray().Key("instances").BeginArray();
+    for (const Kvd& kvd : kvds) WriteInstancesJson(json, kvd);
     json.EndArray().EndObject();
     return json.str();
   }
@@ -54,6 +56,9 @@ std::string Frame(const WatchOptions& options, const std::vector<Kvd>& kvds, uin
   out += ListView(kvds, view);
   out += "\n";
   out += TenantsView(kvds, view);
+  bool instances = false;
+  for (const Kvd& kvd : kvds) instances |= kvd.snapshot && kvd.snapshot->segment.header.instance_count > 0;
+  if (instances) out += "\n" + InstancesView(kvds, view);
   for (const Kvd& kvd : kvds) {
     if (!kvd.snapshot) out += "kvd '" + kvd.ipc_name + "': " + kvd.error.ToString() + "\n";
   }

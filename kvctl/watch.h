@@ -1,7 +1,8 @@
-// `kvctl watch`: `list` and `tenants` again and again, like watch(1). With an
-// IPC name, that kvd's row and its tenants; without, every kvd and every
-// tenant. On a terminal each refresh replaces the last; otherwise frames
-// follow one another (with --json, one JSON document per line).
+// `kvctl watch`: `list`, `tenants` and `instances` (when a kvd runs any)
+// again and again, like watch(1). With an IPC name, that kvd's row, its
+// tenants and instances; without, every kvd's. On a terminal each refresh
+// replaces the last; otherwise frames follow one another (with --json, one
+// JSON document per line).
 #ifndef NANOKV_KVCTL_WATCH_H_
 #define NANOKV_KVCTL_WATCH_H_
 

@@ -1,7 +1,8 @@
 // kvctl, the binary, against a real kvd with real engine processes: its
-// tables and JSON say what the segment says; `limit` and `evict` change what
-// engines hold; `cleanup` removes what a kvd killed with SIGKILL left; `top`
-// driven in tmux shows the tenants and their figures, and q quits it.
+// tables and JSON say what the segment says; `instances` follows the engines
+// kvd runs from its YAML as they run, fail and are killed; `limit` and `evict`
+// change what engines hold; `cleanup` removes what a kvd killed with SIGKILL
+// left; `top` driven in tmux shows the tenants and their figures, and q quits it.
 //
 // /dev/shm is shared by everything on the machine (other tests' kvds too), so
 // these tests find their own kvd by name and never assume it is the only one,
@@ -52,6 +53,22 @@ const ipc::TenantRow* FindRow(const ipc::Snapshot& s, const std::string& name) {
     if (ipc::ReadString(s.segment.tenants[i].name) == name) return &s.segment.tenants[i];
   }
   return nullptr;
+}
+
+const ipc::InstanceRow* FindInstance(const ipc::Snapshot& s, const std::string& name) {
+  for (uint32_t i = 0; i < s.segment.header.instance_count; ++i) {
+    if (ipc::ReadString(s.segment.instances[i].name) == name) return &s.segment.instances[i];
+  }
+  return nullptr;
+}
+
+// The line of a table that starts with `name` and a blank, or "".
+std::string TableRow(const std::string& table, const std::string& name) {
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with(name + " ")) return line;
+  }
+  return "";
 }
 
 const Json* FindByKey(const Json& array, const std::string& key, const std::string& value) {
@@ -203,6 +220,114 @@ TEST_F(KvctlTest, ListAndTenantsShowWhatTheSegmentSays) {
   EXPECT_EQ(no_color.out.find('\033'), std::string::npos);
 }
 
+// Two engines kvd runs from its YAML: `steady` holds its pages until the test
+// kills it (restart: never); `crasher` waits for a file, then exits with code
+// 3 holding its pages, and on-failure restarts it once before it is failed.
+TEST_F(KvctlTest, InstancesShowWhatKvdsControllerPublished) {
+  const std::string engine = Binary("NANOKV_ENGINE_BINARY", NANOKV_ENGINE_BINARY);
+  const std::string gate = dir_.path() + "/crash-now";
+  const std::string config = dir_.path() + "/kvd.yaml";
+  std::ofstream(config) << "instances:\n"
+                           "  - name: steady\n"
+                           "    command: " << engine << "\n"
+                           "    args: [--pages, '2', --step, '2', --rounds, '1', --hold-ms, '600000']\n"
+                           "    restart: never\n"
+                           "  - name: crasher\n"
+                           "    command: /bin/sh\n"
+                           "    args: [-c, 'while [ ! -e \"$0\" ]; do sleep 0.02; done;"
+                           " exec \"$1\" --pages 2 --step 2 --rounds 1 --exit-holding 3', "
+                        << gate << ", " << engine << "]\n"
+                           "    restart: on-failure\n"
+                           "    max_restarts: 1\n"
+                           "    backoff: 200ms\n";
+  StartKvd(32, {"--config", config});
+  auto state_is = [&](const std::string& name, ipc::InstanceState state) {
+    auto s = ipc::ReadSegment(ipc_);
+    const ipc::InstanceRow* row = s.ok() ? FindInstance(*s, name) : nullptr;
+    return row != nullptr && row->state == static_cast<uint32_t>(state);
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    return state_is("steady", ipc::InstanceState::kRunning) && state_is("crasher", ipc::InstanceState::kRunning) &&
+           GrantedPages() == 2;
+  }, 20s)) << kvd_.Log();
+  ipc::Snapshot snapshot = Read();
+  const pid_t steady_pid = FindInstance(snapshot, "steady")->pid;
+  const pid_t crasher_pid = FindInstance(snapshot, "crasher")->pid;
+  ASSERT_GT(steady_pid, 0);
+  ASSERT_GT(crasher_pid, 0);
+
+  // Both running.
+  Ran table = Kvctl({"instances", ipc_});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_TRUE(table.out.starts_with("NAME ")) << table.out;
+  EXPECT_LT(table.out.find("\nsteady "), table.out.find("\ncrasher ")) << "the YAML's order\n" << table.out;
+  std::string steady = TableRow(table.out, "steady"), crasher = TableRow(table.out, "crasher");
+  EXPECT_NE(steady.find(" " + std::to_string(steady_pid) + "  running "), std::string::npos) << table.out;
+  EXPECT_NE(crasher.find(" " + std::to_string(crasher_pid) + "  running "), std::string::npos) << table.out;
+  EXPECT_NE(steady.find(" 0  "), std::string::npos) << "no restart yet: " << steady;
+  Json doc = ParseJson(Kvctl({"instances", ipc_, "--json"}));
+  EXPECT_EQ(doc["ipc"].str(), ipc_);
+  EXPECT_EQ(doc["state"].str(), "live");
+  ASSERT_EQ(doc["instances"].items.size(), 2u) << doc["instances"].items.size();
+  for (const auto& [name, pid] : {std::pair<std::string, pid_t>{"steady", steady_pid}, {"crasher", crasher_pid}}) {
+    const Json* row = FindByKey(doc["instances"], "name", name);
+    ASSERT_NE(row, nullptr) << name;
+    EXPECT_EQ((*row)["pid"].i64(), pid) << name;
+    EXPECT_EQ((*row)["state"].str(), "running") << name;
+    EXPECT_EQ((*row)["exit_code"].type, Json::Type::kNull) << name;
+    EXPECT_EQ((*row)["restarts"].u64(), 0u) << name;
+    EXPECT_GT((*row)["since_unix_ns"].u64(), 0u) << name;
+  }
+  // The IPC name from the environment, as for tenants.
+  Ran by_env = Kvctl({"instances"}, {{"NANOKV_IPC_NAME", ipc_}});
+  EXPECT_EQ(by_env.code, 0) << by_env.err;
+  EXPECT_NE(by_env.out.find("crasher"), std::string::npos) << by_env.out;
+
+  // crasher exits with 3, is restarted once, exits with 3 again: failed.
+  // steady, killed with SIGKILL, is not restarted: exited by a signal.
+  std::ofstream(gate) << "now\n";
+  ASSERT_TRUE(WaitFor([&] { return state_is("crasher", ipc::InstanceState::kFailed); }, 20s)) << kvd_.Log();
+  ASSERT_EQ(kill(steady_pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return state_is("steady", ipc::InstanceState::kExited); }, 20s)) << kvd_.Log();
+  table = Kvctl({"instances", ipc_});
+  ASSERT_EQ(table.code, 0) << table.err;
+  steady = TableRow(table.out, "steady");
+  crasher = TableRow(table.out, "crasher");
+  EXPECT_NE(steady.find("  -  killed (SIGKILL)         0  "), std::string::npos) << table.out;
+  EXPECT_NE(crasher.find("  -  failed (3)               1  "), std::string::npos) << table.out;
+  doc = ParseJson(Kvctl({"--json", "instances", ipc_}));
+  const Json* steady_json = FindByKey(doc["instances"], "name", "steady");
+  const Json* crasher_json = FindByKey(doc["instances"], "name", "crasher");
+  ASSERT_TRUE(steady_json != nullptr && crasher_json != nullptr) << doc["instances"].items.size();
+  EXPECT_EQ((*steady_json)["state"].str(), "exited");
+  EXPECT_EQ((*steady_json)["exit_code"].i64(), -SIGKILL);
+  EXPECT_EQ((*steady_json)["signal"].str(), "SIGKILL");
+  EXPECT_EQ((*steady_json)["restarts"].u64(), 0u);
+  EXPECT_EQ((*steady_json)["pid"].i64(), 0);
+  EXPECT_EQ((*crasher_json)["state"].str(), "failed");
+  EXPECT_EQ((*crasher_json)["exit_code"].i64(), 3);
+  EXPECT_EQ((*crasher_json)["signal"].type, Json::Type::kNull);
+  EXPECT_EQ((*crasher_json)["restarts"].u64(), 1u);
+  EXPECT_EQ((*crasher_json)["pid"].i64(), 0);
+  EXPECT_TRUE(WaitFor([&] { return GrantedPages() == 0; }, 10s)) << "every engine's pages came back";
+
+  // watch shows them after the tenants; top --once between devices and tenants.
+  Ran watch = Kvctl({"watch", ipc_, "-n", "0.2", "--count", "1"});
+  ASSERT_EQ(watch.code, 0) << watch.err;
+  EXPECT_LT(watch.out.find("TENANT "), watch.out.find("\nNAME ")) << watch.out;
+  EXPECT_NE(TableRow(watch.out, "crasher").find("failed (3)"), std::string::npos) << watch.out;
+  doc = ParseJson(Kvctl({"watch", ipc_, "--count", "1", "--json"}));
+  ASSERT_EQ(doc["instances"].items.size(), 1u);
+  EXPECT_EQ(doc["instances"][0]["ipc"].str(), ipc_);
+  steady_json = FindByKey(doc["instances"][0]["instances"], "name", "steady");
+  ASSERT_NE(steady_json, nullptr);
+  EXPECT_EQ((*steady_json)["signal"].str(), "SIGKILL");
+  Ran top = Kvctl({"top", ipc_, "--once"});
+  ASSERT_EQ(top.code, 0) << top.err;
+  EXPECT_NE(top.out.find("INSTANCES (2)  1 exited, 1 failed"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("killed (SIGKILL)"), std::string::npos) << top.out;
+}
+
 TEST_F(KvctlTest, WatchAndTopOnceRefreshTheSameFigures) {
   StartKvd(32);
   Process alpha = HoldingEngine("alpha", 4);
@@ -223,6 +348,7 @@ TEST_F(KvctlTest, WatchAndTopOnceRefreshTheSameFigures) {
   ASSERT_EQ(table.code, 0) << table.err;
   EXPECT_NE(table.out.find("Every 0.2s: kvctl watch " + ipc_), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("alpha"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("NAME "), std::string::npos) << "no instances, no instance table\n" << table.out;
 
   Ran top = Kvctl({"top", ipc_, "--once"});
   ASSERT_EQ(top.code, 0) << top.err;
@@ -326,10 +452,16 @@ TEST_F(KvctlTest, ErrorsHaveTheirDocumentedExitCodes) {
   EXPECT_EQ(Kvctl({"evict", ipc_, "alpha", "--bytes", "-1"}).code, 2);
   EXPECT_EQ(Kvctl({"tenants", ipc_, "--sort", "size"}).code, 2);
   EXPECT_EQ(Kvctl({"tenants", "bad/name"}).code, 2);
+  EXPECT_EQ(Kvctl({"instances", "bad/name"}).code, 2);
+  Ran none = Kvctl({"instances", ipc_});
+  EXPECT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(none.out, "NAME  PID  STATE  RESTARTS  SINCE\n") << "a kvd that runs no instance";
+  EXPECT_EQ(ParseJson(Kvctl({"instances", ipc_, "--json"}))["instances"].items.size(), 0u);
 
   Ran no_kvd = Kvctl({"tenants", "no_such_kvd_" + ipc_});
   EXPECT_EQ(no_kvd.code, 3) << no_kvd.err;
   EXPECT_NE(no_kvd.err.find("no kvd named"), std::string::npos) << no_kvd.err;
+  EXPECT_EQ(Kvctl({"instances", "no_such_kvd_" + ipc_}).code, 3);
   Ran no_tenant = Kvctl({"evict", ipc_, "nobody"});
   EXPECT_EQ(no_tenant.code, 3) << no_tenant.err;
   EXPECT_NE(no_tenant.err.find("its tenants: alpha"), std::string::npos) << no_tenant.err;
@@ -342,6 +474,9 @@ TEST_F(KvctlTest, ErrorsHaveTheirDocumentedExitCodes) {
   EXPECT_NE(unclear.err.find("several kvds"), std::string::npos) << unclear.err;
   EXPECT_NE(unclear.err.find(ipc_ + "_b"), std::string::npos) << unclear.err;
   EXPECT_EQ(Kvctl({"evict", "alpha"}).code, 2);
+  Ran unclear_instances = Kvctl({"instances"});
+  EXPECT_EQ(unclear_instances.code, 2) << unclear_instances.err;
+  EXPECT_NE(unclear_instances.err.find("several kvds"), std::string::npos) << unclear_instances.err;
   second.Signal(SIGTERM);
   EXPECT_EQ(second.Wait(20s), 0) << second.Log();
 }

@@ -1,5 +1,6 @@
 // Made-up kvd snapshots for kvctl's view tests: two devices of 2 MiB pages,
-// tenants with the figures a test names. No kvd and no /dev/shm involved.
+// tenants and instances with the figures a test names. No kvd and no
+// /dev/shm involved.
 #ifndef NANOKV_TESTS_UNIT_KVCTL_FAKE_SEGMENT_H_
 #define NANOKV_TESTS_UNIT_KVCTL_FAKE_SEGMENT_H_
 
@@ -79,6 +80,29 @@ inline kvctl::Kvd FakeKvd(const std::string& ipc, std::initializer_list<FakeTena
     s.devices[d].free_pages = 4;
   }
   return kvd;
+}
+
+struct FakeInstance {
+  std::string name;
+  int32_t pid = 0;
+  ipc::InstanceState state = ipc::InstanceState::kRunning;
+  int32_t exit_code = 0;
+  uint32_t restarts = 0;
+  uint64_t age_seconds = 5;  // since it entered `state`
+};
+
+// Adds instance rows (as kvd's controller publishes them) to a FakeKvd.
+inline void AddInstances(kvctl::Kvd& kvd, std::initializer_list<FakeInstance> instances) {
+  ipc::Segment& s = kvd.snapshot->segment;
+  for (const FakeInstance& instance : instances) {
+    ipc::InstanceRow& row = s.instances[s.header.instance_count++];
+    ipc::CopyString(row.name, instance.name);
+    row.pid = instance.pid;
+    row.state = static_cast<uint32_t>(instance.state);
+    row.exit_code = instance.exit_code;
+    row.restarts = instance.restarts;
+    row.since_unix_ns = kFakeNow - instance.age_seconds * 1'000'000'000ull;
+  }
 }
 
 }  // namespace nanokv::testing

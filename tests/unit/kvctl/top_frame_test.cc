@@ -1,5 +1,7 @@
 #include "kvctl/top_frame.h"
 
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include "tests/unit/kvctl/fake_segment.h"
@@ -58,6 +60,47 @@ TEST(TopFrame, ATallListSaysHowManyMoreThereAre) {
   std::vector<std::string> lines = RenderTop(model, 120, 24, false);
   EXPECT_EQ(lines.size(), 24u);
   EXPECT_NE(lines.back().find("more"), std::string::npos) << Joined(lines);
+}
+
+TEST(TopFrame, InstancesComeBetweenDevicesAndTenantsWhenThereAreAny) {
+  std::string frame = Joined(RenderTop(Model(), 120, 40, false));
+  EXPECT_EQ(frame.find("INSTANCES"), std::string::npos) << "kvd runs none\n" << frame;
+  TopModel model = Model();
+  testing::AddInstances(model.kvds[0],
+                        {{.name = "decode", .pid = 21980, .age_seconds = 75},
+                         {.name = "crasher", .state = ipc::InstanceState::kFailed, .exit_code = 3, .restarts = 2},
+                         {.name = "oom", .state = ipc::InstanceState::kExited, .exit_code = -SIGKILL}});
+  frame = Joined(RenderTop(model, 120, 40, false));
+  EXPECT_NE(frame.find("INSTANCES (3)  1 running, 1 exited, 1 failed"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("NAME        PID  STATE             RESTARTS  SINCE"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("decode    21980  running                  0  75s ago"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("crasher       -  failed (3)               2  5s ago"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("oom           -  killed (SIGKILL)         0  5s ago"), std::string::npos) << frame;
+  EXPECT_LT(frame.find("Fake GPU 1"), frame.find("INSTANCES")) << frame;
+  EXPECT_LT(frame.find("INSTANCES"), frame.find("TENANTS")) << frame;
+  for (int columns : {20, 60, 120}) {
+    for (const std::string& line : RenderTop(model, columns, 40, false)) {
+      EXPECT_LE(line.size(), static_cast<size_t>(columns)) << "'" << line << "'";
+    }
+  }
+}
+
+TEST(TopFrame, ManyInstancesLeaveRoomForTheTenants) {
+  TopModel model = Model();
+  for (int i = 0; i < 40; ++i) {
+    testing::AddInstances(model.kvds[0], {{.name = "i" + std::to_string(i), .pid = 100 + i}});
+  }
+  std::vector<std::string> lines = RenderTop(model, 120, 30, false);
+  std::string frame = Joined(lines);
+  EXPECT_LE(lines.size(), 30u) << frame;
+  EXPECT_NE(frame.find("INSTANCES (40)  40 running"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("more (`kvctl instances` shows them)"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("vllm"), std::string::npos) << "the tenants still show\n" << frame;
+  EXPECT_NE(frame.find("sglang"), std::string::npos) << frame;
+  // A tall window shows them all.
+  frame = Joined(RenderTop(model, 120, 0, false));
+  EXPECT_NE(frame.find("i39"), std::string::npos) << frame;
+  EXPECT_EQ(frame.find("more"), std::string::npos) << frame;
 }
 
 TEST(TopFrame, SaysSoWhenThereIsNoKvdOrItIsGone) {
