@@ -82,17 +82,6 @@ std::string Interval(std::chrono::milliseconds interval) {
   return buf;
 }
 
-Tint StateTint(KvdState state) {
-  switch (state) {
-    case KvdState::kLive:
-      return Tint::kGood;
-    case KvdState::kHung:
-      return Tint::kWarn;
-    default:
-      return Tint::kBad;
-  }
-}
-
 void AddTitle(const TopModel& model, const Kvd* kvd, size_t columns, std::vector<Line>* lines) {
   Line title;
   title.Add("kvctl top", Tint::kBold);
@@ -106,7 +95,7 @@ void AddTitle(const TopModel& model, const Kvd* kvd, size_t columns, std::vector
       title.Add(" (" + std::string(ipc::ReadString(header.backend)) + ", pid " +
                 std::to_string(header.kvd_pid) + ")");
     }
-    title.Add("  ").Add(KvdStateName(kvd->state), StateTint(kvd->state));
+    title.Add("  ").Add(KvdStateName(kvd->state), KvdStateTint(kvd->state));
     if (kvd->snapshot) {
       title.Add("  updated " + FormatAge(kvd->snapshot->segment.header.update_unix_ns, model.now_unix_ns));
     }

@@ -6,19 +6,6 @@
 namespace nanokv::kvctl {
 namespace {
 
-Tint StateTint(KvdState state) {
-  switch (state) {
-    case KvdState::kLive:
-      return Tint::kGood;
-    case KvdState::kHung:
-      return Tint::kWarn;
-    case KvdState::kStale:
-    case KvdState::kUnreadable:
-      return Tint::kBad;
-  }
-  return Tint::kPlain;
-}
-
 Tint TenantTint(const ipc::TenantRow& row, bool kvd_alive) {
   if (!kvd_alive) return Tint::kBad;
   if (TenantReclaiming(row)) return Tint::kWarn;
@@ -45,6 +32,19 @@ void WriteDeviceJson(JsonWriter& json, const ipc::DeviceRow& row) {
 }
 
 }  // namespace
+
+Tint KvdStateTint(KvdState state) {
+  switch (state) {
+    case KvdState::kLive:
+      return Tint::kGood;
+    case KvdState::kHung:
+      return Tint::kWarn;
+    case KvdState::kStale:
+    case KvdState::kUnreadable:
+      return Tint::kBad;
+  }
+  return Tint::kPlain;
+}
 
 void WriteKvdHead(JsonWriter& json, const Kvd& kvd) {
   json.Field("ipc", kvd.ipc_name).Field("state", KvdStateName(kvd.state));
@@ -135,7 +135,7 @@ std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options) {
                {"USED", Align::kRight}, {"USE%", Align::kRight}, {"TENANTS", Align::kRight},
                {"STATE"}, {"UPDATED"}});
   for (const Kvd& kvd : kvds) {
-    Cell state(KvdStateName(kvd.state), StateTint(kvd.state));
+    Cell state(KvdStateName(kvd.state), KvdStateTint(kvd.state));
     if (!kvd.snapshot) {
       table.AddRow({kvd.ipc_name, "-", "-", "-", "-", "-", "-", "-", state, "-"});
       continue;

@@ -45,6 +45,8 @@ void WriteInstancesJson(JsonWriter& json, const Kvd& kvd);
 // How an instance's state is coloured, in the table and in top: running
 // green, restarting or a non-zero exit yellow, failed or stale red.
 Tint InstanceTint(const ipc::InstanceRow& row, bool kvd_alive);
+// The colour of a kvd's state: live good, hung a warning, stale or unreadable bad.
+Tint KvdStateTint(KvdState state);
 
 // The fields every per-kvd object starts with ("ipc", "state", then the
 // header's, or "error" for an unreadable kvd), inside an open object.
