@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build demo test clean
+.PHONY: deps build demo test test-asan test-tsan clean
 
 deps:
 	@scripts/install-deps.sh
@@ -20,5 +20,25 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Sanitizers (docs/RELIABILITY.md): a build directory each, benchmarks left out.
+# ASan+UBSan runs every test; TSan builds and runs only the ones labelled
+# `concurrency` in tests/CMakeLists.txt. The options reach the kvd and engine
+# processes the integration tests spawn, which are sanitized builds too.
+SAN_CMAKE_FLAGS = $(CMAKE_FLAGS) -DNANOKV_BUILD_BENCH=OFF
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+           LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+
+test-asan: deps
+	cmake -S . -B build-asan $(SAN_CMAKE_FLAGS) -DNANOKV_ASAN=ON
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+test-tsan: deps
+	cmake -S . -B build-tsan $(SAN_CMAKE_FLAGS) -DNANOKV_TSAN=ON
+	cmake --build build-tsan -j $(JOBS) --target concurrency_tests
+	cd build-tsan && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) -L concurrency
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan

@@ -14,6 +14,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libxxhash-dev
   libamdhip64-dev         # ROCm 5.2 headers: the hip backend compiles and links here
+  clang libclang-rt-14-dev  # libFuzzer builds (scripts/fuzz.sh)
   tmux                    # kvctl_test drives `kvctl top` in it (the test skips without it)
 )
 

@@ -167,7 +167,8 @@ TEST_F(ControllerTest, CrashingInstanceRestartsAndItsPagesComeBackEachTime) {
 
   // Failed stays failed.
   std::this_thread::sleep_for(500ms);
-  const ipc::InstanceRow* row = FindInstance(Read(), "crasher");
+  const ipc::Snapshot snap = Read();  // FindInstance points into it: keep it alive
+  const ipc::InstanceRow* row = FindInstance(snap, "crasher");
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(StateOf(*row), InstanceState::kFailed);
   EXPECT_EQ(row->restarts, 2u);

@@ -122,7 +122,8 @@ class KvctlTest : public KvdFixture {
   }
 
   uint64_t TenantUsed(const std::string& name) {
-    const ipc::TenantRow* row = FindRow(Read(), name);
+    const ipc::Snapshot snap = Read();  // FindRow points into it: keep it alive
+    const ipc::TenantRow* row = FindRow(snap, name);
     return row != nullptr ? row->used_bytes : 0;
   }
 
@@ -374,7 +375,8 @@ TEST_F(KvctlTest, LimitChangesWhatAnEngineHolds) {
   EXPECT_TRUE(doc["reclaiming"].boolean);
   EXPECT_TRUE(doc["complete"].boolean);
   EXPECT_EQ(doc["used_after_bytes"].u64(), 2 * kPage);
-  const ipc::TenantRow* row = FindRow(Read(), "held");
+  const ipc::Snapshot snap = Read();  // FindRow points into it: keep it alive
+  const ipc::TenantRow* row = FindRow(snap, "held");
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row->limit_bytes, 2 * kPage);
   EXPECT_EQ(row->used_bytes, 2 * kPage);

@@ -96,7 +96,8 @@ TEST_F(KvdEnginesTest, LoweredLimitReclaimsThroughTheCallback) {
   ASSERT_TRUE(WaitFor([&] { return (*tensor)->mapped_pages() <= 3; }, 10s));
   EXPECT_EQ(notices.load(), 1);
   ASSERT_TRUE(WaitFor([&] {
-    const ipc::TenantRow* row = FindRow(Read(), "reclaimable");
+    const ipc::Snapshot snap = Read();  // FindRow points into it: keep it alive
+    const ipc::TenantRow* row = FindRow(snap, "reclaimable");
     return row != nullptr && row->used_bytes <= 3 * kPage &&
            row->state == static_cast<uint32_t>(ipc::TenantState::kAttached);
   }, 5s));
@@ -130,7 +131,8 @@ TEST_F(KvdEnginesTest, OperatorLimitReachesAnEngineProcess) {
   EXPECT_TRUE(engine.Running());
   ASSERT_TRUE(WaitFor([&] { return engine.Log().find("kvd asked for 6 pages back") != std::string::npos; }, 5s))
       << engine.Log();
-  const ipc::TenantRow* row = FindRow(Read(), "held");
+  const ipc::Snapshot snap = Read();  // FindRow points into it: keep it alive
+  const ipc::TenantRow* row = FindRow(snap, "held");
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row->limit_bytes, 2 * kPage);
   EXPECT_EQ(row->used_bytes, 2 * kPage);

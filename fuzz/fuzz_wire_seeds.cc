@@ -1,0 +1,132 @@
+// Writes the seed corpus of fuzz_wire_decode: one valid encoded message of
+// each body kind, into the directory given (fuzz/corpus/wire). The output is
+// committed; run it again after a change to ipc/proto/nanokv.proto.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ipc/wire/codec.h"
+
+namespace {
+
+using namespace nanokv::wire;
+
+bool Write(const std::string& dir, const std::string& name, Message message) {
+  std::vector<std::byte> bytes = Encode(std::move(message));
+  std::ofstream out(dir + "/" + name, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  std::string dir = argv[1];
+  std::vector<std::pair<std::string, Message>> seeds;
+  auto add = [&](const std::string& name) -> Message& {
+    seeds.emplace_back(name, Message());
+    seeds.back().second.set_request_id(seeds.size());
+    return seeds.back().second;
+  };
+  {
+    AttachRequest* a = add("attach").mutable_attach();
+    a->set_tenant("engine-a");
+    a->set_group("team-a");
+    a->add_devices(0);
+    a->add_devices(1);
+    a->set_limit_bytes(96u << 20);
+  }
+  add("attach_fraction").mutable_attach()->set_tenant("engine-b"), seeds.back().second.mutable_attach()->set_limit_fraction(0.5);
+  {
+    AttachReply* r = add("attach_reply").mutable_attach_reply();
+    r->set_tenant_id(3);
+    r->set_segment_name("/nanokv_demo");
+    r->set_backend("host");
+    r->set_limit_bytes(1u << 30);
+    DeviceGeometry* g = r->add_devices();
+    g->set_device(0);
+    g->set_page_bytes(2u << 20);
+    g->set_capacity_pages(128);
+  }
+  {
+    GrantRequest* g = add("grant").mutable_grant();
+    g->set_device(1);
+    g->set_pages(8);
+  }
+  {
+    GrantReply* g = add("grant_reply").mutable_grant_reply();
+    g->set_device(0);
+    for (uint32_t i = 0; i < 3; ++i) {
+      PageGrant* p = g->add_pages();
+      p->set_page_id(i);
+      p->set_generation(1);
+      p->set_fd_attached(true);
+    }
+    g->set_more(true);
+  }
+  {
+    ShareRequest* s = add("share").mutable_share();
+    s->set_device(0);
+    s->add_page_ids(4);
+    s->add_page_ids(5);
+  }
+  {
+    ReturnRequest* r = add("return_pages").mutable_return_pages();
+    r->set_device(0);
+    r->add_page_ids(1);
+    r->add_page_ids(2);
+  }
+  add("return_reply").mutable_return_reply()->set_returned(2);
+  {
+    SetLimitRequest* s = add("set_limit").mutable_set_limit();
+    s->set_tenant("engine-a");
+    s->set_limit_bytes(64u << 20);
+  }
+  {
+    SetLimitReply* s = add("set_limit_reply").mutable_set_limit_reply();
+    s->set_limit_bytes(64u << 20);
+    s->set_used_bytes(32u << 20);
+  }
+  {
+    EvictRequest* e = add("evict").mutable_evict();
+    e->set_tenant("engine-a");
+    e->set_bytes(4u << 20);
+  }
+  {
+    EvictReply* e = add("evict_reply").mutable_evict_reply();
+    e->set_pages_requested(2);
+    e->set_used_bytes(8u << 20);
+  }
+  add("detach").mutable_detach();
+  add("detach_reply").mutable_detach_reply();
+  {
+    ReclaimRequest* r = add("reclaim").mutable_reclaim();
+    r->set_device(-1);
+    r->set_pages(4);
+    r->set_limit_bytes(16u << 20);
+  }
+  {
+    ForgetPages* f = add("forget").mutable_forget();
+    f->set_device(0);
+    f->add_page_ids(7);
+  }
+  add("shutdown").mutable_shutdown()->set_reason("kvd stopping");
+  {
+    Error* e = add("error").mutable_error();
+    e->set_code(5);
+    e->set_message("grant: out of memory");
+  }
+  for (auto& [name, message] : seeds) {
+    if (!Write(dir, name, std::move(message))) {
+      std::fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());
+      return 1;
+    }
+  }
+  std::printf("%zu seeds in %s\n", seeds.size(), dir.c_str());
+  return 0;
+}
