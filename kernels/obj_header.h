@@ -70,6 +70,13 @@ static_assert(offsetof(ObjHeader, epoch) == 36);
 static_assert(offsetof(ObjHeader, last_access) == 40);
 static_assert(offsetof(ObjHeader, flags) == 48);
 
+// What a device-side commit (kv_commit_ready) reports: {code, state seen}.
+enum class CommitCode : std::uint32_t {
+  kCommitted = 0,   // state was WRITING with the expected epoch; now READY
+  kWrongEpoch = 1,  // header epoch != expected: the slot was reused, nothing stored
+  kWrongState = 2,  // state was not WRITING (READY twice, DEAD after a timeout ...)
+};
+
 // Byte offset of state, for code that addresses it through a raw pointer.
 inline constexpr std::size_t kObjHeaderStateOffset = offsetof(ObjHeader, state);
 

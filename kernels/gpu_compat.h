@@ -1,0 +1,85 @@
+// One source for CUDA and HIP: the .cu files in kernels/ are written against
+// CUDA names; under hipcc (__HIPCC__ / __HIP_PLATFORM_AMD__) this header maps
+// the few runtime names they use to HIP's and supplies the device primitives
+// that differ (system-scope atomics, streaming loads, warp shuffles).
+// Device code only includes this header; host C++ never does.
+#ifndef NANOKV_KERNELS_GPU_COMPAT_H_
+#define NANOKV_KERNELS_GPU_COMPAT_H_
+
+#include <cstdint>
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#define NANOKV_HIP 1
+#include <hip/hip_runtime.h>
+
+#define cudaError_t hipError_t
+#define cudaSuccess hipSuccess
+#define cudaErrorInvalidValue hipErrorInvalidValue
+#define cudaGetLastError hipGetLastError
+#define cudaGetErrorName hipGetErrorName
+#define cudaStream_t hipStream_t
+#else
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+#endif
+
+namespace nanokv::gpu_compat {
+
+// 32-bit atomics at system scope (another GPU over NVLink/PCIe, or the host,
+// may be on the other side). On AMD the __atomic builtins default to system
+// scope; on NVIDIA cuda::atomic_ref with thread_scope_system emits
+// ld.acquire.sys / st.release.sys / atom.cas.release.sys.
+__device__ inline std::uint32_t LoadAcquireSystem(const std::uint32_t* p) {
+#if defined(NANOKV_HIP)
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#else
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> a(*const_cast<std::uint32_t*>(p));
+  return a.load(cuda::std::memory_order_acquire);
+#endif
+}
+
+__device__ inline void StoreReleaseSystem(std::uint32_t* p, std::uint32_t v) {
+#if defined(NANOKV_HIP)
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#else
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> a(*p);
+  a.store(v, cuda::std::memory_order_release);
+#endif
+}
+
+// CAS with release on success (relaxed on failure); *expected gets the value seen.
+__device__ inline bool CasReleaseSystem(std::uint32_t* p, std::uint32_t* expected,
+                                        std::uint32_t desired) {
+#if defined(NANOKV_HIP)
+  return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELEASE,
+                                     __ATOMIC_RELAXED);
+#else
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> a(*p);
+  return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_release,
+                                   cuda::std::memory_order_relaxed);
+#endif
+}
+
+// A 16-byte load of data read once (the source of a page copy): evict-first
+// (ld.global.cs) so it does not push the engine's working set out of L1/L2.
+__device__ inline uint4 LoadStreaming(const uint4* p) {
+#if defined(NANOKV_HIP)
+  return *p;  // ROCm 5.2 has no nontemporal load of a struct vector type
+#else
+  return __ldcs(p);
+#endif
+}
+
+// Butterfly exchange inside a group of 32 lanes (a warp on NVIDIA, half a
+// wave64 on AMD: xor masks below 32 never cross the halves).
+__device__ inline float ShflXor32(float v, int mask) {
+#if defined(NANOKV_HIP)
+  return __shfl_xor(v, mask);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+
+}  // namespace nanokv::gpu_compat
+
+#endif  // NANOKV_KERNELS_GPU_COMPAT_H_

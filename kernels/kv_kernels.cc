@@ -1,0 +1,190 @@
+// Argument checks and Status for the launchers of kv_kernels.h; the launches
+// themselves are in the .cu files (kv_launch.h). Host C++ only.
+#include "kernels/kv_kernels.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "kernels/kv_launch.h"
+
+namespace nanokv::kernels {
+namespace {
+
+Status FromLaunch(int code, const char* call) {
+  if (code == 0) return Status::OK();
+  return Status(Code::kInternal, "kernel launch failed", call, detail::ErrorName(code));
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+Status CheckAppend(const AppendInput& in, const PagedLayout& l, const void* key_cache,
+                   const void* value_cache) {
+  if (in.num_tokens < 0) return Status::InvalidArgument("paged append: num_tokens < 0");
+  if (l.num_blocks <= 0 || l.num_heads <= 0 || l.block_size <= 0 || l.head_dim <= 0) {
+    return Status::InvalidArgument(
+        "paged append: num_blocks, num_heads, block_size and head_dim must be > 0");
+  }
+  if (l.block_stride <= 0 || l.head_stride <= 0) {
+    return Status::InvalidArgument("paged append: block_stride and head_stride must be > 0");
+  }
+  const std::int64_t row = l.num_heads * l.head_dim;
+  if (in.key_token_stride < row || in.value_token_stride < row) {
+    return Status::InvalidArgument("paged append: a token stride is below num_heads * head_dim (" +
+                                   std::to_string(row) + ")");
+  }
+  // One block (16-bit) or 1/8 block (fp8) per token, and grid.x is an unsigned.
+  if (in.num_tokens > INT_MAX / 8 || row > INT_MAX / 8) {
+    return Status::InvalidArgument("paged append: num_tokens or num_heads * head_dim too large");
+  }
+  if (in.num_tokens == 0) return Status::OK();
+  if (in.key == nullptr || in.value == nullptr || in.slot_mapping == nullptr ||
+      key_cache == nullptr || value_cache == nullptr) {
+    return Status::InvalidArgument("paged append: a null key, value, slot_mapping or cache pointer");
+  }
+  if (in.dtype != KvDType::kFloat16 && in.dtype != KvDType::kBFloat16) {
+    return Status::InvalidArgument("paged append: dtype is neither fp16 nor bf16");
+  }
+  return Status::OK();
+}
+
+detail::AppendArgs ToArgs(const AppendInput& in, const PagedLayout& l, void* key_cache,
+                          void* value_cache) {
+  detail::AppendArgs a{};
+  a.key = in.key;
+  a.value = in.value;
+  a.key_token_stride = in.key_token_stride;
+  a.value_token_stride = in.value_token_stride;
+  a.slot_mapping = in.slot_mapping;
+  a.num_tokens = in.num_tokens;
+  a.num_blocks = l.num_blocks;
+  a.num_heads = l.num_heads;
+  a.block_size = l.block_size;
+  a.head_dim = l.head_dim;
+  a.block_stride = l.block_stride;
+  a.head_stride = l.head_stride;
+  a.key_cache = key_cache;
+  a.value_cache = value_cache;
+  a.bf16 = in.dtype == KvDType::kBFloat16 ? 1 : 0;
+  return a;
+}
+
+Status CheckSegments(const void* contiguous, const Segment* segments, std::size_t n,
+                     const char* what) {
+  if (n > 0 && segments == nullptr) {
+    return Status::InvalidArgument(std::string(what) + ": null segment list");
+  }
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (segments[i].bytes == 0) continue;
+    if (segments[i].ptr == nullptr) {
+      return Status::InvalidArgument(std::string(what) + ": segment " + std::to_string(i) +
+                                     " has " + std::to_string(segments[i].bytes) +
+                                     " bytes and a null pointer");
+    }
+    if (segments[i].bytes > UINT64_MAX - total) {
+      return Status::InvalidArgument(std::string(what) + ": segment sizes overflow");
+    }
+    total += segments[i].bytes;
+  }
+  if (total > 0 && contiguous == nullptr) {
+    return Status::InvalidArgument(std::string(what) + ": null buffer for " +
+                                   std::to_string(total) + " bytes");
+  }
+  return Status::OK();
+}
+
+// Launches the non-empty segments, kSegmentsPerLaunch at a time.
+Status CopySegments(void* contiguous, const Segment* segments, std::size_t n, bool store,
+                    void* stream) {
+  const char* what = store ? "kv_store_pages" : "kv_load_pages";
+  NANOKV_RETURN_IF_ERROR(CheckSegments(contiguous, segments, n, what));
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) total += segments[i].bytes;
+  detail::SegmentBatch batch{};
+  batch.total_bytes = total;
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (segments[i].bytes > 0) {
+      batch.ptr[batch.n] = segments[i].ptr;
+      batch.bytes[batch.n] = segments[i].bytes;
+      batch.offset[batch.n] = offset;
+      batch.max_bytes = std::max(batch.max_bytes, segments[i].bytes);
+      ++batch.n;
+      offset += segments[i].bytes;
+    }
+    if (batch.n == detail::kSegmentsPerLaunch || (i + 1 == n && batch.n > 0)) {
+      NANOKV_RETURN_IF_ERROR(
+          FromLaunch(detail::LaunchCopySegments(contiguous, batch, store, stream), what));
+      batch.n = 0;
+      batch.max_bytes = 0;
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status PagedAppend(const AppendInput& in, const PagedLayout& layout, void* key_cache,
+                   void* value_cache, void* stream, AppendDiagnostics diag) {
+  NANOKV_RETURN_IF_ERROR(CheckAppend(in, layout, key_cache, value_cache));
+  if (in.num_tokens == 0) return Status::OK();
+  detail::AppendArgs a = ToArgs(in, layout, key_cache, value_cache);
+  a.bad_slots = diag.bad_slots;
+  a.vec16 = layout.head_dim % 8 == 0 && in.key_token_stride % 8 == 0 &&
+            in.value_token_stride % 8 == 0 && layout.block_stride % 8 == 0 &&
+            layout.head_stride % 8 == 0 && Aligned16(in.key) && Aligned16(in.value) &&
+            Aligned16(key_cache) && Aligned16(value_cache);
+  return FromLaunch(detail::LaunchAppend16(a, stream), "paged_append");
+}
+
+Status PagedAppendFp8(const AppendInput& in, const PagedLayout& layout, std::uint8_t* key_cache,
+                      std::uint8_t* value_cache, float* key_scale, float* value_scale,
+                      void* stream, AppendDiagnostics diag) {
+  NANOKV_RETURN_IF_ERROR(CheckAppend(in, layout, key_cache, value_cache));
+  if (layout.block_stride % layout.head_dim != 0 || layout.head_stride % layout.head_dim != 0) {
+    return Status::InvalidArgument(
+        "paged append fp8: block_stride and head_stride must be multiples of head_dim (the "
+        "scale arrays use them divided by head_dim)");
+  }
+  if (in.num_tokens == 0) return Status::OK();
+  if (key_scale == nullptr || value_scale == nullptr) {
+    return Status::InvalidArgument("paged append fp8: a null scale array");
+  }
+  detail::AppendArgs a = ToArgs(in, layout, key_cache, value_cache);
+  a.key_scale = key_scale;
+  a.value_scale = value_scale;
+  a.bad_slots = diag.bad_slots;
+  return FromLaunch(detail::LaunchAppendFp8(a, stream), "paged_append_fp8");
+}
+
+Status StorePages(const void* src, const Segment* segments, std::size_t n_segments, void* stream) {
+  return CopySegments(const_cast<void*>(src), segments, n_segments, /*store=*/true, stream);
+}
+
+Status LoadPages(void* dst, const Segment* segments, std::size_t n_segments, void* stream) {
+  return CopySegments(dst, segments, n_segments, /*store=*/false, stream);
+}
+
+Status CommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result, void* stream) {
+  if (header == nullptr) return Status::InvalidArgument("kv_commit_ready: null header");
+  return FromLaunch(detail::LaunchCommitReady(header, epoch, result, stream), "kv_commit_ready");
+}
+
+Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t n_segments,
+                           ObjHeader* header, std::uint32_t epoch, std::uint32_t* result,
+                           void* stream) {
+  if (header == nullptr) return Status::InvalidArgument("kv_commit_ready: null header");
+  NANOKV_RETURN_IF_ERROR(StorePages(src, segments, n_segments, stream));
+  return CommitReady(header, epoch, result, stream);
+}
+
+Status ReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream) {
+  if (header == nullptr || state_out == nullptr) {
+    return Status::InvalidArgument("kv_read_state: null header or output");
+  }
+  return FromLaunch(detail::LaunchReadState(header, state_out, stream), "kv_read_state");
+}
+
+}  // namespace nanokv::kernels

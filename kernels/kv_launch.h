@@ -1,0 +1,62 @@
+// Internal: what kv_kernels.cc (host C++) hands the .cu files. Plain structs
+// passed by value as kernel parameters, functions that return the runtime's
+// error code (0 = success) so the host side builds its Status without CUDA
+// headers. Arguments are checked by kv_kernels.cc before they get here.
+#ifndef NANOKV_KERNELS_KV_LAUNCH_H_
+#define NANOKV_KERNELS_KV_LAUNCH_H_
+
+#include <cstdint>
+
+#include "kernels/obj_header.h"
+
+namespace nanokv::kernels::detail {
+
+struct AppendArgs {
+  const void* key;
+  const void* value;
+  std::int64_t key_token_stride;    // elements
+  std::int64_t value_token_stride;  // elements
+  const std::int64_t* slot_mapping;
+  std::int64_t num_tokens;
+  std::int64_t num_blocks;
+  std::int64_t num_heads;
+  std::int64_t block_size;
+  std::int64_t head_dim;
+  std::int64_t block_stride;  // elements of the cache
+  std::int64_t head_stride;   // elements of the cache
+  void* key_cache;
+  void* value_cache;
+  float* key_scale;    // fp8 only
+  float* value_scale;  // fp8 only
+  int* bad_slots;      // may be null
+  std::uint32_t bf16;  // fp8 only: the input is bf16 (else fp16)
+  std::uint32_t vec16; // 16-bit copy only: 16-byte accesses are allowed
+};
+
+int LaunchAppend16(const AppendArgs& args, void* stream);
+int LaunchAppendFp8(const AppendArgs& args, void* stream);
+
+// One launch's worth of segments, by value in the kernel parameters (3 KiB:
+// under the 4 KiB parameter limit of every CUDA and HIP target).
+inline constexpr int kSegmentsPerLaunch = 128;
+struct SegmentBatch {
+  void* ptr[kSegmentsPerLaunch];
+  std::uint64_t bytes[kSegmentsPerLaunch];
+  std::uint64_t offset[kSegmentsPerLaunch];  // in the contiguous buffer
+  std::uint64_t max_bytes;                   // largest segment, sizes the grid
+  std::uint64_t total_bytes;                 // of the whole object, picks work per thread
+  int n;
+};
+
+// store: contiguous -> segments; else segments -> contiguous.
+int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream);
+int LaunchCommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result,
+                      void* stream);
+int LaunchReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream);
+
+// "cudaErrorInvalidValue" (or HIP's name) for a code the launchers returned.
+const char* ErrorName(int code);
+
+}  // namespace nanokv::kernels::detail
+
+#endif  // NANOKV_KERNELS_KV_LAUNCH_H_

@@ -1,0 +1,103 @@
+// The object store's device side: a contiguous buffer to and from a list of
+// page segments (kv_store_pages, kv_load_pages), the READY publish
+// (kv_commit_ready) and an acquire read of the state. Valid CUDA and HIP.
+#include <cstdint>
+
+#include "kernels/gpu_compat.h"
+#include "kernels/kv_launch.h"
+#include "kernels/obj_header.h"
+#include "kernels/obj_state.cuh"
+
+namespace nanokv::kernels::detail {
+namespace {
+
+constexpr int kCopyThreads = 256;
+constexpr int kUnroll = 4;  // independent 16-byte loads in flight per thread
+
+// Copies `bytes` from src to dst with the threads of blocks [0, nblocks) of
+// this segment's row of the grid. 16-byte accesses when src and dst agree
+// mod 16 (a byte head and tail around them), bytes otherwise.
+__device__ void CopyBytes(char* dst, const char* src, std::uint64_t bytes, std::uint64_t tid,
+                          std::uint64_t nthreads) {
+  const auto d = reinterpret_cast<std::uintptr_t>(dst);
+  const auto s = reinterpret_cast<std::uintptr_t>(src);
+  if (((d ^ s) & 15u) != 0) {
+    for (std::uint64_t i = tid; i < bytes; i += nthreads) dst[i] = src[i];
+    return;
+  }
+  std::uint64_t head = (16u - (d & 15u)) & 15u;
+  if (head > bytes) head = bytes;
+  if (tid < head) dst[tid] = src[tid];
+  const std::uint64_t n16 = (bytes - head) / 16;
+  const auto* s4 = reinterpret_cast<const uint4*>(src + head);
+  auto* d4 = reinterpret_cast<uint4*>(dst + head);
+  std::uint64_t i = tid;
+  for (; i + (kUnroll - 1) * nthreads < n16; i += kUnroll * nthreads) {
+    uint4 x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) x[u] = gpu_compat::LoadStreaming(s4 + i + u * nthreads);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) d4[i + u * nthreads] = x[u];
+  }
+  for (; i < n16; i += nthreads) d4[i] = gpu_compat::LoadStreaming(s4 + i);
+  const std::uint64_t done = head + n16 * 16;
+  if (tid < bytes - done) dst[done + tid] = src[done + tid];
+}
+
+// Row y of the grid copies segment y.
+__global__ void CopySegments(char* contiguous, SegmentBatch batch, bool store) {
+  const int seg = blockIdx.y;
+  if (seg >= batch.n) return;
+  char* page = static_cast<char*>(batch.ptr[seg]);
+  char* linear = contiguous + batch.offset[seg];
+  const std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint64_t nthreads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  if (store) {
+    CopyBytes(page, linear, batch.bytes[seg], tid, nthreads);
+  } else {
+    CopyBytes(linear, page, batch.bytes[seg], tid, nthreads);
+  }
+}
+
+__global__ void CommitReadyKernel(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result) {
+  std::uint32_t seen = 0;
+  const std::uint32_t code = CommitReadyDevice(header, epoch, &seen);
+  if (result != nullptr) {
+    result[0] = code;
+    result[1] = seen;
+  }
+}
+
+__global__ void ReadStateKernel(const ObjHeader* header, std::uint32_t* state_out) {
+  *state_out = LoadStateAcquire(header);
+}
+
+}  // namespace
+
+int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream) {
+  if (batch.n == 0 || batch.max_bytes == 0) return 0;
+  // Small objects: one 16-byte vector per thread, so they still spread over
+  // every SM; large ones: kUnroll per thread, fewer blocks.
+  const std::uint64_t per_thread = batch.total_bytes < (8ull << 20) ? 16 : 16 * kUnroll;
+  std::uint64_t blocks = (batch.max_bytes + kCopyThreads * per_thread - 1) / (kCopyThreads * per_thread);
+  if (blocks > 4096) blocks = 4096;
+  dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(batch.n));
+  CopySegments<<<grid, kCopyThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<char*>(contiguous), batch, store);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int LaunchCommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result,
+                      void* stream) {
+  CommitReadyKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(header, epoch, result);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int LaunchReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream) {
+  ReadStateKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(header, state_out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+const char* ErrorName(int code) { return cudaGetErrorName(static_cast<cudaError_t>(code)); }
+
+}  // namespace nanokv::kernels::detail
