@@ -1,0 +1,58 @@
+// The reader side of the READY stress: the pattern a consumer kernel follows
+// (obj_header.h): one thread acquires READY, the block syncs, then all read.
+#include <cstdint>
+
+#include "kernels/obj_state.cuh"
+#include "tests/gpu/pattern.h"
+#include "tests/gpu/ready_reader.h"
+
+namespace nanokv::testing {
+namespace {
+
+constexpr long long kSpinBudgetCycles = 30'000'000'000LL;  // ~15 s at 2 GHz
+
+__global__ void ReadyReader(const ObjHeader* headers, const char* const* seg_ptr,
+                            const std::uint64_t* seg_bytes, const int* first_seg, int n_objects,
+                            std::uint64_t seed_base, ReaderCounts* counts) {
+  __shared__ int ready;
+  for (int o = blockIdx.x; o < n_objects; o += gridDim.x) {
+    if (threadIdx.x == 0) {
+      const long long start = clock64();
+      std::uint32_t s;
+      while ((s = kernels::LoadStateAcquire(&headers[o])) !=
+             static_cast<std::uint32_t>(ObjState::kReady)) {
+        if (clock64() - start > kSpinBudgetCycles) break;
+        __nanosleep(64);
+      }
+      ready = s == static_cast<std::uint32_t>(ObjState::kReady);
+      if (!ready) atomicAdd(&counts->timeouts, 1ull);
+    }
+    __syncthreads();
+    if (ready) {
+      unsigned long long bad = 0;
+      std::uint64_t logical = 0;
+      for (int g = first_seg[o]; g < first_seg[o + 1]; ++g) {
+        const char* p = seg_ptr[g];
+        for (std::uint64_t i = threadIdx.x; i < seg_bytes[g]; i += blockDim.x) {
+          bad += static_cast<std::uint8_t>(p[i]) != PatternByte(seed_base + o, logical + i);
+        }
+        logical += seg_bytes[g];
+      }
+      if (bad) atomicAdd(&counts->violations, bad);
+      if (threadIdx.x == 0) atomicAdd(&counts->objects_seen, 1ull);
+    }
+    __syncthreads();  // `ready` is rewritten for the next object
+  }
+}
+
+}  // namespace
+
+int LaunchReadyReader(const ObjHeader* headers, const char* const* seg_ptr,
+                      const std::uint64_t* seg_bytes, const int* first_seg, int n_objects,
+                      std::uint64_t seed_base, ReaderCounts* counts, int blocks, void* stream) {
+  ReadyReader<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      headers, seg_ptr, seg_bytes, first_seg, n_objects, seed_base, counts);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace nanokv::testing
