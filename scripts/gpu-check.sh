@@ -32,14 +32,20 @@ NANOKV_TEST_BACKEND=cuda step engines_cuda "$B/bin/kvd_engines_test" --gtest_bri
 NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step controller_cuda "$B/bin/controller_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kvctl_cuda "$B/bin/kvctl_test" --gtest_brief=1
+step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
+step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
 step page_pool_bench "$B/bin/page_pool_bench" --backend cuda
 step grant_bench "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 256 --batch 16 --rounds 5
 step grant_bench_batch1 "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 64 --batch 1 --rounds 5
+step paged_append_bench "$B/bin/paged_append_bench"
+step object_pages_bench "$B/bin/object_pages_bench"
 
 echo
-for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda; do
+for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
+         paged_append_gpu object_pages_gpu; do
   echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
-for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1; do tail -n 1 "$O/$f.out"; done
+for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
+         object_pages_bench; do tail -n 1 "$O/$f.out"; done
 printf '%s\n' "${summary[@]}"
