@@ -14,6 +14,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libxxhash-dev
   libamdhip64-dev         # ROCm 5.2 headers: the hip backend compiles and links here
+  hipcc rocm-device-libs  # HIP compile check of kernels/ (NANOKV_HIP_KERNELS, gfx90a, clang-15)
   clang libclang-rt-14-dev  # libFuzzer builds (scripts/fuzz.sh)
   tmux                    # kvctl_test drives `kvctl top` in it (the test skips without it)
 )
