@@ -7,7 +7,9 @@
 //   page id   a dense index into one device's pool, in [0, capacity_pages).
 //             An id names a slot, not memory: Recycle puts a fresh physical
 //             page under the same id.
-//   block     a KV block inside a page (the block allocator, later).
+//   block     a KV block: block_size tokens of every kv head, in every layer
+//             of K and V (block_allocator.h hands out runs of block ids;
+//             libkv/cache/ places them in pages).
 //   OS page   a 4 KiB page of the operating system. Never called just "page".
 //   grant     a page handed out by Allocate and not yet given back by Free.
 //   reserve   pages created ahead of demand and kept free, so a grant never
