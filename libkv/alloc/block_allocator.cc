@@ -116,7 +116,7 @@ std::string BlockAllocator::DumpBlockMap(size_t width) const {
   constexpr size_t kMaxCells = 4096;
   constexpr size_t kMaxListedRuns = 16;
   width = std::max<size_t>(width, 8);
-  char line[160];
+  char line[256];
   std::snprintf(line, sizeof(line),
                 "BlockAllocator: %u blocks, %zu used, %zu free in %zu runs (longest %zu), "
                 "%zu allocated runs, fragmentation %.3f\n",

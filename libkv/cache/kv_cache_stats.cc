@@ -77,7 +77,8 @@ std::string KVCache::Impl::DumpCacheStats() const {
     }
     out += '\n';
   }
-  if (ids.size() > kMaxListed) out += "  ... " + std::to_string(ids.size() - kMaxListed) + " more\n";
+  if (ids.size() > kMaxListed)
+    out += "  ... " + std::to_string(ids.size() - kMaxListed) + " more\n";
   out += blocks_.DumpBlockMap();
   return out;
 }

@@ -205,7 +205,9 @@ TEST_P(KVCacheLayoutTest, BytesWrittenThroughAViewLandWhereTheLayoutSays) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, KVCacheLayoutTest,
                          ::testing::Values(KVLayout::kBlockMajor, KVLayout::kHeadMajor),
-                         [](const auto& param_info) { return std::string(KVLayoutName(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(KVLayoutName(param_info.param));
+                         });
 
 TEST_F(KVCacheTest, OutOfBlocksFailsAndChangesNothing) {
   auto client = Start();
