@@ -23,19 +23,79 @@ Result<BlockAllocator> BlockAllocator::Create(size_t total_blocks) {
 }
 
 BlockAllocator::BlockAllocator(uint32_t total_blocks) : total_blocks_(total_blocks) {
+  spare_runs_.reserve(kSpareNodes);
+  spare_sizes_.reserve(kSpareNodes);
   InsertFree(0, total_blocks);
 }
 
+void BlockAllocator::PutRun(RunMap& map, BlockId first, uint32_t count) {
+  if (spare_runs_.empty()) {
+    map.emplace(first, count);
+    return;
+  }
+  RunMap::node_type node = std::move(spare_runs_.back());
+  spare_runs_.pop_back();
+  node.key() = first;
+  node.mapped() = count;
+  map.insert(std::move(node));
+}
+
+void BlockAllocator::DropRun(RunMap& map, RunMap::iterator it) {
+  if (spare_runs_.size() < kSpareNodes) {
+    spare_runs_.push_back(map.extract(it));
+  } else {
+    map.erase(it);
+  }
+}
+
+void BlockAllocator::PutSize(uint32_t count, BlockId first) {
+  if (spare_sizes_.empty()) {
+    free_by_size_.emplace(count, first);
+    return;
+  }
+  SizeSet::node_type node = std::move(spare_sizes_.back());
+  spare_sizes_.pop_back();
+  node.value() = {count, first};
+  free_by_size_.insert(std::move(node));
+}
+
+void BlockAllocator::DropSize(uint32_t count, BlockId first) {
+  auto it = free_by_size_.find({count, first});
+  if (spare_sizes_.size() < kSpareNodes) {
+    spare_sizes_.push_back(free_by_size_.extract(it));
+  } else {
+    free_by_size_.erase(it);
+  }
+}
+
 void BlockAllocator::InsertFree(BlockId first, uint32_t count) {
-  free_by_start_.emplace(first, count);
-  free_by_size_.emplace(count, first);
+  PutRun(free_by_start_, first, count);
+  PutSize(count, first);
   free_blocks_ += count;
 }
 
-void BlockAllocator::EraseFree(std::map<BlockId, uint32_t>::iterator it) {
-  free_by_size_.erase({it->second, it->first});
+void BlockAllocator::EraseFree(RunMap::iterator it) {
   free_blocks_ -= it->second;
-  free_by_start_.erase(it);
+  DropSize(it->second, it->first);
+  DropRun(free_by_start_, it);
+}
+
+void BlockAllocator::ReshapeFree(RunMap::iterator it, BlockId first, uint32_t count) {
+  SizeSet::node_type size = free_by_size_.extract({it->second, it->first});
+  size.value() = {count, first};
+  free_by_size_.insert(std::move(size));
+  free_blocks_ = free_blocks_ - it->second + count;
+  if (it->first == first) {
+    it->second = count;
+    return;
+  }
+  // A new start keeps the run between the same neighbours: insert at the
+  // old place (the hint makes it O(1)).
+  auto next = std::next(it);
+  RunMap::node_type node = free_by_start_.extract(it);
+  node.key() = first;
+  node.mapped() = count;
+  free_by_start_.insert(next, std::move(node));
 }
 
 Result<BlockRun> BlockAllocator::Allocate(uint32_t count) {
@@ -55,9 +115,13 @@ Result<BlockRun> BlockAllocator::Allocate(uint32_t count) {
         (free_blocks_ >= count ? " (fragmented)" : " (not enough free blocks)"));
   }
   const auto [length, first] = *fit;
-  EraseFree(free_by_start_.find(first));
-  if (length > count) InsertFree(first + count, length - count);
-  used_by_start_.emplace(first, count);
+  auto run = free_by_start_.find(first);
+  if (length == count) {
+    EraseFree(run);
+  } else {
+    ReshapeFree(run, first + count, length - count);  // carve from the front
+  }
+  PutRun(used_by_start_, first, count);
   return BlockRun{first, count};
 }
 
@@ -75,26 +139,26 @@ Status BlockAllocator::Free(BlockRun run) {
     return Status::InvalidArgument("free " + RunText(run) + ": the run allocated there is " +
                                    RunText({run.first, used->second}));
   }
-  used_by_start_.erase(used);
+  DropRun(used_by_start_, used);
 
-  BlockId first = run.first;
-  uint32_t count = run.count;
-  // Merge with the free run right after and the one right before, if any.
-  auto next = free_by_start_.lower_bound(first);
-  if (next != free_by_start_.end() && next->first == first + count) {
-    count += next->second;
-    next = std::next(next);
-    EraseFree(std::prev(next));
+  // Merge with the free run right after and the one right before, if any:
+  // the surviving run's nodes are reshaped in place.
+  auto next = free_by_start_.lower_bound(run.first);
+  const bool touches_next = next != free_by_start_.end() && next->first == run.first + run.count;
+  auto prev = next == free_by_start_.begin() ? free_by_start_.end() : std::prev(next);
+  const bool touches_prev =
+      prev != free_by_start_.end() && prev->first + prev->second == run.first;
+  if (touches_prev && touches_next) {
+    const uint32_t count = prev->second + run.count + next->second;
+    EraseFree(next);
+    ReshapeFree(prev, prev->first, count);
+  } else if (touches_prev) {
+    ReshapeFree(prev, prev->first, prev->second + run.count);
+  } else if (touches_next) {
+    ReshapeFree(next, run.first, run.count + next->second);
+  } else {
+    InsertFree(run.first, run.count);
   }
-  if (next != free_by_start_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == first) {
-      first = prev->first;
-      count += prev->second;
-      EraseFree(prev);
-    }
-  }
-  InsertFree(first, count);
   return Status::OK();
 }
 

@@ -37,6 +37,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "nanokv/status.h"
 
@@ -95,15 +96,32 @@ class BlockAllocator {
   Status CheckInvariants() const;
 
  private:
+  using RunMap = std::map<BlockId, uint32_t>;            // start -> length
+  using SizeSet = std::set<std::pair<uint32_t, BlockId>>;  // (length, start)
+  // Spare tree nodes: a run that leaves one tree gives its node to the next
+  // run that enters one, so a steady allocate/free pattern calls no malloc.
+  static constexpr size_t kSpareNodes = 4;
+
   explicit BlockAllocator(uint32_t total_blocks);
+  // Tree edits through the spare nodes. Put* allocate only when no spare is
+  // left; Drop* keep the node as a spare when there is room.
+  void PutRun(RunMap& map, BlockId first, uint32_t count);
+  void DropRun(RunMap& map, RunMap::iterator it);
+  void PutSize(uint32_t count, BlockId first);
+  void DropSize(uint32_t count, BlockId first);
   void InsertFree(BlockId first, uint32_t count);
-  void EraseFree(std::map<BlockId, uint32_t>::iterator it);
+  void EraseFree(RunMap::iterator it);
+  // Gives the free run at `it` a new start and length in both indexes, in
+  // place (no allocation).
+  void ReshapeFree(RunMap::iterator it, BlockId first, uint32_t count);
 
   uint32_t total_blocks_ = 0;
   size_t free_blocks_ = 0;
-  std::map<BlockId, uint32_t> free_by_start_;
-  std::set<std::pair<uint32_t, BlockId>> free_by_size_;  // (length, start)
-  std::map<BlockId, uint32_t> used_by_start_;
+  RunMap free_by_start_;
+  SizeSet free_by_size_;
+  RunMap used_by_start_;
+  std::vector<RunMap::node_type> spare_runs_;
+  std::vector<SizeSet::node_type> spare_sizes_;
 };
 
 }  // namespace nanokv::alloc
