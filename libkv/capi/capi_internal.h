@@ -1,0 +1,79 @@
+// Internal to libnanokv.so: the handles behind the C ABI's opaque pointers,
+// the registry that tells a live handle from a stray pointer, and the one
+// wrapper every exported function runs its body in (so no exception and no
+// bad handle gets past it).
+#ifndef NANOKV_LIBKV_CAPI_CAPI_INTERNAL_H_
+#define NANOKV_LIBKV_CAPI_CAPI_INTERNAL_H_
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "nanokv/client.h"
+#include "nanokv/kv_tensor.h"
+#include "nanokv/nanokv.h"
+#include "nanokv/status.h"
+
+struct nanokv_client {
+  std::unique_ptr<nanokv::Client> client;
+  std::atomic<int> tensors{0};  // live nanokv_tensor handles on this client
+};
+
+struct nanokv_tensor {
+  nanokv_client* owner = nullptr;  // must remain live while the tensor exists
+  std::unique_ptr<nanokv::KVTensor> tensor;
+};
+
+namespace nanokv::capi {
+
+// What the registry knows a pointer as.
+enum class Kind { kClient, kTensor };
+
+void Register(const void* handle, Kind kind);
+void Unregister(const void* handle);
+bool IsLive(const void* handle, Kind kind);
+
+// Records `status` as this thread's last error and returns its code.
+int Fail(const Status& status);
+inline int Fail(Code code, const std::string& message) { return Fail(Status(code, message)); }
+inline int Check(const Status& status) { return status.ok() ? NANOKV_OK : Fail(status); }
+
+// The handle, or null after recording "<function>: unknown client handle".
+nanokv_client* ClientOf(const char* function, const nanokv_client* handle);
+nanokv_tensor* TensorOf(const char* function, const nanokv_tensor* handle);
+
+// Runs `body` (which returns an int code); an exception becomes NANOKV_INTERNAL.
+template <typename Body>
+int Guard(const char* function, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(Code::kOutOfMemory, std::string(function) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return Fail(Code::kInternal, std::string(function) + ": C++ exception: " + e.what());
+  } catch (...) {
+    return Fail(Code::kInternal, std::string(function) + ": unknown C++ exception");
+  }
+}
+
+// An exported function's body: NANOKV_CAPI_BEGIN { ... return NANOKV_OK; }
+// NANOKV_CAPI_END. `fn` names the function inside (for messages).
+#define NANOKV_CAPI_BEGIN                 \
+  const char* const fn = __func__;        \
+  return ::nanokv::capi::Guard(fn, [&]() -> int
+#define NANOKV_CAPI_END )
+
+// NANOKV_INVALID_ARGUMENT naming the null pointer (inside a body).
+#define NANOKV_CAPI_NOT_NULL(ptr)                                                             \
+  do {                                                                                        \
+    if ((ptr) == nullptr) {                                                                   \
+      return ::nanokv::capi::Fail(::nanokv::Code::kInvalidArgument,                           \
+                                  std::string(fn) + ": " #ptr " is null");                    \
+    }                                                                                         \
+  } while (0)
+
+}  // namespace nanokv::capi
+
+#endif  // NANOKV_LIBKV_CAPI_CAPI_INTERNAL_H_

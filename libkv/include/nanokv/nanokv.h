@@ -1,0 +1,236 @@
+/* nanokv's C ABI: libnanokv.so, for Python (python/nanokv, through ctypes) and
+ * any language with a C FFI. A thin layer over the C++ API (nanokv/client.h,
+ * nanokv/kv_tensor.h); read those for what each call does in depth.
+ *
+ * Rules every function follows:
+ *   - It returns an int: NANOKV_OK (0) or one of the NANOKV_* codes below
+ *     (the values of nanokv::Code). Results come back through out-parameters,
+ *     which are written only on success.
+ *   - On failure, nanokv_last_error() gives a message for this thread's last
+ *     failed call ("InvalidArgument: KVTensor of 0 bytes"). Successful calls
+ *     leave it as it was.
+ *   - No C++ exception crosses this boundary: one caught inside answers
+ *     NANOKV_INTERNAL with its what() as the message.
+ *   - Handles are opaque and checked: a null, never-made or already-freed
+ *     handle answers NANOKV_INVALID_ARGUMENT ("unknown client handle"), never
+ *     a crash. (A freed handle's address may be reused by a new handle; do not
+ *     use a handle after freeing it.) Freeing a handle while another thread
+ *     still calls through it is undefined.
+ *   - Strings the library returns (tenant, backend name) live as long as
+ *     their handle; messages from nanokv_last_error() until this thread's
+ *     next failed call.
+ *
+ *   nanokv_client_t* client;
+ *   nanokv_tensor_t* tensor;
+ *   if (nanokv_attach_from_env(&client) != NANOKV_OK) puts(nanokv_last_error());
+ *   nanokv_tensor_create(client, 0, 1ull << 30, &tensor);
+ *   nanokv_tensor_grow(tensor, 16);   // 16 pages mapped at nanokv_tensor_data()
+ *   ...                               // synchronize GPU work on the pages, then
+ *   nanokv_tensor_destroy(tensor);
+ *   nanokv_detach(client);
+ */
+#ifndef NANOKV_NANOKV_H_
+#define NANOKV_NANOKV_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(NANOKV_CAPI_BUILD)
+#define NANOKV_API __attribute__((visibility("default")))
+#else
+#define NANOKV_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes: the values of nanokv::Code (nanokv/status.h). */
+#define NANOKV_OK 0
+#define NANOKV_INVALID_ARGUMENT 1     /* the caller asked for something malformed */
+#define NANOKV_NOT_FOUND 2            /* no such page, device, tenant; nanokv not enabled */
+#define NANOKV_ALREADY_EXISTS 3
+#define NANOKV_OUT_OF_MEMORY 4        /* the device or host has no memory for it */
+#define NANOKV_RESOURCE_EXHAUSTED 5   /* a limit kvd enforces: capacity, quota */
+#define NANOKV_PERMISSION_DENIED 6    /* e.g. sharing a page of another group */
+#define NANOKV_FAILED_PRECONDITION 7  /* right call, wrong state */
+#define NANOKV_UNAVAILABLE 8          /* kvd not running or gone; no driver */
+#define NANOKV_UNSUPPORTED 9          /* not built in (e.g. kernels without CUDA) */
+#define NANOKV_IO_ERROR 10
+#define NANOKV_PROTOCOL_ERROR 11
+#define NANOKV_INTERNAL 12            /* a driver error, or a C++ exception caught */
+
+/* Bumped when a struct below or a function's meaning changes. */
+#define NANOKV_ABI_VERSION 1
+
+typedef struct nanokv_client nanokv_client_t;
+typedef struct nanokv_tensor nanokv_tensor_t;
+
+/* ------------------------------------------------------------------------ */
+/* Errors and version */
+
+/* This thread's last failure ("" if none). Never null. */
+NANOKV_API const char* nanokv_last_error(void);
+/* "InvalidArgument", "NotFound", ... ("Unknown" for other values). Never null. */
+NANOKV_API const char* nanokv_code_name(int code);
+/* NANOKV_ABI_VERSION of the library (compare with the header's). */
+NANOKV_API int nanokv_abi_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Attach (nanokv::ClientOptions; fill with nanokv_options_init first) */
+
+typedef struct nanokv_options {
+  const char* ipc_name;        /* NULL or "": "nanokv" */
+  const char* tenant;          /* NULL or "": "<program>-<pid>" */
+  const char* group;           /* NULL or "": kvd's "default" */
+  uint64_t limit_bytes;        /* 0 with limit_fraction 0: kvd's default */
+  double limit_fraction;       /* of kvd's capacity, used when limit_bytes is 0 */
+  uint64_t expect_page_bytes;  /* 0: accept kvd's page size */
+  const int* devices;          /* device_count ordinals; NULL/0: all of kvd's */
+  size_t device_count;
+  uint32_t request_timeout_ms; /* 0: wait until kvd answers or goes away */
+} nanokv_options_t;
+
+/* The C++ defaults (ipc "nanokv", 60 s timeout, everything else empty). */
+NANOKV_API int nanokv_options_init(nanokv_options_t* options);
+NANOKV_API int nanokv_attach(const nanokv_options_t* options, nanokv_client_t** client_out);
+/* ENABLE_NANOKV=1, NANOKV_IPC_NAME, NANOKV_LIMIT, ... (nanokv/client.h).
+ * NANOKV_NOT_FOUND when nanokv is not enabled in the environment. */
+NANOKV_API int nanokv_attach_from_env(nanokv_client_t** client_out);
+/* Tells kvd this tenant leaves (kvd takes back its pages) and frees the
+ * handle. NANOKV_FAILED_PRECONDITION (and nothing done) while tensors made
+ * on this client still exist: destroy them first. */
+NANOKV_API int nanokv_detach(nanokv_client_t* client);
+
+/* ------------------------------------------------------------------------ */
+/* Geometry */
+
+typedef struct nanokv_device {
+  int device;               /* kvd's ordinal */
+  uint64_t page_bytes;
+  uint32_t capacity_pages;
+} nanokv_device_t;
+
+NANOKV_API int nanokv_client_tenant_id(const nanokv_client_t* client, uint32_t* id_out);
+NANOKV_API int nanokv_client_tenant(const nanokv_client_t* client, const char** name_out);
+NANOKV_API int nanokv_client_backend(const nanokv_client_t* client, const char** name_out);
+NANOKV_API int nanokv_client_page_bytes(const nanokv_client_t* client, uint64_t* bytes_out);
+NANOKV_API int nanokv_client_limit_bytes(const nanokv_client_t* client, uint64_t* bytes_out);
+NANOKV_API int nanokv_client_connected(const nanokv_client_t* client, int* connected_out);
+NANOKV_API int nanokv_client_device_count(const nanokv_client_t* client, size_t* count_out);
+/* NANOKV_INVALID_ARGUMENT for index >= the device count. */
+NANOKV_API int nanokv_client_device(const nanokv_client_t* client, size_t index,
+                                    nanokv_device_t* device_out);
+
+/* ------------------------------------------------------------------------ */
+/* Pages (Client::Grant / Share / Return / SetLimit) */
+
+/* Grants `pages` new pages of `device`, all or none: their ids in ids_out
+ * and, if generations_out is not NULL, their generations (both arrays hold
+ * `pages` entries). NANOKV_RESOURCE_EXHAUSTED over the limit or capacity. */
+NANOKV_API int nanokv_grant(nanokv_client_t* client, int device, uint32_t pages,
+                            uint32_t* ids_out, uint32_t* generations_out);
+/* Becomes a holder of pages of this tenant's group, by id. generations_out
+ * (count entries) may be NULL. */
+NANOKV_API int nanokv_share(nanokv_client_t* client, int device, const uint32_t* ids,
+                            size_t count, uint32_t* generations_out);
+NANOKV_API int nanokv_return(nanokv_client_t* client, int device, const uint32_t* ids,
+                             size_t count);
+/* Sets this tenant's limit; applied_out (may be NULL) gets what kvd applied. */
+NANOKV_API int nanokv_set_limit(nanokv_client_t* client, uint64_t bytes, uint64_t* applied_out);
+/* Pages kvd still wants back (reclaim notices less what was returned since). */
+NANOKV_API int nanokv_pending_reclaim_pages(const nanokv_client_t* client, uint32_t* pages_out);
+
+/* ------------------------------------------------------------------------ */
+/* Synchronous copies through the backend: device pointers are mapped,
+ * accessible addresses (nanokv_tensor_data() and up). */
+
+NANOKV_API int nanokv_copy_to_device(nanokv_client_t* client, void* dst, const void* src,
+                                     size_t bytes);
+NANOKV_API int nanokv_copy_to_host(nanokv_client_t* client, void* dst, const void* src,
+                                   size_t bytes);
+NANOKV_API int nanokv_fill_device(nanokv_client_t* client, void* dst, uint8_t value,
+                                  size_t bytes);
+
+/* ------------------------------------------------------------------------ */
+/* KV tensors (nanokv::KVTensor): a reserved range, pages mapped on demand.
+ *
+ * WARNING: unmap, shrink or destroy only after every GPU kernel and copy
+ * that touches those pages has finished (synchronize the streams first):
+ * unmapping memory a kernel still reads is undefined behaviour. */
+
+/* Reserves `bytes` (rounded up to whole pages) for pages of `device`. */
+NANOKV_API int nanokv_tensor_create(nanokv_client_t* client, int device, uint64_t bytes,
+                                    nanokv_tensor_t** tensor_out);
+/* Unmaps every page, returns them to kvd and frees the range and handle. */
+NANOKV_API int nanokv_tensor_destroy(nanokv_tensor_t* tensor);
+
+NANOKV_API int nanokv_tensor_map(nanokv_tensor_t* tensor, uint64_t first, uint64_t count);
+/* Maps pages of this tenant's group, by kvd id, at index, index + 1, ... */
+NANOKV_API int nanokv_tensor_map_shared(nanokv_tensor_t* tensor, uint64_t index, int device,
+                                        const uint32_t* ids, size_t count);
+NANOKV_API int nanokv_tensor_unmap(nanokv_tensor_t* tensor, uint64_t first, uint64_t count);
+NANOKV_API int nanokv_tensor_grow(nanokv_tensor_t* tensor, uint64_t pages);
+NANOKV_API int nanokv_tensor_shrink(nanokv_tensor_t* tensor, uint64_t pages);
+
+/* The device pointer of page 0. Only mapped pages may be touched. */
+NANOKV_API int nanokv_tensor_data(const nanokv_tensor_t* tensor, void** data_out);
+NANOKV_API int nanokv_tensor_device(const nanokv_tensor_t* tensor, int* device_out);
+NANOKV_API int nanokv_tensor_page_bytes(const nanokv_tensor_t* tensor, uint64_t* bytes_out);
+/* Reserved pages (the range is page_count * page_bytes). */
+NANOKV_API int nanokv_tensor_page_count(const nanokv_tensor_t* tensor, uint64_t* pages_out);
+NANOKV_API int nanokv_tensor_mapped_pages(const nanokv_tensor_t* tensor, uint64_t* pages_out);
+/* Mapped pages from index 0 up to the first unmapped one. */
+NANOKV_API int nanokv_tensor_mapped_prefix(const nanokv_tensor_t* tensor, uint64_t* pages_out);
+/* kvd's page ids at indices [first, first + count) into ids_out (count
+ * entries); -1 where no page is mapped. */
+NANOKV_API int nanokv_tensor_page_ids(const nanokv_tensor_t* tensor, uint64_t first,
+                                      uint64_t count, int64_t* ids_out);
+
+/* ------------------------------------------------------------------------ */
+/* Paged K/V append (vLLM's reshape_and_cache) for one layer, enqueued on
+ * `stream` (a cudaStream_t, or NULL for the default stream); returns without
+ * waiting. kernels/kv_kernels.h states the exact contract. Built only where
+ * the CUDA kernels are (nanokv_kernels_available()); else NANOKV_UNSUPPORTED. */
+
+#define NANOKV_DTYPE_FLOAT16 0
+#define NANOKV_DTYPE_BFLOAT16 1
+
+typedef struct nanokv_paged_layout {
+  int64_t num_blocks;
+  int64_t num_heads;
+  int64_t block_size;   /* tokens per block */
+  int64_t head_dim;
+  int64_t block_stride; /* elements */
+  int64_t head_stride;  /* elements */
+} nanokv_paged_layout_t;
+
+typedef struct nanokv_append_input {
+  const void* key;              /* [num_tokens, num_heads, head_dim], device */
+  const void* value;
+  int64_t key_token_stride;     /* elements between token rows */
+  int64_t value_token_stride;
+  const int64_t* slot_mapping;  /* device, num_tokens entries; < 0 skips */
+  int64_t num_tokens;
+  uint32_t dtype;               /* NANOKV_DTYPE_* */
+} nanokv_append_input_t;
+
+/* 1 when this library was built with the device kernels, else 0. */
+NANOKV_API int nanokv_kernels_available(void);
+/* Element (block, head, slot, d) at cache[block * block_stride + head *
+ * head_stride + slot * head_dim + d]. bad_slots (a device int, may be NULL)
+ * counts tokens whose slot lies beyond the cache. */
+NANOKV_API int nanokv_paged_append(const nanokv_append_input_t* input,
+                                   const nanokv_paged_layout_t* layout, void* key_cache,
+                                   void* value_cache, void* stream, int* bad_slots);
+/* FP8 E4M3 cache with one float scale per (token, head) entry. */
+NANOKV_API int nanokv_paged_append_fp8(const nanokv_append_input_t* input,
+                                       const nanokv_paged_layout_t* layout, uint8_t* key_cache,
+                                       uint8_t* value_cache, float* key_scale, float* value_scale,
+                                       void* stream, int* bad_slots);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* NANOKV_NANOKV_H_ */
