@@ -9,19 +9,28 @@
 namespace nanokv::testing {
 namespace {
 
-constexpr long long kSpinBudgetCycles = 30'000'000'000LL;  // ~15 s at 2 GHz
+// One deadline for the whole kernel (not per object), so a writer that never
+// commits costs 20 s, not 20 s per object.
+constexpr std::uint64_t kDeadlineNs = 20'000'000'000ull;
+
+__device__ inline std::uint64_t GlobalTimerNs() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __global__ void ReadyReader(const ObjHeader* headers, const char* const* seg_ptr,
                             const std::uint64_t* seg_bytes, const int* first_seg, int n_objects,
                             std::uint64_t seed_base, ReaderCounts* counts) {
   __shared__ int ready;
+  __shared__ std::uint64_t deadline;
+  if (threadIdx.x == 0) deadline = GlobalTimerNs() + kDeadlineNs;
   for (int o = blockIdx.x; o < n_objects; o += gridDim.x) {
     if (threadIdx.x == 0) {
-      const long long start = clock64();
       std::uint32_t s;
       while ((s = kernels::LoadStateAcquire(&headers[o])) !=
              static_cast<std::uint32_t>(ObjState::kReady)) {
-        if (clock64() - start > kSpinBudgetCycles) break;
+        if (GlobalTimerNs() > deadline) break;
         __nanosleep(64);
       }
       ready = s == static_cast<std::uint32_t>(ObjState::kReady);
