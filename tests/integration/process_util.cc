@@ -24,7 +24,13 @@ Process::Process(Process&& other) noexcept
 
 Process& Process::operator=(Process&& other) noexcept {
   if (this != &other) {
-    this->~Process();
+    // Not this->~Process(): that would also destroy log_path_, which is then
+    // assigned below (a double free once the path outgrows the SSO buffer).
+    if (pid_ > 0 && !exit_code_) {
+      kill(pid_, SIGKILL);
+      int status;
+      waitpid(pid_, &status, 0);
+    }
     pid_ = std::exchange(other.pid_, -1);
     exit_code_ = other.exit_code_;
     log_path_ = std::move(other.log_path_);
