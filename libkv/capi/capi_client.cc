@@ -72,9 +72,10 @@ NANOKV_API int nanokv_detach(nanokv_client_t* client) {
   NANOKV_CAPI_BEGIN {
     nanokv_client* c = ClientOf(fn, client);
     if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
-    if (int live = c->tensors.load(); live > 0) {
-      return Fail(Code::kFailedPrecondition, std::string(fn) + ": " + std::to_string(live) +
-                                                 " tensor(s) of this client still exist; destroy them first");
+    if (int live = c->children.load(); live > 0) {
+      return Fail(Code::kFailedPrecondition,
+                  std::string(fn) + ": " + std::to_string(live) +
+                      " tensor(s) or cache(s) of this client still exist; destroy them first");
     }
     nanokv::capi::Unregister(c);
     nanokv::Status detached = c->client->Detach();

@@ -80,6 +80,15 @@ nanokv_tensor* TensorOf(const char* function, const nanokv_tensor* handle) {
   return const_cast<nanokv_tensor*>(handle);
 }
 
+nanokv_cache* CacheOf(const char* function, const nanokv_cache* handle) {
+  if (!IsLive(handle, Kind::kCache)) {
+    Fail(Code::kInvalidArgument, std::string(function) +
+                                     (handle == nullptr ? ": cache is null" : ": unknown cache handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_cache*>(handle);
+}
+
 }  // namespace nanokv::capi
 
 extern "C" {

@@ -12,13 +12,14 @@
 #include <string>
 
 #include "nanokv/client.h"
+#include "nanokv/kv_cache.h"
 #include "nanokv/kv_tensor.h"
 #include "nanokv/nanokv.h"
 #include "nanokv/status.h"
 
 struct nanokv_client {
   std::unique_ptr<nanokv::Client> client;
-  std::atomic<int> tensors{0};  // live nanokv_tensor handles on this client
+  std::atomic<int> children{0};  // live tensor and cache handles made on this client
 };
 
 struct nanokv_tensor {
@@ -26,10 +27,16 @@ struct nanokv_tensor {
   std::unique_ptr<nanokv::KVTensor> tensor;
 };
 
+struct nanokv_cache {
+  nanokv_client* owner = nullptr;  // must remain live while the cache exists
+  std::unique_ptr<nanokv::KVCache> cache;
+  std::string dump;  // the latest nanokv_cache_dump text
+};
+
 namespace nanokv::capi {
 
 // What the registry knows a pointer as.
-enum class Kind { kClient, kTensor };
+enum class Kind { kClient, kTensor, kCache };
 
 void Register(const void* handle, Kind kind);
 void Unregister(const void* handle);
@@ -43,6 +50,7 @@ inline int Check(const Status& status) { return status.ok() ? NANOKV_OK : Fail(s
 // The handle, or null after recording "<function>: unknown client handle".
 nanokv_client* ClientOf(const char* function, const nanokv_client* handle);
 nanokv_tensor* TensorOf(const char* function, const nanokv_tensor* handle);
+nanokv_cache* CacheOf(const char* function, const nanokv_cache* handle);
 
 // Runs `body` (which returns an int code); an exception becomes NANOKV_INTERNAL.
 template <typename Body>

@@ -23,7 +23,7 @@ NANOKV_API int nanokv_tensor_create(nanokv_client_t* client, int device, uint64_
     auto handle = std::make_unique<nanokv_tensor>();
     handle->owner = c;
     handle->tensor = std::move(created).value();
-    c->tensors.fetch_add(1);
+    c->children.fetch_add(1);
     nanokv::capi::Register(handle.get(), nanokv::capi::Kind::kTensor);
     *tensor_out = handle.release();
     return NANOKV_OK;
@@ -37,7 +37,7 @@ NANOKV_API int nanokv_tensor_destroy(nanokv_tensor_t* tensor) {
     nanokv::capi::Unregister(t);
     nanokv_client* owner = t->owner;
     delete t;  // ~KVTensor unmaps and returns the pages (errors only logged)
-    owner->tensors.fetch_sub(1);
+    owner->children.fetch_sub(1);
     return NANOKV_OK;
   } NANOKV_CAPI_END;
 }

@@ -65,6 +65,7 @@ extern "C" {
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;
+typedef struct nanokv_cache nanokv_cache_t;
 
 /* ------------------------------------------------------------------------ */
 /* Errors and version */
@@ -98,8 +99,8 @@ NANOKV_API int nanokv_attach(const nanokv_options_t* options, nanokv_client_t** 
  * NANOKV_NOT_FOUND when nanokv is not enabled in the environment. */
 NANOKV_API int nanokv_attach_from_env(nanokv_client_t** client_out);
 /* Tells kvd this tenant leaves (kvd takes back its pages) and frees the
- * handle. NANOKV_FAILED_PRECONDITION (and nothing done) while tensors made
- * on this client still exist: destroy them first. */
+ * handle. NANOKV_FAILED_PRECONDITION (and nothing done) while tensors or
+ * caches made on this client still exist: destroy them first. */
 NANOKV_API int nanokv_detach(nanokv_client_t* client);
 
 /* ------------------------------------------------------------------------ */
@@ -186,6 +187,98 @@ NANOKV_API int nanokv_tensor_mapped_prefix(const nanokv_tensor_t* tensor, uint64
  * entries); -1 where no page is mapped. */
 NANOKV_API int nanokv_tensor_page_ids(const nanokv_tensor_t* tensor, uint64_t first,
                                       uint64_t count, int64_t* ids_out);
+
+/* ------------------------------------------------------------------------ */
+/* The block KV cache (nanokv::KVCache, nanokv/kv_cache.h, which states the
+ * layout contract): sequences own blocks; K and V of every layer live in
+ * kvd's pages, mapped when a block in them is first needed. Same warning as
+ * for tensors: free sequences and destroy the cache only after the GPU work
+ * on their blocks finished. */
+
+/* Element types (nanokv::KVDType) and layouts (nanokv::KVLayout). */
+#define NANOKV_KV_FLOAT16 0
+#define NANOKV_KV_BFLOAT16 1
+#define NANOKV_KV_FLOAT32 2
+#define NANOKV_KV_FLOAT8_E4M3 3
+#define NANOKV_KV_UINT8 4
+#define NANOKV_LAYOUT_BLOCK_MAJOR 0 /* per layer [blocks, heads, block_size, head_dim] */
+#define NANOKV_LAYOUT_HEAD_MAJOR 1  /* per layer [heads, blocks, block_size, head_dim] */
+
+typedef struct nanokv_cache_config {
+  int device;
+  uint32_t layers;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  uint32_t block_size;        /* tokens per block */
+  uint32_t dtype;             /* NANOKV_KV_* */
+  uint32_t layout;            /* NANOKV_LAYOUT_* */
+  uint64_t num_blocks;        /* per layer; 0: as many as max_bytes holds */
+  uint64_t max_bytes;
+  uint64_t keep_free_groups;  /* page groups kept mapped when freed */
+} nanokv_cache_config_t;
+
+/* One layer's K or V as a kernel sees it; strides in elements. */
+typedef struct nanokv_cache_view {
+  void* data;               /* device pointer: the layer's region */
+  uint32_t dtype;           /* NANOKV_KV_* */
+  uint32_t layout;          /* NANOKV_LAYOUT_* */
+  uint64_t element_bytes;
+  int64_t shape[4];
+  int64_t strides[4];
+  int64_t block_stride;     /* the paged-append contract */
+  int64_t head_stride;
+  int64_t slot_stride;      /* = head_dim */
+  uint32_t block_size;
+} nanokv_cache_view_t;
+
+typedef struct nanokv_cache_stats {
+  uint64_t total_blocks, used_blocks, free_blocks, largest_free_run;
+  double fragmentation;     /* 1 - largest_free_run / free_blocks */
+  uint64_t sequences, used_tokens;
+  uint64_t block_bytes, page_bytes;
+  uint64_t page_groups, mapped_groups, kept_free_groups, mapped_pages;
+  uint64_t groups_mapped, groups_returned, map_failures;
+} nanokv_cache_stats_t;
+
+/* Defaults of nanokv::KVCacheConfig (block_size 16, bfloat16, block-major). */
+NANOKV_API int nanokv_cache_config_init(nanokv_cache_config_t* config);
+NANOKV_API int nanokv_cache_create(nanokv_client_t* client, const nanokv_cache_config_t* config,
+                                   nanokv_cache_t** cache_out);
+NANOKV_API int nanokv_cache_destroy(nanokv_cache_t* cache);
+
+/* NANOKV_ALREADY_EXISTS for a known id; NANOKV_RESOURCE_EXHAUSTED when
+ * blocks or kvd's pages run out (nothing changes then). */
+NANOKV_API int nanokv_cache_allocate_for(nanokv_cache_t* cache, uint64_t request_id,
+                                         uint64_t tokens);
+/* One more token; its slot (block * block_size + offset) in slot_out. */
+NANOKV_API int nanokv_cache_append_token(nanokv_cache_t* cache, uint64_t request_id,
+                                         int64_t* slot_out);
+NANOKV_API int nanokv_cache_append_tokens(nanokv_cache_t* cache, uint64_t request_id,
+                                          uint64_t tokens);
+NANOKV_API int nanokv_cache_free_for(nanokv_cache_t* cache, uint64_t request_id);
+NANOKV_API int nanokv_cache_used_tokens(const nanokv_cache_t* cache, uint64_t request_id,
+                                        uint64_t* tokens_out);
+/* The sequence's blocks in token order: *count_out gets their number; they
+ * are written to blocks_out when it holds that many (capacity entries),
+ * else NANOKV_INVALID_ARGUMENT and nothing is written but *count_out. */
+NANOKV_API int nanokv_cache_block_table(const nanokv_cache_t* cache, uint64_t request_id,
+                                        uint32_t* blocks_out, size_t capacity, size_t* count_out);
+NANOKV_API int nanokv_cache_slot_of(const nanokv_cache_t* cache, uint64_t request_id,
+                                    uint64_t position, int64_t* slot_out);
+NANOKV_API int nanokv_cache_k_view(const nanokv_cache_t* cache, uint32_t layer,
+                                   nanokv_cache_view_t* view_out);
+NANOKV_API int nanokv_cache_v_view(const nanokv_cache_t* cache, uint32_t layer,
+                                   nanokv_cache_view_t* view_out);
+/* Gives kept-free page groups back to kvd (kvd's reclaim); released_out
+ * (may be NULL) gets the pages returned. */
+NANOKV_API int nanokv_cache_release_free_pages(nanokv_cache_t* cache, uint64_t max_pages,
+                                               uint64_t* released_out);
+NANOKV_API int nanokv_cache_num_blocks(const nanokv_cache_t* cache, uint64_t* blocks_out);
+NANOKV_API int nanokv_cache_layer_stride_elements(const nanokv_cache_t* cache,
+                                                  int64_t* elements_out);
+NANOKV_API int nanokv_cache_get_stats(const nanokv_cache_t* cache, nanokv_cache_stats_t* stats_out);
+/* DumpCacheStats(): valid until the next dump on this cache or its end. */
+NANOKV_API int nanokv_cache_dump(nanokv_cache_t* cache, const char** text_out);
 
 /* ------------------------------------------------------------------------ */
 /* Paged K/V append (vLLM's reshape_and_cache) for one layer, enqueued on

@@ -320,6 +320,87 @@ static void TestAttachFromEnv(void) {
   unsetenv("NANOKV_LIMIT");
 }
 
+static void TestCache(void) {
+  nanokv_client_t* client = AttachAs("capi-cache", "g3");
+  if (client == NULL) return;
+  nanokv_cache_config_t config;
+  CHECK_OK(nanokv_cache_config_init(&config));
+  CHECK(config.block_size == 16 && config.dtype == NANOKV_KV_BFLOAT16 &&
+        config.layout == NANOKV_LAYOUT_BLOCK_MAJOR);
+  config.layers = 2;
+  config.kv_heads = 2;
+  config.head_dim = 64;
+  config.dtype = NANOKV_KV_FLOAT16;
+  config.num_blocks = 256;
+  nanokv_cache_t* cache = NULL;
+  CHECK_FAILS(nanokv_cache_create(client, NULL, &cache), NANOKV_INVALID_ARGUMENT, "config is null");
+  config.layout = 9;
+  CHECK_FAILS(nanokv_cache_create(client, &config, &cache), NANOKV_INVALID_ARGUMENT, "layout 9");
+  config.layout = NANOKV_LAYOUT_BLOCK_MAJOR;
+  config.head_dim = 0;
+  CHECK_FAILS(nanokv_cache_create(client, &config, &cache), NANOKV_INVALID_ARGUMENT, "");
+  config.head_dim = 64;
+  CHECK_OK(nanokv_cache_create(client, &config, &cache));
+  if (cache == NULL) return;
+
+  CHECK_OK(nanokv_cache_allocate_for(cache, 7, 20));
+  CHECK_FAILS(nanokv_cache_allocate_for(cache, 7, 1), NANOKV_ALREADY_EXISTS, "");
+  uint32_t blocks[4];
+  size_t count = 0;
+  CHECK_OK(nanokv_cache_block_table(cache, 7, blocks, 4, &count));
+  CHECK(count == 2);
+  CHECK_FAILS(nanokv_cache_block_table(cache, 7, blocks, 1, &count), NANOKV_INVALID_ARGUMENT,
+              "has 2 entries");
+  int64_t slot = -1, first = -1;
+  CHECK_OK(nanokv_cache_append_token(cache, 7, &slot));
+  CHECK(slot == (int64_t)blocks[1] * 16 + 4);
+  CHECK_OK(nanokv_cache_slot_of(cache, 7, 0, &first));
+  CHECK(first == (int64_t)blocks[0] * 16);
+  CHECK_FAILS(nanokv_cache_slot_of(cache, 7, 21, &first), NANOKV_INVALID_ARGUMENT, "");
+  uint64_t used = 0;
+  CHECK_OK(nanokv_cache_used_tokens(cache, 7, &used));
+  CHECK(used == 21);
+  CHECK_FAILS(nanokv_cache_used_tokens(cache, 8, &used), NANOKV_NOT_FOUND, "");
+  CHECK_FAILS(nanokv_cache_append_token(cache, 8, &slot), NANOKV_NOT_FOUND, "");
+
+  nanokv_cache_view_t k, v;
+  CHECK_OK(nanokv_cache_k_view(cache, 1, &k));
+  CHECK_OK(nanokv_cache_v_view(cache, 1, &v));
+  CHECK(k.data != NULL && v.data != NULL && k.data != v.data);
+  CHECK(k.shape[0] == 256 && k.shape[1] == 2 && k.shape[2] == 16 && k.shape[3] == 64);
+  CHECK(k.block_stride == 2 * 16 * 64 && k.head_stride == 16 * 64 && k.slot_stride == 64);
+  CHECK(k.element_bytes == 2 && k.dtype == NANOKV_KV_FLOAT16);
+  CHECK_FAILS(nanokv_cache_k_view(cache, 2, &k), NANOKV_INVALID_ARGUMENT, "");
+  /* The sequence's blocks are mapped: their bytes take a write and read back. */
+  nanokv_cache_view_t k1;
+  CHECK_OK(nanokv_cache_k_view(cache, 1, &k1));
+  unsigned char out[128], in[128];
+  memset(out, 0x5A, sizeof out);
+  char* token = (char*)k1.data + (size_t)(blocks[1] * k1.block_stride + 3 * 64) * 2;
+  CHECK_OK(nanokv_copy_to_device(client, token, out, sizeof out));
+  CHECK_OK(nanokv_copy_to_host(client, in, token, sizeof in));
+  CHECK(memcmp(in, out, sizeof in) == 0);
+
+  nanokv_cache_stats_t stats;
+  CHECK_OK(nanokv_cache_get_stats(cache, &stats));
+  CHECK(stats.total_blocks == 256 && stats.used_blocks == 2 && stats.sequences == 1 &&
+        stats.used_tokens == 21);
+  CHECK(stats.mapped_pages > 0);
+  const char* dump = NULL;
+  CHECK_OK(nanokv_cache_dump(cache, &dump));
+  CHECK(dump != NULL && strlen(dump) > 0);
+
+  CHECK_FAILS(nanokv_detach(client), NANOKV_FAILED_PRECONDITION, "destroy them first");
+  CHECK_OK(nanokv_cache_free_for(cache, 7));
+  CHECK_FAILS(nanokv_cache_free_for(cache, 7), NANOKV_NOT_FOUND, "");
+  CHECK_OK(nanokv_cache_get_stats(cache, &stats));
+  CHECK(stats.used_blocks == 0 && stats.mapped_pages == 0);
+  CHECK_OK(nanokv_cache_destroy(cache));
+  CHECK_FAILS(nanokv_cache_destroy(cache), NANOKV_INVALID_ARGUMENT, "unknown cache handle");
+  CHECK_FAILS(nanokv_cache_get_stats(NULL, &stats), NANOKV_INVALID_ARGUMENT, "cache is null");
+  CHECK_OK(nanokv_detach(client));
+}
+
 static void TestPagedAppendArguments(void) {
   nanokv_paged_layout_t layout = {4, 2, 16, 64, 2 * 16 * 64, 16 * 64};
   if (!nanokv_kernels_available()) {
@@ -356,6 +437,7 @@ int main(void) {
   TestGeometryAndPages();
   TestTensorsAndSharing();
   TestAttachFromEnv();
+  TestCache();
   StopKvd();
 
   if (failures == 0) {
