@@ -17,6 +17,7 @@ packages=(
   hipcc rocm-device-libs  # HIP compile check of kernels/ (NANOKV_HIP_KERNELS, gfx90a, clang-15)
   clang libclang-rt-14-dev  # libFuzzer builds (scripts/fuzz.sh)
   tmux                    # kvctl_test drives `kvctl top` in it (the test skips without it)
+  python3 python3-numpy   # python/tests: the nanokv package over libnanokv.so
 )
 
 missing=()

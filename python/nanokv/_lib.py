@@ -1,0 +1,228 @@
+"""Loads libnanokv.so and declares the C ABI (libkv/include/nanokv/nanokv.h)
+for ctypes. Searched, in order:
+  1. $NANOKV_LIBRARY (a file path),
+  2. next to this package (python/nanokv/libnanokv.so, for a copied install),
+  3. the build directories of a source checkout: <repo>/build*/libkv/capi/,
+  4. the system's loader path (ctypes.util.find_library("nanokv")).
+"""
+import ctypes
+import ctypes.util
+import glob
+import os
+
+from nanokv.errors import LibraryNotFoundError, NanoKVError
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(os.path.dirname(_HERE))
+
+c_int_p = ctypes.POINTER(ctypes.c_int)
+c_u32_p = ctypes.POINTER(ctypes.c_uint32)
+c_u64_p = ctypes.POINTER(ctypes.c_uint64)
+c_i64_p = ctypes.POINTER(ctypes.c_int64)
+c_size_p = ctypes.POINTER(ctypes.c_size_t)
+c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+
+
+class Options(ctypes.Structure):
+    _fields_ = [
+        ("ipc_name", ctypes.c_char_p),
+        ("tenant", ctypes.c_char_p),
+        ("group", ctypes.c_char_p),
+        ("limit_bytes", ctypes.c_uint64),
+        ("limit_fraction", ctypes.c_double),
+        ("expect_page_bytes", ctypes.c_uint64),
+        ("devices", c_int_p),
+        ("device_count", ctypes.c_size_t),
+        ("request_timeout_ms", ctypes.c_uint32),
+    ]
+
+
+class Device(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_int), ("page_bytes", ctypes.c_uint64),
+                ("capacity_pages", ctypes.c_uint32)]
+
+
+class CacheConfig(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("layers", ctypes.c_uint32),
+        ("kv_heads", ctypes.c_uint32),
+        ("head_dim", ctypes.c_uint32),
+        ("block_size", ctypes.c_uint32),
+        ("dtype", ctypes.c_uint32),
+        ("layout", ctypes.c_uint32),
+        ("num_blocks", ctypes.c_uint64),
+        ("max_bytes", ctypes.c_uint64),
+        ("keep_free_groups", ctypes.c_uint64),
+    ]
+
+
+class CacheView(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_uint32),
+        ("layout", ctypes.c_uint32),
+        ("element_bytes", ctypes.c_uint64),
+        ("shape", ctypes.c_int64 * 4),
+        ("strides", ctypes.c_int64 * 4),
+        ("block_stride", ctypes.c_int64),
+        ("head_stride", ctypes.c_int64),
+        ("slot_stride", ctypes.c_int64),
+        ("block_size", ctypes.c_uint32),
+    ]
+
+
+class CacheStats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("total_blocks", "used_blocks", "free_blocks", "largest_free_run")] + \
+               [("fragmentation", ctypes.c_double)] + \
+               [(name, ctypes.c_uint64) for name in
+                ("sequences", "used_tokens", "block_bytes", "page_bytes", "page_groups",
+                 "mapped_groups", "kept_free_groups", "mapped_pages", "groups_mapped",
+                 "groups_returned", "map_failures")]
+
+
+class PagedLayout(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in
+                ("num_blocks", "num_heads", "block_size", "head_dim", "block_stride",
+                 "head_stride")]
+
+
+class AppendInput(ctypes.Structure):
+    _fields_ = [
+        ("key", ctypes.c_void_p),
+        ("value", ctypes.c_void_p),
+        ("key_token_stride", ctypes.c_int64),
+        ("value_token_stride", ctypes.c_int64),
+        ("slot_mapping", ctypes.c_void_p),
+        ("num_tokens", ctypes.c_int64),
+        ("dtype", ctypes.c_uint32),
+    ]
+
+
+P = ctypes.c_void_p  # every handle is opaque
+_PROTOTYPES = {
+    "nanokv_options_init": [ctypes.POINTER(Options)],
+    "nanokv_attach": [ctypes.POINTER(Options), ctypes.POINTER(P)],
+    "nanokv_attach_from_env": [ctypes.POINTER(P)],
+    "nanokv_detach": [P],
+    "nanokv_client_tenant_id": [P, c_u32_p],
+    "nanokv_client_tenant": [P, c_char_pp],
+    "nanokv_client_backend": [P, c_char_pp],
+    "nanokv_client_page_bytes": [P, c_u64_p],
+    "nanokv_client_limit_bytes": [P, c_u64_p],
+    "nanokv_client_connected": [P, c_int_p],
+    "nanokv_client_device_count": [P, c_size_p],
+    "nanokv_client_device": [P, ctypes.c_size_t, ctypes.POINTER(Device)],
+    "nanokv_grant": [P, ctypes.c_int, ctypes.c_uint32, c_u32_p, c_u32_p],
+    "nanokv_share": [P, ctypes.c_int, c_u32_p, ctypes.c_size_t, c_u32_p],
+    "nanokv_return": [P, ctypes.c_int, c_u32_p, ctypes.c_size_t],
+    "nanokv_set_limit": [P, ctypes.c_uint64, c_u64_p],
+    "nanokv_pending_reclaim_pages": [P, c_u32_p],
+    "nanokv_copy_to_device": [P, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t],
+    "nanokv_copy_to_host": [P, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t],
+    "nanokv_fill_device": [P, ctypes.c_void_p, ctypes.c_uint8, ctypes.c_size_t],
+    "nanokv_tensor_create": [P, ctypes.c_int, ctypes.c_uint64, ctypes.POINTER(P)],
+    "nanokv_tensor_destroy": [P],
+    "nanokv_tensor_map": [P, ctypes.c_uint64, ctypes.c_uint64],
+    "nanokv_tensor_map_shared": [P, ctypes.c_uint64, ctypes.c_int, c_u32_p, ctypes.c_size_t],
+    "nanokv_tensor_unmap": [P, ctypes.c_uint64, ctypes.c_uint64],
+    "nanokv_tensor_grow": [P, ctypes.c_uint64],
+    "nanokv_tensor_shrink": [P, ctypes.c_uint64],
+    "nanokv_tensor_data": [P, ctypes.POINTER(ctypes.c_void_p)],
+    "nanokv_tensor_device": [P, c_int_p],
+    "nanokv_tensor_page_bytes": [P, c_u64_p],
+    "nanokv_tensor_page_count": [P, c_u64_p],
+    "nanokv_tensor_mapped_pages": [P, c_u64_p],
+    "nanokv_tensor_mapped_prefix": [P, c_u64_p],
+    "nanokv_tensor_page_ids": [P, ctypes.c_uint64, ctypes.c_uint64, c_i64_p],
+    "nanokv_cache_config_init": [ctypes.POINTER(CacheConfig)],
+    "nanokv_cache_create": [P, ctypes.POINTER(CacheConfig), ctypes.POINTER(P)],
+    "nanokv_cache_destroy": [P],
+    "nanokv_cache_allocate_for": [P, ctypes.c_uint64, ctypes.c_uint64],
+    "nanokv_cache_append_token": [P, ctypes.c_uint64, c_i64_p],
+    "nanokv_cache_append_tokens": [P, ctypes.c_uint64, ctypes.c_uint64],
+    "nanokv_cache_free_for": [P, ctypes.c_uint64],
+    "nanokv_cache_used_tokens": [P, ctypes.c_uint64, c_u64_p],
+    "nanokv_cache_block_table": [P, ctypes.c_uint64, c_u32_p, ctypes.c_size_t, c_size_p],
+    "nanokv_cache_slot_of": [P, ctypes.c_uint64, ctypes.c_uint64, c_i64_p],
+    "nanokv_cache_k_view": [P, ctypes.c_uint32, ctypes.POINTER(CacheView)],
+    "nanokv_cache_v_view": [P, ctypes.c_uint32, ctypes.POINTER(CacheView)],
+    "nanokv_cache_release_free_pages": [P, ctypes.c_uint64, c_u64_p],
+    "nanokv_cache_num_blocks": [P, c_u64_p],
+    "nanokv_cache_layer_stride_elements": [P, c_i64_p],
+    "nanokv_cache_get_stats": [P, ctypes.POINTER(CacheStats)],
+    "nanokv_cache_dump": [P, c_char_pp],
+    "nanokv_paged_append": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),
+                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, c_int_p],
+    "nanokv_paged_append_fp8": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),
+                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_void_p, ctypes.c_void_p, c_int_p],
+}
+
+
+def _candidates():
+    env = os.environ.get("NANOKV_LIBRARY")
+    if env:
+        yield "$NANOKV_LIBRARY", env
+    yield "next to the package", os.path.join(_HERE, "libnanokv.so")
+    builds = sorted(glob.glob(os.path.join(_REPO, "build*", "libkv", "capi", "libnanokv.so")),
+                    key=lambda p: -os.path.getmtime(p))
+    for path in builds:
+        yield "build directory", path
+    if not builds:
+        yield "build directory", os.path.join(_REPO, "build*", "libkv", "capi", "libnanokv.so")
+    found = ctypes.util.find_library("nanokv")
+    yield "system loader path", found or "libnanokv.so (ctypes.util.find_library: none)"
+
+
+def _load():
+    tried = []
+    for where, path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(f"  {where}: {path} (no such file)")
+            if where == "$NANOKV_LIBRARY":
+                break  # an explicit choice that fails is an error, not a hint to look elsewhere
+            continue
+        if "(" in path:
+            tried.append(f"  {where}: {path}")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append(f"  {where}: {path} ({e})")
+            if where == "$NANOKV_LIBRARY":
+                break
+    raise LibraryNotFoundError(
+        "nanokv: libnanokv.so not found. Searched:\n" + "\n".join(tried) +
+        "\nBuild it (make -C <build dir> nanokv_capi) and set NANOKV_LIBRARY to its path.")
+
+
+lib, path = _load()
+for _name, _args in _PROTOTYPES.items():
+    _fn = getattr(lib, _name)
+    _fn.argtypes = _args
+    _fn.restype = ctypes.c_int
+lib.nanokv_last_error.restype = ctypes.c_char_p
+lib.nanokv_last_error.argtypes = []
+lib.nanokv_code_name.restype = ctypes.c_char_p
+lib.nanokv_code_name.argtypes = [ctypes.c_int]
+lib.nanokv_abi_version.restype = ctypes.c_int
+lib.nanokv_kernels_available.restype = ctypes.c_int
+
+ABI_VERSION = 1
+if lib.nanokv_abi_version() != ABI_VERSION:
+    raise LibraryNotFoundError(
+        f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")
+
+
+def check(code):
+    """Raises NanoKVError for a non-zero code of the C ABI. ctypes releases
+    the GIL around the call and nanokv_last_error() is per thread, so the
+    message read here is this call's."""
+    if code != 0:
+        raise NanoKVError(code, lib.nanokv_last_error().decode("utf-8", "replace"))
+
+
+def call(name, *args):
+    check(getattr(lib, name)(*args))

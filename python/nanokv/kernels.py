@@ -1,0 +1,55 @@
+"""The paged K/V append kernel (vLLM's reshape_and_cache) through the C ABI.
+
+Takes torch CUDA tensors (anything with data_ptr(), stride(), shape, dtype)
+and a KVCache layer; enqueues on `stream` (a torch.cuda.Stream, a raw
+cudaStream_t as int, or None for the current torch stream if torch is
+loaded, else the default stream) and returns without waiting.
+"""
+import ctypes
+
+from nanokv import _lib
+from nanokv._lib import call
+from nanokv.errors import NanoKVError, UNSUPPORTED
+
+_DTYPES = {"float16": 0, "bfloat16": 1}
+
+
+def available():
+    """True when libnanokv was built with the device kernels."""
+    return bool(_lib.lib.nanokv_kernels_available())
+
+
+def _stream_handle(stream):
+    if stream is None:
+        try:
+            import torch
+            return torch.cuda.current_stream().cuda_stream
+        except Exception:
+            return 0
+    return int(getattr(stream, "cuda_stream", stream))
+
+
+def paged_append(cache, layer, key, value, slot_mapping, stream=None, bad_slots=None):
+    """Writes key/value ([tokens, kv_heads, head_dim], float16 or bfloat16,
+    rows may be strided) into the slots `slot_mapping` (int64, device) of
+    `layer` of `cache`. A negative slot skips its token."""
+    if not available():
+        raise NanoKVError(UNSUPPORTED, "Unsupported: libnanokv was built without the device "
+                          "kernels (no CUDA toolkit)")
+    dtype = str(key.dtype).replace("torch.", "")
+    if dtype not in _DTYPES or str(value.dtype) != str(key.dtype):
+        raise ValueError(f"nanokv: paged_append takes float16 or bfloat16 key and value, "
+                         f"not {key.dtype} / {value.dtype}")
+    if str(slot_mapping.dtype).replace("torch.", "") != "int64":
+        raise ValueError(f"nanokv: slot_mapping must be int64, not {slot_mapping.dtype}")
+    k_view, v_view = cache.k_view(layer), cache.v_view(layer)
+    args = _lib.AppendInput(key.data_ptr(), value.data_ptr(), key.stride(0), value.stride(0),
+                            slot_mapping.data_ptr(), key.shape[0], _DTYPES[dtype])
+    blocks_axis = 0 if k_view.layout == "block_major" else 1
+    layout = _lib.PagedLayout(k_view.shape[blocks_axis], k_view.shape[1 - blocks_axis],
+                              k_view.block_size, k_view.shape[3], k_view.block_stride,
+                              k_view.head_stride)
+    bad = None if bad_slots is None else ctypes.cast(bad_slots.data_ptr(), _lib.c_int_p)
+    call("nanokv_paged_append", ctypes.byref(args), ctypes.byref(layout),
+         ctypes.c_void_p(k_view.data_ptr), ctypes.c_void_p(v_view.data_ptr),
+         ctypes.c_void_p(_stream_handle(stream)), bad)

@@ -1,0 +1,89 @@
+"""nanokv.Client against a real kvd: attach (kwargs and environment),
+geometry, grant/share/return, limits, errors as NanoKVError."""
+import os
+import unittest
+
+from kvd_process import PAGE, KvdTestCase
+
+import nanokv
+from nanokv import NanoKVError
+
+
+class ClientTest(KvdTestCase):
+    def test_geometry(self):
+        c = self.attach("py-geo", "g")
+        self.assertEqual(c.backend, "host")
+        self.assertEqual(c.tenant, "py-geo")
+        self.assertEqual(c.page_bytes, PAGE)
+        self.assertEqual(c.limit_bytes, self.PAGES * PAGE)
+        self.assertTrue(c.connected)
+        self.assertEqual(c.devices, [nanokv.DeviceGeometry(0, PAGE, self.PAGES)])
+        self.assertGreater(c.tenant_id, 0)
+        self.assertEqual(c.pending_reclaim_pages, 0)
+
+    def test_grant_return_and_limits(self):
+        c = self.attach("py-pages")
+        ids = c.grant(3)
+        self.assertEqual(len(set(ids)), 3)
+        with self.assertRaises(NanoKVError) as e:
+            c.grant(self.PAGES)
+        self.assertEqual(e.exception.code, NanoKVError.RESOURCE_EXHAUSTED)
+        self.assertEqual(e.exception.code_name, "ResourceExhausted")
+        self.assertIn("ResourceExhausted", e.exception.message)
+        c.return_pages(ids)
+        with self.assertRaises(NanoKVError):
+            c.return_pages(ids[:1])  # not held any more
+        self.assertEqual(c.set_limit(2 * PAGE), 2 * PAGE)
+        with self.assertRaises(NanoKVError) as e:
+            c.grant(3)
+        self.assertEqual(e.exception.code, NanoKVError.RESOURCE_EXHAUSTED)
+        with self.assertRaises(NanoKVError) as e:
+            c.grant(1, device=5)
+        self.assertEqual(e.exception.code, NanoKVError.INVALID_ARGUMENT)
+
+    def test_share_needs_the_same_group(self):
+        a = self.attach("py-a", "g1")
+        b = self.attach("py-b", "g1")
+        stranger = self.attach("py-c", "g2")
+        ids = a.grant(2)
+        b.share(ids)
+        with self.assertRaises(NanoKVError) as e:
+            stranger.share(ids)
+        self.assertEqual(e.exception.code, NanoKVError.PERMISSION_DENIED)
+
+    def test_attach_from_env(self):
+        saved = dict(os.environ)
+        try:
+            os.environ.update(ENABLE_NANOKV="1", NANOKV_IPC_NAME=self.ipc, NANOKV_TENANT="py-env",
+                              NANOKV_LIMIT="4MiB")
+            with nanokv.Client.from_env() as c:
+                self.assertEqual(c.tenant, "py-env")
+                self.assertEqual(c.limit_bytes, 2 * PAGE)
+            self.assertRaises(ValueError, lambda: c.page_bytes)  # closed
+            os.environ["ENABLE_NANOKV"] = "0"
+            with self.assertRaises(NanoKVError) as e:
+                nanokv.Client.from_env()
+            self.assertEqual(e.exception.code, NanoKVError.NOT_FOUND)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    def test_attach_errors(self):
+        with self.assertRaises(NanoKVError) as e:
+            nanokv.Client(ipc_name="nobody_listens_" + self.ipc, tenant="x")
+        self.assertEqual(e.exception.code, NanoKVError.UNAVAILABLE)
+        with self.assertRaises(NanoKVError) as e:
+            nanokv.Client(ipc_name=self.ipc, expect_page_bytes=4 << 20)
+        self.assertEqual(e.exception.code, NanoKVError.INVALID_ARGUMENT)
+
+    def test_close_is_idempotent_and_closes_children(self):
+        c = self.attach("py-close")
+        t = c.tensor(4 * PAGE)
+        t.grow(2)
+        c.close()
+        c.close()
+        self.assertRaises(ValueError, lambda: t.handle)  # closed with its client
+
+
+if __name__ == "__main__":
+    unittest.main()
