@@ -32,7 +32,22 @@ def _stream_handle(stream):
 def paged_append(cache, layer, key, value, slot_mapping, stream=None, bad_slots=None):
     """Writes key/value ([tokens, kv_heads, head_dim], float16 or bfloat16,
     rows may be strided) into the slots `slot_mapping` (int64, device) of
-    `layer` of `cache`. A negative slot skips its token."""
+    `layer` of the KVCache `cache`. A negative slot skips its token."""
+    k_view, v_view = cache.k_view(layer), cache.v_view(layer)
+    blocks_axis = 0 if k_view.layout == "block_major" else 1
+    paged_append_into(key, value, slot_mapping, k_view.data_ptr, v_view.data_ptr,
+                      num_blocks=k_view.shape[blocks_axis], num_heads=k_view.shape[1 - blocks_axis],
+                      block_size=k_view.block_size, head_dim=k_view.shape[3],
+                      block_stride=k_view.block_stride, head_stride=k_view.head_stride,
+                      stream=stream, bad_slots=bad_slots)
+
+
+def paged_append_into(key, value, slot_mapping, key_cache_ptr, value_cache_ptr, num_blocks,
+                      num_heads, block_size, head_dim, block_stride=None, head_stride=None,
+                      stream=None, bad_slots=None):
+    """The same over any paged layout: element (block, head, slot, d) at
+    cache_ptr[block * block_stride + head * head_stride + slot * head_dim + d]
+    (elements; default strides: block-major [blocks, heads, block_size, head_dim])."""
     if not available():
         raise NanoKVError(UNSUPPORTED, "Unsupported: libnanokv was built without the device "
                           "kernels (no CUDA toolkit)")
@@ -42,14 +57,15 @@ def paged_append(cache, layer, key, value, slot_mapping, stream=None, bad_slots=
                          f"not {key.dtype} / {value.dtype}")
     if str(slot_mapping.dtype).replace("torch.", "") != "int64":
         raise ValueError(f"nanokv: slot_mapping must be int64, not {slot_mapping.dtype}")
-    k_view, v_view = cache.k_view(layer), cache.v_view(layer)
+    if block_stride is None:
+        block_stride = num_heads * block_size * head_dim
+    if head_stride is None:
+        head_stride = block_size * head_dim
     args = _lib.AppendInput(key.data_ptr(), value.data_ptr(), key.stride(0), value.stride(0),
                             slot_mapping.data_ptr(), key.shape[0], _DTYPES[dtype])
-    blocks_axis = 0 if k_view.layout == "block_major" else 1
-    layout = _lib.PagedLayout(k_view.shape[blocks_axis], k_view.shape[1 - blocks_axis],
-                              k_view.block_size, k_view.shape[3], k_view.block_stride,
-                              k_view.head_stride)
+    layout = _lib.PagedLayout(num_blocks, num_heads, block_size, head_dim, block_stride,
+                              head_stride)
     bad = None if bad_slots is None else ctypes.cast(bad_slots.data_ptr(), _lib.c_int_p)
     call("nanokv_paged_append", ctypes.byref(args), ctypes.byref(layout),
-         ctypes.c_void_p(k_view.data_ptr), ctypes.c_void_p(v_view.data_ptr),
+         ctypes.c_void_p(int(key_cache_ptr)), ctypes.c_void_p(int(value_cache_ptr)),
          ctypes.c_void_p(_stream_handle(stream)), bad)
