@@ -93,10 +93,10 @@ class CacheTest(KvdTestCase):
         with self.assertRaises(NanoKVError):
             cache.k_view(2)
 
-    def test_paged_append_needs_a_gpu(self):
+    def test_paged_append_checks_arguments(self):
         if not nanokv.kernels.available():
             self.skipTest("libnanokv built without the device kernels")
-        # Argument checks run before any launch: a float32 key is refused here.
+        # Checked before any launch (so no GPU is needed): a float32 key is refused.
         c = self.attach("py-append")
         cache = self.make(c)
 
