@@ -219,6 +219,17 @@ NANOKV_API int nanokv_cache_release_free_pages(nanokv_cache_t* cache, uint64_t m
   } NANOKV_CAPI_END;
 }
 
+NANOKV_API int nanokv_cache_release_pending_reclaim(nanokv_cache_t* cache, uint64_t* released_out) {
+  NANOKV_CAPI_BEGIN {
+    nanokv_cache* k = CacheOf(fn, cache);
+    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    auto released = k->cache->ReleasePendingReclaim();
+    if (!released.ok()) return Fail(released.status());
+    if (released_out != nullptr) *released_out = *released;
+    return NANOKV_OK;
+  } NANOKV_CAPI_END;
+}
+
 NANOKV_API int nanokv_cache_num_blocks(const nanokv_cache_t* cache, uint64_t* blocks_out) {
   NANOKV_CAPI_BEGIN {
     nanokv_cache* k = CacheOf(fn, cache);

@@ -149,6 +149,7 @@ _PROTOTYPES = {
     "nanokv_cache_k_view": [P, ctypes.c_uint32, ctypes.POINTER(CacheView)],
     "nanokv_cache_v_view": [P, ctypes.c_uint32, ctypes.POINTER(CacheView)],
     "nanokv_cache_release_free_pages": [P, ctypes.c_uint64, c_u64_p],
+    "nanokv_cache_release_pending_reclaim": [P, c_u64_p],
     "nanokv_cache_num_blocks": [P, c_u64_p],
     "nanokv_cache_layer_stride_elements": [P, c_i64_p],
     "nanokv_cache_get_stats": [P, ctypes.POINTER(CacheStats)],

@@ -177,6 +177,11 @@ class KVCache:
         """Gives kept-free page groups back to kvd; returns the pages returned."""
         return self._scalar("nanokv_cache_release_free_pages", ctypes.c_uint64, int(max_pages))
 
+    def release_pending_reclaim(self):
+        """Gives back what kvd's reclaim still asks for (client.pending_reclaim_pages),
+        from kept-free page groups only; returns the pages returned."""
+        return self._scalar("nanokv_cache_release_pending_reclaim", ctypes.c_uint64)
+
     def stats(self):
         s = _lib.CacheStats()
         call("nanokv_cache_get_stats", self.handle, ctypes.byref(s))

@@ -78,6 +78,19 @@ class CacheTest(KvdTestCase):
                         self.assertTrue((got == pos * 10 + h).all(), (pos, h))
                 cache.free_for(7)
 
+    def test_kept_pages_answer_kvds_reclaim(self):
+        c = self.attach("py-reclaim")
+        cache = self.make(c, num_blocks=1024, keep_free_groups=2)  # 512 blocks per page
+        cache.allocate_for(1, 600 * 16)  # two page groups: 2 x (K, V) x 2 layers = 8 pages
+        cache.free_for(1)
+        stats = cache.stats()
+        self.assertEqual((stats["used_blocks"], stats["mapped_pages"]), (0, 8))  # kept mapped
+        self.assertEqual(cache.release_pending_reclaim(), 0)  # kvd wants nothing back yet
+        c.set_limit(4 * (2 << 20))
+        self.assertGreater(c.pending_reclaim_pages, 0)
+        self.assertGreaterEqual(cache.release_pending_reclaim(), 4)
+        self.assertLessEqual(cache.stats()["mapped_pages"], 4)
+
     def test_out_of_blocks_and_bad_config(self):
         c = self.attach("py-cache-bad")
         cache = self.make(c, num_blocks=4)

@@ -273,6 +273,9 @@ NANOKV_API int nanokv_cache_v_view(const nanokv_cache_t* cache, uint32_t layer,
  * (may be NULL) gets the pages returned. */
 NANOKV_API int nanokv_cache_release_free_pages(nanokv_cache_t* cache, uint64_t max_pages,
                                                uint64_t* released_out);
+/* release_free_pages(what kvd still wants back: nanokv_pending_reclaim_pages);
+ * for engines that poll kvd's reclaim between steps. */
+NANOKV_API int nanokv_cache_release_pending_reclaim(nanokv_cache_t* cache, uint64_t* released_out);
 NANOKV_API int nanokv_cache_num_blocks(const nanokv_cache_t* cache, uint64_t* blocks_out);
 NANOKV_API int nanokv_cache_layer_stride_elements(const nanokv_cache_t* cache,
                                                   int64_t* elements_out);
