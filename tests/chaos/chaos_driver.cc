@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include "ipc/segment/segment_reader.h"
 #include "kvctl/json_writer.h"
@@ -82,7 +84,7 @@ struct EngineSlot {
   Process process;
   uint32_t* phase = nullptr;  // the engine's phase word (chaos_files.h)
   int lives = 0;
-  std::map<int, uint64_t> steps;  // pid -> steps it reported
+  std::map<int, Report> reports;  // pid -> its last barrier report (counters)
 };
 
 struct Totals {
@@ -362,7 +364,7 @@ bool Driver::Barrier(uint64_t epoch, const std::vector<int>& killed) {
               std::to_string(epoch) + " in 30 s");
       continue;
     }
-    e.steps[report->pid] = report->steps;
+    e.reports[report->pid] = *report;
     views.push_back({e.name, e.group, *report});
   }
   if (!KvdAlive()) return false;
@@ -434,9 +436,13 @@ void Driver::Finish() {
 }
 
 void Driver::Print(double seconds) {
-  uint64_t steps = 0;
+  uint64_t steps = 0, refused = 0, forgotten = 0;
   for (const EngineSlot& e : engines_) {
-    for (const auto& [pid, n] : e.steps) steps += n;
+    for (const auto& [pid, r] : e.reports) {
+      steps += r.steps;
+      refused += r.refused;
+      forgotten += r.forgotten;
+    }
   }
   kvctl::JsonWriter j;
   j.BeginObject()
@@ -452,6 +458,8 @@ void Driver::Print(double seconds) {
       .Field("evicts", t_.evicts)
       .Field("limit_changes", t_.limits)
       .Field("engine_steps", steps)
+      .Field("requests_refused", refused)
+      .Field("handles_released", forgotten)
       .Field("lost_pages", t_.lost_pages)
       .Field("double_grants", t_.double_grants)
       .Field("pattern_failures", t_.pattern_failures)
@@ -534,7 +542,7 @@ int Main(int argc, char** argv) {
   app.add_option("--slots", o.slots, "most pages an engine holds per device")->check(CLI::Range(1, 1024));
   app.add_option("--max-batch", o.max_batch, "most pages per grant")->check(CLI::Range(1, 4096));
   app.add_option("--kills-per-round", o.kills_per_round, "most kills between two barriers")->check(CLI::Range(1, 1000));
-  app.add_option("--backend", o.backend, "kvd's backend")->check(CLI::IsMember({"host", "cuda", "hip"}));
+  auto* backend_opt = app.add_option("--backend", o.backend, "kvd's backend (default: $NANOKV_TEST_BACKEND, else host)")->check(CLI::IsMember({"host", "cuda", "hip"}));
   app.add_option("--kvd", o.kvd, "the kvd binary");
   app.add_option("--engine", o.engine, "the chaos engine binary");
   app.add_option("--keep-dir", o.keep_dir, "write kvd's and the engines' logs here and keep them");
@@ -547,6 +555,12 @@ int Main(int argc, char** argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  spdlog::set_level(spdlog::level::warn);  // the probe's client: stdout is the JSON's
+  if (!*backend_opt) {
+    // As the integration tests: the GPU machine's run sets NANOKV_TEST_BACKEND=cuda.
+    const char* env = std::getenv("NANOKV_TEST_BACKEND");
+    if (env != nullptr && *env != '\0') o.backend = env;
+  }
   testing::TempDir temp;
   std::string dir = temp.path();
   if (!o.keep_dir.empty()) {
