@@ -75,6 +75,7 @@ class Engine {
   // A request's answer: OK, or an error this run expects (a limit, a page
   // another group took meanwhile). Anything else is a failure; kvd gone ends us.
   bool Expected(const Status& s, const char* what, std::initializer_list<Code> also = {}) {
+    if (s.code() == Code::kResourceExhausted) ++refused_;
     if (s.ok() || s.code() == Code::kResourceExhausted) return true;
     for (Code c : also) {
       if (s.code() == c) return true;
@@ -127,6 +128,7 @@ class Engine {
   size_t page_bytes_ = 0;
   uint64_t epoch_ = 0;  // the last barrier reported
   uint64_t steps_ = 0;
+  uint64_t refused_ = 0;
   uint32_t counter_ = 0;
   std::vector<uint64_t> buffer_;
 };
@@ -342,6 +344,8 @@ void Engine::WriteState() {
   r.attached = client_ != nullptr;
   r.tenant_id = client_ ? client_->tenant_id() : 0;
   r.steps = steps_;
+  r.refused = refused_;
+  r.forgotten = client_ ? client_->stats().pages_released : 0;
   for (size_t d = 0; d < slots_.size(); ++d) {
     for (const Slot& s : slots_[d]) {
       if (s.mapped) r.pages.push_back({Device(d), s.id, s.owned, s.content});

@@ -112,7 +112,8 @@ Barrier ReadBarrier(const std::string& dir) {
 Status WriteReport(const std::string& path, const Report& r) {
   std::ostringstream out;
   out << "pid " << r.pid << "\nepoch " << r.epoch << "\nattached " << (r.attached ? 1 : 0)
-      << "\ntenant " << r.tenant_id << "\nsteps " << r.steps << "\n";
+      << "\ntenant " << r.tenant_id << "\nsteps " << r.steps << "\nrefused " << r.refused
+      << "\nforgotten " << r.forgotten << "\n";
   for (const HeldPage& p : r.pages) {
     out << "page " << p.device << " " << p.id << " " << (p.owned ? "owned" : "shared") << " "
         << static_cast<int>(p.content.kind) << " " << p.content.tag << "\n";
@@ -133,6 +134,8 @@ Result<Report> ReadReport(const std::string& path) {
     else if (key == "attached") { int a = 0; in >> a; r.attached = a != 0; }
     else if (key == "tenant") in >> r.tenant_id;
     else if (key == "steps") in >> r.steps;
+    else if (key == "refused") in >> r.refused;
+    else if (key == "forgotten") in >> r.forgotten;
     else if (key == "page") {
       HeldPage p;
       std::string role;

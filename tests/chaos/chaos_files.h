@@ -84,6 +84,8 @@ struct Report {
   bool attached = false;
   uint32_t tenant_id = 0;
   uint64_t steps = 0;
+  uint64_t refused = 0;   // requests kvd refused for a limit or a full device
+  uint64_t forgotten = 0; // page handles dropped because kvd recycled the page
   std::vector<HeldPage> pages;
 };
 Status WriteReport(const std::string& path, const Report& report);
