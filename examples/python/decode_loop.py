@@ -5,22 +5,24 @@ What it does (on a machine with PyTorch, a CUDA GPU and libnanokv built with
 the device kernels):
   1. starts kvd on the cuda backend in a private run directory (or, with
      --attach, uses a running one: NANOKV_IPC_NAME / NANOKV_RUN_DIR);
-  2. attaches as a tenant of group "decode" and reserves K and V for every
-     layer in two nanokv KVTensors, laid out as KVCache's block-major layout
-     ([layers][blocks, kv_heads, block_size, head_dim], each layer starting on
-     a page); blocks are handed out in a shuffled order, so every sequence's
-     block table is scattered;
-  3. prefill and then --steps decode steps for a batch of sequences: each
-     step's K/V go into their slots through nanokv's paged-append kernel
-     (nanokv.kernels.paged_append_into, through the C ABI), and attention for
-     each sequence runs in PyTorch over its blocks gathered through the block
-     table from zero-copy torch views of the pages (__cuda_array_interface__);
+  2. attaches as a tenant of group "decode" and runs the decode loop twice,
+     over two stores of the same layout ([layers][blocks, kv_heads,
+     block_size, head_dim], block-major): a nanokv.KVCache (blocks, slots
+     and page mapping are the cache's), then two KVTensors with blocks handed
+     out here in a shuffled order;
+  3. each run: prefill and --steps decode steps for a batch of sequences;
+     each step's K/V go into their slots through nanokv's paged-append kernel
+     (nanokv.kernels.paged_append / paged_append_into, through the C ABI),
+     and attention for each sequence runs in PyTorch over its blocks gathered
+     through the block table from zero-copy torch views of the pages
+     (__cuda_array_interface__);
   4. checks every step against a plain-PyTorch reference that keeps K/V in
      ordinary tensors: the gathered K/V equal it exactly (the append is a byte
      copy) and the attention output matches (assert_close);
-  5. starts a second process that attaches to the same kvd in the same group,
-     maps the same pages by kvd page id (KVTensor.map_shared) and checks it
-     reads exactly the same K/V for every sequence and layer.
+  5. after the KVTensors run, starts a second process that attaches to the
+     same kvd in the same group, maps the same pages by kvd page id
+     (KVTensor.map_shared) and checks it reads exactly the same K/V for every
+     sequence and layer.
 
 Without a GPU (or with --backend host) the same loop runs on kvd's host
 backend with PyTorch on the CPU: the pages are host memory, viewed through
@@ -32,8 +34,8 @@ cuda backend is asked for and cannot run, it prints
     PYTHONPATH=python NANOKV_LIBRARY=build/libkv/capi/libnanokv.so \\
         python3 examples/python/decode_loop.py --kvd build/daemon/kvd
 
-Why KVTensors rather than nanokv.KVCache: the second process must map the
-very pages the first one holds, by kvd page id; KVTensor.page_ids() gives
+Why the sharing step uses the KVTensors store: the second process must map
+the very pages the first one holds, by kvd page id; KVTensor.page_ids() gives
 them, KVCache does not expose its pages' ids (yet). The layout is the same.
 """
 import argparse
@@ -148,67 +150,132 @@ def run_main(args):
             skip("kvd runs on cuda, but PyTorch sees no GPU or libnanokv has no kernels")
         with client:
             try:
-                decode(args, torch, nanokv, client, device)
+                run_stores(args, torch, nanokv, client, device)
             finally:
                 synchronize(torch, device)  # no page is unmapped under a running kernel
     finally:
         stop_kvd(kvd, run_dir)
 
 
-def decode(args, torch, nanokv, client, device):
+class TensorStore:
+    """K and V in two KVTensors laid out as KVCache's block-major layout, blocks
+    handed out here (shuffled, so block tables are scattered). Its pages can be
+    shared by id (KVTensor.page_ids), which the second process needs."""
+    name = "KVTensors"
+
+    def __init__(self, torch, nanokv, client, geo, device, rng):
+        self.torch, self.nanokv, self.geo, self.device = torch, nanokv, geo, device
+        self.k_pages = client.tensor(geo.pages * client.page_bytes)
+        self.v_pages = client.tensor(geo.pages * client.page_bytes)
+        self.k_pages.grow(geo.pages)
+        self.v_pages.grow(geo.pages)
+        self.k_layers = [layer_tensor(torch, self.k_pages, geo, l, device) for l in range(geo.layers)]
+        self.v_layers = [layer_tensor(torch, self.v_pages, geo, l, device) for l in range(geo.layers)]
+        self.free_blocks = list(range(geo.num_blocks))
+        rng.shuffle(self.free_blocks)
+        self.tables, self.lengths = {}, {}
+
+    def slots_for(self, seq, new_tokens):
+        table = self.tables.setdefault(seq, [])
+        out = []
+        for _ in range(new_tokens):
+            pos = self.lengths.get(seq, 0)
+            if pos % self.geo.block_size == 0:
+                if not self.free_blocks:
+                    raise RuntimeError("decode_loop: out of blocks; raise --num-blocks")
+                table.append(self.free_blocks.pop())
+            out.append(table[pos // self.geo.block_size] * self.geo.block_size +
+                       pos % self.geo.block_size)
+            self.lengths[seq] = pos + 1
+        return out
+
+    def table(self, seq):
+        return self.tables[seq], self.lengths[seq]
+
+    def write(self, layer, new_k, new_v, slot_mapping):
+        geo = self.geo
+        if self.device == "cuda":
+            self.nanokv.kernels.paged_append_into(
+                new_k, new_v, slot_mapping,
+                self.k_pages.data_ptr + layer * geo.layer_stride_bytes,
+                self.v_pages.data_ptr + layer * geo.layer_stride_bytes,
+                num_blocks=geo.num_blocks, num_heads=geo.kv_heads, block_size=geo.block_size,
+                head_dim=geo.head_dim)
+        else:
+            scatter(self.k_layers[layer], self.v_layers[layer], new_k, new_v, slot_mapping,
+                    geo.block_size)
+
+    def close(self):
+        self.k_pages.close()
+        self.v_pages.close()
+
+
+class CacheStore:
+    """nanokv.KVCache: blocks, slots and pages are the cache's (pages mapped as
+    blocks are first used); K/V written by nanokv.kernels.paged_append."""
+    name = "KVCache"
+
+    def __init__(self, torch, nanokv, client, geo, device, rng):
+        self.torch, self.nanokv, self.geo, self.device = torch, nanokv, geo, device
+        self.cache = client.cache(layers=geo.layers, kv_heads=geo.kv_heads, head_dim=geo.head_dim,
+                                  block_size=geo.block_size, dtype="float16",
+                                  num_blocks=geo.num_blocks)
+        as_torch = (lambda a: torch.as_tensor(a, device="cuda")) if device == "cuda" else \
+            torch.from_numpy
+        self.k_layers = [as_torch(self.cache.k(l)) for l in range(geo.layers)]
+        self.v_layers = [as_torch(self.cache.v(l)) for l in range(geo.layers)]
+        self.seqs = set()
+
+    def slots_for(self, seq, new_tokens):
+        if seq not in self.seqs:
+            self.cache.allocate_for(seq, new_tokens)
+            self.seqs.add(seq)
+            return self.cache.slots(seq)
+        return [self.cache.append_token(seq) for _ in range(new_tokens)]
+
+    def table(self, seq):
+        return self.cache.block_table(seq), self.cache.used_tokens(seq)
+
+    def write(self, layer, new_k, new_v, slot_mapping):
+        if self.device == "cuda":
+            self.nanokv.kernels.paged_append(self.cache, layer, new_k, new_v, slot_mapping)
+        else:
+            scatter(self.k_layers[layer], self.v_layers[layer], new_k, new_v, slot_mapping,
+                    self.geo.block_size)
+
+    def close(self):
+        for seq in self.seqs:
+            self.cache.free_for(seq)
+        self.cache.close()
+
+
+def scatter(k_layer, v_layer, new_k, new_v, slot_mapping, block_size):
+    """The host backend's stand-in for the paged-append kernel, element for element."""
+    blocks, offsets = slot_mapping // block_size, slot_mapping % block_size
+    k_layer[blocks, :, offsets, :] = new_k
+    v_layer[blocks, :, offsets, :] = new_v
+
+
+def decode(args, torch, nanokv, client, device, store_class):
+    """The decode loop over one store; returns (store, reference K, reference V)."""
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     geo = Geometry(args.layers, args.kv_heads, args.head_dim, args.block_size, args.num_blocks,
                    client.page_bytes)
     q_heads = args.kv_heads * args.gqa
-    print(f"decode_loop: {args.batch} sequences, {args.layers} layers, {args.kv_heads} kv heads "
-          f"x {args.head_dim}, blocks of {args.block_size}, {geo.pages} pages each for K and V "
-          f"({client.page_bytes >> 20} MiB pages)")
-
-    k_pages = client.tensor(geo.pages * client.page_bytes)
-    v_pages = client.tensor(geo.pages * client.page_bytes)
-    k_pages.grow(geo.pages)
-    v_pages.grow(geo.pages)
-    k_layers = [layer_tensor(torch, k_pages, geo, l, device) for l in range(geo.layers)]
-    v_layers = [layer_tensor(torch, v_pages, geo, l, device) for l in range(geo.layers)]
-    if device == "cpu":
-        print("decode_loop: host backend: a PyTorch scatter stands in for the paged-append "
-              "kernel (it needs a GPU)")
-
-    free_blocks = list(range(geo.num_blocks))
-    rng.shuffle(free_blocks)  # scattered block tables
-    tables = [[] for _ in range(args.batch)]
-    lengths = [0] * args.batch
+    store = store_class(torch, nanokv, client, geo, device, rng)
+    print(f"decode_loop [{store.name}]: {args.batch} sequences, {args.layers} layers, "
+          f"{args.kv_heads} kv heads x {args.head_dim}, blocks of {args.block_size}, "
+          f"{client.page_bytes >> 20} MiB pages")
     ref_k = [[None] * geo.layers for _ in range(args.batch)]  # plain tensors [t, heads, dim]
     ref_v = [[None] * geo.layers for _ in range(args.batch)]
 
-    def slots_for(seq, new_tokens):
-        out = []
-        for _ in range(new_tokens):
-            pos = lengths[seq]
-            if pos % geo.block_size == 0:
-                if not free_blocks:
-                    raise RuntimeError("decode_loop: out of blocks; raise --num-blocks")
-                tables[seq].append(free_blocks.pop())
-            out.append(tables[seq][pos // geo.block_size] * geo.block_size + pos % geo.block_size)
-            lengths[seq] += 1
-        return out
-
-    def append(seq, new_k, new_v, slots):
-        """new_k/new_v: [layers, tokens, kv_heads, dim] float16 on the GPU."""
+    def append(seq, new_k, new_v):
+        """new_k/new_v: [layers, tokens, kv_heads, dim] float16."""
+        slots = store.slots_for(seq, new_k.shape[1])
         slot_mapping = torch.tensor(slots, device=device, dtype=torch.int64)
         for layer in range(geo.layers):
-            if device == "cuda":
-                nanokv.kernels.paged_append_into(
-                    new_k[layer], new_v[layer], slot_mapping,
-                    k_pages.data_ptr + layer * geo.layer_stride_bytes,
-                    v_pages.data_ptr + layer * geo.layer_stride_bytes,
-                    num_blocks=geo.num_blocks, num_heads=geo.kv_heads, block_size=geo.block_size,
-                    head_dim=geo.head_dim)
-            else:  # what the kernel does, element for element
-                blocks, offsets = slot_mapping // geo.block_size, slot_mapping % geo.block_size
-                k_layers[layer][blocks, :, offsets, :] = new_k[layer]
-                v_layers[layer][blocks, :, offsets, :] = new_v[layer]
+            store.write(layer, new_k[layer], new_v[layer], slot_mapping)
             for ref, new in ((ref_k, new_k), (ref_v, new_v)):
                 old = ref[seq][layer]
                 ref[seq][layer] = new[layer].clone() if old is None else torch.cat([old, new[layer]])
@@ -219,42 +286,64 @@ def decode(args, torch, nanokv, client, device):
 
     # Prefill: prompts of different lengths.
     for seq in range(args.batch):
-        prompt = rng.randint(1, args.max_prompt)
-        new_k, new_v = random_kv(prompt)
-        append(seq, new_k, new_v, slots_for(seq, prompt))
+        append(seq, *random_kv(rng.randint(1, args.max_prompt)))
 
     start = time.perf_counter()
     for step in range(args.steps):
         for seq in range(args.batch):
-            new_k, new_v = random_kv(1)
-            append(seq, new_k, new_v, slots_for(seq, 1))
+            append(seq, *random_kv(1))
         # The appends are on torch's current stream: the gathers below run after them.
         for layer in range(geo.layers):
             q = torch.randn(args.batch, q_heads, geo.head_dim, device=device).half()
             for seq in range(args.batch):
-                k = gather(torch, k_layers[layer], tables[seq], lengths[seq])
-                v = gather(torch, v_layers[layer], tables[seq], lengths[seq])
+                table, length = store.table(seq)
+                k = gather(torch, store.k_layers[layer], table, length)
+                v = gather(torch, store.v_layers[layer], table, length)
                 if not (torch.equal(k, ref_k[seq][layer]) and torch.equal(v, ref_v[seq][layer])):
-                    raise AssertionError(f"decode_loop: step {step}, layer {layer}, sequence "
-                                         f"{seq}: K/V in nanokv's pages differ from the reference")
+                    raise AssertionError(f"decode_loop [{store.name}]: step {step}, layer {layer}, "
+                                         f"sequence {seq}: K/V in nanokv's pages differ from the "
+                                         f"reference")
                 torch.testing.assert_close(
                     attention(torch, q[seq], k, v),
                     attention(torch, q[seq], ref_k[seq][layer], ref_v[seq][layer]),
                     rtol=1e-3, atol=1e-3)
     synchronize(torch, device)
     elapsed = time.perf_counter() - start
-    print(f"decode_loop: {args.steps} steps x {args.batch} sequences x {geo.layers} layers: "
-          f"paged K/V equal the reference, attention matches ({elapsed:.2f} s, unoptimised "
-          f"per-sequence gathers)")
+    print(f"decode_loop [{store.name}]: {args.steps} steps x {args.batch} sequences x "
+          f"{geo.layers} layers: paged K/V equal the reference, attention matches "
+          f"({elapsed:.2f} s, unoptimised per-sequence gathers)")
+    return store, geo, ref_k, ref_v
 
-    # Process 2: the same group maps the same pages and must read the same K/V.
+
+def run_stores(args, torch, nanokv, client, device):
+    if device == "cpu":
+        print("decode_loop: host backend: a PyTorch scatter stands in for the paged-append "
+              "kernel (it needs a GPU)")
+    if args.store in ("cache", "both"):
+        store, _, _, _ = decode(args, torch, nanokv, client, device, CacheStore)
+        synchronize(torch, device)  # pages go back to kvd only after the kernels finished
+        store.close()
+    if args.store in ("tensors", "both"):
+        store, geo, ref_k, ref_v = decode(args, torch, nanokv, client, device, TensorStore)
+        share_with_second_process(args, torch, store, geo, ref_k, ref_v)
+        synchronize(torch, device)
+        store.close()
+    print("decode_loop: OK")
+
+
+def share_with_second_process(args, torch, store, geo, ref_k, ref_v):
+    """Process 2: the same group maps the same pages and must read the same K/V."""
+    synchronize(torch, store.device)
     workdir = tempfile.mkdtemp(prefix="nanokv_decode_")
     try:
         ref_path = os.path.join(workdir, "reference.pt")
         torch.save({"k": [[t.cpu() for t in r] for r in ref_k],
                     "v": [[t.cpu() for t in r] for r in ref_v]}, ref_path)
-        handoff = dict(geometry=geo.to_json(), k_ids=k_pages.page_ids(), v_ids=v_pages.page_ids(),
-                       device=k_pages.device, tables=tables, lengths=lengths, reference=ref_path)
+        seqs = range(len(ref_k))
+        handoff = dict(geometry=geo.to_json(), k_ids=store.k_pages.page_ids(),
+                       v_ids=store.v_pages.page_ids(), device=store.k_pages.device,
+                       tables=[store.table(s)[0] for s in seqs],
+                       lengths=[store.table(s)[1] for s in seqs], reference=ref_path)
         env = dict(os.environ)  # NANOKV_RUN_DIR, NANOKV_LIBRARY, PYTHONPATH as here
         reader = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--role", "reader", "--ipc-name",
@@ -266,11 +355,6 @@ def decode(args, torch, nanokv, client, device):
             raise AssertionError(f"decode_loop: the reader process failed ({reader.returncode})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    # Pages are unmapped (close) only after every kernel on them finished.
-    synchronize(torch, device)
-    k_pages.close()
-    v_pages.close()
-    print("decode_loop: OK")
 
 
 # ---------------------------------------------------------------------------
@@ -378,6 +462,9 @@ def main():
     p.add_argument("--max-prompt", type=int, default=50)
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--store", choices=["cache", "tensors", "both"], default="both",
+                   help="cache: nanokv.KVCache; tensors: KVTensors in the same layout, then a "
+                        "second process maps their pages; both (default)")
     args = p.parse_args()
     if args.role == "reader":
         run_reader(args)
