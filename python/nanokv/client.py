@@ -4,7 +4,7 @@ import weakref
 from collections import namedtuple
 
 from nanokv import _lib
-from nanokv._lib import call, lib
+from nanokv._lib import call
 
 DeviceGeometry = namedtuple("DeviceGeometry", "device page_bytes capacity_pages")
 
