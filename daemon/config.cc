@@ -403,6 +403,7 @@ Status Apply(const std::string& origin, const std::string& base_dir, const YAML:
          c->host_device_bytes = *bytes;
          return Status::OK(); }},
       {"instances", [&](auto& n, auto& k) { return ParseInstances(origin, base_dir, n, k, &c->instances); }},
+      {"object_store", [&](auto& n, auto& k) { return ParseObjectStoreConfig(origin, n, k, &c->object_store); }},
   };
   if (root.IsNull()) return Status::OK();  // an empty file: all defaults
   if (!root.IsMap()) return Bad(origin, root, "(top level)", "expected a mapping of key: value");

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/object_store_config.h"
 #include "libkv/util/human_size.h"
 #include "nanokv/status.h"
 
@@ -67,6 +68,7 @@ struct KvdConfig {
   int host_devices = 1;                  // host backend: simulated devices
   uint64_t host_device_bytes = 0;        // host backend: memory per device (0: RAM)
   std::vector<InstanceConfig> instances; // engines the controller runs (configs/demo.yaml)
+  ObjectStoreConfig object_store;        // size 0: no object store
 };
 
 // Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the

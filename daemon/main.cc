@@ -20,6 +20,7 @@
 #include "daemon/controller.h"
 #include "daemon/node_server.h"
 #include "daemon/node_state.h"
+#include "daemon/object_store.h"
 #include "daemon/segment_publisher.h"
 #include "ipc/naming.h"
 #include "ipc/uds/channel.h"
@@ -195,6 +196,14 @@ int Main(int argc, char** argv) {
   segment.page_bytes = config.page_size;
   auto writer = ipc::SegmentWriter::Create(segment);
   if (!writer.ok()) return Fail(writer.status());
+  // The object store's share of each device, held by kvd itself
+  // (daemon/object_store.h); destroyed before the node, after the server.
+  std::unique_ptr<ObjectStore> objects;
+  if (config.object_store.enabled()) {
+    auto store = ObjectStore::Create(**backend, **node, config.object_store);
+    if (!store.ok()) return Fail(store.status());
+    objects = std::move(store).value();
+  }
   SegmentPublisher publisher(std::move(*writer), **backend, **node);
 
   std::string run_dir = config.run_dir.empty() ? ipc::RunDir() : config.run_dir;
@@ -211,6 +220,7 @@ int Main(int argc, char** argv) {
   server_options.backend_name = std::string((*backend)->name());
   NodeServer server(**node, std::move(*listener), server_options);
   server.SetPublisher([&](const NodeState& n) { publisher.Publish(n); });
+  server.SetObjectStore(objects.get());
 
   // The controller, when the config lists instances. It starts them only
   // once the socket listens (Bind above listens; the server accepts what

@@ -13,6 +13,7 @@
 
 #include "ipc/uds/fd_passing.h"
 #include "ipc/wire/codec.h"
+#include "ipc/wire/object_codec.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -231,6 +232,7 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data) {
     return HandleSetLimit(c, m);  // an operator's request: no attach needed
   }
   if (m.body_case() == wire::Message::kEvict) return HandleEvict(c, m);  // an operator's too
+  if (wire::IsObjectRequest(m.body_case())) return HandleObject(c, m);
   bool engine_request = m.body_case() == wire::Message::kGrant ||
                         m.body_case() == wire::Message::kShare ||
                         m.body_case() == wire::Message::kReturnPages ||

@@ -26,6 +26,8 @@
 
 namespace nanokv::kvd {
 
+class ObjectStore;
+
 struct ServerOptions {
   std::vector<uid_t> allowed_uids;  // besides root and kvd's own uid
   std::vector<gid_t> allowed_gids;
@@ -49,6 +51,9 @@ class NodeServer {
   // Called after each loop turn in which the node changed, and at least once
   // a second, with the node (for the /dev/shm segment).
   void SetPublisher(std::function<void(const NodeState&)> publish) { publish_ = std::move(publish); }
+  // The object store object requests go to (daemon/node_server_objects.cc);
+  // nullptr: they are answered kUnavailable. `store` must outlive the server.
+  void SetObjectStore(ObjectStore* store) { objects_ = store; }
 
   // Runs until Stop() (from any thread or a signal handler's thread). On
   // return every engine was told kvd is stopping and every connection closed.
@@ -79,6 +84,8 @@ class NodeServer {
                    Result<std::vector<GrantedPage>> granted);
   void HandleSetLimit(Connection& c, const wire::Message& m);
   void HandleEvict(Connection& c, const wire::Message& m);
+  // Any allowed peer, attached or not (objects are the node's).
+  void HandleObject(Connection& c, const wire::Message& m);
   bool PeerAllowed(const ipc::PeerCredentials& peer) const;
   // Sends or, if the peer cannot take it, closes the connection. False if closed.
   bool Send(Connection& c, const wire::Message& m, std::span<const int> fds = {});
@@ -89,6 +96,7 @@ class NodeServer {
   void Shutdown();
 
   NodeState& node_;  // must remain live while the server exists
+  ObjectStore* objects_ = nullptr;
   ipc::Listener listener_;
   ServerOptions options_;
   std::function<void(const NodeState&)> publish_;

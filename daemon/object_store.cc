@@ -82,6 +82,8 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Create(gpu::Backend& backend, 
     Device device;
     device.ordinal = counts.device;
     for (const GrantedPage& g : *granted) device.pages.push_back(g.id);
+    device.sorted_pages = device.pages;
+    std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
     device.header_pages = header_pages;
     device.header_slots = static_cast<uint32_t>(slots);
     for (uint32_t s = device.header_slots; s > 0; --s) device.free_slots.push_back(s - 1);
@@ -480,6 +482,18 @@ Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key, uint64_t n
 Result<uintptr_t> ObjectStore::StoreBase(int device) const {
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
   return devices_[d].base;
+}
+
+uint64_t ObjectStore::StoreBytes(int device) const {
+  auto d = DeviceIndex(device);
+  return d.ok() ? devices_[*d].pages.size() * page_bytes_ : 0;
+}
+
+bool ObjectStore::OwnsPage(int device, PageId id) const {
+  auto d = DeviceIndex(device);
+  if (!d.ok()) return false;
+  const auto& sorted = devices_[*d].sorted_pages;
+  return std::binary_search(sorted.begin(), sorted.end(), id);
 }
 
 }  // namespace nanokv::kvd

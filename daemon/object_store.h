@@ -197,6 +197,11 @@ class ObjectStore {
   std::vector<StoreDeviceStats> Stats() const;
   // The device memory of a device's store range mapped in kvd (for tests).
   Result<uintptr_t> StoreBase(int device) const;
+  // The size of a device's store range (0 for a device it does not have).
+  uint64_t StoreBytes(int device) const;
+  // Whether `id` is one of the store's pages on `device`: the only pages
+  // kvd hands out by ObjectPagesRequest.
+  bool OwnsPage(int device, PageId id) const;
   // REQUIRES: `node` is not being changed by another thread.
   Status CheckInvariants(const NodeState& node) const;
   const ObjectStoreConfig& config() const { return config_; }
@@ -225,6 +230,7 @@ class ObjectStore {
   struct Device {
     int ordinal = 0;
     std::vector<PageId> pages;   // store pages, in range order
+    std::vector<PageId> sorted_pages;  // the same, sorted (OwnsPage)
     uintptr_t base = 0;          // kvd's mapping of the store range
     size_t mapped = 0;           // pages mapped at base so far
     uint32_t header_pages = 0;

@@ -18,6 +18,7 @@
 #include "kvctl/commands.h"
 #include "kvctl/discovery.h"
 #include "kvctl/exit_codes.h"
+#include "kvctl/objects.h"
 #include "kvctl/top.h"
 #include "kvctl/views.h"
 #include "kvctl/watch.h"
@@ -41,6 +42,8 @@ struct Flags {
   std::string top_sort = "used";
   std::string bytes;
   bool all = false;
+  bool objects = false;   // evict: the object store, not a tenant
+  int device = -1;        // evict --objects: one device (-1: all)
   bool dry_run = false;
   bool once = false;
   bool wait = false;
@@ -59,6 +62,7 @@ struct Commands {
   CLI::App* top;
   CLI::App* limit;
   CLI::App* evict;
+  CLI::App* objects;
   CLI::App* cleanup;
 };
 
@@ -162,11 +166,15 @@ Commands Define(CLI::App& app, Flags& f) {
   c.limit->add_flag("--wait", f.wait, "wait until the tenant is under its new limit");
   c.limit->add_option("--timeout", f.timeout, "seconds --wait waits")->capture_default_str()->check(timeout);
   c.evict = app.add_subcommand("evict", "ask a tenant to give pages back: evict [IPC] TENANT [--bytes N]");
-  c.evict->add_option("args", f.positionals, "[IPC] TENANT")->required()->expected(1, 2);
+  c.evict->add_option("args", f.positionals, "[IPC] TENANT, or [IPC] with --objects")->expected(0, 2);
+  c.evict->add_flag("--objects", f.objects, "evict objects of kvd's object store instead (by its policy)");
+  c.evict->add_option("--device", f.device, "with --objects: only this device");
   c.evict->add_option("--bytes", f.bytes, "how much (e.g. 512M); default: all it holds");
   c.evict->add_option("--timeout", f.timeout, "seconds to wait for the pages")
       ->capture_default_str()
       ->check(timeout);
+  c.objects = app.add_subcommand("objects", "a row per object of a kvd's object store: objects [IPC]");
+  c.objects->add_option("ipc", f.ipc, "kvd IPC name");
   c.cleanup = app.add_subcommand("cleanup", "remove the segments and sockets of dead kvds");
   c.cleanup->add_option("ipc", f.cleanup_names, "only these IPC names (default: every dead kvd)");
   c.cleanup->add_flag("--dry-run", f.dry_run, "say what would be removed, remove nothing");
@@ -233,6 +241,8 @@ int PrintReport(const Result<Report>& report) {
   return report->exit_code;
 }
 
+int RunObjectEvictCommand(const Flags& f);
+
 int RunChangeCommand(const Flags& f, const Commands& c) {
   CommandOptions command;
   command.json = f.json;
@@ -247,6 +257,8 @@ int RunChangeCommand(const Flags& f, const Commands& c) {
     if (!name.ok()) return Fail(name.status());
     return PrintReport(RunLimit(*name, args[named ? 1 : 0], *size, command));
   }
+  if (f.objects) return RunObjectEvictCommand(f);
+  if (args.empty()) return Usage("evict needs a TENANT (or --objects)");
   const bool named = args.size() == 2;
   uint64_t bytes = 0;  // all it holds
   if (!f.bytes.empty()) {
@@ -258,6 +270,25 @@ int RunChangeCommand(const Flags& f, const Commands& c) {
   auto name = ResolveIpcName(named ? args[0] : "");
   if (!name.ok()) return Fail(name.status());
   return PrintReport(RunEvict(*name, args[named ? 1 : 0], bytes, command));
+}
+
+int RunObjectEvictCommand(const Flags& f) {
+  if (f.positionals.size() > 1) return Usage("evict --objects takes at most an IPC name");
+  uint64_t bytes = 0;  // down to the store's low watermark
+  if (!f.bytes.empty()) {
+    auto parsed = ParseBytes(f.bytes);
+    if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
+    bytes = *parsed;
+  }
+  auto name = ResolveIpcName(f.positionals.empty() ? "" : f.positionals[0]);
+  if (!name.ok()) return Fail(name.status());
+  return PrintReport(RunObjectEvict(*name, f.device, bytes, f.json));
+}
+
+int RunObjectsCommand(const Flags& f) {
+  auto name = ResolveIpcName(f.ipc);
+  if (!name.ok()) return Fail(name.status());
+  return PrintReport(RunObjects(*name, f.json));
 }
 
 int RunCleanupCommand(const Flags& f) {
@@ -311,6 +342,7 @@ int Main(int argc, char** argv) {
   if (commands.top->parsed()) return RunTopCommand(flags);
   if (commands.limit->parsed() || commands.evict->parsed()) return RunChangeCommand(flags, commands);
   if (commands.cleanup->parsed()) return RunCleanupCommand(flags);
+  if (commands.objects->parsed()) return RunObjectsCommand(flags);
   return Usage("no command");
 }
 

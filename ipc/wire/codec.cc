@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "ipc/wire/object_codec.h"
+
 namespace nanokv::wire {
 namespace {
 
@@ -82,6 +84,23 @@ Status CheckBody(const Message& m) {
     case Message::kDetachReply:
     case Message::kShutdown:
       return Status::OK();
+    case Message::kObjectOpen:
+    case Message::kObjectPlan:
+    case Message::kObjectCommit:
+    case Message::kObjectRevoke:
+    case Message::kObjectRemove:
+    case Message::kObjectLocate:
+    case Message::kObjectLease:
+    case Message::kObjectLeaseReply:
+    case Message::kObjectPin:
+    case Message::kObjectPages:
+    case Message::kObjectPagesReply:
+    case Message::kObjectList:
+    case Message::kObjectListReply:
+    case Message::kObjectEvict:
+    case Message::kObjectEvictReply:
+    case Message::kObjectAck:
+      return CheckObjectBody(m);  // ipc/wire/object_codec.cc
     case Message::BODY_NOT_SET:
       return Fault("message has no body (or one this version does not know)");
   }

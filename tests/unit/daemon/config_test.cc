@@ -324,3 +324,56 @@ TEST(ConfigInstances, ShippedDemoLoads) {
 
 }  // namespace
 }  // namespace nanokv::kvd
+
+namespace nanokv::kvd {
+namespace {
+
+TEST(ConfigObjectStore, ReadsEveryKeyAndDefaultsToNoStore) {
+  auto none = LoadConfigText("", "o.yaml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->object_store.enabled());
+  auto config = LoadConfigText(R"(
+object_store:
+  size: 10%
+  high_watermark: 0.9
+  low_watermark: 0.6
+  policy: fifo
+  lease_ttl: 2s
+  write_timeout: 500ms
+  max_objects: 1000
+)", "o.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const ObjectStoreConfig& o = config->object_store;
+  EXPECT_TRUE(o.enabled());
+  EXPECT_DOUBLE_EQ(o.size.fraction, 0.1);
+  EXPECT_DOUBLE_EQ(o.high_watermark, 0.9);
+  EXPECT_DOUBLE_EQ(o.low_watermark, 0.6);
+  EXPECT_EQ(o.policy, EvictionPolicy::kFifo);
+  EXPECT_EQ(o.lease_ttl.count(), 2000);
+  EXPECT_EQ(o.write_timeout.count(), 500);
+  EXPECT_EQ(o.max_objects, 1000u);
+}
+
+TEST(ConfigObjectStore, ErrorsNameFileLineAndKey) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {"object_store:\n  policy: mru\n", "o.yaml:2: object_store.policy: 'mru' is not fifo or lru"},
+      {"object_store:\n  size: lots\n", "o.yaml:2: object_store.size:"},
+      {"object_store:\n  high_watermark: 1.5\n", "o.yaml:2: object_store.high_watermark:"},
+      {"object_store:\n  lease_ttl: 0\n", "o.yaml:2: object_store.lease_ttl:"},
+      {"object_store:\n  colour: red\n", "o.yaml:2: object_store.colour: unknown key"},
+      {"object_store:\n  high_watermark: 0.5\n  low_watermark: 0.8\n", "object_store: low_watermark"},
+      {"object_store: 4GiB\n", "o.yaml:1: object_store: expected a mapping"},
+  };
+  for (const Case& c : cases) {
+    auto config = LoadConfigText(c.text, "o.yaml");
+    ASSERT_FALSE(config.ok()) << c.text;
+    EXPECT_NE(config.status().ToString().find(c.expect), std::string::npos)
+        << config.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace nanokv::kvd

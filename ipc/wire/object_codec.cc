@@ -1,0 +1,132 @@
+#include "ipc/wire/object_codec.h"
+
+#include <string>
+
+#include "ipc/wire/codec.h"
+
+namespace nanokv::wire {
+namespace {
+
+Status Fault(const std::string& what) { return Status::ProtocolError(what); }
+
+Status Key(const std::string& key, const char* where) {
+  if (!ValidObjectKey(key)) {
+    return Fault(std::string(where) + ": key of " + std::to_string(key.size()) +
+                 " bytes is not 1-256 of printable ASCII (0x21-0x7e)");
+  }
+  return Status::OK();
+}
+
+Status Device(int32_t device, bool any_allowed, const char* where) {
+  if ((any_allowed && device == -1) || (device >= 0 && static_cast<size_t>(device) < kMaxDevices)) {
+    return Status::OK();
+  }
+  return Fault(std::string(where) + ": device " + std::to_string(device) + " out of range");
+}
+
+Status Plan(const ObjectPlan& p) {
+  NANOKV_RETURN_IF_ERROR(Device(p.device(), false, "object_plan"));
+  if (p.page_bytes() == 0) return Fault("object_plan: page_bytes 0");
+  if (static_cast<uint32_t>(p.spans_size()) > kMaxObjectSpans) return Fault("object_plan: too many spans");
+  if (static_cast<uint32_t>(p.spans_size()) != p.n_pages()) return Fault("object_plan: n_pages disagrees with spans");
+  uint64_t sum = 0;
+  for (const ObjectSpan& s : p.spans()) {
+    if (s.length() == 0 || uint64_t{s.offset()} + s.length() > p.page_bytes()) {
+      return Fault("object_plan: a span outside its page");
+    }
+    sum += s.length();
+  }
+  if (sum != p.bytes_total()) return Fault("object_plan: spans do not add up to bytes_total");
+  if (p.payload_offset() + p.bytes_total() > p.store_bytes() ||
+      p.header_offset() + 64 > p.store_bytes()) {
+    return Fault("object_plan: offsets outside the store range");
+  }
+  if (p.state() > 4) return Fault("object_plan: state " + std::to_string(p.state()));
+  return Status::OK();
+}
+
+}  // namespace
+
+bool ValidObjectKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxObjectKeyBytes) return false;
+  for (char c : key) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+bool IsObjectRequest(Message::BodyCase body) {
+  switch (body) {
+    case Message::kObjectOpen:
+    case Message::kObjectCommit:
+    case Message::kObjectRevoke:
+    case Message::kObjectRemove:
+    case Message::kObjectLocate:
+    case Message::kObjectLease:
+    case Message::kObjectPin:
+    case Message::kObjectPages:
+    case Message::kObjectList:
+    case Message::kObjectEvict:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsObjectBody(Message::BodyCase body) {
+  return IsObjectRequest(body) || body == Message::kObjectPlan ||
+         body == Message::kObjectLeaseReply || body == Message::kObjectPagesReply ||
+         body == Message::kObjectListReply || body == Message::kObjectEvictReply ||
+         body == Message::kObjectAck;
+}
+
+Status CheckObjectBody(const Message& m) {
+  switch (m.body_case()) {
+    case Message::kObjectOpen:
+      NANOKV_RETURN_IF_ERROR(Key(m.object_open().key(), "object_open"));
+      if (m.object_open().bytes_total() == 0) return Fault("object_open: 0 bytes");
+      return Device(m.object_open().preferred_device(), true, "object_open");
+    case Message::kObjectCommit: return Key(m.object_commit().key(), "object_commit");
+    case Message::kObjectRevoke: return Key(m.object_revoke().key(), "object_revoke");
+    case Message::kObjectRemove: return Key(m.object_remove().key(), "object_remove");
+    case Message::kObjectLocate: return Key(m.object_locate().key(), "object_locate");
+    case Message::kObjectLease: return Key(m.object_lease().key(), "object_lease");
+    case Message::kObjectPin:
+      NANOKV_RETURN_IF_ERROR(Key(m.object_pin().key(), "object_pin"));
+      if (m.object_pin().pin() > 2) return Fault("object_pin: pin " + std::to_string(m.object_pin().pin()));
+      return Status::OK();
+    case Message::kObjectPages:
+    case Message::kObjectPagesReply: {
+      const auto& ids = m.body_case() == Message::kObjectPages ? m.object_pages().page_ids()
+                                                               : m.object_pages_reply().page_ids();
+      int32_t device = m.body_case() == Message::kObjectPages ? m.object_pages().device()
+                                                              : m.object_pages_reply().device();
+      NANOKV_RETURN_IF_ERROR(Device(device, false, "object_pages"));
+      if (ids.empty()) return Fault("object_pages: no pages");
+      if (static_cast<uint32_t>(ids.size()) > kMaxObjectPageFds) {
+        return Fault("object_pages: more than " + std::to_string(kMaxObjectPageFds) + " pages");
+      }
+      return Status::OK();
+    }
+    case Message::kObjectEvict: return Device(m.object_evict().device(), true, "object_evict");
+    case Message::kObjectPlan: return Plan(m.object_plan());
+    case Message::kObjectListReply:
+      if (static_cast<uint32_t>(m.object_list_reply().objects_size()) > kMaxObjectListEntries) {
+        return Fault("object_list_reply: too many entries");
+      }
+      for (const ObjectEntry& e : m.object_list_reply().objects()) {
+        NANOKV_RETURN_IF_ERROR(Key(e.key(), "object_list_reply"));
+        NANOKV_RETURN_IF_ERROR(Device(e.device(), false, "object_list_reply"));
+      }
+      return Status::OK();
+    case Message::kObjectList:
+    case Message::kObjectLeaseReply:
+    case Message::kObjectEvictReply:
+    case Message::kObjectAck:
+      return Status::OK();
+    default:
+      return Fault("not an object store message");
+  }
+}
+
+}  // namespace nanokv::wire

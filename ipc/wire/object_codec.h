@@ -1,0 +1,31 @@
+// Validation of the object store's messages (ipc/proto/nanokv.proto, fields
+// 40-59), called by Decode (codec.h) like every other body check.
+#ifndef NANOKV_IPC_WIRE_OBJECT_CODEC_H_
+#define NANOKV_IPC_WIRE_OBJECT_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "ipc/proto/nanokv.pb.h"
+#include "nanokv/status.h"
+
+namespace nanokv::wire {
+
+inline constexpr size_t kMaxObjectKeyBytes = 256;      // daemon/object_store.h kMaxKeyBytes
+inline constexpr uint32_t kMaxObjectPageFds = 64;      // fds in one ObjectPagesReply
+inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in one reply
+inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
+
+// Whether the body is one of the object store's messages.
+bool IsObjectBody(Message::BodyCase body);
+// Whether the body is an object request kvd answers (not a reply).
+bool IsObjectRequest(Message::BodyCase body);
+// Range checks of an object body. kProtocolError names the fault.
+Status CheckObjectBody(const Message& m);
+// 1..kMaxObjectKeyBytes of printable ASCII without space.
+bool ValidObjectKey(std::string_view key);
+
+}  // namespace nanokv::wire
+
+#endif  // NANOKV_IPC_WIRE_OBJECT_CODEC_H_

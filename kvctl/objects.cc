@@ -1,0 +1,87 @@
+#include "kvctl/objects.h"
+
+#include "kvctl/json_writer.h"
+#include "kvctl/table.h"
+#include "libkv/util/human_size.h"
+
+namespace nanokv::kvctl {
+namespace {
+
+const char* PinName(ObjectPin pin) {
+  switch (pin) {
+    case ObjectPin::kSoft: return "soft";
+    case ObjectPin::kHard: return "hard";
+    case ObjectPin::kNone: break;
+  }
+  return "-";
+}
+
+std::string Seconds(uint64_t ms) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1fs", static_cast<double>(ms) / 1000.0);
+  return text;
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenStore(const std::string& ipc_name) {
+  ObjectStoreOptions options;
+  options.ipc_name = ipc_name;
+  options.backend = "host";  // kvctl maps no pages: the backend is never used
+  options.request_timeout_ms = 5000;
+  return ObjectStore::Open(options);
+}
+
+}  // namespace
+
+std::string ObjectsView(const std::vector<ObjectEntry>& objects, bool json) {
+  if (json) {
+    JsonWriter w;
+    w.BeginObject().Key("objects").BeginArray();
+    for (const ObjectEntry& o : objects) {
+      w.BeginObject()
+          .Field("key", o.key)
+          .Field("bytes", o.bytes_total)
+          .Field("state", ObjectStateName(o.state))
+          .Field("device", int64_t{o.device})
+          .Field("epoch", o.epoch)
+          .Field("age_ms", o.age_ms)
+          .Field("idle_ms", o.idle_ms)
+          .Field("leases", o.leases)
+          .Field("lease_ms", o.lease_ms)
+          .Field("pin", PinName(o.pin))
+          .EndObject();
+    }
+    w.EndArray().EndObject();
+    return w.str() + "\n";
+  }
+  Table table({{"KEY"}, {"SIZE", Align::kRight}, {"STATE"}, {"DEVICE", Align::kRight},
+               {"AGE", Align::kRight}, {"IDLE", Align::kRight}, {"LEASE"}, {"PIN"}});
+  for (const ObjectEntry& o : objects) {
+    Tint tint = o.state == ObjectState::kReady ? Tint::kPlain : Tint::kWarn;
+    std::string lease = o.leases == 0 ? "-" : std::to_string(o.leases) + " (" + Seconds(o.lease_ms) + ")";
+    table.AddRow({o.key, FormatBytes(o.bytes_total), Cell(ObjectStateName(o.state), tint),
+                  std::to_string(o.device), Seconds(o.age_ms), Seconds(o.idle_ms), lease,
+                  PinName(o.pin)});
+  }
+  return table.Render(false);
+}
+
+Result<Report> RunObjects(const std::string& ipc_name, bool json) {
+  NANOKV_ASSIGN_OR_RETURN(auto store, OpenStore(ipc_name));
+  NANOKV_ASSIGN_OR_RETURN(std::vector<ObjectEntry> objects, store->List());
+  return Report{ObjectsView(objects, json), 0};
+}
+
+Result<Report> RunObjectEvict(const std::string& ipc_name, int device, uint64_t bytes, bool json) {
+  NANOKV_ASSIGN_OR_RETURN(auto store, OpenStore(ipc_name));
+  NANOKV_ASSIGN_OR_RETURN(uint64_t freed, store->Evict(device, bytes));
+  if (json) {
+    JsonWriter w;
+    w.BeginObject().Field("ipc", ipc_name).Field("device", int64_t{device}).Field("freed_bytes", freed).EndObject();
+    return Report{w.str() + "\n", 0};
+  }
+  return Report{"kvd '" + ipc_name + "': evicted " + FormatBytes(freed) + " of objects" +
+                    (device >= 0 ? " on device " + std::to_string(device) : "") + "\n",
+                0};
+}
+
+}  // namespace nanokv::kvctl

@@ -1,0 +1,379 @@
+// The client side of the object store (nanokv/object_store.h): its own
+// connection to kvd, one request at a time, and its own map of store pages.
+#include "nanokv/object_store.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "ipc/naming.h"
+#include "ipc/uds/channel.h"
+#include "ipc/wire/codec.h"
+#include "ipc/wire/object_codec.h"
+#include "libkv/gpu/backend.h"
+
+namespace nanokv {
+namespace {
+
+void CloseAll(std::vector<int>* fds) {
+  for (int fd : *fds) close(fd);
+  fds->clear();
+}
+
+ObjectPlan PlanFrom(std::string_view key, const wire::ObjectPlan& p) {
+  ObjectPlan plan;
+  plan.key = std::string(key);
+  plan.key_hash = p.key_hash();
+  plan.device = p.device();
+  plan.header_offset = p.header_offset();
+  plan.payload_offset = p.payload_offset();
+  for (const auto& s : p.spans()) plan.spans.push_back({s.page_id(), s.offset(), s.length()});
+  plan.page_bytes = p.page_bytes();
+  plan.n_pages = p.n_pages();
+  plan.bytes_total = p.bytes_total();
+  plan.epoch = p.epoch();
+  plan.state = static_cast<ObjectState>(p.state());
+  plan.store_bytes = p.store_bytes();
+  plan.header_page = p.header_page();
+  return plan;
+}
+
+}  // namespace
+
+const char* ObjectStateName(ObjectState state) {
+  switch (state) {
+    case ObjectState::kFree: return "FREE";
+    case ObjectState::kReserved: return "RESERVED";
+    case ObjectState::kWriting: return "WRITING";
+    case ObjectState::kReady: return "READY";
+    case ObjectState::kDead: return "DEAD";
+  }
+  return "?";
+}
+
+class ObjectStore::Impl {
+ public:
+  Impl(ipc::Channel channel, std::unique_ptr<gpu::Backend> backend, uint32_t timeout_ms)
+      : channel_(std::move(channel)), backend_(std::move(backend)), timeout_ms_(timeout_ms) {}
+
+  ~Impl() {
+    for (auto& [device, map] : maps_) {
+      for (size_t i = 0; i < map.mapped.size(); ++i) {
+        if (!map.mapped[i]) continue;
+        Status s = backend_->Unmap(map.base + i * map.page_bytes, map.page_bytes);
+        if (!s.ok()) spdlog::warn("nanokv objects: unmap failed: {}", s.ToString());
+      }
+      Status s = backend_->FreeRange(map.base, map.bytes);
+      if (!s.ok()) spdlog::warn("nanokv objects: free range failed: {}", s.ToString());
+    }
+  }
+
+  // Sends `request` and waits for its reply; an Error reply is its Status.
+  // The reply's fds are appended to *fds (nullptr: closed).
+  Result<wire::Message> Call(wire::Message request, std::vector<int>* fds = nullptr) {
+    std::lock_guard lock(call_mu_);
+    return CallLocked(std::move(request), fds);
+  }
+
+  Result<void*> Pointer(const ObjectPlan& plan, bool header) {
+    std::lock_guard lock(call_mu_);
+    NANOKV_RETURN_IF_ERROR(MapPlan(plan));
+    uintptr_t base = maps_[plan.device].base;
+    return reinterpret_cast<void*>(base + (header ? plan.header_offset : plan.payload_offset));
+  }
+
+  gpu::Backend& backend() { return *backend_; }
+
+  size_t mapped_pages() const {
+    std::lock_guard lock(call_mu_);
+    size_t n = 0;
+    for (const auto& [device, map] : maps_) {
+      for (bool m : map.mapped) n += m ? 1 : 0;
+    }
+    return n;
+  }
+
+ private:
+  struct DeviceMap {
+    uintptr_t base = 0;
+    uint64_t bytes = 0;
+    uint64_t page_bytes = 0;
+    std::vector<bool> mapped;  // by page index in the store range
+  };
+
+  Result<wire::Message> CallLocked(wire::Message request, std::vector<int>* fds) {
+    if (!channel_.valid()) return Status::Unavailable("nanokv objects: kvd went away");
+    uint64_t rid = next_rid_++;
+    request.set_request_id(rid);
+    NANOKV_RETURN_IF_ERROR(channel_.Send(wire::Encode(std::move(request))));
+    for (;;) {
+      pollfd p{channel_.fd(), POLLIN, 0};
+      int ready = poll(&p, 1, timeout_ms_ == 0 ? -1 : static_cast<int>(timeout_ms_));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        channel_.Close();  // a late reply must not answer the next request
+        return Status::Unavailable("nanokv objects: kvd did not answer within " +
+                                   std::to_string(timeout_ms_) + " ms");
+      }
+      std::vector<std::byte> data;
+      std::vector<int> got;
+      NANOKV_ASSIGN_OR_RETURN(auto received, channel_.Receive(&data, &got));
+      if (received != ipc::Channel::Received::kMessage) {
+        CloseAll(&got);
+        channel_.Close();
+        return Status::Unavailable("nanokv objects: kvd went away");
+      }
+      wire::Message reply;
+      Status decoded = wire::Decode(data, &reply);
+      if (!decoded.ok()) {
+        CloseAll(&got);
+        return decoded;
+      }
+      if (reply.body_case() == wire::Message::kShutdown) {
+        CloseAll(&got);
+        channel_.Close();
+        return Status::Unavailable("nanokv objects: kvd is shutting down");
+      }
+      if (reply.request_id() != rid) {  // not ours (nothing else is in flight): drop
+        CloseAll(&got);
+        continue;
+      }
+      if (reply.body_case() == wire::Message::kError) {
+        CloseAll(&got);
+        return wire::StatusFromError(reply.error());
+      }
+      if (fds != nullptr) {
+        fds->insert(fds->end(), got.begin(), got.end());
+      } else {
+        CloseAll(&got);
+      }
+      return reply;
+    }
+  }
+
+  // Imports and maps the plan's header and payload pages not mapped yet.
+  Status MapPlan(const ObjectPlan& plan) {
+    DeviceMap& map = maps_[plan.device];
+    if (map.base == 0) {
+      if (plan.store_bytes == 0 || plan.page_bytes == 0 || plan.store_bytes % plan.page_bytes != 0) {
+        return Status::InvalidArgument("nanokv objects: plan without a store geometry");
+      }
+      NANOKV_ASSIGN_OR_RETURN(map.base, backend_->ReserveRange(plan.store_bytes, 0));
+      map.bytes = plan.store_bytes;
+      map.page_bytes = plan.page_bytes;
+      map.mapped.assign(plan.store_bytes / plan.page_bytes, false);
+    }
+    if (map.bytes != plan.store_bytes || map.page_bytes != plan.page_bytes) {
+      return Status::FailedPrecondition("nanokv objects: kvd's store changed (restarted?): open a new ObjectStore");
+    }
+    std::map<uint64_t, uint32_t> wanted;  // page index -> id
+    auto want = [&](uint64_t offset, uint32_t id) {
+      uint64_t index = offset / map.page_bytes;
+      if (index < map.mapped.size() && !map.mapped[index]) wanted.emplace(index, id);
+    };
+    want(plan.header_offset, plan.header_page);
+    uint64_t at = plan.payload_offset;
+    for (const ObjectSpan& span : plan.spans) {
+      want(at, span.page_id);
+      at += span.length;
+    }
+    auto it = wanted.begin();
+    while (it != wanted.end()) {
+      wire::Message request;
+      wire::ObjectPagesRequest* r = request.mutable_object_pages();
+      r->set_device(plan.device);
+      std::vector<uint64_t> indexes;
+      for (; it != wanted.end() && indexes.size() < wire::kMaxObjectPageFds; ++it) {
+        r->add_page_ids(it->second);
+        indexes.push_back(it->first);
+      }
+      std::vector<int> fds;
+      NANOKV_ASSIGN_OR_RETURN(wire::Message reply, CallLocked(std::move(request), &fds));
+      if (fds.size() != indexes.size()) {
+        CloseAll(&fds);
+        return Status::ProtocolError("nanokv objects: kvd sent " + std::to_string(fds.size()) +
+                                     " page fds for " + std::to_string(indexes.size()) + " pages");
+      }
+      for (size_t i = 0; i < indexes.size(); ++i) {
+        Status s = MapOne(map, plan.device, indexes[i], fds[i]);
+        fds[i] = -1;  // taken by ImportPage
+        if (!s.ok()) {
+          for (size_t j = i + 1; j < fds.size(); ++j) close(fds[j]);
+          return s;
+        }
+      }
+    }
+    return Status::OK();
+  }
+
+  Status MapOne(DeviceMap& map, int device, uint64_t index, int fd) {
+    NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle handle, backend_->ImportPage(fd, device, map.page_bytes));
+    uintptr_t at = map.base + index * map.page_bytes;
+    Status mapped = backend_->Map(at, map.page_bytes, handle);
+    Status released = backend_->ReleasePage(handle);  // the mapping keeps the memory
+    NANOKV_RETURN_IF_ERROR(mapped);
+    map.mapped[index] = true;
+    NANOKV_RETURN_IF_ERROR(released);
+    return backend_->SetAccess(at, map.page_bytes, std::span<const int>(&device, 1));
+  }
+
+  mutable std::mutex call_mu_;
+  ipc::Channel channel_;
+  std::unique_ptr<gpu::Backend> backend_;
+  uint32_t timeout_ms_;
+  uint64_t next_rid_ = 1;
+  std::map<int, DeviceMap> maps_;
+};
+
+Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions& options) {
+  NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::Channel::Connect(ipc::SocketPath(options.ipc_name)));
+  NANOKV_ASSIGN_OR_RETURN(auto backend, gpu::OpenBackend(options.backend));
+  auto impl = std::make_unique<Impl>(std::move(channel), std::move(backend), options.request_timeout_ms);
+  return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
+}
+
+ObjectStore::ObjectStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ObjectStore::~ObjectStore() = default;
+
+Result<ObjectPlan> ObjectStore::OpenForWrite(std::string_view key, uint64_t bytes_total,
+                                             int preferred_device) {
+  wire::Message m;
+  auto* r = m.mutable_object_open();
+  r->set_key(std::string(key));
+  r->set_bytes_total(bytes_total);
+  r->set_preferred_device(preferred_device);
+  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
+  if (reply.body_case() != wire::Message::kObjectPlan) return Status::ProtocolError("open: not a plan");
+  return PlanFrom(key, reply.object_plan());
+}
+
+namespace {
+Status ExpectAck(const Result<wire::Message>& reply) {
+  if (!reply.ok()) return reply.status();
+  if (reply->body_case() != wire::Message::kObjectAck) return Status::ProtocolError("not an object ack");
+  return Status::OK();
+}
+}  // namespace
+
+Status ObjectStore::Commit(std::string_view key, uint32_t epoch) {
+  wire::Message m;
+  m.mutable_object_commit()->set_key(std::string(key));
+  m.mutable_object_commit()->set_epoch(epoch);
+  return ExpectAck(impl_->Call(std::move(m)));
+}
+
+Status ObjectStore::Revoke(std::string_view key, uint32_t epoch) {
+  wire::Message m;
+  m.mutable_object_revoke()->set_key(std::string(key));
+  m.mutable_object_revoke()->set_epoch(epoch);
+  return ExpectAck(impl_->Call(std::move(m)));
+}
+
+Status ObjectStore::Remove(std::string_view key) {
+  wire::Message m;
+  m.mutable_object_remove()->set_key(std::string(key));
+  return ExpectAck(impl_->Call(std::move(m)));
+}
+
+Status ObjectStore::Pin(std::string_view key, ObjectPin pin) {
+  wire::Message m;
+  m.mutable_object_pin()->set_key(std::string(key));
+  m.mutable_object_pin()->set_pin(static_cast<uint32_t>(pin));
+  return ExpectAck(impl_->Call(std::move(m)));
+}
+
+Result<ObjectPlan> ObjectStore::GetLocation(std::string_view key) {
+  wire::Message m;
+  m.mutable_object_locate()->set_key(std::string(key));
+  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
+  if (reply.body_case() != wire::Message::kObjectPlan) return Status::ProtocolError("locate: not a plan");
+  return PlanFrom(key, reply.object_plan());
+}
+
+Result<ObjectLease> ObjectStore::Lease(std::string_view key) {
+  wire::Message m;
+  m.mutable_object_lease()->set_key(std::string(key));
+  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
+  if (reply.body_case() != wire::Message::kObjectLeaseReply) return Status::ProtocolError("lease: bad reply");
+  return ObjectLease{reply.object_lease_reply().lease_id(), reply.object_lease_reply().ttl_ms()};
+}
+
+Status ObjectStore::ReleaseLease(std::string_view key, uint64_t lease_id) {
+  wire::Message m;
+  m.mutable_object_lease()->set_key(std::string(key));
+  m.mutable_object_lease()->set_release(true);
+  m.mutable_object_lease()->set_lease_id(lease_id);
+  return ExpectAck(impl_->Call(std::move(m)));
+}
+
+Result<void*> ObjectStore::PayloadPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, false); }
+Result<void*> ObjectStore::HeaderPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, true); }
+
+Status ObjectStore::Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device) {
+  NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes.size(), preferred_device));
+  auto dst = PayloadPointer(plan);
+  Status copied = dst.ok() ? impl_->backend().Copy(*dst, bytes.data(), bytes.size(),
+                                                   gpu::CopyKind::kHostToDevice)
+                           : dst.status();
+  if (!copied.ok()) {
+    Status revoked = Revoke(key, plan.epoch);
+    if (!revoked.ok()) spdlog::warn("nanokv objects: revoke after a failed put: {}", revoked.ToString());
+    return copied;
+  }
+  return Commit(key, plan.epoch);
+}
+
+Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
+  // The lease keeps the object in place while its bytes are copied out.
+  NANOKV_ASSIGN_OR_RETURN(ObjectLease lease, Lease(key));
+  auto plan = GetLocation(key);
+  Result<std::vector<std::byte>> out = plan.status();
+  if (plan.ok()) {
+    auto src = PayloadPointer(*plan);
+    if (!src.ok()) {
+      out = src.status();
+    } else {
+      std::vector<std::byte> bytes(plan->bytes_total);
+      Status copied = impl_->backend().Copy(bytes.data(), *src, bytes.size(), gpu::CopyKind::kDeviceToHost);
+      out = copied.ok() ? Result<std::vector<std::byte>>(std::move(bytes)) : copied;
+    }
+  }
+  Status released = ReleaseLease(key, lease.id);
+  if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.ToString());
+  return out;
+}
+
+Result<std::vector<ObjectEntry>> ObjectStore::List() {
+  std::vector<ObjectEntry> out;
+  for (;;) {
+    wire::Message m;
+    m.mutable_object_list()->set_offset(static_cast<uint32_t>(out.size()));
+    NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
+    if (reply.body_case() != wire::Message::kObjectListReply) return Status::ProtocolError("list: bad reply");
+    const auto& r = reply.object_list_reply();
+    for (const auto& e : r.objects()) {
+      out.push_back({e.key(), e.bytes_total(), e.device(), static_cast<ObjectState>(e.state()),
+                     e.epoch(), e.age_ms(), e.idle_ms(), e.leases(), e.lease_ms(),
+                     static_cast<ObjectPin>(e.pin())});
+    }
+    // Objects come and go between pages: stop at the end or an empty page.
+    if (r.objects_size() == 0 || out.size() >= r.total()) return out;
+  }
+}
+
+Result<uint64_t> ObjectStore::Evict(int device, uint64_t bytes) {
+  wire::Message m;
+  m.mutable_object_evict()->set_device(device);
+  m.mutable_object_evict()->set_bytes(bytes);
+  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
+  if (reply.body_case() != wire::Message::kObjectEvictReply) return Status::ProtocolError("evict: bad reply");
+  return reply.object_evict_reply().freed_bytes();
+}
+
+size_t ObjectStore::mapped_pages() const { return impl_->mapped_pages(); }
+
+}  // namespace nanokv

@@ -1,0 +1,141 @@
+// The node object store, from an engine or a tool: immutable objects by key
+// in pages kvd holds (kvd's object_store config), the nano_mooncake plan API.
+//
+//   auto store = nanokv::ObjectStore::Open({.ipc_name = "nanokv"});
+//   auto plan = (*store)->OpenForWrite("sess:42:kv:L0", bytes, /*device=*/1);
+//   void* dst = *(*store)->PayloadPointer(*plan);   // contiguous, on device 1
+//   ... write bytes_total bytes at dst (a kernel, or CopyIn) ...
+//   (*store)->Commit("sess:42:kv:L0", plan->epoch);
+//   // elsewhere, another process:
+//   auto bytes = (*store)->Get("sess:42:kv:L0");
+//
+// Objects are immutable once READY; OpenForWrite/Put on a live key answers
+// kAlreadyExists (remove it first). A write not committed within kvd's
+// write_timeout is reclaimed, and its plan's epoch then answers
+// kFailedPrecondition or kNotFound. A lease keeps an object from eviction and
+// removal until released or kvd's lease_ttl passes.
+//
+// The store's pages are the node's, not a tenant's: an ObjectStore has its own
+// connection to kvd (no attach, nothing counts against a limit) and its own
+// import cache: it maps each store page it touches once, at the page's offset
+// in a reserved range per device, so every object is contiguous in this
+// process too. Safe to call from many threads (one request at a time).
+#ifndef NANOKV_OBJECT_STORE_H_
+#define NANOKV_OBJECT_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanokv/status.h"
+
+namespace nanokv {
+
+// kernels/obj_header.h's ObjState.
+enum class ObjectState : uint32_t { kFree = 0, kReserved = 1, kWriting = 2, kReady = 3, kDead = 4 };
+enum class ObjectPin : uint32_t { kNone = 0, kSoft = 1, kHard = 2 };
+
+struct ObjectSpan {
+  uint32_t page_id = 0;
+  uint32_t offset = 0;  // bytes into the page
+  uint32_t length = 0;
+};
+
+// A WritePlan (from OpenForWrite) or an ObjMeta (from GetLocation).
+struct ObjectPlan {
+  std::string key;
+  uint64_t key_hash = 0;        // xxhash64(key), seed 0
+  int device = 0;
+  uint64_t header_offset = 0;   // bytes into the device's store range
+  uint64_t payload_offset = 0;  // bytes into the device's store range
+  std::vector<ObjectSpan> spans;
+  uint64_t page_bytes = 0;
+  uint32_t n_pages = 0;
+  uint64_t bytes_total = 0;
+  uint32_t epoch = 0;
+  ObjectState state = ObjectState::kFree;
+  uint64_t store_bytes = 0;
+  uint32_t header_page = 0;
+};
+
+struct ObjectLease {
+  uint64_t id = 0;
+  uint64_t ttl_ms = 0;
+};
+
+// One object as kvctl lists it.
+struct ObjectEntry {
+  std::string key;
+  uint64_t bytes_total = 0;
+  int device = 0;
+  ObjectState state = ObjectState::kFree;
+  uint32_t epoch = 0;
+  uint64_t age_ms = 0;
+  uint64_t idle_ms = 0;
+  uint32_t leases = 0;
+  uint64_t lease_ms = 0;
+  ObjectPin pin = ObjectPin::kNone;
+};
+
+struct ObjectStoreOptions {
+  std::string ipc_name = "nanokv";
+  // The backend kvd runs ("cuda", "hip", "host"); empty: $NANOKV_BACKEND, else auto.
+  std::string backend;
+  uint32_t request_timeout_ms = 60'000;
+};
+
+const char* ObjectStateName(ObjectState state);
+
+class ObjectStore {
+ public:
+  // kUnavailable when kvd is not running.
+  static Result<std::unique_ptr<ObjectStore>> Open(const ObjectStoreOptions& options);
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+  // Unmaps every store page this process mapped.
+  ~ObjectStore();
+
+  // The plan API (daemon/object_store.h says what each error means).
+  Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total,
+                                  int preferred_device = -1);
+  Status Commit(std::string_view key, uint32_t epoch);
+  Status Revoke(std::string_view key, uint32_t epoch);
+  Status Remove(std::string_view key);
+  Result<ObjectPlan> GetLocation(std::string_view key);
+  Result<ObjectLease> Lease(std::string_view key);
+  Status ReleaseLease(std::string_view key, uint64_t lease_id);
+  Status Pin(std::string_view key, ObjectPin pin);
+
+  // Maps the plan's pages (those not mapped yet) and returns the device
+  // address of its payload, contiguous for bytes_total bytes, or of its
+  // 64-byte header (kernels/obj_header.h), for kernels.
+  Result<void*> PayloadPointer(const ObjectPlan& plan);
+  Result<void*> HeaderPointer(const ObjectPlan& plan);
+
+  // Host-side convenience: open, copy through the backend, commit; lease,
+  // locate, copy out, release. (On CUDA a device-side producer writes through
+  // PayloadPointer with kv_store_pages and commits with kv_commit_ready.)
+  Status Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device = -1);
+  Result<std::vector<std::byte>> Get(std::string_view key);
+
+  // kvctl objects / evict.
+  Result<std::vector<ObjectEntry>> List();
+  Result<uint64_t> Evict(int device, uint64_t bytes);
+
+  // Store pages this process has mapped so far (the import cache).
+  size_t mapped_pages() const;
+
+  class Impl;
+
+ private:
+  explicit ObjectStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nanokv
+
+#endif  // NANOKV_OBJECT_STORE_H_

@@ -1,0 +1,161 @@
+// The object store through a real kvd process and its socket: one process
+// writes and commits, another reads byte-exact; the plan API's errors as an
+// engine sees them; listing, eviction and zombie reclaim from outside.
+// NANOKV_TEST_BACKEND=cuda runs the same against GPU pages.
+#include <fstream>
+#include <thread>
+
+#include "nanokv/object_store.h"
+#include "tests/integration/kvd_fixture.h"
+#include "tests/integration/object_pattern.h"
+#include "tests/util/status_matchers.h"
+
+namespace nanokv::testing {
+namespace {
+
+class KvdObjectsTest : public KvdFixture {
+ protected:
+  // kvd with 32 pages per device, 8 of them the object store's.
+  void StartWithStore(const std::string& extra_yaml = "") {
+    std::string path = dir_.path() + "/objects.yaml";
+    std::ofstream(path) << "object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n"
+                        << "  write_timeout: 300ms\n" << extra_yaml;
+    StartKvd(32, {"--config", path});
+  }
+
+  std::unique_ptr<ObjectStore> OpenStore() {
+    ObjectStoreOptions options;
+    options.ipc_name = ipc_;
+    options.backend = Backend();
+    auto store = ObjectStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  int RunPeer(const std::string& mode, const std::string& key, size_t bytes, int seed) {
+    Process peer = Process::Start({Binary("NANOKV_OBJECT_PEER", NANOKV_OBJECT_PEER), mode, ipc_, key,
+                                   std::to_string(bytes), std::to_string(seed)},
+                                  {{"NANOKV_RUN_DIR", dir_.path()}, {"NANOKV_TEST_BACKEND", Backend()}},
+                                  dir_.path() + "/peer_" + mode + ".log");
+    auto code = peer.Wait(std::chrono::seconds(60));
+    if (!code || *code != 0) std::printf("--- peer %s ---\n%s\n", mode.c_str(), peer.Log().c_str());
+    return code ? *code : -1;
+  }
+};
+
+TEST_F(KvdObjectsTest, OneProcessWritesAnotherReadsByteExact) {
+  StartWithStore();
+  // The producer is another process: plan, copy through its own mapping, commit.
+  ASSERT_EQ(RunPeer("put", "sess:1:kv:L0", 3 * kPage + 12345, 7), 0);
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto got = store->Get("sess:1:kv:L0");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, ObjectPattern(3 * kPage + 12345, 7));
+  // And the other way round; small objects share a page.
+  ASSERT_OK(store->Put("small:a", ObjectPattern(1000, 1)));
+  ASSERT_OK(store->Put("small:b", ObjectPattern(2000, 2)));
+  EXPECT_EQ(RunPeer("get", "small:a", 1000, 1), 0);
+  EXPECT_EQ(RunPeer("get", "small:b", 2000, 2), 0);
+  auto a = store->GetLocation("small:a"), b = store->GetLocation("small:b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->spans[0].page_id, b->spans[0].page_id);
+  EXPECT_EQ(a->state, ObjectState::kReady);
+  // The store's pages are granted pages of the pool; the counts stay exact.
+  ExpectCountsExact(Read());
+  EXPECT_GE(GrantedPages(), 8u);
+}
+
+TEST_F(KvdObjectsTest, PlanApiErrorsReachTheCaller) {
+  StartWithStore();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto plan = store->OpenForWrite("k", 4096, 0);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->state, ObjectState::kWriting);
+  EXPECT_EQ(plan->bytes_total, 4096u);
+  EXPECT_EQ(store->GetLocation("k").status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(store->OpenForWrite("k", 10).status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(store->Remove("k").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(store->Commit("k", plan->epoch + 1).code(), Code::kFailedPrecondition);
+  ASSERT_OK(store->Commit("k", plan->epoch));
+  EXPECT_EQ(store->Commit("k", plan->epoch).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(store->Put("k", ObjectPattern(10, 0)).code(), Code::kAlreadyExists);
+  auto lease = store->Lease("k");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(store->Remove("k").code(), Code::kFailedPrecondition);
+  ASSERT_OK(store->ReleaseLease("k", lease->id));
+  ASSERT_OK(store->Remove("k"));
+  EXPECT_EQ(store->GetLocation("k").status().code(), Code::kNotFound);
+  // Range checks in kvd's decoder: a bad key is a protocol fault, not a crash.
+  EXPECT_EQ(store->OpenForWrite("has space", 10).status().code(), Code::kProtocolError);
+  EXPECT_EQ(store->OpenForWrite(std::string(300, 'k'), 10).status().code(), Code::kProtocolError);
+  EXPECT_EQ(store->OpenForWrite("big", 64 * kPage).status().code(), Code::kResourceExhausted);
+  EXPECT_TRUE(kvd_.Running());
+}
+
+TEST_F(KvdObjectsTest, ListEvictAndZombieReclaim) {
+  StartWithStore();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 4; ++i) ASSERT_OK(store->Put("o" + std::to_string(i), ObjectPattern(kPage, uint8_t(i))));
+  ASSERT_OK(store->Pin("o0", ObjectPin::kHard));
+  auto listed = store->List();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 4u);
+  EXPECT_EQ((*listed)[0].key, "o0");
+  EXPECT_EQ((*listed)[0].pin, ObjectPin::kHard);
+  EXPECT_EQ((*listed)[1].state, ObjectState::kReady);
+  EXPECT_EQ((*listed)[1].bytes_total, kPage);
+  auto freed = store->Evict(-1, 2 * kPage);  // FIFO, skipping the pinned o0
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, 2 * kPage);
+  EXPECT_TRUE(store->GetLocation("o0").ok());
+  EXPECT_EQ(store->GetLocation("o1").status().code(), Code::kNotFound);
+  EXPECT_EQ(store->GetLocation("o2").status().code(), Code::kNotFound);
+
+  // A write nobody commits is reclaimed after write_timeout (300 ms).
+  auto plan = store->OpenForWrite("zombie", 1000, 0);
+  ASSERT_TRUE(plan.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_TRUE(store->OpenForWrite("next", 1000, 0).ok());  // an open reclaims its device
+  EXPECT_EQ(store->Commit("zombie", plan->epoch).code(), Code::kNotFound);
+}
+
+TEST_F(KvdObjectsTest, KvctlListsAndEvictsObjects) {
+  StartWithStore();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Put("kv:a", ObjectPattern(kPage, 1)));
+  ASSERT_OK(store->Put("kv:b", ObjectPattern(100, 2)));
+  auto lease = store->Lease("kv:b");
+  ASSERT_TRUE(lease.ok());
+  auto kvctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), Binary("NANOKV_KVCTL_BINARY", NANOKV_KVCTL_BINARY));
+    Process p = Process::Start(args, {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/kvctl.log");
+    auto code = p.Wait(std::chrono::seconds(30));
+    EXPECT_TRUE(code.has_value() && *code == 0) << p.Log();
+    return p.Log();
+  };
+  std::string table = kvctl({"objects", ipc_});
+  EXPECT_NE(table.find("KEY"), std::string::npos) << table;
+  EXPECT_NE(table.find("kv:a"), std::string::npos) << table;
+  EXPECT_NE(table.find("READY"), std::string::npos) << table;
+  std::string json = kvctl({"objects", ipc_, "--json"});
+  EXPECT_NE(json.find("\"key\":\"kv:b\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"leases\":1"), std::string::npos) << json;
+  std::string evicted = kvctl({"evict", "--objects", ipc_, "--bytes", "1"});
+  EXPECT_NE(evicted.find("evicted 2"), std::string::npos) << evicted;  // kv:a (2 MiB), not the leased kv:b
+  EXPECT_EQ(store->GetLocation("kv:a").status().code(), Code::kNotFound);
+  EXPECT_TRUE(store->GetLocation("kv:b").ok());
+}
+
+TEST_F(KvdObjectsTest, AKvdWithoutAStoreSaysSo) {
+  StartKvd();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->OpenForWrite("k", 10).status().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace nanokv::testing
