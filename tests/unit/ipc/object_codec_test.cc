@@ -1,0 +1,113 @@
+// The object store's messages through Decode: valid ones pass, every field
+// out of range is a protocol fault (kvd answers it with an Error, never acts).
+#include "ipc/wire/object_codec.h"
+
+#include <gtest/gtest.h>
+
+#include "ipc/wire/codec.h"
+
+namespace nanokv::wire {
+namespace {
+
+Status DecodeMessage(Message m) {
+  m.set_version(kWireVersion);
+  std::string bytes = m.SerializeAsString();
+  Message out;
+  return Decode(std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()), &out);
+}
+
+template <typename Fill>
+Status With(Fill fill) {
+  Message m;
+  fill(m);
+  return DecodeMessage(m);
+}
+
+ObjectPlan GoodPlan() {
+  ObjectPlan p;
+  p.set_device(0);
+  p.set_header_offset(64);
+  p.set_payload_offset(4096);
+  p.set_page_bytes(4096);
+  p.set_store_bytes(3 * 4096);
+  p.set_bytes_total(5000);
+  p.set_n_pages(2);
+  ObjectSpan* a = p.add_spans();
+  a->set_page_id(7);
+  a->set_offset(0);
+  a->set_length(4096);
+  ObjectSpan* b = p.add_spans();
+  b->set_page_id(9);
+  b->set_offset(0);
+  b->set_length(904);
+  p.set_state(2);
+  return p;
+}
+
+TEST(ObjectCodec, AcceptsValidRequestsAndPlans) {
+  EXPECT_TRUE(With([](Message& m) {
+                m.mutable_object_open()->set_key("sess:42:kv:L0");
+                m.mutable_object_open()->set_bytes_total(1);
+                m.mutable_object_open()->set_preferred_device(-1);
+              }).ok());
+  EXPECT_TRUE(With([](Message& m) { m.mutable_object_commit()->set_key(std::string(256, 'k')); }).ok());
+  EXPECT_TRUE(With([](Message& m) { *m.mutable_object_plan() = GoodPlan(); }).ok());
+  EXPECT_TRUE(With([](Message& m) { m.mutable_object_list(); }).ok());
+  EXPECT_TRUE(With([](Message& m) { m.mutable_object_evict()->set_device(-1); }).ok());
+  EXPECT_TRUE(IsObjectRequest(Message::kObjectPages));
+  EXPECT_FALSE(IsObjectRequest(Message::kObjectPlan));
+  EXPECT_FALSE(IsObjectBody(Message::kGrant));
+}
+
+TEST(ObjectCodec, RejectsOutOfRangeFields) {
+  auto fault = [](const Status& s) { return s.code() == Code::kProtocolError; };
+  EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_open()->set_key(""); })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_open()->set_key(std::string(257, 'k'));
+    m.mutable_object_open()->set_bytes_total(1);
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_open()->set_key("a b");
+    m.mutable_object_open()->set_bytes_total(1);
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_open()->set_key("k"); })));  // 0 bytes
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_open()->set_key("k");
+    m.mutable_object_open()->set_bytes_total(1);
+    m.mutable_object_open()->set_preferred_device(static_cast<int32_t>(kMaxDevices));
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_pin()->set_key("k");
+    m.mutable_object_pin()->set_pin(3);
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_pages()->set_device(0); })));  // no pages
+  EXPECT_TRUE(fault(With([](Message& m) {
+    for (uint32_t i = 0; i <= kMaxObjectPageFds; ++i) m.mutable_object_pages()->add_page_ids(i);
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_evict()->set_device(-2); })));
+  // Plans whose spans or offsets do not add up.
+  EXPECT_TRUE(fault(With([](Message& m) {
+    *m.mutable_object_plan() = GoodPlan();
+    m.mutable_object_plan()->set_bytes_total(5001);
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    *m.mutable_object_plan() = GoodPlan();
+    m.mutable_object_plan()->mutable_spans(1)->set_offset(4000);  // runs past its page
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    *m.mutable_object_plan() = GoodPlan();
+    m.mutable_object_plan()->set_store_bytes(4096);  // payload outside the range
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    *m.mutable_object_plan() = GoodPlan();
+    m.mutable_object_plan()->set_n_pages(3);
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    for (uint32_t i = 0; i <= kMaxObjectListEntries; ++i) {
+      m.mutable_object_list_reply()->add_objects()->set_key("k");
+    }
+  })));
+}
+
+}  // namespace
+}  // namespace nanokv::wire
