@@ -57,8 +57,12 @@ const char* ObjectStateName(ObjectState state) {
 
 class ObjectStore::Impl {
  public:
-  Impl(ipc::Channel channel, std::unique_ptr<gpu::Backend> backend, uint32_t timeout_ms)
-      : channel_(std::move(channel)), backend_(std::move(backend)), timeout_ms_(timeout_ms) {}
+  Impl(ipc::Channel channel, std::unique_ptr<gpu::Backend> backend, uint32_t timeout_ms,
+       std::vector<int> access_devices)
+      : channel_(std::move(channel)),
+        backend_(std::move(backend)),
+        timeout_ms_(timeout_ms),
+        access_devices_(std::move(access_devices)) {}
 
   ~Impl() {
     for (auto& [device, map] : maps_) {
@@ -218,13 +222,18 @@ class ObjectStore::Impl {
     NANOKV_RETURN_IF_ERROR(mapped);
     map.mapped[index] = true;
     NANOKV_RETURN_IF_ERROR(released);
-    return backend_->SetAccess(at, map.page_bytes, std::span<const int>(&device, 1));
+    std::vector<int> access = {device};
+    for (int other : access_devices_) {
+      if (other != device) access.push_back(other);
+    }
+    return backend_->SetAccess(at, map.page_bytes, access);
   }
 
   mutable std::mutex call_mu_;
   ipc::Channel channel_;
   std::unique_ptr<gpu::Backend> backend_;
   uint32_t timeout_ms_;
+  std::vector<int> access_devices_;  // besides each page's own device
   uint64_t next_rid_ = 1;
   std::map<int, DeviceMap> maps_;
 };
@@ -232,7 +241,15 @@ class ObjectStore::Impl {
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions& options) {
   NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::Channel::Connect(ipc::SocketPath(options.ipc_name)));
   NANOKV_ASSIGN_OR_RETURN(auto backend, gpu::OpenBackend(options.backend));
-  auto impl = std::make_unique<Impl>(std::move(channel), std::move(backend), options.request_timeout_ms);
+  for (int device : options.access_devices) {
+    if (device < 0 || device >= backend->device_count()) {
+      return Status::InvalidArgument("nanokv objects: access device " + std::to_string(device) +
+                                     " is not one of the backend's " +
+                                     std::to_string(backend->device_count()));
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(channel), std::move(backend), options.request_timeout_ms,
+                                     options.access_devices);
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
 }
 

@@ -150,6 +150,35 @@ TEST_F(KvdObjectsTest, KvctlListsAndEvictsObjects) {
   EXPECT_TRUE(store->GetLocation("kv:b").ok());
 }
 
+// Two devices: a producer with access to both writes an object owned by
+// device 1 (on a GPU machine with two GPUs: peer-to-peer into device 1's
+// pages); a reader of device 1 only reads it back byte-exact.
+TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
+  if (Backend() != "host") GTEST_SKIP() << "needs two devices: the host backend simulates them";
+  setenv("NANOKV_HOST_DEVICES", "2", 1);
+  std::string path = dir_.path() + "/objects.yaml";
+  std::ofstream(path) << "object_store:\n  size: 8MiB\n";
+  StartKvd(16, {"--config", path, "--host-devices", "2"});
+  ObjectStoreOptions options;
+  options.ipc_name = ipc_;
+  options.backend = Backend();
+  options.access_devices = {0, 1};
+  auto producer = ObjectStore::Open(options);
+  ASSERT_TRUE(producer.ok()) << producer.status().ToString();
+  ASSERT_OK((*producer)->Put("cross", ObjectPattern(kPage + 17, 3), 1));
+  auto plan = (*producer)->GetLocation("cross");
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->device, 1);
+  options.access_devices = {7};
+  EXPECT_EQ(ObjectStore::Open(options).status().code(), Code::kInvalidArgument);
+  auto reader = OpenStore();
+  ASSERT_NE(reader, nullptr);
+  auto got = reader->Get("cross");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, ObjectPattern(kPage + 17, 3));
+  unsetenv("NANOKV_HOST_DEVICES");
+}
+
 TEST_F(KvdObjectsTest, AKvdWithoutAStoreSaysSo) {
   StartKvd();
   auto store = OpenStore();

@@ -86,6 +86,11 @@ struct ObjectStoreOptions {
   // The backend kvd runs ("cuda", "hip", "host"); empty: $NANOKV_BACKEND, else auto.
   std::string backend;
   uint32_t request_timeout_ms = 60'000;
+  // Devices given access to every store page this process maps, besides the
+  // page's own: a producer on GPU a that writes objects owned by GPU b lists
+  // a here and its kernels store into b's pages peer-to-peer (one hop, no
+  // host staging). Devices the backend does not have are kInvalidArgument.
+  std::vector<int> access_devices;
 };
 
 const char* ObjectStateName(ObjectState state);
