@@ -14,6 +14,7 @@ export NANOKV_BACKEND_PEER="$B/bin/backend_peer"
 export NANOKV_KVD_BINARY="$B/bin/kvd"
 export NANOKV_ENGINE_BINARY="$B/bin/nanokv_example_engine"
 export NANOKV_KVCTL_BINARY="$B/bin/kvctl"
+export NANOKV_OBJECT_PEER="$B/bin/object_peer"
 summary=()
 
 step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail
@@ -32,6 +33,7 @@ NANOKV_TEST_BACKEND=cuda step engines_cuda "$B/bin/kvd_engines_test" --gtest_bri
 NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step controller_cuda "$B/bin/controller_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kvctl_cuda "$B/bin/kvctl_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step objects_cuda "$B/bin/kvd_objects_test" --gtest_brief=1
 step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
 step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
@@ -40,12 +42,13 @@ step grant_bench "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 
 step grant_bench_batch1 "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 64 --batch 1 --rounds 5
 step paged_append_bench "$B/bin/paged_append_bench"
 step object_pages_bench "$B/bin/object_pages_bench"
+step object_plan_bench "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd"
 
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
-         paged_append_gpu object_pages_gpu; do
+         objects_cuda paged_append_gpu object_pages_gpu; do
   echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
-         object_pages_bench; do tail -n 1 "$O/$f.out"; done
+         object_pages_bench object_plan_bench; do tail -n 1 "$O/$f.out"; done
 printf '%s\n' "${summary[@]}"
