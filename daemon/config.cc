@@ -394,6 +394,11 @@ Status Apply(const std::string& origin, const std::string& base_dir, const YAML:
          static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
          for (const char* level : kLevels) if (c->log_level == level) return Status::OK();
          return Bad(origin, n, k, "'" + c->log_level + "' is not one of trace, debug, info, warn, error, critical, off"); }},
+      {"recovery_window", [&](auto& n, auto& k) {
+         NANOKV_ASSIGN_OR_RETURN(c->recovery_window, Duration(origin, n, k, std::chrono::milliseconds(0),
+                                                              std::chrono::minutes(60), "[0, 60m]"));
+         return Status::OK();
+       }},
       {"run_dir", [&](auto& n, auto& k) { NANOKV_ASSIGN_OR_RETURN(c->run_dir, Scalar(origin, n, k)); return Status::OK(); }},
       {"host_devices", [&](auto& n, auto& k) { NANOKV_ASSIGN_OR_RETURN(int64_t v, Integer(origin, n, k, 1, 16)); c->host_devices = static_cast<int>(v); return Status::OK(); }},
       {"host_device_memory", [&](auto& n, auto& k) {
@@ -404,6 +409,12 @@ Status Apply(const std::string& origin, const std::string& base_dir, const YAML:
          return Status::OK(); }},
       {"instances", [&](auto& n, auto& k) { return ParseInstances(origin, base_dir, n, k, &c->instances); }},
       {"object_store", [&](auto& n, auto& k) { return ParseObjectStoreConfig(origin, n, k, &c->object_store); }},
+      {"check_invariants", [&](auto& n, auto& k) {
+         NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar(origin, n, k));
+         if (text == "true") c->check_invariants = true;
+         else if (text == "false") c->check_invariants = false;
+         else return Bad(origin, n, k, "'" + text + "' is not true or false");
+         return Status::OK(); }},
   };
   if (root.IsNull()) return Status::OK();  // an empty file: all defaults
   if (!root.IsMap()) return Bad(origin, root, "(top level)", "expected a mapping of key: value");

@@ -69,6 +69,10 @@ struct KvdConfig {
   uint64_t host_device_bytes = 0;        // host backend: memory per device (0: RAM)
   std::vector<InstanceConfig> instances; // engines the controller runs (configs/demo.yaml)
   ObjectStoreConfig object_store;        // size 0: no object store
+  // After a restart: how long pages the previous kvd granted wait for their
+  // engines to reconnect and hand them back (daemon/page_journal.h).
+  std::chrono::milliseconds recovery_window{10'000};
+  bool check_invariants = false;         // NodeState::CheckInvariants after each change (tests)
 };
 
 // Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the

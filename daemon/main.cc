@@ -21,6 +21,7 @@
 #include "daemon/node_server.h"
 #include "daemon/node_state.h"
 #include "daemon/object_store.h"
+#include "daemon/page_journal.h"
 #include "daemon/segment_publisher.h"
 #include "ipc/naming.h"
 #include "ipc/uds/channel.h"
@@ -119,7 +120,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cuda", "hip", "host"}));
   auto* devices_opt = app.add_option("--devices", flags.devices, "device ordinals to serve (default: all)")
       ->delimiter(',');
-  std::string page_size, capacity, default_limit, host_memory;
+  std::string page_size, capacity, default_limit, host_memory, recovery_window;
   auto* page_opt = app.add_option("--page-size", page_size, "page size, e.g. 2MiB");
   auto* capacity_opt = app.add_option("--capacity", capacity, "per device: bytes (40GiB), a share (90%) or a fraction (0.9)");
   auto* reserve_opt = app.add_option("--reserve-pages", flags.reserve_pages, "pages created ahead of demand per device");
@@ -130,6 +131,11 @@ int Main(int argc, char** argv) {
   auto* host_dev_opt = app.add_option("--host-devices", flags.host_devices, "host backend: simulated devices")
       ->check(CLI::Range(1, 16));
   auto* host_mem_opt = app.add_option("--host-device-memory", host_memory, "host backend: memory per device, e.g. 1GiB");
+  auto* recovery_opt = app.add_option("--recovery-window", recovery_window,
+                                      "after a restart, how long pages engines hold wait for them "
+                                      "to reconnect, e.g. 10s");
+  auto* check_opt = app.add_flag("--check-invariants", flags.check_invariants,
+                                 "check NodeState's invariants after every change; exit 1 on a break (tests)");
   CLI11_PARSE(app, argc, argv);
 
   // The file first, then each flag given over it.
@@ -149,6 +155,7 @@ int Main(int argc, char** argv) {
   if (*log_opt) config.log_level = flags.log_level;
   if (*run_opt) config.run_dir = flags.run_dir;
   if (*host_dev_opt) config.host_devices = flags.host_devices;
+  if (*check_opt) config.check_invariants = flags.check_invariants;
   if (*page_opt) {
     auto c = yaml_value("page_size", page_size);
     if (!c.ok()) return Fail(c.status());
@@ -163,6 +170,11 @@ int Main(int argc, char** argv) {
     auto c = yaml_value("default_limit", default_limit);
     if (!c.ok()) return Fail(c.status());
     config.default_limit = c->default_limit;
+  }
+  if (*recovery_opt) {
+    auto c = yaml_value("recovery_window", recovery_window);
+    if (!c.ok()) return Fail(c.status());
+    config.recovery_window = c->recovery_window;
   }
   if (*host_mem_opt) {
     auto c = yaml_value("host_device_memory", host_memory);
@@ -183,11 +195,10 @@ int Main(int argc, char** argv) {
 
   auto options = PoolOptions(config, **backend);
   if (!options.ok()) return Fail(options.status());
-  auto node = NodeState::Create(**backend, *options);
-  if (!node.ok()) return Fail(node.status());
-  Status devices_ok = CheckInstanceDevices(config, **node);
-  if (!devices_ok.ok()) return Fail(devices_ok);
 
+  // The segment first: creating it proves no live kvd serves this IPC name,
+  // so a page journal found now is a dead kvd's, and its engines' pages are
+  // held back for them (kvd restart, docs/ARCHITECTURE.md).
   ipc::SegmentOptions segment;
   segment.ipc_name = config.ipc_name;
   segment.mode = config.segment_mode;
@@ -196,6 +207,23 @@ int Main(int argc, char** argv) {
   segment.page_bytes = config.page_size;
   auto writer = ipc::SegmentWriter::Create(segment);
   if (!writer.ok()) return Fail(writer.status());
+  options->recovery = PageJournal::TakeOver(config.ipc_name);
+  if (options->recovery) {
+    spdlog::info("kvd: the previous kvd of '{}' left a page journal: {} pages held by engines",
+                 config.ipc_name, options->recovery->page_count());
+  }
+  auto node = NodeState::Create(**backend, *options);
+  if (!node.ok()) return Fail(node.status());
+  Status devices_ok = CheckInstanceDevices(config, **node);
+  if (!devices_ok.ok()) return Fail(devices_ok);
+  std::vector<JournalDevice> journal_devices;
+  for (const DeviceCounts& c : (*node)->Counts()) {
+    journal_devices.push_back({c.device, static_cast<uint32_t>(c.capacity_pages)});
+  }
+  auto journal = PageJournal::Create(config.ipc_name, config.page_size, journal_devices,
+                                     config.segment_mode, config.group);
+  if (!journal.ok()) return Fail(journal.status());
+  (*node)->SetJournal(journal->get());
   // The object store's share of each device, held by kvd itself
   // (daemon/object_store.h); destroyed before the node, after the server.
   std::unique_ptr<ObjectStore> objects;
@@ -218,6 +246,8 @@ int Main(int argc, char** argv) {
   server_options.allowed_gids = config.allowed_gids;
   server_options.segment_name = "nanokv_" + config.ipc_name;
   server_options.backend_name = std::string((*backend)->name());
+  server_options.check_invariants = config.check_invariants;
+  server_options.recovery_window_ms = static_cast<uint32_t>(config.recovery_window.count());
   NodeServer server(**node, std::move(*listener), server_options);
   server.SetPublisher([&](const NodeState& n) { publisher.Publish(n); });
   server.SetObjectStore(objects.get());
@@ -268,6 +298,14 @@ int Main(int argc, char** argv) {
   g_controller = nullptr;
   g_server = nullptr;
   publisher.Remove();
+  // Engines keep the pages they mapped past kvd's stop; the journal lets
+  // the next kvd take them back. With nothing held it has nothing to say.
+  (*node)->SetJournal(nullptr);
+  if (server.pages_held_at_stop()) {
+    spdlog::info("kvd: engines still hold pages: the page journal stays for the next kvd");
+  } else {
+    (*journal)->Remove();
+  }
   if (!ran.ok()) return Fail(ran);
   spdlog::info("kvd: stopped cleanly");
   return 0;

@@ -87,9 +87,22 @@ Status NodeServer::Run() {
   constexpr auto kPublishGap = std::chrono::milliseconds(2);
   constexpr auto kHeartbeat = std::chrono::seconds(1);
   auto last_publish = Clock::now() - kHeartbeat;
+  const auto recovery_ends = Clock::now() + std::chrono::milliseconds(options_.recovery_window_ms);
+  if (node_.recovering_pages() > 0) {
+    spdlog::info("kvd: waiting up to {} ms for engines to hand back {} pages", options_.recovery_window_ms,
+                 node_.recovering_pages());
+  }
   bool stopping = false;
   epoll_event events[64];
   while (!stopping) {
+    // Before this turn's requests, so a window of 0 frees the pages before
+    // any engine can hand one back.
+    if (node_.recovering_pages() > 0 && Clock::now() >= recovery_ends) {
+      size_t released = node_.ExpireRecovery();
+      spdlog::warn("kvd: recovery window over: {} pages of the previous kvd were not handed "
+                   "back and are free again", released);
+      dirty_ = true;
+    }
     auto since = Clock::now() - last_publish;
     int timeout_ms = 250;
     if (dirty_) {
@@ -106,7 +119,12 @@ Status NodeServer::Run() {
         Accept();
       } else if (tag == kPidTag) {
         auto it = pidfds_.find(fd);
-        if (it != pidfds_.end()) CloseConnection(it->second, "its process exited");
+        if (it != pidfds_.end()) {
+          // Closed now, so not again at the end of the turn: a connection
+          // accepted later in this turn may be given the same fd number.
+          std::erase(doomed_, it->second);
+          CloseConnection(it->second, "its process exited");
+        }
       } else if (tag == kSocketTag) {
         OnReadable(fd);
       }
@@ -114,6 +132,14 @@ Status NodeServer::Run() {
     DeliverNotices();
     for (int fd : doomed_) CloseConnection(fd, "closed by kvd");
     doomed_.clear();
+    if (options_.check_invariants && dirty_) {
+      // Debug aid (kvd --check-invariants): stop at the first turn that breaks one.
+      Status held = node_.CheckInvariants();
+      if (!held.ok()) {
+        spdlog::critical("kvd: invariant broken: {}", held.ToString());
+        return Status::Internal("invariant broken: " + std::string(held.message()));
+      }
+    }
     since = Clock::now() - last_publish;
     if (!publish_) dirty_ = false;  // nothing to publish to: never wait on it
     if (publish_ && ((dirty_ && since >= kPublishGap) || since >= kHeartbeat)) {
@@ -194,12 +220,8 @@ void NodeServer::OnReadable(int fd) {
     if (std::find(doomed_.begin(), doomed_.end(), fd) != doomed_.end()) return;
     std::vector<int> fds;
     auto received = c.channel.Receive(&data, &fds);
-    if (!fds.empty()) {
-      for (int stray : fds) close(stray);
-      Fault(c, 0, Status::ProtocolError("kvd accepts no file descriptors from engines"));
-      continue;
-    }
     if (!received.ok()) {
+      for (int stray : fds) close(stray);
       Fault(c, 0, received.status());  // e.g. an oversized datagram
       if (received.status().code() != Code::kProtocolError) doomed_.push_back(fd);
       return;
@@ -213,20 +235,28 @@ void NodeServer::OnReadable(int fd) {
       return;
     }
     if (c.refused) {
+      for (int stray : fds) close(stray);
       SendError(c, 0, Status::PermissionDenied("uid " + std::to_string(c.peer.uid) +
                                                " is not allowed to attach to this kvd"));
       continue;  // drain everything, then close (below, on would-block)
     }
-    Handle(c, data);
+    Handle(c, data, &fds);
+    for (int stray : fds) close(stray);  // fds a handler did not take
   }
 }
 
-void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data) {
+void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
+                        std::vector<int>* fds) {
   wire::Message m;
   Status decoded = wire::Decode(data, &m);
   if (!decoded.ok()) return Fault(c, m.request_id(), decoded);
   uint64_t rid = m.request_id();
   uint64_t now = NowUnixNs();
+  if (m.body_case() == wire::Message::kAdopt && c.tenant != 0) return HandleAdopt(c, m, fds);
+  if (!fds->empty()) {
+    return Fault(c, rid, Status::ProtocolError(
+                             "kvd takes file descriptors only with an adopt request"));
+  }
   if (m.body_case() == wire::Message::kAttach) return HandleAttach(c, m);
   if (m.body_case() == wire::Message::kSetLimit && !m.set_limit().tenant().empty()) {
     return HandleSetLimit(c, m);  // an operator's request: no attach needed
@@ -237,7 +267,8 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data) {
                         m.body_case() == wire::Message::kShare ||
                         m.body_case() == wire::Message::kReturnPages ||
                         m.body_case() == wire::Message::kSetLimit ||
-                        m.body_case() == wire::Message::kDetach;
+                        m.body_case() == wire::Message::kDetach ||
+                        m.body_case() == wire::Message::kAdopt;
   if (!engine_request) {
     return Fault(c, rid, Status::ProtocolError(std::string("kvd does not take '") + BodyName(m) +
                                                "' from an engine"));
@@ -282,6 +313,34 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data) {
     default:
       return;
   }
+}
+
+void NodeServer::HandleAdopt(Connection& c, const wire::Message& m, std::vector<int>* fds) {
+  const wire::AdoptRequest& a = m.adopt();
+  if (fds->size() != static_cast<size_t>(a.pages_size())) {
+    return Fault(c, m.request_id(),
+                 Status::ProtocolError("adopt of " + std::to_string(a.pages_size()) +
+                                       " pages came with " + std::to_string(fds->size()) +
+                                       " fds"));
+  }
+  std::vector<AdoptPage> pages;
+  for (int i = 0; i < a.pages_size(); ++i) {
+    pages.push_back({a.pages(i).page_id(), a.pages(i).generation(), (*fds)[i]});
+  }
+  fds->clear();  // Adopt takes every fd
+  dirty_ = true;
+  auto result = node_.Adopt(c.tenant, a.device(), pages, NowUnixNs());
+  if (!result.ok()) return SendError(c, m.request_id(), result.status());
+  wire::Message reply;
+  reply.set_request_id(m.request_id());
+  wire::AdoptReply* out = reply.mutable_adopt_reply();
+  out->set_device(a.device());
+  for (PageId id : result->adopted) out->add_adopted(id);
+  for (PageId id : result->refused) out->add_refused(id);
+  out->set_reason(result->reason.substr(0, wire::kMaxErrorBytes));
+  spdlog::info("kvd: tenant {} handed back {} pages of device {} ({} refused)", c.tenant,
+               result->adopted.size(), a.device(), result->refused.size());
+  Send(c, reply);
 }
 
 void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
@@ -489,6 +548,10 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
 void NodeServer::Shutdown() {
   if (connections_.empty() && listener_.fd() < 0) return;
   listener_.Close();  // stop accepting, remove the socket file
+  // Engines keep the pages they mapped past kvd's stop and reconnect to the
+  // next kvd: the journal keeps saying they hold them.
+  pages_held_at_stop_ = node_.HoldsPages();
+  node_.SetJournal(nullptr);
   wire::Message notice;
   notice.mutable_shutdown()->set_reason("kvd is stopping");
   std::vector<int> fds;

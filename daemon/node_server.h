@@ -34,6 +34,10 @@ struct ServerOptions {
   std::string segment_name;         // told to engines at attach
   std::string backend_name;         // told to engines: they open the same
   uint32_t max_faults = 16;         // protocol faults before a connection is closed
+  bool check_invariants = false;    // NodeState::CheckInvariants after each change; Run fails on a break
+  // After a restart, how long pages held back for the previous kvd's engines
+  // wait for those engines to reconnect and hand them back (NodeState::Adopt).
+  uint32_t recovery_window_ms = 10'000;
 };
 
 // What the server tells its owner about a connection, for the segment.
@@ -61,6 +65,9 @@ class NodeServer {
   void Stop();
 
   size_t connection_count() const { return connections_.size(); }
+  // After Run: whether engines held pages when kvd stopped (the page journal
+  // is then kept for the next kvd; the server stops writing it at the stop).
+  bool pages_held_at_stop() const { return pages_held_at_stop_; }
 
  private:
   struct Connection {
@@ -78,12 +85,14 @@ class NodeServer {
   Status Setup();
   void Accept();
   void OnReadable(int fd);
-  void Handle(Connection& c, const std::vector<std::byte>& data);
+  void Handle(Connection& c, const std::vector<std::byte>& data, std::vector<int>* fds);
   void HandleAttach(Connection& c, const wire::Message& m);
   void HandleGrant(Connection& c, uint64_t request_id, int device,
                    Result<std::vector<GrantedPage>> granted);
   void HandleSetLimit(Connection& c, const wire::Message& m);
   void HandleEvict(Connection& c, const wire::Message& m);
+  // Takes the datagram's fds (one per page) whatever the outcome.
+  void HandleAdopt(Connection& c, const wire::Message& m, std::vector<int>* fds);
   // Any allowed peer, attached or not (objects are the node's).
   void HandleObject(Connection& c, const wire::Message& m);
   bool PeerAllowed(const ipc::PeerCredentials& peer) const;
@@ -107,6 +116,7 @@ class NodeServer {
   std::map<TenantId, int> tenant_fds_;                       // tenant -> socket fd
   std::vector<int> doomed_;  // connections to close at the end of this turn
   bool dirty_ = true;
+  bool pages_held_at_stop_ = false;
 };
 
 }  // namespace nanokv::kvd

@@ -1,11 +1,16 @@
 #include "daemon/node_state.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/object_store.h"
 #include "ipc/wire/codec.h"
 
 namespace nanokv::kvd {
@@ -38,24 +43,78 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
                                                      const NodeOptions& options) {
   if (options.pools.empty()) return Status::InvalidArgument("kvd serves no device");
   size_t page_bytes = options.pools.front().page_size;
-  std::unique_ptr<NodeState> node(new NodeState(page_bytes, options));
-  for (alloc::PagePoolConfig config : options.pools) {
+  std::unique_ptr<NodeState> node(new NodeState(backend, page_bytes, options));
+  std::vector<std::vector<RecoveredPage>> recovered = node->RecoveredByPool(options);
+  for (size_t p = 0; p < options.pools.size(); ++p) {
+    alloc::PagePoolConfig config = options.pools[p];
     if (config.page_size != page_bytes) {
       return Status::InvalidArgument("all devices must use one page size");
     }
     // Every page kvd makes is handed to another process: export it when it
     // is created, ahead of demand, not on the grant path.
     config.export_fds = true;
+    for (const RecoveredPage& page : recovered[p]) config.held_back.push_back(page.id);
     NANOKV_ASSIGN_OR_RETURN(auto pool, alloc::PagePool::Create(backend, config));
     node->devices_.emplace_back();
     node->devices_.back().pages.resize(pool->capacity_pages());
     node->pools_.push_back(std::move(pool));
+    node->ApplyRecovery(p, recovered[p]);
   }
   return node;
 }
 
-NodeState::NodeState(size_t page_bytes, const NodeOptions& options)
-    : page_bytes_(page_bytes),
+std::vector<std::vector<RecoveredPage>> NodeState::RecoveredByPool(
+    const NodeOptions& options) const {
+  std::vector<std::vector<RecoveredPage>> out(options.pools.size());
+  if (!options.recovery) return out;
+  const Recovery& recovery = *options.recovery;
+  if (recovery.page_bytes != page_bytes_) {
+    spdlog::warn("kvd: the previous kvd used pages of {} bytes, this one {}: {} pages engines "
+                 "may still hold cannot be re-adopted",
+                 recovery.page_bytes, page_bytes_, recovery.page_count());
+    return out;
+  }
+  for (const Recovery::Device& device : recovery.devices) {
+    size_t p = 0;
+    while (p < options.pools.size() && options.pools[p].device != device.device) ++p;
+    if (p == options.pools.size()) {
+      if (!device.pages.empty()) {
+        spdlog::warn("kvd: device {} is not served any more: its {} held pages cannot be "
+                     "re-adopted", device.device, device.pages.size());
+      }
+      continue;
+    }
+    const size_t capacity = options.pools[p].capacity_bytes / page_bytes_;
+    for (const RecoveredPage& page : device.pages) {
+      // capacity_bytes 0 means a utilization: the pool checks the bound then.
+      if (capacity != 0 && page.id >= capacity) {
+        spdlog::warn("kvd: page {} of device {} is beyond the capacity now: not re-adopted",
+                     page.id, device.device);
+        continue;
+      }
+      out[p].push_back(page);
+    }
+  }
+  return out;
+}
+
+void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages) {
+  for (const RecoveredPage& recovered : pages) {
+    PageInfo& page = devices_[d].pages[recovered.id];
+    page.group = GroupIndex(recovered.group);
+    page.generation = recovered.generation;
+    page.recovering = true;
+    ++devices_[d].recovering;
+  }
+  if (!pages.empty()) {
+    spdlog::info("kvd: device {}: {} pages held back for the engines of the previous kvd",
+                 pools_[d]->device(), pages.size());
+  }
+}
+
+NodeState::NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options)
+    : backend_(backend),
+      page_bytes_(page_bytes),
       default_limit_(options.default_limit_bytes),
       default_limit_fraction_(options.default_limit_fraction) {
   groups_.push_back(kDefaultGroup);
@@ -104,7 +163,9 @@ int NodeState::GroupIndex(const std::string& name) {
     if (groups_[i] == name) return static_cast<int>(i);
   }
   groups_.push_back(name);
-  return static_cast<int>(groups_.size() - 1);
+  int index = static_cast<int>(groups_.size() - 1);
+  if (journal_ != nullptr) journal_->SetGroup(index, name);
+  return index;
 }
 
 uint64_t NodeState::UsedBytes(const Tenant& tenant) const {
@@ -176,13 +237,15 @@ void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
     --devices_[d].held;
     page.in_group_free = true;
     devices_[d].group_free[page.group].push_back(id);
+    Journal(d, id);
   }
 }
 
 size_t NodeState::Obtainable(size_t d) const {
   // Every page not held by a tenant can be had: the group's own free pages
-  // at once, pool pages fresh, other groups' free pages after a recycle.
-  return pools_[d]->capacity_pages() - devices_[d].held;
+  // at once, pool pages fresh, other groups' free pages after a recycle;
+  // not the pages held back for a dead kvd's engines.
+  return pools_[d]->capacity_pages() - devices_[d].held - devices_[d].recovering;
 }
 
 Result<PageId> NodeState::TakePage(size_t d, int group) {
@@ -229,6 +292,7 @@ Status NodeState::Recycle(size_t d, PageId id) {
     tenant.imported[d].erase(it);
     QueueForget(tenant_id, pools_[d]->device(), id);
   }
+  Journal(d, id);  // the new generation, still unheld
   if (!recycled.ok()) {
     page.group = -1;  // the pool took the id back as uncreated
     spdlog::warn("kvd: recycling page {} of device {} failed: {}", id, pools_[d]->device(),
@@ -278,6 +342,7 @@ void NodeState::AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<Grant
   PageInfo& page = devices_[d].pages[id];
   if (page.holders.empty()) ++devices_[d].held;
   page.holders.push_back(tenant.id);
+  if (page.holders.size() == 1) Journal(d, id);  // before the reply says so
   ++tenant.used_pages[d];
   auto [it, inserted] = tenant.imported[d].try_emplace(id, page.generation);
   bool needs_fd = inserted || it->second != page.generation;
@@ -421,6 +486,156 @@ Result<int> NodeState::PageFd(int device, PageId id) {
   return fd;
 }
 
+// ---- kvd restart: the journal and adoption. ----
+
+bool NodeState::KvdOwned(const PageInfo& page) const {
+  // The object store's pages: their only handles are kvd's own, so they die
+  // with kvd and nobody can hand them back after a restart.
+  return page.group >= 0 && groups_[page.group] == kStoreTenant;
+}
+
+void NodeState::Journal(size_t d, PageId id) {
+  if (journal_ == nullptr) return;
+  const PageInfo& page = devices_[d].pages[id];
+  bool held = (!page.holders.empty() && !KvdOwned(page)) || page.recovering;
+  journal_->SetPage(d, id, page.generation, page.group, held);
+}
+
+void NodeState::SetJournal(PageJournal* journal) {
+  journal_ = journal;
+  if (journal_ == nullptr) return;
+  for (size_t g = 0; g < groups_.size(); ++g) journal_->SetGroup(static_cast<int>(g), groups_[g]);
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    for (PageId id = 0; id < devices_[d].pages.size(); ++id) Journal(d, id);
+  }
+}
+
+bool NodeState::HoldsPages() const {
+  for (const DeviceState& device : devices_) {
+    if (device.recovering > 0) return true;
+    for (const PageInfo& page : device.pages) {
+      if (!page.holders.empty() && !KvdOwned(page)) return true;
+    }
+  }
+  return false;
+}
+
+size_t NodeState::recovering_pages() const {
+  size_t n = 0;
+  for (const DeviceState& device : devices_) n += device.recovering;
+  return n;
+}
+
+Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::string* why) {
+  const std::string which = "page " + std::to_string(in.id) + " of device " +
+                            std::to_string(pools_[d]->device());
+  auto refuse = [&](const std::string& reason) {
+    close(in.fd);
+    *why = which + ": " + reason;
+    return Status::FailedPrecondition(*why);
+  };
+  if (in.id >= devices_[d].pages.size()) return refuse("no such page");
+  PageInfo& page = devices_[d].pages[in.id];
+  if (page.group != tenant.group_index) {
+    return refuse("not held by group '" + tenant.group + "' when kvd stopped");
+  }
+  if (page.generation != in.generation) {
+    return refuse("generation " + std::to_string(in.generation) + " is not the page's " +
+                  std::to_string(page.generation));
+  }
+  if (std::find(page.holders.begin(), page.holders.end(), tenant.id) != page.holders.end()) {
+    return refuse("already held by this tenant");
+  }
+  std::vector<GrantedPage> ignored;
+  if (page.recovering) {
+    // The first engine of the group to hand it back: its fd becomes the
+    // page. One copy for the pool to hand out, one to import here.
+    int pool_fd = fcntl(in.fd, F_DUPFD_CLOEXEC, 0);
+    if (pool_fd < 0) return refuse("dup: " + std::string(strerror(errno)));
+    auto handle = backend_.ImportPage(in.fd, pools_[d]->device(), page_bytes_);
+    if (!handle.ok()) {
+      close(pool_fd);
+      *why = which + ": import failed: " + handle.status().ToString();
+      return handle.status();
+    }
+    Status adopted = pools_[d]->Adopt(in.id, *handle, pool_fd);
+    if (!adopted.ok()) {
+      Status released = backend_.ReleasePage(*handle);
+      if (!released.ok()) spdlog::warn("kvd: {}", released.ToString());
+      *why = which + ": " + adopted.ToString();
+      return adopted;
+    }
+    page.recovering = false;
+    --devices_[d].recovering;
+  } else {
+    close(in.fd);  // a group-mate handed this page back already: we have it
+    bool owned = !page.holders.empty() || page.in_group_free;
+    if (!owned) {
+      *why = which + ": not held back for adoption (its recovery window ended?)";
+      return Status::FailedPrecondition(*why);
+    }
+    if (page.in_group_free) {
+      auto& stack = devices_[d].group_free[page.group];
+      stack.erase(std::find(stack.begin(), stack.end(), in.id));
+      page.in_group_free = false;
+    }
+  }
+  AddHolder(d, in.id, tenant, &ignored);
+  return Status::OK();
+}
+
+Result<AdoptResult> NodeState::Adopt(TenantId tenant_id, int device,
+                                     std::span<const AdoptPage> pages, uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  auto d = DeviceIndex(device);
+  if (tenant == nullptr || !d.ok()) {
+    for (const AdoptPage& page : pages) close(page.fd);
+    if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+    return d.status();
+  }
+  AdoptResult out;
+  for (const AdoptPage& page : pages) {
+    std::string why;
+    if (AdoptOne(*tenant, *d, page, &why).ok()) {
+      out.adopted.push_back(page.id);
+    } else {
+      out.refused.push_back(page.id);
+      if (out.reason.empty()) out.reason = why;
+      spdlog::warn("kvd: tenant '{}' handed back {}", tenant->name, why);
+    }
+  }
+  tenant->last_activity_unix_ns = now_unix_ns;
+  ReclaimExcess(*tenant);
+  return out;
+}
+
+void NodeState::ReclaimExcess(Tenant& tenant) {
+  uint64_t used = UsedBytes(tenant);
+  if (used <= tenant.limit_bytes || tenant.state == TenantState::kReclaiming) return;
+  tenant.state = TenantState::kReclaiming;
+  auto pages = static_cast<uint32_t>((used - tenant.limit_bytes + page_bytes_ - 1) / page_bytes_);
+  notices_.push_back({Notice::Kind::kReclaim, tenant.id, -1, pages, tenant.limit_bytes, {}});
+}
+
+size_t NodeState::ExpireRecovery() {
+  size_t released = 0;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    for (PageId id = 0; id < devices_[d].pages.size() && devices_[d].recovering > 0; ++id) {
+      PageInfo& page = devices_[d].pages[id];
+      if (!page.recovering) continue;
+      Status status = pools_[d]->ReleaseHeldBack(id);
+      if (!status.ok()) spdlog::error("kvd: {}", status.ToString());
+      page.recovering = false;
+      page.group = -1;
+      ++page.generation;  // a late claim of the old page is refused
+      --devices_[d].recovering;
+      Journal(d, id);
+      ++released;
+    }
+  }
+  return released;
+}
+
 std::vector<Notice> NodeState::TakeNotices() {
   std::vector<Notice> out;
   out.swap(notices_);
@@ -436,6 +651,7 @@ std::vector<DeviceCounts> NodeState::Counts() const {
     c.capacity_pages = stats.capacity_pages;
     c.created_pages = stats.created_pages;
     c.reserve_pages = stats.reserve_pages;
+    c.recovering_pages = devices_[d].recovering;
     for (const auto& page : devices_[d].pages) {
       if (!page.holders.empty()) ++c.held_pages;
       if (page.in_group_free) ++c.group_free_pages;
@@ -451,13 +667,22 @@ Status NodeState::CheckInvariants() const {
     NANOKV_RETURN_IF_ERROR(pools_[d]->CheckInvariants());
     alloc::PagePool::Stats stats = pools_[d]->stats();
     const DeviceState& device = devices_[d];
-    size_t held = 0, group_free = 0;
+    size_t held = 0, group_free = 0, recovering = 0;
     for (PageId id = 0; id < device.pages.size(); ++id) {
       const PageInfo& page = device.pages[id];
       std::string where = "device " + std::to_string(pools_[d]->device()) + " page " +
                           std::to_string(id) + ": ";
       if (!page.holders.empty() && page.in_group_free) {
         return Status::Internal(where + "held and on a group free list");
+      }
+      if (page.recovering) {
+        ++recovering;
+        if (!page.holders.empty() || page.in_group_free) {
+          return Status::Internal(where + "held back for adoption, yet held or free");
+        }
+        if (pools_[d]->handle(id).valid()) {
+          return Status::Internal(where + "held back for adoption, yet granted by the pool");
+        }
       }
       if (!page.holders.empty() || page.in_group_free) {
         if (!pools_[d]->handle(id).valid()) return Status::Internal(where + "owned but not granted by the pool");
@@ -475,6 +700,12 @@ Status NodeState::CheckInvariants() const {
       group_free += page.in_group_free ? 1 : 0;
     }
     if (held != device.held) return Status::Internal("held page count drifted");
+    if (recovering != device.recovering || recovering != stats.held_back_pages) {
+      return Status::Internal("held-back page counts disagree (pages " +
+                              std::to_string(recovering) + ", device " +
+                              std::to_string(device.recovering) + ", pool " +
+                              std::to_string(stats.held_back_pages) + ")");
+    }
     size_t listed = 0;
     for (const auto& [group, stack] : device.group_free) listed += stack.size();
     if (listed != group_free) return Status::Internal("group free lists disagree with page states");

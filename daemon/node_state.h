@@ -24,10 +24,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "daemon/page_journal.h"
 #include "libkv/alloc/page_pool.h"
 #include "libkv/gpu/backend.h"
 #include "nanokv/status.h"
@@ -90,12 +92,32 @@ struct DeviceCounts {
   size_t held_pages = 0;     // granted to at least one tenant
   size_t group_free_pages = 0;
   size_t reserve_pages = 0;
+  size_t recovering_pages = 0;  // held back for engines of a dead kvd (Adopt)
+};
+
+// One page an engine hands back after a kvd restart; `fd` is an export of
+// the engine's handle of it.
+struct AdoptPage {
+  PageId id = 0;
+  uint32_t generation = 0;
+  int fd = -1;
+};
+
+struct AdoptResult {
+  std::vector<PageId> adopted;
+  std::vector<PageId> refused;
+  std::string reason;  // why the first refused page was refused
 };
 
 struct NodeOptions {
   std::vector<alloc::PagePoolConfig> pools;  // one per served device, all one page size
   uint64_t default_limit_bytes = 0;          // 0: default_limit_fraction, else capacity
   double default_limit_fraction = 0;         // of the node's capacity, when > 0
+  // What a dead kvd's page journal says engines still hold: those ids are
+  // held back from the pools until their engines hand them back (Adopt) or
+  // until ExpireRecovery. Pages of a device no longer served, of another page
+  // size, or beyond the capacity are not held back (logged).
+  std::optional<Recovery> recovery;
 };
 
 class NodeState {
@@ -141,6 +163,26 @@ class NodeState {
   // and never close it.
   Result<int> PageFd(int device, PageId id);
 
+  // Takes back pages a dead kvd had granted, from an engine that still holds
+  // them: a page is adopted if it is held back for this tenant's group at
+  // that generation (or a tenant of the group adopted it already: then this
+  // one becomes a holder too). Per page, not all or none: the rest of an
+  // engine's KV survives one bad page. Takes every fd. Pages adopted count
+  // against the limit; over it, the tenant is asked to reclaim.
+  Result<AdoptResult> Adopt(TenantId tenant, int device, std::span<const AdoptPage> pages,
+                            uint64_t now_unix_ns);
+  // Ends the recovery window: ids still held back join the uncreated pages
+  // (their engines did not come back). Returns how many.
+  size_t ExpireRecovery();
+  size_t recovering_pages() const;
+
+  // Records every page change in `journal` from now on (and writes the whole
+  // state into it now). `journal` must outlive this NodeState, or be reset
+  // with nullptr first.
+  void SetJournal(PageJournal* journal);
+  // Whether any page is held or held back: a journal worth keeping at stop.
+  bool HoldsPages() const;
+
   std::vector<Notice> TakeNotices();
   const Tenant* FindTenant(TenantId tenant) const;
   const Tenant* FindTenantByName(const std::string& name) const;
@@ -154,15 +196,27 @@ class NodeState {
     int group = -1;                  // owner group index, -1: none yet
     uint32_t generation = 0;
     bool in_group_free = false;
+    bool recovering = false;         // held back for Adopt (kvd restart)
     std::vector<TenantId> holders;   // tenants of `group` holding it now
   };
   struct DeviceState {
     std::vector<PageInfo> pages;               // by page id
     size_t held = 0;                           // pages with at least one holder
+    size_t recovering = 0;                     // pages held back for Adopt
     std::map<int, std::vector<PageId>> group_free;  // group index -> free stack
   };
 
-  NodeState(size_t page_bytes, const NodeOptions& options);
+  NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options);
+  // The ids of `options.recovery` each pool must hold back, by pool index;
+  // sets their PageInfo once devices_ exists (ApplyRecovery).
+  std::vector<std::vector<RecoveredPage>> RecoveredByPool(const NodeOptions& options) const;
+  void ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages);
+  Status AdoptOne(Tenant& tenant, size_t d, const AdoptPage& page, std::string* why);
+  bool KvdOwned(const PageInfo& page) const;
+  // Writes page `id`'s current state to the journal, if there is one.
+  void Journal(size_t d, PageId id);
+  // Over its limit (after an adopt): reclaiming, with a notice.
+  void ReclaimExcess(Tenant& tenant);
   Result<size_t> DeviceIndex(int device) const;
   Tenant* MutableTenant(TenantId tenant);
   int GroupIndex(const std::string& name);
@@ -179,6 +233,7 @@ class NodeState {
   Status CheckQuota(const Tenant& tenant, uint32_t count) const;
   void MaybeEndReclaim(Tenant& tenant);
 
+  gpu::Backend& backend_;  // must remain live while the NodeState exists
   size_t page_bytes_;
   uint64_t default_limit_;
   double default_limit_fraction_;
@@ -188,6 +243,7 @@ class NodeState {
   std::vector<std::string> groups_;   // index -> name
   TenantId next_tenant_ = 1;
   std::vector<Notice> notices_;
+  PageJournal* journal_ = nullptr;
 };
 
 }  // namespace nanokv::kvd

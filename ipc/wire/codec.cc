@@ -56,6 +56,21 @@ Status CheckBody(const Message& m) {
     case Message::kEvict:
       if (!ValidName(m.evict().tenant())) return Fault("evict: tenant name is not 1-63 of [A-Za-z0-9_.:@-]");
       return Status::OK();
+    case Message::kAdopt:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.adopt().device(), "adopt"));
+      if (m.adopt().pages_size() == 0) return Fault("adopt: no pages");
+      if (static_cast<uint32_t>(m.adopt().pages_size()) > kMaxAdoptPages) {
+        return Fault("adopt: more than " + std::to_string(kMaxAdoptPages) + " pages");
+      }
+      for (const auto& page : m.adopt().pages()) {
+        if (!page.fd_attached()) return Fault("adopt: a page without its fd");
+      }
+      return Status::OK();
+    case Message::kAdoptReply:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.adopt_reply().device(), "adopt_reply"));
+      if (m.adopt_reply().reason().size() > kMaxErrorBytes) return Fault("adopt_reply: reason too long");
+      NANOKV_RETURN_IF_ERROR(CheckCount(m.adopt_reply().adopted_size(), "adopt_reply"));
+      return CheckCount(m.adopt_reply().refused_size(), "adopt_reply");
     case Message::kGrantReply:
       NANOKV_RETURN_IF_ERROR(CheckDevice(m.grant_reply().device(), "grant_reply"));
       return CheckCount(m.grant_reply().pages_size(), "grant_reply");

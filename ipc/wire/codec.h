@@ -20,6 +20,9 @@ inline constexpr size_t kMaxNameBytes = 63;          // tenant and group names
 inline constexpr size_t kMaxDevices = 16;            // devices one kvd serves
 inline constexpr uint32_t kMaxPagesPerRequest = 4096;  // 8 GiB of 2 MiB pages
 inline constexpr size_t kMaxErrorBytes = 1024;
+// Pages (each with an fd) in one AdoptRequest: well under the 250 fds a
+// datagram may carry, so a kvd near its fd limit takes a few at a time.
+inline constexpr uint32_t kMaxAdoptPages = 64;
 
 // Serializes `message` (version is set to kWireVersion).
 std::vector<std::byte> Encode(Message message);

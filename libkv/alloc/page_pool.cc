@@ -64,9 +64,20 @@ Result<std::unique_ptr<PagePool>> PagePool::Create(gpu::Backend& backend,
   }
   const auto capacity = static_cast<uint32_t>(pages);
   const auto reserve = static_cast<uint32_t>(std::min<size_t>(config.reserve_pages, pages));
+  std::vector<bool> seen(pages, false);
+  for (PageId id : config.held_back) {
+    if (id >= pages || seen[id]) {
+      return Status::InvalidArgument(where + ": held-back page id " + std::to_string(id) +
+                                     (id >= pages ? " is beyond the capacity of " +
+                                                        std::to_string(pages) + " pages"
+                                                  : " is listed twice"));
+    }
+    seen[id] = true;
+  }
 
   std::unique_ptr<PagePool> pool(
-      new PagePool(backend, config.device, config.page_size, capacity, reserve, config.export_fds));
+      new PagePool(backend, config.device, config.page_size, capacity, reserve, config.export_fds,
+                   config.held_back));
   // Synchronously, so the first grants find pages ready. On failure the
   // destructor releases what was made.
   Status filled = pool->FillReserve();
@@ -89,7 +100,7 @@ Result<std::unique_ptr<PagePool>> PagePool::Create(gpu::Backend& backend,
 }
 
 PagePool::PagePool(gpu::Backend& backend, int device, size_t page_size, uint32_t capacity,
-                   uint32_t reserve, bool export_fds)
+                   uint32_t reserve, bool export_fds, const std::vector<PageId>& held_back)
     : backend_(backend),
       device_(device),
       page_size_(page_size),
@@ -98,10 +109,14 @@ PagePool::PagePool(gpu::Backend& backend, int device, size_t page_size, uint32_t
       export_fds_(export_fds),
       free_ids_(new PageId[capacity]),
       slots_(new Slot[capacity]),
-      uncreated_ids_(new PageId[capacity]),
-      uncreated_count_(capacity) {
+      uncreated_ids_(new PageId[capacity]) {
+  for (PageId id : held_back) slots_[id].state = SlotState::kHeldBack;
+  held_back_ = static_cast<uint32_t>(held_back.size());
   // Highest id at the bottom, so pages are created in id order 0, 1, 2...
-  for (uint32_t i = 0; i < capacity; ++i) uncreated_ids_[i] = capacity - 1 - i;
+  for (uint32_t i = 0; i < capacity; ++i) {
+    const PageId id = capacity - 1 - i;
+    if (slots_[id].state == SlotState::kUncreated) uncreated_ids_[uncreated_count_++] = id;
+  }
 }
 
 PagePool::~PagePool() {
@@ -116,7 +131,7 @@ PagePool::~PagePool() {
   size_t still_granted = 0;
   for (uint32_t id = 0; id < capacity_; ++id) {
     Slot& slot = slots_[id];
-    if (slot.state == SlotState::kUncreated) continue;
+    if (slot.state == SlotState::kUncreated || slot.state == SlotState::kHeldBack) continue;
     if (slot.state != SlotState::kFree && slot.state != SlotState::kGranted) {
       // Only possible if a method still runs on another thread (a caller bug).
       spdlog::error("page pool on device {}: page id {} is mid-creation at teardown; left alone",
@@ -351,6 +366,49 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old) {
                 error.call(), error.error_name());
 }
 
+// ---- Held-back ids (kvd restart). ----
+
+Status PagePool::Adopt(PageId id, gpu::PageHandle handle, int fd) {
+  if (id >= capacity_) {
+    if (fd >= 0) close(fd);
+    return BadId("Adopt", id);
+  }
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kHeldBack) {
+      slot.handle = handle;
+      slot.fd = fd;
+      slot.state = SlotState::kGranted;
+      --held_back_;
+      ++created_;
+      ++granted_;
+      return Status::OK();
+    }
+  }
+  if (fd >= 0) close(fd);
+  return NotHeldBack("Adopt", id, state);
+}
+
+Status PagePool::ReleaseHeldBack(PageId id) {
+  if (id >= capacity_) return BadId("ReleaseHeldBack", id);
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kHeldBack) {
+      slot.state = SlotState::kUncreated;
+      uncreated_ids_[uncreated_count_++] = id;
+      --held_back_;
+      return Status::OK();
+    }
+  }
+  return NotHeldBack("ReleaseHeldBack", id, state);
+}
+
 // ---- Background refill. ----
 
 Status PagePool::FillReserve() {
@@ -441,6 +499,7 @@ PagePool::Stats PagePool::stats() const {
   out.sync_creates = sync_creates_;
   out.create_failures = create_failures_;
   out.recycles = recycles_;
+  out.held_back_pages = held_back_;
   return out;
 }
 

@@ -6,8 +6,9 @@
 //      invariant 1; object pages will join the sum when store/ lands).
 //   2. Every page id is in exactly one state: uncreated (on the uncreated
 //      stack), creating (claimed by one CreatePage in flight), free (on the
-//      free stack, exactly once), granted, or recycling (granted, its physical
-//      page being replaced).
+//      free stack, exactly once), granted, recycling (granted, its physical
+//      page being replaced), or held back (a restarted kvd waits for the
+//      engine holding it to hand it back: Adopt).
 //   3. A created id (free, granted) holds a valid handle, never another id's;
 //      an uncreated one holds none.
 //   4. The pool never creates more than capacity_pages pages: an id must be
@@ -31,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "libkv/alloc/types.h"
 #include "libkv/gpu/backend.h"
@@ -51,6 +53,10 @@ struct PagePoolConfig {
   // Also export each page as an fd when it is created (ahead of demand), so
   // handing a page to another process costs no export on the grant path.
   bool export_fds = false;
+  // Ids kept out of service until Adopt or ReleaseHeldBack: pages a kvd that
+  // died had granted, whose memory engines still hold (kvd restart). They
+  // are neither created nor uncreated until one of the two is called.
+  std::vector<PageId> held_back;
 };
 
 class PagePool {
@@ -71,6 +77,7 @@ class PagePool {
     uint64_t sync_creates = 0;
     uint64_t create_failures = 0;  // CreatePage errors, all paths
     uint64_t recycles = 0;         // successful Recycle calls
+    size_t held_back_pages = 0;    // ids awaiting Adopt or ReleaseHeldBack
   };
 
   // Builds the pool and creates its reserve before returning, so the first
@@ -113,6 +120,15 @@ class PagePool {
   // and the backend's error is returned.
   Status Recycle(PageId id);
 
+  // Takes a held-back id into service as granted, with a page that already
+  // exists: `handle` (imported from an engine's fd) and `fd` (an fd of it the
+  // pool will hand out as exported_fd; owned by the pool from here on, also
+  // on error). kFailedPrecondition if the id is not held back.
+  Status Adopt(PageId id, gpu::PageHandle handle, int fd);
+  // Gives up on a held-back id: it joins the uncreated ids, so a fresh page
+  // is created under it when needed. kFailedPrecondition if not held back.
+  Status ReleaseHeldBack(PageId id);
+
   // The handle of a granted page; an invalid handle (value 0) otherwise.
   gpu::PageHandle handle(PageId id) const;
   // With export_fds: the fd of a granted page, owned by the pool (callers
@@ -128,7 +144,7 @@ class PagePool {
   size_t capacity_pages() const { return capacity_; }
 
  private:
-  enum class SlotState : uint8_t { kUncreated, kCreating, kFree, kGranted, kRecycling };
+  enum class SlotState : uint8_t { kUncreated, kCreating, kFree, kGranted, kRecycling, kHeldBack };
   struct Slot {
     gpu::PageHandle handle;
     int fd = -1;  // exported fd, with export_fds
@@ -136,7 +152,7 @@ class PagePool {
   };
 
   PagePool(gpu::Backend& backend, int device, size_t page_size, uint32_t capacity,
-           uint32_t reserve, bool export_fds);
+           uint32_t reserve, bool export_fds, const std::vector<PageId>& held_back);
 
   // REQUIRES: lock_ held and free_count_ > 0. Sets *wake when the refill
   // thread must be woken (after lock_ is released).
@@ -168,6 +184,7 @@ class PagePool {
   void WakeRefill();
   Status BadId(const char* call, PageId id) const;
   Status NotGranted(const char* call, PageId id, SlotState state) const;
+  Status NotHeldBack(const char* call, PageId id, SlotState state) const;
   Status Exhausted(uint32_t granted) const;
   Status CreateError(const Status& cause, PageId id, uint32_t created) const;
 
@@ -194,6 +211,7 @@ class PagePool {
   uint64_t sync_creates_ = 0;
   uint64_t create_failures_ = 0;
   uint64_t recycles_ = 0;
+  uint32_t held_back_ = 0;
 
   // Only to wake and stop the refill thread.
   std::mutex refill_mu_;

@@ -49,7 +49,7 @@ Status PagePool::CheckInvariants() const {
       }
       listed[id] |= 2;
     }
-    uint32_t n_uncreated = 0, n_creating = 0, n_free = 0, n_granted = 0;
+    uint32_t n_uncreated = 0, n_creating = 0, n_free = 0, n_granted = 0, n_held_back = 0;
     for (uint32_t id = 0; id < capacity_; ++id) {
       const Slot& slot = slots_[id];
       switch (slot.state) {
@@ -58,13 +58,15 @@ Status PagePool::CheckInvariants() const {
         case SlotState::kFree: ++n_free; break;
         case SlotState::kGranted:
         case SlotState::kRecycling: ++n_granted; break;
+        case SlotState::kHeldBack: ++n_held_back; break;
       }
       const bool created = slot.state == SlotState::kFree || slot.state == SlotState::kGranted;
       if (created && !slot.handle.valid()) {
         fail("created id without a handle (id, state)", id, state_of(id));
       }
-      if (slot.state == SlotState::kUncreated && slot.handle.valid()) {
-        fail("uncreated id holds a handle (id, handle)", id, slot.handle.value);
+      if ((slot.state == SlotState::kUncreated || slot.state == SlotState::kHeldBack) &&
+          slot.handle.valid()) {
+        fail("uncreated or held-back id holds a handle (id, handle)", id, slot.handle.value);
       }
       if (created) handles.push_back(slot.handle.value);  // reserved: no allocation
     }
@@ -80,6 +82,11 @@ Status PagePool::CheckInvariants() const {
       fail("free + granted != created", free_count_ + granted_, created_);
     }
     if (created_ > capacity_) fail("created > capacity", created_, capacity_);
+    if (n_held_back != held_back_) fail("held-back ids vs held-back count", n_held_back, held_back_);
+    if (uncreated_count_ + creating_ + created_ + held_back_ != capacity_) {
+      fail("uncreated + creating + created + held back != capacity",
+           uncreated_count_ + creating_ + created_ + held_back_, capacity_);
+    }
   }
   if (error[0] == '\0') {
     std::sort(handles.begin(), handles.end());
@@ -101,18 +108,34 @@ Status PagePool::BadId(const char* call, PageId id) const {
                                  " [0, " + std::to_string(capacity_) + ")");
 }
 
-Status PagePool::NotGranted(const char* call, PageId id, SlotState state) const {
-  const char* what = "unknown";
+namespace {
+
+const char* StateText(int state) {
   switch (state) {
-    case SlotState::kUncreated: what = "never created"; break;
-    case SlotState::kCreating: what = "being created"; break;
-    case SlotState::kFree: what = "free (double free?)"; break;
-    case SlotState::kGranted: what = "granted"; break;
-    case SlotState::kRecycling: what = "being recycled"; break;
+    case 0: return "never created";
+    case 1: return "being created";
+    case 2: return "free (double free?)";
+    case 3: return "granted";
+    case 4: return "being recycled";
+    case 5: return "held back for a restarted kvd's engines";
   }
+  return "unknown";
+}
+
+}  // namespace
+
+Status PagePool::NotGranted(const char* call, PageId id, SlotState state) const {
   return Status::FailedPrecondition(std::string(call) + ": page id " + std::to_string(id) +
                                     " on device " + std::to_string(device_) +
-                                    " is not granted: it is " + what);
+                                    " is not granted: it is " +
+                                    StateText(static_cast<int>(state)));
+}
+
+Status PagePool::NotHeldBack(const char* call, PageId id, SlotState state) const {
+  return Status::FailedPrecondition(std::string(call) + ": page id " + std::to_string(id) +
+                                    " on device " + std::to_string(device_) +
+                                    " is not held back: it is " +
+                                    StateText(static_cast<int>(state)));
 }
 
 Status PagePool::Exhausted(uint32_t granted) const {

@@ -69,10 +69,13 @@ Status ValidateOptions(const ClientOptions& options, const std::string& tenant) 
   return Status::OK();
 }
 
-// Sends the attach request and waits for its one answer. The reader thread
-// does not run yet: nothing else can arrive before the attach reply.
+}  // namespace
+
+namespace client {
+
 Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& options,
-                                    const std::string& tenant, uint64_t request_id) {
+                                    const std::string& tenant, uint64_t request_id,
+                                    bool resume) {
   wire::Message request;
   request.set_request_id(request_id);
   wire::AttachRequest* attach = request.mutable_attach();
@@ -81,6 +84,7 @@ Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& 
   for (int device : options.devices) attach->add_devices(device);
   attach->set_limit_bytes(options.limit_bytes);
   attach->set_limit_fraction(options.limit_fraction);
+  attach->set_resume(resume);
   NANOKV_RETURN_IF_ERROR(channel.Send(wire::Encode(std::move(request))));
 
   pollfd ready{channel.fd(), POLLIN, 0};
@@ -114,6 +118,10 @@ Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& 
   if (had_fds) return Status::ProtocolError("kvd's attach reply carried fds");
   return reply.attach_reply();
 }
+
+}  // namespace client
+
+namespace {
 
 // The backend kvd uses, opened in this process. For "host" the simulated
 // device count must cover kvd's ordinals (ImportPage checks the device), so
@@ -163,7 +171,8 @@ Result<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions&
   impl->tenant_ = tenant;
   uint64_t request_id = impl->next_request_id_++;
   NANOKV_ASSIGN_OR_RETURN(wire::AttachReply reply,
-                          Handshake(*channel, options, tenant, request_id));
+                          client::Handshake(*channel, options, tenant, request_id,
+                                            /*resume=*/false));
   // From here a failure closes the socket (the Channel's destructor), and
   // kvd detaches the tenant it just made.
 

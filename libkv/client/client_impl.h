@@ -40,6 +40,15 @@
 #include "nanokv/status.h"
 
 namespace nanokv {
+namespace client {
+
+// Sends the attach request on a fresh connection and waits for its one
+// answer (nothing else can arrive before it). `resume`: a reconnect after kvd
+// restarted, Adopt requests follow (client_reconnect.cc).
+Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& options,
+                                    const std::string& tenant, uint64_t request_id, bool resume);
+
+}  // namespace client
 
 class Client::Impl {
  public:
@@ -50,7 +59,8 @@ class Client::Impl {
   ~Impl();
 
   // Attach-time facts (immutable after Connect).
-  uint32_t tenant_id() const { return tenant_id_; }
+  // Changes when the client reconnects to a restarted kvd.
+  uint32_t tenant_id() const { return tenant_id_.load(std::memory_order_relaxed); }
   const std::string& tenant() const { return tenant_; }
   size_t page_bytes() const { return page_bytes_; }
   const std::string& backend_name() const { return backend_name_; }
@@ -80,7 +90,7 @@ class Client::Impl {
   Result<client::ImportedPage> HandleFor(int device, uint32_t id) const {
     return cache_->Find(device, id);
   }
-  ClientStats stats() const { return cache_->stats(); }
+  ClientStats stats() const;
 
   // What a request asks, so its reply can be checked against it.
   enum class Kind { kGrant, kShare, kReturn, kSetLimit, kDetach };
@@ -143,9 +153,29 @@ class Client::Impl {
   // The callback thread's body: it owns a reference to the queue.
   static void RunReclaimCallbacks(std::shared_ptr<ReclaimQueue> queue);
   void NoteReturned(size_t pages);
+  // The pages this tenant holds, as kvd granted them: what a reconnect hands
+  // back to a restarted kvd. REQUIRES (Locked): mu_ held.
+  void NoteHeldLocked(int device, const std::vector<client::ImportedPage>& pages);
+  void NoteReleased(int device, std::span<const uint32_t> ids);
+  // Pages a restarted kvd did not take back: no longer held.
+  void NoteForfeited(int device, std::span<const uint32_t> ids);
+
+  // client_reconnect.cc. After kvd went away: connects again with back-off
+  // until options_.reconnect_timeout_ms or Detach, attaches as the same
+  // tenant and hands back the pages it holds (AdoptRequest). True when
+  // connected again. Runs on the reader thread.
+  bool Reconnect();
+  // One attempt over a fresh connection; installs it on success.
+  Status Resume(ipc::Channel channel);
+  // Hands back the held pages of one device, in chunks kvd accepts.
+  Status AdoptDevice(ipc::Channel& channel, int device,
+                     const std::vector<std::pair<uint32_t, uint32_t>>& pages);
+  // Waits for the reply to `request_id` on a connection the reader does not
+  // read yet; notices that come first are dispatched.
+  Result<wire::Message> AwaitReply(ipc::Channel& channel, uint64_t request_id);
 
   ClientOptions options_;
-  uint32_t tenant_id_ = 0;
+  std::atomic<uint32_t> tenant_id_{0};
   std::string tenant_;
   size_t page_bytes_ = 0;
   std::string backend_name_;
@@ -165,6 +195,12 @@ class Client::Impl {
   bool connected_ = false;  // guarded by mu_
   Status gone_;             // guarded by mu_: why requests fail once !connected_
   std::map<uint64_t, std::shared_ptr<Pending>> pending_;  // guarded by mu_
+  // (device, page id) -> generation of every page this tenant holds.
+  std::map<std::pair<int, uint32_t>, uint32_t> held_;     // guarded by mu_
+  bool detaching_ = false;                                // guarded by mu_
+  std::condition_variable reconnect_cv_;                  // Detach wakes the back-off
+  uint64_t reconnects_ = 0;                               // guarded by mu_
+  uint64_t pages_forfeited_ = 0;                          // guarded by mu_
 
   std::mutex detach_mu_;  // serializes Detach and the reader's join
   std::thread reader_;

@@ -132,6 +132,7 @@ Result<std::vector<client::ImportedPage>> Client::Impl::FinishGrant(
     std::lock_guard<std::mutex> lock(mu_);
     // Once abandoned, the pages belong to the reader (it returns them).
     if (pending->done && !pending->abandoned) pages = std::move(pending->pages);
+    if (status.ok()) NoteHeldLocked(device, pages);
   }
   if (status.ok()) return pages;
   if (!pages.empty()) {
@@ -193,6 +194,9 @@ Status Client::Impl::ReturnPages(int device, std::span<const uint32_t> ids) {
   if (!ServesDevice(device)) {
     return Status::InvalidArgument("kvd does not serve device " + std::to_string(device));
   }
+  // No longer ours from here, whatever kvd answers: the engine unmapped them,
+  // so a reconnect must not hand them back.
+  NoteReleased(device, ids);
   auto pending = std::make_shared<Pending>();
   pending->kind = Kind::kReturn;
   wire::Message message;
@@ -201,6 +205,23 @@ Status Client::Impl::ReturnPages(int device, std::span<const uint32_t> ids) {
   NANOKV_RETURN_IF_ERROR(Call(std::move(message), pending, options_.request_timeout_ms));
   NoteReturned(ids.size());
   return Status::OK();
+}
+
+void Client::Impl::NoteHeldLocked(int device, const std::vector<client::ImportedPage>& pages) {
+  for (const client::ImportedPage& page : pages) held_[{device, page.id}] = page.generation;
+}
+
+void Client::Impl::NoteReleased(int device, std::span<const uint32_t> ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t id : ids) held_.erase({device, id});
+}
+
+ClientStats Client::Impl::stats() const {
+  ClientStats out = cache_->stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  out.reconnects = reconnects_;
+  out.pages_forfeited = pages_forfeited_;
+  return out;
 }
 
 void Client::Impl::NoteReturned(size_t pages) {
@@ -231,7 +252,9 @@ Status Client::Impl::Detach() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     was_connected = connected_;
+    detaching_ = true;  // no reconnect from here on
   }
+  reconnect_cv_.notify_all();
   Status result;
   if (was_connected) {
     auto pending = std::make_shared<Pending>();
@@ -250,6 +273,7 @@ Status Client::Impl::Detach() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     gone_ = detached;  // even when kvd had gone first: the user's Detach is the news
+    held_.clear();
   }
   if (reader_.joinable()) reader_.join();
   return result;
@@ -269,7 +293,9 @@ void Client::Impl::Disconnect(const Status& in_flight, const Status& later) {
     }
     pending_.clear();
   }
-  // Wakes the reader (recvmsg returns 0) and tells kvd at once.
+  // Wakes the reader (recvmsg returns 0) and tells kvd at once. Under
+  // send_mu_: a reconnect replaces channel_ under it.
+  std::lock_guard<std::mutex> send_lock(send_mu_);
   if (channel_.valid()) shutdown(channel_.fd(), SHUT_RDWR);
 }
 
@@ -282,9 +308,19 @@ void Client::Impl::ReaderLoop() {
       client::CloseFds(&fds);
       std::string why = received.ok() ? "connection closed" : received.status().ToString();
       bool was_connected = connected();
-      Status gone = Status::Unavailable("kvd went away (" + why + ")");
+      bool retry;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        retry = options_.reconnect && !detaching_;
+      }
+      Status gone = Status::Unavailable("kvd went away (" + why + ")" +
+                                        (retry ? "; reconnecting" : ""));
       Disconnect(gone, gone);
-      if (was_connected) spdlog::warn("nanokv: kvd went away ({}); mapped pages stay valid", why);
+      if (was_connected) {
+        spdlog::warn("nanokv: kvd went away ({}); mapped pages stay valid{}", why,
+                     retry ? "; reconnecting" : "");
+      }
+      if (retry && Reconnect()) continue;
       return;
     }
     if (*received == ipc::Channel::Received::kWouldBlock) continue;

@@ -105,6 +105,18 @@ void PageCache::Forget(int device, std::span<const uint32_t> ids) {
   }
 }
 
+void PageCache::RetainOnly(const std::set<std::pair<int, uint32_t>>& keep) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (keep.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    ReleaseLocked(it->first, it->second);
+    it = entries_.erase(it);
+  }
+}
+
 Result<ImportedPage> PageCache::Find(int device, uint32_t id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(Key{device, id});

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <utility>
 #include <vector>
@@ -65,6 +66,10 @@ class PageCache {
   // kvd recycled these ids: releases their handles. Mappings of the old pages
   // keep their memory until unmapped (backend rule 3). Unknown ids are ignored.
   void Forget(int device, std::span<const uint32_t> ids);
+
+  // Releases every handle but those of `keep` (a reconnect to a restarted
+  // kvd: the handles of pages not handed back name nothing there).
+  void RetainOnly(const std::set<std::pair<int, uint32_t>>& keep);
 
   // The cached handle of a page, kNotFound when there is none.
   Result<ImportedPage> Find(int device, uint32_t id) const;

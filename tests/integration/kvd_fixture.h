@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "ipc/segment/segment_reader.h"
+#include "ipc/uds/channel.h"
 #include "nanokv/client.h"
 #include "tests/integration/process_util.h"
 
@@ -57,8 +58,14 @@ class KvdFixture : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     kvd_ = Process::Start(argv, {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/kvd.log");
     ASSERT_TRUE(kvd_.started());
-    bool up = WaitFor([&] { return ipc::ReadSegment(ipc_).ok() && access(SocketPath().c_str(), F_OK) == 0; },
-                      std::chrono::seconds(20));
+    // This kvd's segment (not a killed one's), then its socket accepting.
+    bool up = WaitFor(
+        [&] {
+          auto s = ipc::ReadSegment(ipc_);
+          return s.ok() && s->segment.header.kvd_pid == kvd_.pid() &&
+                 ipc::Channel::Connect(SocketPath()).ok();
+        },
+        std::chrono::seconds(20));
     ASSERT_TRUE(up) << "kvd did not come up:\n" << kvd_.Log();
   }
 

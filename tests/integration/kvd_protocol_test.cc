@@ -113,7 +113,7 @@ TEST_F(KvdProtocolTest, MalformedMessagesGetErrorsAndKvdCarriesOn) {
 
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
-  ExpectFault(c, Bytes(grant), "no file descriptors", {pipe_fds, 2});
+  ExpectFault(c, Bytes(grant), "file descriptors only with an adopt request", {pipe_fds, 2});
   close(pipe_fds[0]);
   close(pipe_fds[1]);
 

@@ -47,6 +47,12 @@ struct ClientOptions {
   // How long a request waits for kvd's answer before it fails with
   // kUnavailable. 0: wait until kvd answers or goes away.
   uint32_t request_timeout_ms = 60'000;
+  // When kvd goes away (it crashed, or stopped to be restarted), reconnect
+  // with back-off, attach again as the same tenant and hand back the pages
+  // this engine holds, so their KV survives the restart. Gives up after
+  // reconnect_timeout_ms (0: never).
+  bool reconnect = true;
+  uint32_t reconnect_timeout_ms = 60'000;
 };
 
 // The client options the environment asks for, kvcached's names included:
@@ -93,13 +99,21 @@ struct ClientStats {
   uint64_t pages_reused = 0;    // grants served by a cached handle: no driver call
   uint64_t pages_released = 0;  // handles released (recycled by kvd, or at exit)
   size_t cached_handles = 0;    // handles held now
+  uint64_t reconnects = 0;      // times this client attached again to a restarted kvd
+  // Pages a restarted kvd did not take back (its recovery window ended, or
+  // it was started with another geometry): no longer this engine's. Their
+  // mappings stay valid, but kvd may hand their ids to others: stop using them.
+  uint64_t pages_forfeited = 0;
 };
 
 // A connection to kvd. Every request is thread-safe: any number of threads
 // may call Grant/Share/Return/SetLimit at once; each blocks until kvd answers.
 // After kvd's shutdown notice or a closed socket every request answers
 // kUnavailable ("kvd went away"); pages already mapped stay valid, because the
-// imported handles keep their memory alive.
+// imported handles keep their memory alive. With options.reconnect (the
+// default) the client reconnects in the background to the next kvd of the
+// same IPC name, which takes back the pages this engine holds (same ids,
+// same bytes); requests work again once connected() is true.
 class Client {
  public:
   // Connects to kvd at ipc::SocketPath(options.ipc_name), attaches as a

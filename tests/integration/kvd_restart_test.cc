@@ -1,0 +1,212 @@
+// kvd restart with engines alive (issue 5): kill -9 kvd while engines hold
+// mapped pages; their KV must survive, the engines must reconnect on their
+// own, and the restarted kvd must take every page back under its old id, so
+// no page is lost (counts exact) and none is granted twice (other tenants
+// get disjoint ids). Real kvd processes; the test process is the engine.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "nanokv/kv_tensor.h"
+#include "tests/integration/kvd_fixture.h"
+
+namespace nanokv::testing {
+namespace {
+
+class KvdRestartTest : public KvdFixture {
+ protected:
+  static constexpr size_t kPages = 32;
+
+  void KillKvd() {
+    kvd_.Signal(SIGKILL);
+    ASSERT_TRUE(kvd_.Wait(std::chrono::seconds(10)).has_value());
+  }
+
+  // Fills each mapped page of `tensor` with bytes derived from its index and `seed`.
+  void WritePattern(Client& client, KVTensor& tensor, size_t pages, uint8_t seed) {
+    std::vector<uint8_t> bytes(tensor.page_bytes());
+    for (size_t i = 0; i < pages; ++i) {
+      for (size_t b = 0; b < bytes.size(); b += 4096) bytes[b] = static_cast<uint8_t>(seed + i + b / 4096);
+      bytes[bytes.size() - 1] = static_cast<uint8_t>(seed ^ i);
+      char* dst = static_cast<char*>(tensor.data()) + i * tensor.page_bytes();
+      ASSERT_TRUE(client.CopyToDevice(dst, bytes.data(), bytes.size()).ok());
+    }
+  }
+
+  void ExpectPattern(Client& client, KVTensor& tensor, size_t pages, uint8_t seed) {
+    std::vector<uint8_t> bytes(tensor.page_bytes());
+    for (size_t i = 0; i < pages; ++i) {
+      const char* src = static_cast<const char*>(tensor.data()) + i * tensor.page_bytes();
+      ASSERT_TRUE(client.CopyToHost(bytes.data(), src, bytes.size()).ok());
+      for (size_t b = 0; b < bytes.size(); b += 4096) {
+        ASSERT_EQ(bytes[b], static_cast<uint8_t>(seed + i + b / 4096)) << "page " << i;
+      }
+      ASSERT_EQ(bytes[bytes.size() - 1], static_cast<uint8_t>(seed ^ i)) << "page " << i;
+    }
+  }
+
+  std::set<uint32_t> Ids(const KVTensor& tensor) {
+    std::set<uint32_t> ids;
+    for (size_t i = 0; i < tensor.page_count(); ++i) {
+      if (auto id = tensor.page_id(i)) ids.insert(*id);
+    }
+    return ids;
+  }
+
+  const ipc::TenantRow* TenantNamed(const ipc::Snapshot& s, const std::string& name) {
+    for (uint32_t t = 0; t < s.segment.header.tenant_count; ++t) {
+      if (ipc::ReadString(s.segment.tenants[t].name) == name) return &s.segment.tenants[t];
+    }
+    return nullptr;
+  }
+
+  bool WaitConnected(Client& client) {
+    return WaitFor([&] { return client.connected(); }, std::chrono::seconds(20));
+  }
+};
+
+TEST_F(KvdRestartTest, EngineKeepsItsKvAcrossKill9) {
+  StartKvd(kPages);
+  auto engine = AttachClient("engine", "prefill");
+  ASSERT_NE(engine, nullptr);
+  auto tensor = KVTensor::Create(*engine, 0, 8 * kPage);
+  ASSERT_TRUE(tensor.ok());
+  ASSERT_TRUE((*tensor)->Map(0, 8).ok());
+  WritePattern(*engine, **tensor, 8, 7);
+  std::set<uint32_t> before = Ids(**tensor);
+
+  KillKvd();
+  ASSERT_TRUE(WaitFor([&] { return !engine->connected(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(engine->Grant(0, 1).status().code(), Code::kUnavailable);
+  ExpectPattern(*engine, **tensor, 8, 7);  // mapped pages outlive kvd
+
+  StartKvd(kPages);
+  ASSERT_TRUE(WaitConnected(*engine)) << kvd_.Log();
+  EXPECT_EQ(engine->stats().reconnects, 1u);
+  EXPECT_EQ(engine->stats().pages_forfeited, 0u);
+  ExpectPattern(*engine, **tensor, 8, 7);
+  EXPECT_EQ(Ids(**tensor), before);
+  ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 8; }, std::chrono::seconds(5)));
+
+  ipc::Snapshot s = Read();
+  ExpectCountsExact(s);
+  EXPECT_EQ(s.segment.devices[0].granted_pages, 8u);
+  const ipc::TenantRow* row = TenantNamed(s, "engine");
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->used_pages[0], 8u);
+
+  // Everything else goes to another group, with no id of the engine's.
+  auto other = AttachClient("other", "decode");
+  ASSERT_NE(other, nullptr);
+  auto granted = other->Grant(0, kPages - 8);
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  for (const GrantedPage& page : *granted) EXPECT_EQ(before.count(page.id), 0u) << page.id;
+  EXPECT_EQ(other->Grant(0, 1).status().code(), Code::kResourceExhausted);
+
+  // The engine works as before: it writes, and gives its pages back.
+  WritePattern(*engine, **tensor, 8, 99);
+  ExpectPattern(*engine, **tensor, 8, 99);
+  ASSERT_TRUE((*tensor)->Unmap(0, 8).ok());
+  EXPECT_TRUE(WaitFor([&] { return GrantedPages() == kPages - 8; }, std::chrono::seconds(5)));
+}
+
+TEST_F(KvdRestartTest, PagesSharedInAGroupComeBackOnce) {
+  StartKvd(kPages);
+  auto a = AttachClient("a", "g");
+  auto b = AttachClient("b", "g");
+  ASSERT_TRUE(a && b);
+  auto ta = KVTensor::Create(*a, 0, 4 * kPage);
+  auto tb = KVTensor::Create(*b, 0, 4 * kPage);
+  ASSERT_TRUE(ta.ok() && tb.ok());
+  ASSERT_TRUE((*ta)->Map(0, 4).ok());
+  WritePattern(*a, **ta, 4, 3);
+  std::vector<uint32_t> ids;  // in a's slot order, so b's slot i is a's slot i
+  for (size_t i = 0; i < 4; ++i) ids.push_back(*(*ta)->page_id(i));
+  ASSERT_TRUE((*tb)->MapShared(0, 0, ids).ok());
+
+  KillKvd();
+  StartKvd(kPages);
+  ASSERT_TRUE(WaitConnected(*a) && WaitConnected(*b)) << kvd_.Log();
+  ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 4; }, std::chrono::seconds(5)));
+  ipc::Snapshot s = Read();
+  ExpectCountsExact(s);
+  EXPECT_EQ(s.segment.devices[0].granted_pages, 4u);  // shared pages count once
+  ASSERT_NE(TenantNamed(s, "a"), nullptr);
+  ASSERT_NE(TenantNamed(s, "b"), nullptr);
+  EXPECT_EQ(TenantNamed(s, "a")->used_pages[0], 4u);
+  EXPECT_EQ(TenantNamed(s, "b")->used_pages[0], 4u);
+  // b reads a's bytes through its own mapping of the same pages.
+  std::vector<uint8_t> ours(kPage), theirs(kPage);
+  ASSERT_TRUE(a->CopyToHost(ours.data(), (*ta)->data(), kPage).ok());
+  ASSERT_TRUE(b->CopyToHost(theirs.data(), (*tb)->data(), kPage).ok());
+  EXPECT_EQ(ours, theirs);
+}
+
+TEST_F(KvdRestartTest, CleanStopWithPagesHeldAlsoHandsThemBack) {
+  StartKvd(kPages);
+  auto engine = AttachClient("engine");
+  ASSERT_NE(engine, nullptr);
+  auto tensor = KVTensor::Create(*engine, 0, 6 * kPage);
+  ASSERT_TRUE(tensor.ok());
+  ASSERT_TRUE((*tensor)->Map(0, 6).ok());
+  WritePattern(*engine, **tensor, 6, 42);
+  StopKvd();
+  StartKvd(kPages);
+  ASSERT_TRUE(WaitConnected(*engine)) << kvd_.Log();
+  EXPECT_TRUE(WaitFor([&] { return GrantedPages() == 6; }, std::chrono::seconds(5)));
+  ExpectPattern(*engine, **tensor, 6, 42);
+}
+
+TEST_F(KvdRestartTest, PagesNotHandedBackAreFreedWhenTheWindowEnds) {
+  StartKvd(kPages);
+  ClientOptions options = Options("gone-for-good");
+  options.reconnect = false;  // an engine that will not come back
+  auto engine = Client::Attach(options);
+  ASSERT_TRUE(engine.ok());
+  auto granted = (*engine)->Grant(0, 8);
+  ASSERT_TRUE(granted.ok());
+
+  KillKvd();
+  StartKvd(kPages, {"--recovery-window", "1500ms"});
+  auto other = AttachClient("other", "elsewhere");
+  ASSERT_NE(other, nullptr);
+  // While the window is open the 8 pages are held back...
+  EXPECT_EQ(other->Grant(0, kPages).status().code(), Code::kResourceExhausted);
+  // ...and once it closes they are free again.
+  bool all = WaitFor([&] { return other->Grant(0, kPages).ok(); }, std::chrono::seconds(10));
+  EXPECT_TRUE(all) << kvd_.Log();
+  EXPECT_FALSE((*engine)->connected());
+}
+
+TEST_F(KvdRestartTest, AStaleEngineCannotClaimPagesItDoesNotHold) {
+  // An engine that comes back after the window: its pages went to others,
+  // and kvd refuses them; the engine learns they are forfeited.
+  StartKvd(kPages);
+  ClientOptions options = Options("late", "late-group");
+  options.reconnect_timeout_ms = 0;
+  auto engine = Client::Attach(options);
+  ASSERT_TRUE(engine.ok());
+  auto tensor = KVTensor::Create(**engine, 0, 4 * kPage);
+  ASSERT_TRUE(tensor.ok());
+  ASSERT_TRUE((*tensor)->Map(0, 4).ok());
+
+  KillKvd();
+  // kvd comes back with no window: the pages are free at once. The engine
+  // reconnects within its back-off and hands them back; kvd refuses.
+  StartKvd(kPages, {"--recovery-window", "0"});
+  ASSERT_TRUE(WaitConnected(**engine)) << kvd_.Log();
+  EXPECT_EQ((*engine)->stats().pages_forfeited, 4u);
+  ASSERT_TRUE(WaitFor([&] { return Read().segment.header.publish_count > 1; }, std::chrono::seconds(5)));
+  ipc::Snapshot s = Read();
+  ExpectCountsExact(s);
+  EXPECT_EQ(s.segment.devices[0].granted_pages, 0u);
+}
+
+}  // namespace
+}  // namespace nanokv::testing

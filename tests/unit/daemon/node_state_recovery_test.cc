@@ -1,0 +1,170 @@
+// kvd restart, NodeState's part: pages a dead kvd's journal lists are held
+// back from the pools, handed back by the engines holding them (Adopt), and
+// freed when the recovery window ends. Real host backend; the "engine" is
+// this process exporting a page it created, as a client exports its handle.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "daemon/node_state.h"
+
+namespace nanokv::kvd {
+namespace {
+
+constexpr size_t kPage = 2u << 20;
+
+class NodeRecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = gpu::MakeHostBackend({.devices = 1, .granularity = kPage, .device_bytes = 64 * kPage});
+  }
+
+  // A node whose previous kvd had granted pages 1 and 2 (generation 3) to
+  // group "g", and page 5 (generation 0) to group "h".
+  void Start() {
+    NodeOptions options;
+    alloc::PagePoolConfig pool;
+    pool.page_size = kPage;
+    pool.capacity_bytes = 8 * kPage;
+    pool.reserve_pages = 2;
+    options.pools.push_back(pool);
+    Recovery recovery;
+    recovery.page_bytes = kPage;
+    recovery.devices.push_back({0, 8, {{1, 3, "g"}, {2, 3, "g"}, {5, 0, "h"}}});
+    options.recovery = recovery;
+    auto node = NodeState::Create(*backend_, options);
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    node_ = std::move(node).value();
+    Check();
+  }
+
+  // What an engine sends for a page it holds: an fd of real page memory.
+  AdoptPage Page(PageId id, uint32_t generation) {
+    auto handle = backend_->CreatePage(0, kPage);
+    EXPECT_TRUE(handle.ok());
+    auto fd = backend_->ExportPage(*handle);
+    EXPECT_TRUE(fd.ok());
+    EXPECT_TRUE(backend_->ReleasePage(*handle).ok());  // the fd keeps the memory
+    return {id, generation, *fd};
+  }
+
+  TenantId AttachAs(const std::string& name, const std::string& group) {
+    AttachParams params;
+    params.name = name;
+    params.group = group;
+    auto id = node_->Attach(params, 1);
+    EXPECT_TRUE(id.ok());
+    return *id;
+  }
+
+  void Check() { ASSERT_TRUE(node_->CheckInvariants().ok()) << node_->CheckInvariants().ToString(); }
+
+  std::unique_ptr<gpu::Backend> backend_;
+  std::unique_ptr<NodeState> node_;
+};
+
+TEST_F(NodeRecoveryTest, HeldBackPagesAreNeitherGrantedNorFree) {
+  Start();
+  EXPECT_EQ(node_->recovering_pages(), 3u);
+  EXPECT_EQ(node_->Counts()[0].recovering_pages, 3u);
+  TenantId t = AttachAs("x", "other");
+  EXPECT_EQ(node_->Grant(t, 0, 6, 2).status().code(), Code::kResourceExhausted);
+  auto granted = node_->Grant(t, 0, 5, 2);
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  for (const GrantedPage& p : *granted) EXPECT_TRUE(p.id != 1 && p.id != 2 && p.id != 5) << p.id;
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, TheOwningGroupTakesItsPagesBack) {
+  Start();
+  TenantId a = AttachAs("a", "g");
+  std::vector<AdoptPage> pages = {Page(1, 3), Page(2, 3)};
+  auto result = node_->Adopt(a, 0, pages, 2);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->adopted, (std::vector<PageId>{1, 2}));
+  EXPECT_TRUE(result->refused.empty());
+  EXPECT_EQ(node_->FindTenant(a)->used_pages[0], 2u);
+  EXPECT_EQ(node_->recovering_pages(), 1u);
+  Check();
+  // A group-mate holding the same page becomes a second holder.
+  TenantId b = AttachAs("b", "g");
+  std::vector<AdoptPage> again = {Page(1, 3)};
+  result = node_->Adopt(b, 0, again, 3);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->adopted, (std::vector<PageId>{1}));
+  EXPECT_EQ(node_->Counts()[0].held_pages, 2u);
+  Check();
+  // The adopted page is a page like any other: the pool hands its fd out.
+  EXPECT_TRUE(node_->PageFd(0, 1).ok());
+  ASSERT_TRUE(node_->Return(a, 0, std::vector<PageId>{1, 2}, 4).ok());
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, WrongGroupOrGenerationIsRefusedPerPage) {
+  Start();
+  TenantId h = AttachAs("h1", "h");
+  std::vector<AdoptPage> pages = {Page(1, 3), Page(5, 1), Page(5, 0), Page(7, 0), Page(99, 0)};
+  auto result = node_->Adopt(h, 0, pages, 2);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->adopted, (std::vector<PageId>{5}));
+  EXPECT_EQ(result->refused, (std::vector<PageId>{1, 5, 7, 99}));
+  EXPECT_NE(result->reason.find("group 'h'"), std::string::npos) << result->reason;
+  EXPECT_EQ(node_->recovering_pages(), 2u);
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, ExpiryFreesWhatWasNotHandedBackAndRefusesLateClaims) {
+  Start();
+  TenantId a = AttachAs("a", "g");
+  std::vector<AdoptPage> first = {Page(1, 3)};
+  ASSERT_TRUE(node_->Adopt(a, 0, first, 2).ok());
+  EXPECT_EQ(node_->ExpireRecovery(), 2u);
+  EXPECT_EQ(node_->recovering_pages(), 0u);
+  Check();
+  std::vector<AdoptPage> late = {Page(2, 3)};
+  auto result = node_->Adopt(a, 0, late, 3);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->refused, (std::vector<PageId>{2}));
+  // All 7 other pages can be granted now.
+  TenantId t = AttachAs("x", "other");
+  EXPECT_TRUE(node_->Grant(t, 0, 7, 4).ok());
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, AdoptionOverTheLimitAsksForPagesBack) {
+  Start();
+  AttachParams params;
+  params.name = "small";
+  params.group = "g";
+  params.limit_bytes = kPage;  // one page, holds two
+  auto small = node_->Attach(params, 1);
+  ASSERT_TRUE(small.ok());
+  std::vector<AdoptPage> pages = {Page(1, 3), Page(2, 3)};
+  ASSERT_TRUE(node_->Adopt(*small, 0, pages, 2).ok());
+  auto notices = node_->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].kind, Notice::Kind::kReclaim);
+  EXPECT_EQ(notices[0].pages, 1u);
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, PoolRefusesBadHeldBackIds) {
+  alloc::PagePoolConfig pool;
+  pool.page_size = kPage;
+  pool.capacity_bytes = 4 * kPage;
+  pool.held_back = {1, 1};
+  EXPECT_EQ(alloc::PagePool::Create(*backend_, pool).status().code(), Code::kInvalidArgument);
+  pool.held_back = {4};
+  EXPECT_EQ(alloc::PagePool::Create(*backend_, pool).status().code(), Code::kInvalidArgument);
+  pool.held_back = {0, 3};
+  auto made = alloc::PagePool::Create(*backend_, pool);
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ((*made)->stats().held_back_pages, 2u);
+  EXPECT_EQ((*made)->ReleaseHeldBack(1).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE((*made)->ReleaseHeldBack(3).ok());
+  EXPECT_EQ((*made)->Adopt(3, {}, -1).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE((*made)->CheckInvariants().ok()) << (*made)->CheckInvariants().ToString();
+}
+
+}  // namespace
+}  // namespace nanokv::kvd
