@@ -73,6 +73,10 @@ struct KvdConfig {
   // engines to reconnect and hand them back (daemon/page_journal.h).
   std::chrono::milliseconds recovery_window{10'000};
   bool check_invariants = false;         // NodeState::CheckInvariants after each change (tests)
+  // Connection limits (daemon/fd_budget.h): all peers together (0: 1024, less
+  // if the open-file limit cannot hold that many next to every page), and one process.
+  uint32_t max_connections = 0;
+  uint32_t max_connections_per_process = 64;
 };
 
 // Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the

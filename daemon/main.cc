@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "daemon/config.h"
 #include "daemon/controller.h"
+#include "daemon/fd_budget.h"
 #include "daemon/node_server.h"
 #include "daemon/node_state.h"
 #include "daemon/object_store.h"
@@ -134,6 +136,11 @@ int Main(int argc, char** argv) {
   auto* recovery_opt = app.add_option("--recovery-window", recovery_window,
                                       "after a restart, how long pages engines hold wait for them "
                                       "to reconnect, e.g. 10s");
+  auto* max_conn_opt = app.add_option("--max-connections", flags.max_connections,
+                                      "connections served at once (0: 1024, or what the open-file limit affords)");
+  auto* max_conn_pid_opt = app.add_option("--max-connections-per-process", flags.max_connections_per_process,
+                                          "connections one process may hold")
+      ->check(CLI::Range(1, 1 << 20));
   auto* check_opt = app.add_flag("--check-invariants", flags.check_invariants,
                                  "check NodeState's invariants after every change; exit 1 on a break (tests)");
   CLI11_PARSE(app, argc, argv);
@@ -156,6 +163,8 @@ int Main(int argc, char** argv) {
   if (*run_opt) config.run_dir = flags.run_dir;
   if (*host_dev_opt) config.host_devices = flags.host_devices;
   if (*check_opt) config.check_invariants = flags.check_invariants;
+  if (*max_conn_opt) config.max_connections = flags.max_connections;
+  if (*max_conn_pid_opt) config.max_connections_per_process = flags.max_connections_per_process;
   if (*page_opt) {
     auto c = yaml_value("page_size", page_size);
     if (!c.ok()) return Fail(c.status());
@@ -212,8 +221,14 @@ int Main(int argc, char** argv) {
     spdlog::info("kvd: the previous kvd of '{}' left a page journal: {} pages held by engines",
                  config.ipc_name, options->recovery->page_count());
   }
+  const uint64_t fds_before_pages = CountOpenFds();
   auto node = NodeState::Create(**backend, *options);
   if (!node.ok()) return Fail(node.status());
+  // What one page costs in fds on this backend, from the pages just created.
+  uint64_t first_pages = 0;
+  for (const DeviceCounts& c : (*node)->Counts()) first_pages += c.created_pages;
+  const uint64_t page_fds = CountOpenFds() - std::min(CountOpenFds(), fds_before_pages);
+  const uint64_t fds_per_page = first_pages > 0 ? (page_fds + first_pages - 1) / first_pages : 1;
   Status devices_ok = CheckInstanceDevices(config, **node);
   if (!devices_ok.ok()) return Fail(devices_ok);
   std::vector<JournalDevice> journal_devices;
@@ -248,6 +263,20 @@ int Main(int argc, char** argv) {
   server_options.backend_name = std::string((*backend)->name());
   server_options.check_invariants = config.check_invariants;
   server_options.recovery_window_ms = static_cast<uint32_t>(config.recovery_window.count());
+  // Measured now, with the reserve pages and the store's share created.
+  uint64_t pages_to_come = 0;
+  for (const DeviceCounts& c : (*node)->Counts()) pages_to_come += c.capacity_pages - c.created_pages;
+  FdBudget budget = MeasureFdBudget(pages_to_come, fds_per_page);
+  server_options.max_connections = ConnectionLimit(budget, config.max_connections);
+  server_options.max_connections_per_process = config.max_connections_per_process;
+  uint64_t wanted = config.max_connections != 0 ? config.max_connections : kDefaultMaxConnections;
+  if (budget.connections() < wanted) {
+    spdlog::warn("kvd: {}; serving at most {} connections: raise kvd's open-file limit "
+                 "(ulimit -n, systemd LimitNOFILE=)", budget.ToString(), server_options.max_connections);
+  } else {
+    spdlog::info("kvd: {}; serving at most {} connections, {} per process", budget.ToString(),
+                 server_options.max_connections, server_options.max_connections_per_process);
+  }
   NodeServer server(**node, std::move(*listener), server_options);
   server.SetPublisher([&](const NodeState& n) { publisher.Publish(n); });
   server.SetObjectStore(objects.get());

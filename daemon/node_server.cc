@@ -1,8 +1,8 @@
 #include "daemon/node_server.h"
 
 #include <sys/epoll.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,21 +18,10 @@
 namespace nanokv::kvd {
 namespace {
 
-// epoll data tags: the low 32 bits carry the fd.
-constexpr uint64_t kListenerTag = 1ull << 32;
-constexpr uint64_t kStopTag = 2ull << 32;
-constexpr uint64_t kSocketTag = 3ull << 32;
-constexpr uint64_t kPidTag = 4ull << 32;
-
 uint64_t NowUnixNs() {
   using namespace std::chrono;
   return static_cast<uint64_t>(
       duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
-}
-
-int PidfdOpen(pid_t pid) {
-  if (pid <= 0) return -1;
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 }
 
 const char* BodyName(const wire::Message& m) {
@@ -52,6 +41,7 @@ NodeServer::~NodeServer() {
   Shutdown();
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
+  if (spare_fd_ >= 0) close(spare_fd_);
 }
 
 Status NodeServer::Setup() {
@@ -68,6 +58,8 @@ Status NodeServer::Setup() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev) != 0) {
     return Status::FromErrno("epoll_ctl", errno, "stop eventfd");
   }
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // ShedOneConnection's
+  if (spare_fd_ < 0) return Status::FromErrno("open", errno, "/dev/null");
   return Status::OK();
 }
 
@@ -130,6 +122,7 @@ Status NodeServer::Run() {
       }
     }
     DeliverNotices();
+    CloseExpiredRefusals(/*all_over_cap=*/false);
     for (int fd : doomed_) CloseConnection(fd, "closed by kvd");
     doomed_.clear();
     if (options_.check_invariants && dirty_) {
@@ -150,64 +143,6 @@ Status NodeServer::Run() {
   }
   Shutdown();
   return Status::OK();
-}
-
-bool NodeServer::PeerAllowed(const ipc::PeerCredentials& peer) const {
-  if (peer.uid == 0 || peer.uid == geteuid()) return true;
-  if (std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), peer.uid) !=
-      options_.allowed_uids.end()) {
-    return true;
-  }
-  return std::find(options_.allowed_gids.begin(), options_.allowed_gids.end(), peer.gid) !=
-         options_.allowed_gids.end();
-}
-
-void NodeServer::Accept() {
-  while (true) {
-    auto accepted = listener_.Accept();
-    if (!accepted.ok()) {
-      // EMFILE and friends: log and try again on the next readiness.
-      spdlog::warn("kvd: accept: {}", accepted.status().ToString());
-      return;
-    }
-    if (!accepted->has_value()) return;
-    auto c = std::make_unique<Connection>();
-    c->channel = std::move(**accepted);
-    auto peer = c->channel.Peer();
-    if (!peer.ok()) {
-      spdlog::warn("kvd: refusing a peer with no credentials: {}", peer.status().ToString());
-      continue;
-    }
-    c->peer = *peer;
-    if (!PeerAllowed(c->peer)) {
-      spdlog::warn("kvd: refusing pid {} uid {} gid {}: not allowed by allowed_uids/allowed_gids",
-                   c->peer.pid, c->peer.uid, c->peer.gid);
-      SendError(*c, 0, Status::PermissionDenied("uid " + std::to_string(c->peer.uid) +
-                                                " is not allowed to attach to this kvd"));
-      c->refused = true;
-    }
-    int fd = c->channel.fd();
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.u64 = kSocketTag | static_cast<uint32_t>(fd);
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      spdlog::warn("kvd: epoll_ctl: {}", Status::FromErrno("epoll_ctl", errno).ToString());
-      continue;
-    }
-    c->pidfd = c->refused ? -1 : PidfdOpen(c->peer.pid);
-    if (c->pidfd >= 0) {
-      ev.events = EPOLLIN;
-      ev.data.u64 = kPidTag | static_cast<uint32_t>(c->pidfd);
-      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->pidfd, &ev) == 0) {
-        pidfds_[c->pidfd] = fd;
-      } else {
-        close(c->pidfd);
-        c->pidfd = -1;
-      }
-    }
-    spdlog::debug("kvd: connection from pid {} uid {}", c->peer.pid, c->peer.uid);
-    connections_[fd] = std::move(c);
-  }
 }
 
 void NodeServer::OnReadable(int fd) {
@@ -539,6 +474,11 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
   if (c.pidfd >= 0) {
     pidfds_.erase(c.pidfd);
     close(c.pidfd);
+  }
+  if (c.refused) {
+    --refused_open_;
+  } else if (auto counted = per_process_.find(c.peer.pid); counted != per_process_.end()) {
+    if (--counted->second == 0) per_process_.erase(counted);
   }
   if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   connections_.erase(it);

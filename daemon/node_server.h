@@ -12,7 +12,9 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -38,6 +40,12 @@ struct ServerOptions {
   // After a restart, how long pages held back for the previous kvd's engines
   // wait for those engines to reconnect and hand them back (NodeState::Adopt).
   uint32_t recovery_window_ms = 10'000;
+  // Connection limits (daemon/fd_budget.h; docs/RELIABILITY.md, "Resource
+  // limits"): a connection past one is answered kResourceExhausted and
+  // closed. The per-process one keeps one runaway engine from taking the
+  // connections (and fds) every other engine needs.
+  uint32_t max_connections = 1024;
+  uint32_t max_connections_per_process = 64;
 };
 
 // What the server tells its owner about a connection, for the segment.
@@ -65,6 +73,9 @@ class NodeServer {
   void Stop();
 
   size_t connection_count() const { return connections_.size(); }
+  // Connections accepted only to be closed at once because kvd was out of
+  // file descriptors (EMFILE/ENFILE at accept).
+  uint64_t shed_connections() const { return shed_connections_; }
   // After Run: whether engines held pages when kvd stopped (the page journal
   // is then kept for the next kvd; the server stops writing it at the stop).
   bool pages_held_at_stop() const { return pages_held_at_stop_; }
@@ -80,10 +91,32 @@ class NodeServer {
     // what it sent is drained. Closing a socket with unread data would reset
     // the peer's end (ECONNRESET) before it could read why it was refused.
     bool refused = false;
+    uint64_t serial = 0;  // tells a refused connection from a later one on the same fd
+  };
+  // A refused connection still open: it is closed when the peer has read why
+  // (it sends or hangs up) or at `deadline`, whichever comes first.
+  struct Refusal {
+    std::chrono::steady_clock::time_point deadline;
+    int fd;
+    uint64_t serial;
   };
 
+  // epoll data tags: the low 32 bits carry the fd.
+  static constexpr uint64_t kListenerTag = 1ull << 32;
+  static constexpr uint64_t kStopTag = 2ull << 32;
+  static constexpr uint64_t kSocketTag = 3ull << 32;
+  static constexpr uint64_t kPidTag = 4ull << 32;
+
   Status Setup();
+  // daemon/node_server_accept.cc: admission, limits, refusals.
   void Accept();
+  // Why `peer` may not have another connection; OK if it may.
+  Status Admit(const ipc::PeerCredentials& peer) const;
+  void Refuse(std::unique_ptr<Connection> c, const Status& why);
+  void CloseExpiredRefusals(bool all_over_cap);
+  // Out of fds at accept: frees the spare fd, accepts one connection and
+  // closes it, so the listener stops being readable and the peer is told.
+  void ShedOneConnection();
   void OnReadable(int fd);
   void Handle(Connection& c, const std::vector<std::byte>& data, std::vector<int>* fds);
   void HandleAttach(Connection& c, const wire::Message& m);
@@ -115,6 +148,12 @@ class NodeServer {
   std::map<int, int> pidfds_;                                // pidfd -> socket fd
   std::map<TenantId, int> tenant_fds_;                       // tenant -> socket fd
   std::vector<int> doomed_;  // connections to close at the end of this turn
+  std::map<pid_t, uint32_t> per_process_;  // admitted connections by peer pid
+  std::deque<Refusal> refusals_;           // oldest first; some may be closed already
+  size_t refused_open_ = 0;                // refused connections still open
+  uint64_t next_serial_ = 1;
+  int spare_fd_ = -1;  // /dev/null, given up to accept when out of fds
+  uint64_t shed_connections_ = 0;
   bool dirty_ = true;
   bool pages_held_at_stop_ = false;
 };

@@ -56,6 +56,7 @@ class KvdFixture : public ::testing::Test {
                                      "--host-device-memory", std::to_string(4 * pages * kPage),
                                      "--reserve-pages", "4", "--log-level", "debug"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.begin(), kvd_prefix_.begin(), kvd_prefix_.end());
     kvd_ = Process::Start(argv, {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/kvd.log");
     ASSERT_TRUE(kvd_.started());
     // This kvd's segment (not a killed one's), then its socket accepting.
@@ -127,6 +128,7 @@ class KvdFixture : public ::testing::Test {
   TempDir dir_;
   std::string ipc_;
   Process kvd_;
+  std::vector<std::string> kvd_prefix_;  // a command kvd runs under (prlimit ...), which execs it
 };
 
 }  // namespace nanokv::testing

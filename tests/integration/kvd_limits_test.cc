@@ -1,0 +1,284 @@
+// Resource limits against a real kvd: a process that opens 1000 connections,
+// one that never reads its replies, one that sends a message a byte at a
+// time, and a kvd out of file descriptors. kvd survives each, gives back what
+// the abuser held, and an engine process started meanwhile is served to the end.
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <regex>
+#include <thread>
+
+#include "ipc/uds/channel.h"
+#include "ipc/wire/codec.h"
+#include "tests/integration/kvd_fixture.h"
+
+namespace nanokv::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+size_t CountFds(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) return 0;
+  size_t count = 0;
+  while (const dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
+  closedir(dir);
+  return count;
+}
+
+// The flood below needs more fds than a default soft limit of 1024.
+void RaiseOwnFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+wire::Message AttachRequest(const std::string& tenant) {
+  wire::Message m;
+  m.set_request_id(1);
+  m.mutable_attach()->set_tenant(tenant);
+  return m;
+}
+
+// What kvd said on a connection so far, without waiting.
+enum class Heard { kNothing, kError, kOther, kClosed };
+Heard Poll(ipc::Channel& channel, std::string* error = nullptr) {
+  std::vector<std::byte> data;
+  std::vector<int> fds;
+  auto got = channel.Receive(&data, &fds);
+  for (int fd : fds) close(fd);
+  if (!got.ok() || *got == ipc::Channel::Received::kClosed) return Heard::kClosed;
+  if (*got == ipc::Channel::Received::kWouldBlock) return Heard::kNothing;
+  wire::Message m;
+  if (!wire::Decode(data, &m).ok()) return Heard::kOther;
+  if (!m.has_error()) return Heard::kOther;
+  if (error != nullptr) *error = m.error().message();
+  return Heard::kError;
+}
+
+class KvdLimitsTest : public KvdFixture {
+ protected:
+  void SetUp() override {
+    KvdFixture::SetUp();
+    RaiseOwnFileLimit();
+  }
+
+  // `n` connections from this process; connect retries while kvd's backlog is full.
+  std::vector<ipc::Channel> Flood(size_t n) {
+    std::vector<ipc::Channel> out;
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+      auto c = ipc::Channel::Connect(SocketPath());
+      if (c.ok()) {
+        EXPECT_TRUE(c->SetNonBlocking(true).ok());  // Poll never waits
+        out.push_back(std::move(c).value());
+      } else {
+        std::this_thread::sleep_for(1ms);
+      }
+    }
+    EXPECT_EQ(out.size(), n) << "could not open the connections";
+    return out;
+  }
+
+  // An engine process that grows, verifies and shrinks its pages for a while.
+  Process StartBusyEngine(const std::string& name) {
+    return StartEngine(name, {"--pages", "4", "--step", "1", "--rounds", "20", "--step-ms", "5",
+                              "--quiet"});
+  }
+
+  void ExpectEngineFinished(Process& engine) {
+    auto code = engine.Wait(60s);
+    ASSERT_TRUE(code.has_value()) << "the engine was starved:\n" << engine.Log();
+    EXPECT_EQ(*code, 0) << engine.Log();
+  }
+
+  void ExpectKvdServes(const std::string& tenant) {
+    ASSERT_TRUE(kvd_.Running()) << kvd_.Log();
+    auto client = AttachClient(tenant);
+    ASSERT_TRUE(client);
+    EXPECT_TRUE(client->Grant(0, 1).ok());
+  }
+};
+
+TEST_F(KvdLimitsTest, AThousandConnectionsFromOneProcessAreCappedAndGiveEveryFdBack) {
+  StartKvd(16);
+  ExpectKvdServes("warm-up");  // kvd's lazily made fds (pool refills) exist before counting
+  ASSERT_TRUE(WaitFor([&] { return Read().segment.header.tenant_count == 0; }, 10s));
+  size_t kvd_fds = CountFds(kvd_.pid());
+  ASSERT_GT(kvd_fds, 0u);
+  // Each page kvd creates keeps an fd (its export): pages made meanwhile count.
+  auto created = [&] { return static_cast<size_t>(Read().segment.devices[0].created_pages); };
+  size_t created_before = created();
+
+  std::vector<ipc::Channel> flood = Flood(1000);
+  ASSERT_EQ(flood.size(), 1000u);
+  // The first 64 (max_connections_per_process) are served; the rest are told why not.
+  size_t refused = 0;
+  std::string why;
+  std::vector<bool> heard(flood.size(), false);
+  WaitFor([&] {
+    for (size_t i = 0; i < flood.size(); ++i) {
+      if (heard[i]) continue;
+      Heard h = Poll(flood[i], &why);
+      if (h == Heard::kError) ++refused;
+      heard[i] = h != Heard::kNothing;
+    }
+    return refused == 1000 - 64;
+  }, 30s);
+  EXPECT_EQ(refused, 1000u - 64u);
+  EXPECT_NE(why.find("max_connections_per_process"), std::string::npos) << why;
+  // kvd never holds more than the 64 and the refusals still waiting to be read.
+  EXPECT_LT(CountFds(kvd_.pid()), kvd_fds + 2 * 64 + 130) << "refused connections pile up";
+
+  // Another engine is served while the flood holds its 64.
+  Process engine = StartBusyEngine("neighbour");
+  ExpectEngineFinished(engine);
+
+  flood.clear();
+  // Two fds a page at most (host: memfd and export; cuda: the export).
+  EXPECT_TRUE(WaitFor([&] { return CountFds(kvd_.pid()) <= kvd_fds + 2 * (created() - created_before); }, 10s))
+      << "kvd holds " << CountFds(kvd_.pid()) << " fds, " << kvd_fds << " before the flood, "
+      << created() - created_before << " pages created since";
+  ExpectKvdServes("after");
+}
+
+TEST_F(KvdLimitsTest, TheConnectionLimitFollowsTheOpenFileLimit) {
+  // 400 fds: after its pages and the headroom, kvd can serve a few dozen connections.
+  kvd_prefix_ = {"/usr/bin/prlimit", "--nofile=400:400", "--"};
+  StartKvd(16, {"--max-connections-per-process", "1000"});
+  std::smatch match;
+  std::string log = kvd_.Log();
+  ASSERT_TRUE(std::regex_search(log, match, std::regex("serving at most (\\d+) connections")))
+      << log;
+  size_t limit = std::stoul(match[1]);
+  EXPECT_LT(limit, 200u);
+  EXPECT_GE(limit, 8u);
+
+  std::vector<ipc::Channel> flood = Flood(300);
+  size_t refused = 0;
+  std::string why;
+  std::vector<bool> heard(flood.size(), false);
+  WaitFor([&] {
+    for (size_t i = 0; i < flood.size(); ++i) {
+      if (heard[i]) continue;
+      Heard h = Poll(flood[i], &why);
+      if (h == Heard::kError) ++refused;
+      heard[i] = h != Heard::kNothing;
+    }
+    return refused == flood.size() - limit;
+  }, 30s);
+  EXPECT_EQ(refused, flood.size() - limit);
+  EXPECT_NE(why.find("(max_connections)"), std::string::npos) << why;
+  // The served connections still work: attach on one.
+  size_t served = 0;
+  while (served < flood.size() && heard[served]) ++served;
+  ASSERT_LT(served, flood.size());
+  ASSERT_TRUE(flood[served].Send(wire::Encode(AttachRequest("one-of-many"))).ok());
+  ASSERT_TRUE(WaitFor([&] { return Poll(flood[served]) == Heard::kOther; }, 10s));
+
+  flood.clear();
+  ExpectKvdServes("after");
+  EXPECT_EQ(kvd_.Log().find("out of file descriptors"), std::string::npos);
+}
+
+TEST_F(KvdLimitsTest, OutOfFileDescriptorsNewConnectionsAreClosedNotLeftWaiting) {
+  StartKvd(16);
+  ExpectKvdServes("warm-up");
+  ASSERT_TRUE(WaitFor([&] { return Read().segment.header.tenant_count == 0; }, 10s));
+  // Lower kvd's soft limit under its feet, to just above what it holds.
+  rlimit old{};
+  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, nullptr, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = CountFds(kvd_.pid()) + 6;
+  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, &low, nullptr), 0);
+
+  std::vector<ipc::Channel> flood = Flood(40);
+  for (auto& c : flood) (void)c.Send(wire::Encode(AttachRequest("f" + std::to_string(c.fd()))));
+  // Every connection hears from kvd: a reply, or closed at once. None waits in the backlog.
+  std::vector<Heard> heard(flood.size(), Heard::kNothing);
+  bool all = WaitFor([&] {
+    bool done = true;
+    for (size_t i = 0; i < flood.size(); ++i) {
+      if (heard[i] == Heard::kNothing) heard[i] = Poll(flood[i]);
+      done &= heard[i] != Heard::kNothing;
+    }
+    return done;
+  }, 20s);
+  EXPECT_TRUE(all) << "connections left waiting in kvd's backlog";
+  EXPECT_GT(std::count(heard.begin(), heard.end(), Heard::kClosed), 0);
+  EXPECT_NE(kvd_.Log().find("out of file descriptors"), std::string::npos);
+
+  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, &old, nullptr), 0);
+  flood.clear();
+  ExpectKvdServes("after");
+}
+
+TEST_F(KvdLimitsTest, AnEngineThatNeverReadsIsDroppedAndItsPagesComeBack) {
+  StartKvd(16);
+  ipc::Channel deaf = std::move(Flood(1).at(0));
+  ASSERT_TRUE(deaf.Send(wire::Encode(AttachRequest("deaf"))).ok());
+  ASSERT_TRUE(WaitFor([&] { return Poll(deaf) == Heard::kOther; }, 10s));
+  wire::Message grant;
+  grant.set_request_id(2);
+  grant.mutable_grant()->set_device(0);
+  grant.mutable_grant()->set_pages(2);
+  ASSERT_TRUE(deaf.Send(wire::Encode(grant)).ok());
+  ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 2; }, 10s));
+
+  Process engine = StartBusyEngine("neighbour");
+  // Requests it never reads the answers to: each asks kvd a question
+  // (a lookup in a store this kvd does not have) and kvd's answers pile up.
+  wire::Message ask;
+  ask.mutable_object_locate()->set_key("nothing");
+  bool dropped = false;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!dropped && std::chrono::steady_clock::now() < deadline) {
+    ask.set_request_id(ask.request_id() + 1);
+    Status sent = deaf.Send(wire::Encode(ask));
+    if (sent.code() == Code::kUnavailable) {
+      std::this_thread::sleep_for(1ms);  // kvd's receive queue is full for a moment
+    } else if (!sent.ok()) {
+      dropped = true;  // EPIPE/ECONNRESET: kvd closed it
+    }
+  }
+  EXPECT_TRUE(dropped) << "kvd kept a peer that does not read";
+  EXPECT_NE(kvd_.Log().find("dropping connection"), std::string::npos);
+  ExpectEngineFinished(engine);
+  EXPECT_TRUE(WaitFor([&] { return GrantedPages() == 0; }, 10s)) << "the deaf engine's pages";
+  ExpectKvdServes("after");
+}
+
+TEST_F(KvdLimitsTest, AMessageSentAByteAtATimeNeverHoldsKvd) {
+  StartKvd(16);
+  Process engine = StartBusyEngine("neighbour");
+  ipc::Channel slow = std::move(Flood(1).at(0));
+  std::vector<std::byte> attach = wire::Encode(AttachRequest("slow-engine-dribbling-its-attach"));
+  ASSERT_GT(attach.size(), 16u);
+  // Each byte is a datagram of its own: kvd answers each as the fault it is,
+  // waits for no rest, and closes the connection after max_faults (16).
+  size_t errors = 0;
+  bool closed = false;
+  for (size_t i = 0; i < attach.size() && !closed; ++i) {
+    if (!slow.Send(std::span(attach).subspan(i, 1)).ok()) break;
+    std::this_thread::sleep_for(20ms);
+    std::string why;
+    for (Heard h; (h = Poll(slow, &why)) != Heard::kNothing;) {
+      if (h == Heard::kError) ++errors;
+      if (h == Heard::kClosed) closed = true;
+      if (h == Heard::kClosed) break;
+    }
+  }
+  EXPECT_EQ(errors, 16u);
+  EXPECT_TRUE(closed || WaitFor([&] { return Poll(slow) == Heard::kClosed; }, 5s));
+  ExpectEngineFinished(engine);
+  ExpectKvdServes("after");
+}
+
+}  // namespace
+}  // namespace nanokv::testing
