@@ -122,8 +122,9 @@ Status Client::Impl::AdoptDevice(ipc::Channel& channel, int device,
     std::vector<int> fds;
     std::vector<uint32_t> lost;  // no handle to export: cannot be handed back
     for (size_t i = first; i < first + n; ++i) {
-      auto page = cache_->Find(device, pages[i].first);
-      auto fd = page.ok() ? backend_->ExportPage(page->handle) : Result<int>(page.status());
+      // The fd this process imported the page from: an imported handle
+      // cannot be exported again (CUDA refuses it; backend.h).
+      auto fd = cache_->DupFd(device, pages[i].first);
       if (!fd.ok()) {
         spdlog::error("nanokv: cannot hand page {} of device {} back to kvd: {}", pages[i].first,
                       device, fd.status().ToString());

@@ -80,6 +80,10 @@ class Backend {
   virtual Result<PageHandle> CreatePage(int device, size_t size) = 0;
   // Returns a new file descriptor (close-on-exec) that another process can
   // import; the caller owns it. kNotFound for a handle this backend does not hold.
+  // Only a page created here can be exported: CUDA refuses to export an
+  // imported handle (CUDA_ERROR_INVALID_VALUE, kInvalidArgument), so every
+  // backend does. A process that must pass an imported page on keeps a
+  // duplicate of the fd it imported (libkv's page cache does, for kvd restarts).
   virtual Result<int> ExportPage(PageHandle page) = 0;
   // Imports a page exported by ExportPage, in this or another process.
   // Takes ownership of `fd` whether it succeeds or not. `size` is the page

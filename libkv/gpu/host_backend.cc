@@ -121,6 +121,12 @@ class HostBackend final : public Backend {
   Result<int> ExportPage(PageHandle page) override {
     std::lock_guard<std::mutex> lock(mu_);
     NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "ExportPage"));
+    if (!p->counted) {  // as CUDA: an imported handle cannot be exported again
+      return Status(Code::kInvalidArgument,
+                    "page " + std::to_string(page.value) +
+                        " was imported, not created here: it cannot be exported again",
+                    "ExportPage", "EINVAL");
+    }
     int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno, "ExportPage");
     return fd;

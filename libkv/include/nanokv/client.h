@@ -119,7 +119,9 @@ class Client {
   // Connects to kvd at ipc::SocketPath(options.ipc_name), attaches as a
   // tenant and opens the backend kvd uses. kUnavailable when kvd is not
   // running; kInvalidArgument for bad options or a page size other than
-  // options.expect_page_bytes; kvd's refusal as its own code.
+  // options.expect_page_bytes; kvd's refusal as its own code. Raises the
+  // process's soft open-file limit to its hard limit: the client keeps an fd
+  // for each page it maps, so a restarted kvd can take the pages back.
   static Result<std::unique_ptr<Client>> Attach(const ClientOptions& options);
   // Attach(OptionsFromEnvironment()). kNotFound when nanokv is not enabled.
   static Result<std::unique_ptr<Client>> AttachFromEnv();

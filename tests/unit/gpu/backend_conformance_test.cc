@@ -1,6 +1,7 @@
 // The backend conformance suite: the same tests on every backend present.
 // host always runs (CI); cuda and hip run where a device is found and skip
 // cleanly, with the reason, where none is. A host/GPU disagreement is a bug.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -231,6 +232,25 @@ TEST_P(BackendConformance, ExportedPageImportsAsTheSameMemory) {
   ASSERT_OK(CheckPattern(b(), base + gran_, gran_, 9));
   EXPECT_OK(b().Unmap(base + gran_, gran_));
   EXPECT_OK(b().ReleasePage(*imported));
+}
+
+// CUDA refuses to export an imported handle; every backend does the same, so a
+// layer that needs it (libkv handing pages back to a restarted kvd) is caught
+// on the host backend too. The fd the page came from still imports.
+TEST_P(BackendConformance, AnImportedPageCannotBeExportedAgain) {
+  PageHandle page = Create(gran_);
+  auto fd = b().ExportPage(page);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  int kept = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+  ASSERT_GE(kept, 0);
+  auto imported = b().ImportPage(*fd, 0, gran_);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  EXPECT_EQ(b().ExportPage(*imported).status().code(), Code::kInvalidArgument);
+  auto again = b().ImportPage(kept, 0, gran_);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_OK(b().ReleasePage(*again));
+  EXPECT_OK(b().ReleasePage(*imported));
+  EXPECT_OK(b().ReleasePage(page));
 }
 
 TEST_P(BackendConformance, ManyThreadsMapAndUnmapAtOnce) {
