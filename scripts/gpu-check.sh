@@ -34,6 +34,16 @@ NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_b
 NANOKV_TEST_BACKEND=cuda step controller_cuda "$B/bin/controller_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kvctl_cuda "$B/bin/kvctl_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step objects_cuda "$B/bin/kvd_objects_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step restart_cuda "$B/bin/kvd_restart_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step kv_cache_cuda "$B/bin/kv_cache_kvd_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step limits_cuda "$B/bin/kvd_limits_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step chaos_cuda "$B/bin/nanokv_chaos" --kills 200 --seed 20261122 --json \
+  --kvd "$B/bin/kvd" --engine "$B/bin/nanokv_chaos_engine"
+# The Python package (host-backend suites, and the decode-loop example on cuda
+# where PyTorch sees the GPU), then the example itself on cuda.
+export NANOKV_LIBRARY="$B/lib/libnanokv.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+step python_suite python3 -m unittest discover -s python/tests -p 'test_*.py'
+step decode_loop_cuda python3 examples/python/decode_loop.py --backend cuda --kvd "$B/bin/kvd"
 step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
 step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
@@ -46,7 +56,7 @@ step object_plan_bench "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/k
 
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
-         objects_cuda paged_append_gpu object_pages_gpu; do
+         objects_cuda restart_cuda kv_cache_cuda limits_cuda paged_append_gpu object_pages_gpu; do
   echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \

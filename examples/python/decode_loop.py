@@ -220,11 +220,29 @@ class CacheStore:
         self.cache = client.cache(layers=geo.layers, kv_heads=geo.kv_heads, head_dim=geo.head_dim,
                                   block_size=geo.block_size, dtype="float16",
                                   num_blocks=geo.num_blocks)
-        as_torch = (lambda a: torch.as_tensor(a, device="cuda")) if device == "cuda" else \
-            torch.from_numpy
-        self.k_layers = [as_torch(self.cache.k(l)) for l in range(geo.layers)]
-        self.v_layers = [as_torch(self.cache.v(l)) for l in range(geo.layers)]
+        self._views = None
         self.seqs = set()
+
+    def _layer_views(self):
+        """Torch views of every layer's K and V, made on first use: torch.as_tensor
+        checks that a CUDA pointer is device memory, and the cache maps a layer's
+        first page only when a block in it is first allocated (see PYTHON.md)."""
+        if self._views is None:
+            assert self.seqs, "views before any allocation: the pages are not mapped yet"
+            torch = self.torch
+            as_torch = (lambda a: torch.as_tensor(a, device="cuda")) if self.device == "cuda" \
+                else torch.from_numpy
+            self._views = ([as_torch(self.cache.k(l)) for l in range(self.geo.layers)],
+                           [as_torch(self.cache.v(l)) for l in range(self.geo.layers)])
+        return self._views
+
+    @property
+    def k_layers(self):
+        return self._layer_views()[0]
+
+    @property
+    def v_layers(self):
+        return self._layer_views()[1]
 
     def slots_for(self, seq, new_tokens):
         if seq not in self.seqs:

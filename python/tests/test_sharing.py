@@ -33,7 +33,8 @@ class SharingTest(KvdTestCase):
         tensor = writer.tensor(3 * PAGE)
         tensor.grow(3)
         words = tensor.view("uint32")
-        words[:] = np.arange(words.size, dtype=np.uint32) * 2654435761 % (1 << 32)
+        # In uint64, then narrowed: numpy 2 refuses a Python int past uint32 in uint32 arithmetic.
+        words[:] = (np.arange(words.size, dtype=np.uint64) * 2654435761 % (1 << 32)).astype(np.uint32)
         expected = {"sum": int(words.astype(np.uint64).sum()), "head": words[:4].tolist(),
                     "tail": words[-4:].tolist()}
         env = dict(self.env, NANOKV_TENANT="py-reader", NANOKV_GROUP="shared")
