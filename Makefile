@@ -20,11 +20,13 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Sanitizers (docs/RELIABILITY.md): a build directory each, benchmarks left out.
+# Sanitizers (docs/RELIABILITY.md): a build directory each, benchmarks and
+# kernels/ left out (nvcc is slow, the kernels' tests need a GPU, and the plain
+# build covers their host-side checks).
 # ASan+UBSan runs every test; TSan builds and runs only the ones labelled
 # `concurrency` in tests/CMakeLists.txt. The options reach the kvd and engine
 # processes the integration tests spawn, which are sanitized builds too.
-SAN_CMAKE_FLAGS = $(CMAKE_FLAGS) -DNANOKV_BUILD_BENCH=OFF
+SAN_CMAKE_FLAGS = $(CMAKE_FLAGS) -DNANOKV_BUILD_BENCH=OFF -DNANOKV_CUDA_KERNELS=OFF
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
