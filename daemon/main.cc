@@ -4,7 +4,6 @@
 // back everything on SIGTERM/SIGINT: the engines it runs are stopped first
 // (their pages come back while the server still runs), then the server.
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +26,7 @@
 #include "daemon/segment_publisher.h"
 #include "ipc/naming.h"
 #include "ipc/uds/channel.h"
+#include "libkv/util/open_file_limit.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -47,18 +47,6 @@ void OnSignal(int) {
 int Fail(const Status& status) {
   spdlog::critical("kvd: {}", status.ToString());
   return 1;
-}
-
-// Every page kvd creates keeps an exported fd open, and fds in flight over the
-// socket count against the sender too: take the hard limit, not the default.
-void RaiseFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  rlim_t before = limit.rlim_cur;
-  limit.rlim_cur = limit.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
-    spdlog::debug("kvd: open-file limit raised from {} to {}", before, limit.rlim_cur);
-  }
 }
 
 Status MakeDirectory(const std::string& dir) {
@@ -193,7 +181,11 @@ int Main(int argc, char** argv) {
   Status valid = Validate(config);
   if (!valid.ok()) return Fail(valid);
   spdlog::set_level(spdlog::level::from_str(config.log_level));
-  RaiseFileLimit();
+  // Every page kvd creates keeps an exported fd open (daemon/fd_budget.h).
+  OpenFileLimit files = RaiseOpenFileLimit();
+  if (files.after != files.before) {
+    spdlog::debug("kvd: open-file limit raised from {} to {}", files.before, files.after);
+  }
 
   gpu::HostBackendOptions host = gpu::HostOptionsFromEnvironment();
   host.devices = config.host_devices;

@@ -3,7 +3,6 @@
 // client_requests.cc.
 #include <errno.h>  // program_invocation_short_name (glibc)
 #include <poll.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "ipc/naming.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
+#include "libkv/util/open_file_limit.h"
 
 namespace nanokv {
 namespace {
@@ -263,23 +263,9 @@ Client::Impl::~Impl() {
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
-namespace {
-
-// The page cache keeps an fd per page this process maps (page_cache.h,
-// invariant 4): an engine holding 40 GiB of 2 MiB pages needs 20,000. The
-// default soft limit (1024) would stop it long before, so attach raises the
-// soft limit to the hard one, as kvd does for itself. Never lowered.
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  (void)setrlimit(RLIMIT_NOFILE, &limit);
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Client>> Client::Attach(const ClientOptions& options) {
-  RaiseOpenFileLimit();
+  // The page cache keeps an fd per page this process maps (page_cache.h, invariant 4).
+  (void)RaiseOpenFileLimit();
   NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Connect(options));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }

@@ -13,6 +13,7 @@
 
 #include "ipc/uds/channel.h"
 #include "ipc/wire/codec.h"
+#include "libkv/util/open_file_limit.h"
 #include "tests/integration/kvd_fixture.h"
 
 namespace nanokv::testing {
@@ -28,15 +29,6 @@ size_t CountFds(pid_t pid) {
   while (const dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
   closedir(dir);
   return count;
-}
-
-// The flood below needs more fds than a default soft limit of 1024.
-void RaiseOwnFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &limit);
-  }
 }
 
 wire::Message AttachRequest(const std::string& tenant) {
@@ -66,7 +58,7 @@ class KvdLimitsTest : public KvdFixture {
  protected:
   void SetUp() override {
     KvdFixture::SetUp();
-    RaiseOwnFileLimit();
+    (void)RaiseOpenFileLimit();  // the flood needs more than a soft limit of 1024
   }
 
   // `n` connections from this process; connect retries while kvd's backlog is full.
@@ -84,6 +76,26 @@ class KvdLimitsTest : public KvdFixture {
     }
     EXPECT_EQ(out.size(), n) << "could not open the connections";
     return out;
+  }
+
+  // Polls the flood until `expected` refusals came (or 30 s); *served marks
+  // the connections kvd said nothing on. Returns the refusals; *why, the last.
+  size_t AwaitRefusals(std::vector<ipc::Channel>& flood, size_t expected, std::string* why,
+                       std::vector<bool>* served) {
+    size_t refused = 0;
+    std::vector<bool> heard(flood.size(), false);
+    WaitFor([&] {
+      for (size_t i = 0; i < flood.size(); ++i) {
+        if (heard[i]) continue;
+        Heard h = Poll(flood[i], why);
+        if (h == Heard::kError) ++refused;
+        heard[i] = h != Heard::kNothing;
+      }
+      return refused == expected;
+    }, 30s);
+    served->assign(flood.size(), false);
+    for (size_t i = 0; i < flood.size(); ++i) (*served)[i] = !heard[i];
+    return refused;
   }
 
   // An engine process that grows, verifies and shrinks its pages for a while.
@@ -119,19 +131,9 @@ TEST_F(KvdLimitsTest, AThousandConnectionsFromOneProcessAreCappedAndGiveEveryFdB
   std::vector<ipc::Channel> flood = Flood(1000);
   ASSERT_EQ(flood.size(), 1000u);
   // The first 64 (max_connections_per_process) are served; the rest are told why not.
-  size_t refused = 0;
   std::string why;
-  std::vector<bool> heard(flood.size(), false);
-  WaitFor([&] {
-    for (size_t i = 0; i < flood.size(); ++i) {
-      if (heard[i]) continue;
-      Heard h = Poll(flood[i], &why);
-      if (h == Heard::kError) ++refused;
-      heard[i] = h != Heard::kNothing;
-    }
-    return refused == 1000 - 64;
-  }, 30s);
-  EXPECT_EQ(refused, 1000u - 64u);
+  std::vector<bool> served;
+  EXPECT_EQ(AwaitRefusals(flood, 1000 - 64, &why, &served), 1000u - 64u);
   EXPECT_NE(why.find("max_connections_per_process"), std::string::npos) << why;
   // kvd never holds more than the 64 and the refusals still waiting to be read.
   EXPECT_LT(CountFds(kvd_.pid()), kvd_fds + 2 * 64 + 130) << "refused connections pile up";
@@ -161,26 +163,16 @@ TEST_F(KvdLimitsTest, TheConnectionLimitFollowsTheOpenFileLimit) {
   EXPECT_GE(limit, 8u);
 
   std::vector<ipc::Channel> flood = Flood(300);
-  size_t refused = 0;
   std::string why;
-  std::vector<bool> heard(flood.size(), false);
-  WaitFor([&] {
-    for (size_t i = 0; i < flood.size(); ++i) {
-      if (heard[i]) continue;
-      Heard h = Poll(flood[i], &why);
-      if (h == Heard::kError) ++refused;
-      heard[i] = h != Heard::kNothing;
-    }
-    return refused == flood.size() - limit;
-  }, 30s);
-  EXPECT_EQ(refused, flood.size() - limit);
+  std::vector<bool> served;
+  EXPECT_EQ(AwaitRefusals(flood, flood.size() - limit, &why, &served), flood.size() - limit);
   EXPECT_NE(why.find("(max_connections)"), std::string::npos) << why;
   // The served connections still work: attach on one.
-  size_t served = 0;
-  while (served < flood.size() && heard[served]) ++served;
-  ASSERT_LT(served, flood.size());
-  ASSERT_TRUE(flood[served].Send(wire::Encode(AttachRequest("one-of-many"))).ok());
-  ASSERT_TRUE(WaitFor([&] { return Poll(flood[served]) == Heard::kOther; }, 10s));
+  size_t one = 0;
+  while (one < flood.size() && !served[one]) ++one;
+  ASSERT_LT(one, flood.size());
+  ASSERT_TRUE(flood[one].Send(wire::Encode(AttachRequest("one-of-many"))).ok());
+  ASSERT_TRUE(WaitFor([&] { return Poll(flood[one]) == Heard::kOther; }, 10s));
 
   flood.clear();
   ExpectKvdServes("after");

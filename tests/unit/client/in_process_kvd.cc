@@ -1,26 +1,13 @@
 #include "tests/unit/client/in_process_kvd.h"
 
-#include <sys/resource.h>
 
 #include <utility>
 
 #include "ipc/naming.h"
 #include "ipc/uds/channel.h"
+#include "libkv/util/open_file_limit.h"
 
 namespace nanokv::testing {
-namespace {
-
-// As kvd's main does: every page kvd creates keeps an exported fd open, and
-// here the engine's imports share the process's fd table with kvd's pages.
-void RaiseFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  (void)setrlimit(RLIMIT_NOFILE, &limit);
-}
-
-}  // namespace
-
 const kvd::Tenant* KvdSnapshot::FindTenant(const std::string& name) const {
   for (const kvd::Tenant& tenant : tenants) {
     if (tenant.name == name) return &tenant;
@@ -30,7 +17,7 @@ const kvd::Tenant* KvdSnapshot::FindTenant(const std::string& name) const {
 
 Result<std::unique_ptr<InProcessKvd>> InProcessKvd::Start(const std::string& ipc_name,
                                                           const InProcessKvdOptions& options) {
-  RaiseFileLimit();
+  (void)RaiseOpenFileLimit();  // kvd's pages and the engine's imports share this fd table
   // A small device: all of its memory is kvd's capacity.
   const size_t capacity_bytes = size_t{options.pages_per_device} * kPageBytes;
   auto backend = gpu::MakeHostBackend(
