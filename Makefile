@@ -22,11 +22,15 @@ test: build
 
 # Sanitizers (docs/RELIABILITY.md): a build directory each, benchmarks and
 # kernels/ left out (nvcc is slow, the kernels' tests need a GPU, and the plain
-# build covers their host-side checks).
+# build covers their host-side checks), -O1 with line tables only: reports keep
+# file:line, and the builds take less of CI's time.
 # ASan+UBSan runs every test; TSan builds and runs only the ones labelled
 # `concurrency` in tests/CMakeLists.txt. The options reach the kvd and engine
 # processes the integration tests spawn, which are sanitized builds too.
-SAN_CMAKE_FLAGS = $(CMAKE_FLAGS) -DNANOKV_BUILD_BENCH=OFF -DNANOKV_CUDA_KERNELS=OFF
+SAN_OPT = -O1 -g1 -DNDEBUG
+SAN_CMAKE_FLAGS = $(CMAKE_FLAGS) -DNANOKV_BUILD_BENCH=OFF -DNANOKV_CUDA_KERNELS=OFF \
+                  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(SAN_OPT)" \
+                  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$(SAN_OPT)"
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

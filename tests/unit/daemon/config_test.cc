@@ -35,6 +35,8 @@ log_level: debug
 run_dir: /tmp/somewhere
 host_devices: 2
 host_device_memory: 512MiB
+max_connections: 300
+max_connections_per_process: 4
 )", "full.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->ipc_name, "node-a");
@@ -50,6 +52,8 @@ host_device_memory: 512MiB
   EXPECT_EQ(config->group, gid_t{0});
   EXPECT_EQ(config->host_devices, 2);
   EXPECT_EQ(config->host_device_bytes, 512u << 20);
+  EXPECT_EQ(config->max_connections, 300u);
+  EXPECT_EQ(config->max_connections_per_process, 4u);
 }
 
 TEST(Config, BareFractionIsKvcachedsGpuUtilization) {
@@ -81,6 +85,8 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       {"- a\n- b\n", "c.yaml:1: (top level): expected a mapping"},
       {"instances: {a: 1}\n", "c.yaml:1: instances: expected a list of instances"},
       {"ipc_name: \"has space\"\n", "ipc_name 'has space' is not"},
+      {"max_connections_per_process: 0\n", "c.yaml:1: max_connections_per_process: '0' is outside"},
+      {"max_connections: -1\n", "c.yaml:1: max_connections:"},
   };
   for (const auto& c : cases) {
     auto config = LoadConfigText(c.text, "c.yaml");
