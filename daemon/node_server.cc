@@ -1,7 +1,7 @@
 #include "daemon/node_server.h"
 
-#include <sys/epoll.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
