@@ -202,8 +202,8 @@ Status Client::Impl::ReturnPages(int device, std::span<const uint32_t> ids) {
   wire::Message message;
   message.mutable_return_pages()->set_device(device);
   for (uint32_t id : ids) message.mutable_return_pages()->add_page_ids(id);
+  // pending_reclaim_ is lowered by the reader as it dispatches the reply (Dispatch).
   NANOKV_RETURN_IF_ERROR(Call(std::move(message), pending, options_.request_timeout_ms));
-  NoteReturned(ids.size());
   return Status::OK();
 }
 
@@ -239,10 +239,7 @@ Result<uint64_t> Client::Impl::SetLimit(uint64_t bytes) {
   message.mutable_set_limit()->set_limit_bytes(bytes);  // tenant empty: our own
   NANOKV_RETURN_IF_ERROR(Call(std::move(message), pending, options_.request_timeout_ms));
   const wire::SetLimitReply& reply = pending->reply.set_limit_reply();
-  limit_bytes_ = reply.limit_bytes();
-  uint64_t over =
-      reply.used_bytes() > reply.limit_bytes() ? reply.used_bytes() - reply.limit_bytes() : 0;
-  pending_reclaim_ = static_cast<uint32_t>((over + page_bytes_ - 1) / page_bytes_);
+  limit_bytes_ = reply.limit_bytes();  // pending_reclaim_: set by the reader (Dispatch)
   return reply.limit_bytes();
 }
 
@@ -380,6 +377,16 @@ Status Client::Impl::Dispatch(const wire::Message& message, std::vector<int>* fd
   }
   if (!fds->empty())
     return Status::ProtocolError(std::string("kvd's ") + BodyName(message) + " carried fds");
+  // The reclaim count changes here, on the reader, in kvd's order: a reclaim
+  // notice kvd sent before this reply was applied already, one sent after it
+  // comes next. Done by the caller after it wakes, a late update could undo a
+  // newer notice (KVCacheTest.KeptGroupsServeAgainAndGoBackOnReclaim, under ASan).
+  if (message.has_return_reply()) NoteReturned(message.return_reply().returned());
+  if (message.has_set_limit_reply()) {
+    const wire::SetLimitReply& reply = message.set_limit_reply();
+    uint64_t over = reply.used_bytes() > reply.limit_bytes() ? reply.used_bytes() - reply.limit_bytes() : 0;
+    pending_reclaim_ = static_cast<uint32_t>((over + page_bytes_ - 1) / page_bytes_);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   pending->reply = message;
   CompleteLocked(message.request_id(), *pending, Status::OK());
