@@ -177,6 +177,10 @@ void NodeServer::OnReadable(int fd) {
     }
     Handle(c, data, &fds);
     for (int stray : fds) close(stray);  // fds a handler did not take
+    // Now, not at the end of the turn: a notice this request caused (a reclaim
+    // after set_limit) must reach the engine before the reply to its next
+    // request, read in this same loop, or the engine would take it for news.
+    DeliverNotices();
   }
 }
 
