@@ -171,8 +171,7 @@ void NodeServer::OnReadable(int fd) {
     }
     if (c.refused) {
       for (int stray : fds) close(stray);
-      SendError(c, 0, Status::PermissionDenied("uid " + std::to_string(c.peer.uid) +
-                                               " is not allowed to attach to this kvd"));
+      SendError(c, 0, c.refusal);
       continue;  // drain everything, then close (below, on would-block)
     }
     Handle(c, data, &fds);

@@ -91,6 +91,7 @@ class NodeServer {
     // what it sent is drained. Closing a socket with unread data would reset
     // the peer's end (ECONNRESET) before it could read why it was refused.
     bool refused = false;
+    Status refusal;       // why, sent again for each message it sends
     uint64_t serial = 0;  // tells a refused connection from a later one on the same fd
   };
   // A refused connection still open: it is closed when the peer has read why

@@ -117,6 +117,7 @@ void NodeServer::Refuse(std::unique_ptr<Connection> c, const Status& why) {
   // reset the peer's end.
   SendError(*c, 0, why);
   c->refused = true;
+  c->refusal = why;
   int fd = c->channel.fd();
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
