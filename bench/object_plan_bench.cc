@@ -8,14 +8,20 @@
 //   floor:  one round trip that does no store work: GetLocation of a key
 //           that does not exist (decode, one hash lookup, an Error reply).
 //           The plan costs at least two of these.
+//   os:     one 64-byte message to an echo process on a socketpair and back,
+//           both sides blocking in recv: what the kernel's wake-ups cost on
+//           this host, under any protocol.
 //
 // It starts its own kvd (--kvd, default next to this binary, else
 // ../daemon/kvd) with an object store on a private socket, and prints one
-// JSON object.
+// JSON object. --spin-us is the client's ObjectStoreOptions::spin_us,
+// --busy-poll-us kvd's busy_poll_us.
 //
 //   object_plan_bench [--backend auto|cuda|host] [--ops 20000] [--bytes 1048576]
+//                     [--spin-us 50] [--busy-poll-us 0]
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,10 +33,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_kvd.h"
 #include "bench/bench_util.h"
 #include "nanokv/object_store.h"
-
-extern char** environ;
 
 namespace nanokv {
 namespace {
@@ -42,36 +47,48 @@ using bench::NowMicros;
   std::exit(1);
 }
 
-std::string DefaultKvd(const char* argv0) {
-  std::filesystem::path self = std::filesystem::absolute(argv0).parent_path();
-  for (auto candidate : {self / "kvd", self / ".." / "daemon" / "kvd"}) {
-    if (std::filesystem::exists(candidate)) return candidate.string();
-  }
-  return "kvd";
-}
-
-struct Kvd {
-  pid_t pid = -1;
-  ~Kvd() {
-    if (pid > 0) {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
+// Round trips of 64 bytes to a forked echo process on a socketpair.
+std::vector<double> OsRoundTrips(size_t n) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return {};
+  pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    char buf[64];
+    for (;;) {
+      ssize_t got = recv(sv[1], buf, sizeof(buf), 0);
+      if (got <= 0 || send(sv[1], buf, static_cast<size_t>(got), MSG_NOSIGNAL) != got) _exit(0);
     }
   }
-};
+  close(sv[1]);
+  std::vector<double> out;
+  char buf[64] = {};
+  for (size_t i = 0; i < n + n / 10 + 1 && child > 0; ++i) {
+    double t0 = NowMicros();
+    if (send(sv[0], buf, sizeof(buf), MSG_NOSIGNAL) != sizeof(buf) || recv(sv[0], buf, sizeof(buf), 0) <= 0) break;
+    if (i > n / 10) out.push_back(NowMicros() - t0);
+  }
+  close(sv[0]);
+  if (child > 0) waitpid(child, nullptr, 0);
+  return out;
+}
 
 int Main(int argc, char** argv) {
   bench::LogToStderr("object_plan_bench");
-  std::string backend_name = "auto", kvd_path = DefaultKvd(argv[0]);
+  std::string backend_name = "auto", kvd_path = bench::DefaultKvd(argv[0]);
   size_t ops = 20000, bytes = 1 << 20;
+  uint32_t spin_us = ObjectStoreOptions{}.spin_us, busy_poll_us = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--backend") backend_name = argv[i + 1];
     else if (flag == "--kvd") kvd_path = argv[i + 1];
     else if (flag == "--ops") ops = std::strtoull(argv[i + 1], nullptr, 10);
     else if (flag == "--bytes") bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--spin-us") spin_us = static_cast<uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+    else if (flag == "--busy-poll-us") busy_poll_us = static_cast<uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
     else {
-      std::fprintf(stderr, "usage: object_plan_bench [--backend NAME] [--kvd PATH] [--ops N] [--bytes B]\n");
+      std::fprintf(stderr, "usage: object_plan_bench [--backend NAME] [--kvd PATH] [--ops N] [--bytes B] "
+                           "[--spin-us US] [--busy-poll-us US]\n");
       return 2;
     }
   }
@@ -79,32 +96,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "object_plan_bench: --ops > 0, --bytes in [1, 32 MiB]\n");
     return 2;
   }
-  char dir_template[] = "/tmp/nanokv-bench-XXXXXX";
-  std::string run_dir = mkdtemp(dir_template);
-  setenv("NANOKV_RUN_DIR", run_dir.c_str(), 1);
-  std::string ipc = "object_plan_bench_" + std::to_string(getpid());
-  std::string config = run_dir + "/kvd.yaml";
-  std::ofstream(config) << "object_store:\n  size: 64MiB\n";
-  std::vector<std::string> args = {kvd_path, "--config", config, "--backend", backend_name,
-                                   "--ipc-name", ipc, "--capacity", std::to_string(96u << 20),
-                                   "--host-device-memory", std::to_string(256u << 20),
-                                   "--log-level", "warn"};
-  std::vector<char*> argp;
-  for (auto& a : args) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  Kvd kvd;
-  if (posix_spawn(&kvd.pid, kvd_path.c_str(), nullptr, nullptr, argp.data(), environ) != 0) {
-    std::fprintf(stderr, "object_plan_bench: cannot start kvd at %s\n", kvd_path.c_str());
-    return 1;
-  }
+  bench::BenchKvd kvd(kvd_path, backend_name, "object_plan_bench", 96u << 20, "64MiB",
+                      {"--busy-poll-us", std::to_string(busy_poll_us)});
   ObjectStoreOptions options;
-  options.ipc_name = ipc;
   options.backend = backend_name;
-  Result<std::unique_ptr<ObjectStore>> opened = Status::Unavailable("not tried");
-  for (int i = 0; i < 500 && !opened.ok(); ++i) {
-    opened = ObjectStore::Open(options);
-    if (!opened.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  options.spin_us = spin_us;
+  auto opened = kvd.OpenStore(options);
   if (!opened.ok()) Die("open the object store", opened.status());
   ObjectStore& store = **opened;
 
@@ -131,18 +128,21 @@ int Main(int argc, char** argv) {
       plan.push_back(t2 - t1);
     }
   }
+  std::vector<double> os = OsRoundTrips(ops);
   double plan_p50 = bench::Quantile(plan, 0.5), floor_p50 = bench::Quantile(floor, 0.5);
   bench::JsonObject out;
   out.Add("bench", "object_plan")
       .Add("backend", backend_name)
       .Add("object_bytes", static_cast<long long>(bytes))
       .AddPercentiles("plan_open_commit_us", plan)
+      .Add("client_spin_us", static_cast<long long>(spin_us))
+      .Add("kvd_busy_poll_us", static_cast<long long>(busy_poll_us))
       .AddPercentiles("floor_round_trip_us", floor)
+      .AddPercentiles("os_socket_round_trip_us", os)
       .Add("plan_over_two_floors", plan_p50 / (2 * floor_p50))
       .Add("goal_p50_us", 20.0)
       .Add("goal_met", plan_p50 <= 20.0);
   std::printf("%s\n", out.str().c_str());
-  std::filesystem::remove_all(run_dir);
   return 0;
 }
 

@@ -411,6 +411,7 @@ Status Apply(const std::string& origin, const std::string& base_dir, const YAML:
       {"object_store", [&](auto& n, auto& k) { return ParseObjectStoreConfig(origin, n, k, &c->object_store); }},
       {"max_connections", [&](auto& n, auto& k) { NANOKV_ASSIGN_OR_RETURN(int64_t v, Integer(origin, n, k, 0, 1 << 20)); c->max_connections = static_cast<uint32_t>(v); return Status::OK(); }},
       {"max_connections_per_process", [&](auto& n, auto& k) { NANOKV_ASSIGN_OR_RETURN(int64_t v, Integer(origin, n, k, 1, 1 << 20)); c->max_connections_per_process = static_cast<uint32_t>(v); return Status::OK(); }},
+      {"busy_poll_us", [&](auto& n, auto& k) { NANOKV_ASSIGN_OR_RETURN(int64_t v, Integer(origin, n, k, 0, 10'000)); c->busy_poll_us = static_cast<uint32_t>(v); return Status::OK(); }},
       {"check_invariants", [&](auto& n, auto& k) {
          NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar(origin, n, k));
          if (text == "true") c->check_invariants = true;

@@ -77,6 +77,7 @@ struct KvdConfig {
   // if the open-file limit cannot hold that many next to every page), and one process.
   uint32_t max_connections = 0;
   uint32_t max_connections_per_process = 64;
+  uint32_t busy_poll_us = 0;             // poll without sleeping after a request (0: off)
 };
 
 // Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the

@@ -128,6 +128,9 @@ int Main(int argc, char** argv) {
   auto* max_conn_pid_opt = app.add_option("--max-connections-per-process", flags.max_connections_per_process,
                                           "connections one process may hold")
       ->check(CLI::Range(1, 1 << 20));
+  auto* busy_poll_opt = app.add_option("--busy-poll-us", flags.busy_poll_us,
+                                       "after a request, poll this many us without sleeping (0: off)")
+      ->check(CLI::Range(0, 10'000));
   auto* check_opt = app.add_flag("--check-invariants", flags.check_invariants,
                                  "check NodeState's invariants after every change; exit 1 on a break (tests)");
   CLI11_PARSE(app, argc, argv);
@@ -152,6 +155,7 @@ int Main(int argc, char** argv) {
   if (*check_opt) config.check_invariants = flags.check_invariants;
   if (*max_conn_opt) config.max_connections = flags.max_connections;
   if (*max_conn_pid_opt) config.max_connections_per_process = flags.max_connections_per_process;
+  if (*busy_poll_opt) config.busy_poll_us = flags.busy_poll_us;
   if (*page_opt) {
     auto c = yaml_value("page_size", page_size);
     if (!c.ok()) return Fail(c.status());
@@ -262,6 +266,7 @@ int Main(int argc, char** argv) {
   FdBudget budget = MeasureFdBudget(pages_to_come, fds_per_page);
   server_options.max_connections = ConnectionLimit(budget, config.max_connections);
   server_options.max_connections_per_process = config.max_connections_per_process;
+  server_options.busy_poll_us = config.busy_poll_us;
   uint64_t wanted = config.max_connections != 0 ? config.max_connections : kDefaultMaxConnections;
   if (budget.connections() < wanted) {
     spdlog::warn("kvd: {}; serving at most {} connections: raise kvd's open-file limit "

@@ -86,6 +86,8 @@ Status NodeServer::Run() {
   }
   bool stopping = false;
   epoll_event events[64];
+  // Busy polling (busy_poll_us): until then, epoll_wait does not sleep.
+  auto poll_until = Clock::now();
   while (!stopping) {
     // Before this turn's requests, so a window of 0 frees the pages before
     // any engine can hand one back.
@@ -100,7 +102,11 @@ Status NodeServer::Run() {
     if (dirty_) {
       timeout_ms = since >= kPublishGap ? 0 : 1 + static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kPublishGap - since).count());
     }
+    if (options_.busy_poll_us != 0 && Clock::now() < poll_until) timeout_ms = 0;
     int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    if (n > 0 && options_.busy_poll_us != 0) {
+      poll_until = Clock::now() + std::chrono::microseconds(options_.busy_poll_us);
+    }
     if (n < 0 && errno != EINTR) return Status::FromErrno("epoll_wait", errno);
     for (int i = 0; i < n; ++i) {
       uint64_t tag = events[i].data.u64 & ~0xffffffffull;

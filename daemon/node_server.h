@@ -46,6 +46,9 @@ struct ServerOptions {
   // connections (and fds) every other engine needs.
   uint32_t max_connections = 1024;
   uint32_t max_connections_per_process = 64;
+  // After a turn that served a request, poll without sleeping this long
+  // before blocking in epoll_wait again (0: block at once).
+  uint32_t busy_poll_us = 0;
 };
 
 // What the server tells its owner about a connection, for the segment.

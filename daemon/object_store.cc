@@ -281,14 +281,17 @@ Result<WritePlan> ObjectStore::OpenForWrite(std::string_view key, uint64_t bytes
   object.created_ns = now_ns;
   object.last_access_ns = now_ns;
   object.deadline_ns = now_ns + static_cast<uint64_t>(config_.write_timeout.count()) * 1'000'000;
+  // RESERVED lives in this index only: the header goes to the device once,
+  // already WRITING (nobody holds the plan before this returns, and a reader
+  // of the slot's old epoch never sees READY in a torn write). One
+  // synchronous copy instead of two: on cuda each is ~8 us of the plan.
+  object.state = ObjState::kWriting;
   Status written = WriteHeader(object);
-  if (written.ok()) written = WriteState(object, ObjState::kWriting);
   if (!written.ok()) {
     (void)device.payload->Free(offset - device.header_pages * page_bytes_);
     return written;
   }
   device.free_slots.pop_back();
-  object.state = ObjState::kWriting;
   auto [it, inserted] = objects_.emplace(object.key, std::move(object));
   Object* live = &it->second;
   device.writing.insert({live->deadline_ns, live});
@@ -296,7 +299,7 @@ Result<WritePlan> ObjectStore::OpenForWrite(std::string_view key, uint64_t bytes
   return PlanOf(*live);
 }
 
-Status ObjectStore::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns) {
+Status ObjectStore::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, bool published) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) {
@@ -314,7 +317,8 @@ Status ObjectStore::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   if (object->host_copies != 0) {
     return Status::FailedPrecondition("commit of " + Quote(key) + ": a put is still copying it");
   }
-  NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjState::kReady));
+  if (!published) NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjState::kReady));
+  object->published = published;
   devices_[object->device].writing.erase({object->deadline_ns, object});
   object->state = ObjState::kReady;
   object->last_access_ns = now_ns;

@@ -11,9 +11,9 @@
 // small objects share a page and a large one spans several). A *span* is the
 // part of an object's payload inside one page: what a producer maps.
 //
-// Life of an object: OpenForWrite allocates a header slot and payload, writes
-// the header (RESERVED), then WRITING, and returns a WritePlan carrying a
-// fresh epoch. The producer writes the payload through the plan's pages and
+// Life of an object: OpenForWrite allocates a header slot and payload
+// (RESERVED, in the index only), writes the whole header to the device in one
+// copy with state WRITING, and returns a WritePlan carrying a fresh epoch. The producer writes the payload through the plan's pages and
 // publishes READY itself (kv_commit_ready) and/or calls Commit(key, epoch).
 // Revoke(key, epoch) abandons a write; Remove(key) drops a READY object; a
 // write not committed within write_timeout is reclaimed. Dropping is
@@ -161,7 +161,10 @@ class ObjectStore {
                                  uint64_t now_ns);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
   // epoch (the plan's object is gone), already READY (commit twice), revoked.
-  Status Commit(std::string_view key, uint32_t epoch, uint64_t now_ns);
+  // published: the producer's kernel stored READY on the device already, so
+  // kvd does not (a device write from kvd makes the GPU switch between kvd's
+  // context and the producer's, ~150 us on an H100: docs/BENCHMARKS.md).
+  Status Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, bool published = false);
   // RESERVED/WRITING -> DEAD -> freed. kFailedPrecondition for a READY object
   // (use Remove) or a stale epoch.
   Status Revoke(std::string_view key, uint32_t epoch, uint64_t now_ns);
@@ -225,6 +228,7 @@ class ObjectStore {
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
     uint32_t host_copies = 0;    // Put/Get copying right now
     PinKind pin = PinKind::kNone;
+    bool published = false;      // committed on the producer's word that READY is on the device
   };
   using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
   struct Device {

@@ -198,8 +198,12 @@ Status ObjectStore::CheckInvariants(const NodeState& node) const {
     Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + uint64_t{object.slot} * sizeof(ObjHeader)),
                                 sizeof(header), gpu::CopyKind::kDeviceToHost);
     if (!read.ok()) return read;
+    // (And a producer that committed "published" without storing READY
+    // leaves WRITING there: trusted, it hides only its own object.)
     bool state_ok = header.state == static_cast<uint32_t>(object.state) ||
-                    (object.state == ObjState::kWriting && header.state == static_cast<uint32_t>(ObjState::kReady));
+                    (object.state == ObjState::kWriting && header.state == static_cast<uint32_t>(ObjState::kReady)) ||
+                    (object.state == ObjState::kReady && object.published &&
+                     header.state == static_cast<uint32_t>(ObjState::kWriting));
     if (header.key_hash != object.key_hash || header.epoch != object.epoch || !state_ok ||
         header.payload_base != object.payload_offset || header.bytes_total != object.bytes_total) {
       return Status::Internal(where + "device header disagrees (state " + std::to_string(header.state) +

@@ -18,6 +18,9 @@
 #define cudaGetLastError hipGetLastError
 #define cudaGetErrorName hipGetErrorName
 #define cudaStream_t hipStream_t
+#define cudaStreamSynchronize hipStreamSynchronize
+#define cudaGetDevice hipGetDevice
+#define cudaSetDevice hipSetDevice
 #else
 #include <cuda/atomic>
 #include <cuda_runtime.h>

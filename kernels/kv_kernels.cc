@@ -17,6 +17,12 @@ Status FromLaunch(int code, const char* call) {
   return Status(Code::kInternal, "kernel launch failed", call, detail::ErrorName(code));
 }
 
+// A runtime call other than a launch (a fault of an earlier kernel shows here).
+Status FromRuntime(int code, const char* call) {
+  if (code == 0) return Status::OK();
+  return Status(Code::kInternal, "GPU runtime call failed", call, detail::ErrorName(code));
+}
+
 bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 Status CheckAppend(const AppendInput& in, const PagedLayout& l, const void* key_cache,
@@ -185,6 +191,27 @@ Status ReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream
     return Status::InvalidArgument("kv_read_state: null header or output");
   }
   return FromLaunch(detail::LaunchReadState(header, state_out, stream), "kv_read_state");
+}
+
+Status Synchronize(void* stream) {
+  return FromRuntime(detail::StreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+Result<int> CurrentDevice() {
+  int device = -1;
+  NANOKV_RETURN_IF_ERROR(FromRuntime(detail::GetDevice(&device), "cudaGetDevice"));
+  return device;
+}
+
+Result<int> StreamDevice(void* stream) {
+  if (stream == nullptr) return CurrentDevice();
+  int device = -1;
+  NANOKV_RETURN_IF_ERROR(FromRuntime(detail::StreamDevice(stream, &device), "cudaStreamGetDevice"));
+  return device;
+}
+
+Status SetCurrentDevice(int device) {
+  return FromRuntime(detail::SetDevice(device), "cudaSetDevice");
 }
 
 }  // namespace nanokv::kernels

@@ -130,6 +130,18 @@ Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t
 // stream (a LoadPages) is ordered after that acquire.
 Status ReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream);
 
+// Waits for everything enqueued on `stream`; a fault of a kernel that ran
+// there comes back as kInternal naming the runtime's error.
+Status Synchronize(void* stream);
+
+// The calling thread's current device (the runtime's), which a nullptr
+// stream belongs to, and setting it.
+Result<int> CurrentDevice();
+Status SetCurrentDevice(int device);
+// The device a stream's work runs on (nullptr: the current device); -1
+// where the runtime cannot tell (HIP).
+Result<int> StreamDevice(void* stream);
+
 }  // namespace nanokv::kernels
 
 #endif  // NANOKV_KERNELS_KV_KERNELS_H_

@@ -54,6 +54,12 @@ int LaunchCommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* res
                       void* stream);
 int LaunchReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream);
 
+int StreamSynchronize(void* stream);
+int GetDevice(int* device);
+int SetDevice(int device);
+// The device `stream` belongs to; *device = -1 where the runtime cannot say (HIP).
+int StreamDevice(void* stream, int* device);
+
 // "cudaErrorInvalidValue" (or HIP's name) for a code the launchers returned.
 const char* ErrorName(int code);
 

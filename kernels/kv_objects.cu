@@ -125,6 +125,23 @@ int LaunchReadState(const ObjHeader* header, std::uint32_t* state_out, void* str
   return static_cast<int>(cudaGetLastError());
 }
 
+int StreamSynchronize(void* stream) {
+  return static_cast<int>(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+int GetDevice(int* device) { return static_cast<int>(cudaGetDevice(device)); }
+int SetDevice(int device) { return static_cast<int>(cudaSetDevice(device)); }
+
+int StreamDevice(void* stream, int* device) {
+#if defined(NANOKV_HIP)
+  (void)stream;
+  *device = -1;
+  return 0;
+#else
+  return static_cast<int>(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), device));
+#endif
+}
+
 const char* ErrorName(int code) { return cudaGetErrorName(static_cast<cudaError_t>(code)); }
 
 }  // namespace nanokv::kernels::detail

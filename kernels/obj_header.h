@@ -4,8 +4,9 @@
 // ABI and the device kernels (kv_kernels.cu, as CUDA or HIP) share one layout.
 //
 // Who writes what:
-//   kvd (host), open_for_write: every field except last_access, then state =
-//     RESERVED -> WRITING with a release store once the plan is handed out.
+//   kvd (host), open_for_write: every field in one synchronous copy, state
+//     already WRITING (RESERVED is kvd's index only: nobody holds the plan
+//     until that copy has landed), before the plan is handed out.
 //   the producer: payload bytes only (kv_store_pages or its own kernels), then
 //     state = READY with a release store at system scope (kv_commit_ready), or
 //     kvd's commit() does the same store from the host after the producer's

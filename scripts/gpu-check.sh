@@ -5,6 +5,7 @@
 # ${OUT:-./gpu-out}; the summary is printed last.
 #
 #   scripts/gpu-check.sh [BUNDLE_DIR]     (default .device)
+#   ONLY="objects_cuda object_plan_bench" scripts/gpu-check.sh   (just those steps)
 set -uo pipefail
 B=$(realpath "${1:-.device}")
 O=${OUT:-./gpu-out}
@@ -19,6 +20,7 @@ summary=()
 
 step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail
   local name=$1; shift
+  if [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]]; then return 0; fi
   echo "=== $name: $*" | tee -a "$O/gpu.log"
   if "$@" >"$O/$name.out" 2>&1; then summary+=("PASS $name"); else summary+=("FAIL $name (rc=$?)"); fi
   cat "$O/$name.out" >>"$O/gpu.log"
@@ -53,12 +55,19 @@ step grant_bench_batch1 "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" -
 step paged_append_bench "$B/bin/paged_append_bench"
 step object_pages_bench "$B/bin/object_pages_bench"
 step object_plan_bench "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd"
+step object_plan_bench_block "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --spin-us 0
+step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50
+step object_put_get_bench "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
+step object_put_get_bench_busy "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd" --busy-poll-us 50
 
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
          objects_cuda restart_cuda kv_cache_cuda limits_cuda paged_append_gpu object_pages_gpu; do
-  echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
+  [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
-         object_pages_bench object_plan_bench; do tail -n 1 "$O/$f.out"; done
+         object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy \
+         object_put_get_bench object_put_get_bench_busy; do
+  [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
+done
 printf '%s\n' "${summary[@]}"

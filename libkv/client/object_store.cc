@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 
@@ -14,6 +15,7 @@
 #include "ipc/uds/channel.h"
 #include "ipc/wire/codec.h"
 #include "ipc/wire/object_codec.h"
+#include "libkv/client/object_transfer.h"
 #include "libkv/gpu/backend.h"
 
 namespace nanokv {
@@ -57,12 +59,12 @@ const char* ObjectStateName(ObjectState state) {
 
 class ObjectStore::Impl {
  public:
-  Impl(ipc::Channel channel, std::unique_ptr<gpu::Backend> backend, uint32_t timeout_ms,
-       std::vector<int> access_devices)
+  Impl(ipc::Channel channel, std::unique_ptr<gpu::Backend> backend, const ObjectStoreOptions& options)
       : channel_(std::move(channel)),
         backend_(std::move(backend)),
-        timeout_ms_(timeout_ms),
-        access_devices_(std::move(access_devices)) {}
+        timeout_ms_(options.request_timeout_ms),
+        spin_us_(options.spin_us),
+        access_devices_(options.access_devices) {}
 
   ~Impl() {
     for (auto& [device, map] : maps_) {
@@ -92,6 +94,15 @@ class ObjectStore::Impl {
 
   gpu::Backend& backend() { return *backend_; }
 
+  // The devices MapOne gives access to a page of `device`.
+  std::vector<int> AccessOf(int device) const {
+    std::vector<int> access = {device};
+    for (int other : access_devices_) {
+      if (other != device) access.push_back(other);
+    }
+    return access;
+  }
+
   size_t mapped_pages() const {
     std::lock_guard lock(call_mu_);
     size_t n = 0;
@@ -116,7 +127,8 @@ class ObjectStore::Impl {
     NANOKV_RETURN_IF_ERROR(channel_.Send(wire::Encode(std::move(request))));
     for (;;) {
       pollfd p{channel_.fd(), POLLIN, 0};
-      int ready = poll(&p, 1, timeout_ms_ == 0 ? -1 : static_cast<int>(timeout_ms_));
+      int ready = SpinForReply(&p);
+      if (ready == 0) ready = poll(&p, 1, timeout_ms_ == 0 ? -1 : static_cast<int>(timeout_ms_));
       if (ready < 0 && errno == EINTR) continue;
       if (ready <= 0) {
         channel_.Close();  // a late reply must not answer the next request
@@ -157,6 +169,19 @@ class ObjectStore::Impl {
       }
       return reply;
     }
+  }
+
+  // Polls without sleeping for up to spin_us: a reply that comes within it
+  // skips the wake-up of a blocked poll (BENCHMARKS.md: plan round trip).
+  // 1 when readable, 0 when it did not come, -1 on an error.
+  int SpinForReply(pollfd* p) const {
+    if (spin_us_ == 0) return 0;
+    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    do {
+      int ready = poll(p, 1, 0);
+      if (ready != 0 && !(ready < 0 && errno == EINTR)) return ready;
+    } while (std::chrono::steady_clock::now() < until);
+    return 0;
   }
 
   // Imports and maps the plan's header and payload pages not mapped yet.
@@ -222,17 +247,14 @@ class ObjectStore::Impl {
     NANOKV_RETURN_IF_ERROR(mapped);
     map.mapped[index] = true;
     NANOKV_RETURN_IF_ERROR(released);
-    std::vector<int> access = {device};
-    for (int other : access_devices_) {
-      if (other != device) access.push_back(other);
-    }
-    return backend_->SetAccess(at, map.page_bytes, access);
+    return backend_->SetAccess(at, map.page_bytes, AccessOf(device));
   }
 
   mutable std::mutex call_mu_;
   ipc::Channel channel_;
   std::unique_ptr<gpu::Backend> backend_;
   uint32_t timeout_ms_;
+  uint32_t spin_us_;
   std::vector<int> access_devices_;  // besides each page's own device
   uint64_t next_rid_ = 1;
   std::map<int, DeviceMap> maps_;
@@ -248,8 +270,11 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions&
                                      std::to_string(backend->device_count()));
     }
   }
-  auto impl = std::make_unique<Impl>(std::move(channel), std::move(backend), options.request_timeout_ms,
-                                     options.access_devices);
+  if (options.spin_us > 10'000) {
+    return Status::InvalidArgument("nanokv objects: spin_us " + std::to_string(options.spin_us) +
+                                   " is over 10000");
+  }
+  auto impl = std::make_unique<Impl>(std::move(channel), std::move(backend), options);
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
 }
 
@@ -276,10 +301,11 @@ Status ExpectAck(const Result<wire::Message>& reply) {
 }
 }  // namespace
 
-Status ObjectStore::Commit(std::string_view key, uint32_t epoch) {
+Status ObjectStore::Commit(std::string_view key, uint32_t epoch, bool published_on_device) {
   wire::Message m;
   m.mutable_object_commit()->set_key(std::string(key));
   m.mutable_object_commit()->set_epoch(epoch);
+  m.mutable_object_commit()->set_published(published_on_device);
   return ExpectAck(impl_->Call(std::move(m)));
 }
 
@@ -362,6 +388,69 @@ Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
   Status released = ReleaseLease(key, lease.id);
   if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.ToString());
   return out;
+}
+
+namespace {
+// The plan's pages mapped here, as the transfers see them.
+Result<client::ObjectPieces> PiecesOf(ObjectStore& store, const ObjectPlan& plan,
+                                      std::vector<int> access) {
+  client::ObjectPieces pieces;
+  pieces.device = plan.device;
+  pieces.bytes = plan.bytes_total;
+  pieces.epoch = plan.epoch;
+  pieces.access = access;
+  NANOKV_ASSIGN_OR_RETURN(pieces.payload, store.PayloadPointer(plan));
+  NANOKV_ASSIGN_OR_RETURN(void* header, store.HeaderPointer(plan));
+  pieces.header = static_cast<ObjHeader*>(header);
+  // One segment per span, as a producer that maps pages one by one sees them.
+  auto* at = static_cast<std::byte*>(pieces.payload);
+  for (const ObjectSpan& span : plan.spans) {
+    pieces.segments.push_back({at, span.length});
+    at += span.length;
+  }
+  return pieces;
+}
+}  // namespace
+
+Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_t bytes,
+                                  int preferred_device, void* stream) {
+  if (src == nullptr) return Status::InvalidArgument("put of " + std::string(key) + " from a null address");
+  if (bytes == 0) return Status::InvalidArgument("put of " + std::string(key) + ": 0 bytes");
+  NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes, preferred_device));
+  auto pieces = PiecesOf(*this, plan, impl_->AccessOf(plan.device));
+  Status stored = pieces.ok() ? client::StoreObject(impl_->backend(), src, *pieces, stream) : pieces.status();
+  if (!stored.ok()) {
+    Status revoked = Revoke(key, plan.epoch);
+    if (!revoked.ok()) spdlog::warn("nanokv objects: revoke after a failed put: {}", revoked.ToString());
+    return stored;
+  }
+  // With the kernels, kv_commit_ready has stored READY already.
+  return Commit(key, plan.epoch, client::TransfersUseKernels(impl_->backend()));
+}
+
+Result<uint64_t> ObjectStore::GetToDevice(std::string_view key, void* dst, uint64_t capacity, void* stream) {
+  if (dst == nullptr) return Status::InvalidArgument("get of " + std::string(key) + " to a null address");
+  // The lease keeps the object in place until the load has run.
+  NANOKV_ASSIGN_OR_RETURN(ObjectLease lease, Lease(key));
+  Result<uint64_t> out = Status::Internal("unset");
+  auto plan = GetLocation(key);
+  if (!plan.ok()) {
+    out = plan.status();
+  } else if (plan->bytes_total > capacity) {
+    out = Status::InvalidArgument("object " + std::string(key) + " holds " + std::to_string(plan->bytes_total) +
+                                  " bytes, the destination " + std::to_string(capacity));
+  } else {
+    auto pieces = PiecesOf(*this, *plan, impl_->AccessOf(plan->device));
+    Status loaded = pieces.ok() ? client::LoadObject(impl_->backend(), dst, *pieces, stream) : pieces.status();
+    out = loaded.ok() ? Result<uint64_t>(plan->bytes_total) : Result<uint64_t>(loaded);
+  }
+  Status released = ReleaseLease(key, lease.id);
+  if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.ToString());
+  return out;
+}
+
+bool ObjectStore::device_transfers_use_kernels() const {
+  return client::TransfersUseKernels(impl_->backend());
 }
 
 Result<std::vector<ObjectEntry>> ObjectStore::List() {

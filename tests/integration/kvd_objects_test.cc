@@ -5,7 +5,10 @@
 #include <fstream>
 #include <thread>
 
+#include "kernels/obj_header.h"
+#include "libkv/gpu/backend.h"
 #include "nanokv/object_store.h"
+#include "tests/integration/backend_buffer.h"
 #include "tests/integration/kvd_fixture.h"
 #include "tests/integration/object_pattern.h"
 #include "tests/util/status_matchers.h"
@@ -64,6 +67,58 @@ TEST_F(KvdObjectsTest, OneProcessWritesAnotherReadsByteExact) {
   // The store's pages are granted pages of the pool; the counts stay exact.
   ExpectCountsExact(Read());
   EXPECT_GE(GrantedPages(), 8u);
+}
+
+// Device-resident bytes: on cuda the producer's kv_store_pages and
+// kv_commit_ready, the reader's kv_load_pages, each in its own process; on
+// the host backend the same API through the backend's copies.
+TEST_F(KvdObjectsTest, DeviceBytesGoBetweenProcessesByteExact) {
+  StartWithStore();
+  const size_t bytes = 3 * kPage + 777;
+  ASSERT_EQ(RunPeer("put-device", "dev:1", bytes, 9), 0);
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  // The kernels run where they are built and the pages are CUDA's.
+  EXPECT_EQ(store->device_transfers_use_kernels(), NANOKV_KERNELS_BUILT && Backend() == "cuda");
+  auto plan = store->GetLocation("dev:1");
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->state, ObjectState::kReady);
+  // The header on the device says READY with the plan's epoch.
+  auto backend = gpu::OpenBackend(Backend());
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto header_at = store->HeaderPointer(*plan);
+  ASSERT_TRUE(header_at.ok()) << header_at.status().ToString();
+  ObjHeader header{};
+  ASSERT_OK((*backend)->Copy(&header, *header_at, sizeof(header), gpu::CopyKind::kDeviceToHost));
+  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjState::kReady));
+  EXPECT_EQ(header.epoch, plan->epoch);
+  EXPECT_EQ(header.key_hash, plan->key_hash);
+  EXPECT_EQ(header.bytes_total, bytes);
+  // Either path reads what the other wrote.
+  auto got = store->Get("dev:1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, ObjectPattern(bytes, 9));
+  EXPECT_EQ(RunPeer("get-device", "dev:1", bytes, 9), 0);
+  ASSERT_OK(store->Put("host:2", ObjectPattern(5000, 4)));
+  EXPECT_EQ(RunPeer("get-device", "host:2", 5000, 4), 0);
+
+  // Errors, in this process.
+  auto buffer = BackendBuffer::Create(**backend, 0, bytes);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+  void* device = (*buffer)->get();
+  EXPECT_EQ(store->GetToDevice("dev:1", device, bytes - 1).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store->GetToDevice("missing", device, bytes).status().code(), Code::kNotFound);
+  EXPECT_EQ(store->GetToDevice("dev:1", nullptr, bytes).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store->PutFromDevice("dev:1", device, 10).code(), Code::kAlreadyExists);
+  EXPECT_EQ(store->PutFromDevice("dev:3", nullptr, 10).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store->PutFromDevice("dev:3", device, 0).code(), Code::kInvalidArgument);
+  // Nothing was left behind by the refused ones: the object is free to write, no lease holds dev:1.
+  ASSERT_OK(store->PutFromDevice("dev:3", device, 100));
+  auto got3 = store->GetToDevice("dev:3", device, bytes);
+  ASSERT_TRUE(got3.ok()) << got3.status().ToString();
+  EXPECT_EQ(*got3, 100u);
+  ASSERT_OK(store->Remove("dev:1"));
+  EXPECT_TRUE(kvd_.Running());
 }
 
 TEST_F(KvdObjectsTest, PlanApiErrorsReachTheCaller) {
@@ -150,12 +205,19 @@ TEST_F(KvdObjectsTest, KvctlListsAndEvictsObjects) {
   EXPECT_TRUE(store->GetLocation("kv:b").ok());
 }
 
-// Two devices: a producer with access to both writes an object owned by
-// device 1 (on a GPU machine with two GPUs: peer-to-peer into device 1's
-// pages); a reader of device 1 only reads it back byte-exact.
+// Two devices: a producer on device 0 with access to both pushes an object
+// owned by device 1 from a buffer of its own (on a machine with two GPUs:
+// kv_store_pages runs on GPU 0 and stores into GPU 1's pages peer-to-peer,
+// no host staging); a reader of device 1 only reads it back byte-exact, with
+// host bytes and into a buffer on device 1.
 TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
-  if (Backend() != "host") GTEST_SKIP() << "needs two devices: the host backend simulates them";
-  setenv("NANOKV_HOST_DEVICES", "2", 1);
+  if (Backend() == "host") {
+    setenv("NANOKV_HOST_DEVICES", "2", 1);
+  } else {
+    auto probe = gpu::OpenBackend(Backend());
+    ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+    if ((*probe)->device_count() < 2) GTEST_SKIP() << "needs two GPUs (the host backend simulates them)";
+  }
   std::string path = dir_.path() + "/objects.yaml";
   std::ofstream(path) << "object_store:\n  size: 8MiB\n";
   StartKvd(16, {"--config", path, "--host-devices", "2"});
@@ -165,17 +227,36 @@ TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
   options.access_devices = {0, 1};
   auto producer = ObjectStore::Open(options);
   ASSERT_TRUE(producer.ok()) << producer.status().ToString();
-  ASSERT_OK((*producer)->Put("cross", ObjectPattern(kPage + 17, 3), 1));
+  auto backend = gpu::OpenBackend(Backend());
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  const size_t bytes = kPage + 17;
+  auto src = BackendBuffer::Create(**backend, 0, bytes);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  const auto pattern = ObjectPattern(bytes, 3);
+  ASSERT_OK((*backend)->Copy((*src)->get(), pattern.data(), bytes, gpu::CopyKind::kHostToDevice));
+  ASSERT_OK((*producer)->PutFromDevice("cross", (*src)->get(), bytes, 1));
+  ASSERT_OK((*producer)->Put("cross:host", ObjectPattern(5000, 5), 1));
   auto plan = (*producer)->GetLocation("cross");
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->device, 1);
   options.access_devices = {7};
   EXPECT_EQ(ObjectStore::Open(options).status().code(), Code::kInvalidArgument);
+
   auto reader = OpenStore();
   ASSERT_NE(reader, nullptr);
   auto got = reader->Get("cross");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(*got, ObjectPattern(kPage + 17, 3));
+  EXPECT_EQ(*got, pattern);
+  auto host = reader->Get("cross:host");
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(*host, ObjectPattern(5000, 5));
+  auto dst = BackendBuffer::Create(**backend, 1, bytes);
+  ASSERT_TRUE(dst.ok()) << dst.status().ToString();
+  auto n = reader->GetToDevice("cross", (*dst)->get(), (*dst)->size());
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  std::vector<std::byte> out(bytes);
+  ASSERT_OK((*backend)->Copy(out.data(), (*dst)->get(), bytes, gpu::CopyKind::kDeviceToHost));
+  EXPECT_EQ(out, pattern);
   unsetenv("NANOKV_HOST_DEVICES");
 }
 

@@ -1,17 +1,71 @@
 // A second process for the object store's integration tests:
-//   object_peer put <ipc_name> <key> <bytes> <seed>   plan, copy, commit
-//   object_peer get <ipc_name> <key> <bytes> <seed>   get, compare byte-exact
+//   object_peer put <ipc_name> <key> <bytes> <seed>         plan, copy, commit
+//   object_peer get <ipc_name> <key> <bytes> <seed>         get, compare byte-exact
+//   object_peer put-device <ipc_name> <key> <bytes> <seed>  the pattern in a device
+//       buffer of this process, PutFromDevice (kernels on cuda)
+//   object_peer get-device <ipc_name> <key> <bytes> <seed>  GetToDevice into a device
+//       buffer, copied out and compared byte-exact
 // Exit 0 on success; 1 with the reason on stderr.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "libkv/gpu/backend.h"
 #include "nanokv/object_store.h"
+#include "tests/integration/backend_buffer.h"
 #include "tests/integration/object_pattern.h"
+
+namespace {
+
+int Failed(const char* what, const nanokv::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
+  return 1;
+}
+
+int RunDevice(nanokv::ObjectStore& store, const std::string& backend_name, bool put,
+              const std::string& key, const std::vector<std::byte>& data) {
+  auto backend = nanokv::gpu::OpenBackend(backend_name);
+  if (!backend.ok()) return Failed("open backend", backend.status());
+  auto buffer = nanokv::testing::BackendBuffer::Create(**backend, 0, data.size() + 1);  // +1: a byte past the end
+  if (!buffer.ok()) return Failed("device buffer", buffer.status());
+  void* device = (*buffer)->get();
+  std::printf("device transfers use kernels: %d\n", store.device_transfers_use_kernels() ? 1 : 0);
+  if (put) {
+    nanokv::Status copied = (*backend)->Copy(device, data.data(), data.size(),
+                                             nanokv::gpu::CopyKind::kHostToDevice);
+    if (!copied.ok()) return Failed("stage the pattern", copied);
+    nanokv::Status stored = store.PutFromDevice(key, device, data.size(), 0);
+    return stored.ok() ? 0 : Failed("put from device", stored);
+  }
+  nanokv::Status cleared = (*backend)->Fill(device, 0xEE, (*buffer)->size());
+  if (!cleared.ok()) return Failed("clear", cleared);
+  auto got = store.GetToDevice(key, device, (*buffer)->size());
+  if (!got.ok()) return Failed("get to device", got.status());
+  if (*got != data.size()) {
+    std::fprintf(stderr, "get to device: %llu bytes, expected %zu\n", static_cast<unsigned long long>(*got),
+                 data.size());
+    return 1;
+  }
+  std::vector<std::byte> out(data.size() + 1);
+  nanokv::Status copied = (*backend)->Copy(out.data(), device, out.size(), nanokv::gpu::CopyKind::kDeviceToHost);
+  if (!copied.ok()) return Failed("copy out", copied);
+  if (out[data.size()] != std::byte{0xEE}) {
+    std::fprintf(stderr, "get to device wrote past the object's end\n");
+    return 1;
+  }
+  out.pop_back();
+  if (out != data) {
+    std::fprintf(stderr, "get to device: %zu bytes differ from the pattern\n", out.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: object_peer put|get <ipc_name> <key> <bytes> <seed>\n");
+    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device <ipc_name> <key> <bytes> <seed>\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -23,24 +77,17 @@ int main(int argc, char** argv) {
   size_t bytes = std::strtoull(argv[4], nullptr, 10);
   auto seed = static_cast<uint8_t>(std::atoi(argv[5]));
   auto store = nanokv::ObjectStore::Open(options);
-  if (!store.ok()) {
-    std::fprintf(stderr, "open: %s\n", store.status().ToString().c_str());
-    return 1;
-  }
+  if (!store.ok()) return Failed("open", store.status());
   auto data = nanokv::testing::ObjectPattern(bytes, seed);
+  if (mode == "put-device" || mode == "get-device") {
+    return RunDevice(**store, options.backend, mode == "put-device", key, data);
+  }
   if (mode == "put") {
     nanokv::Status put = (*store)->Put(key, data, 0);
-    if (!put.ok()) {
-      std::fprintf(stderr, "put: %s\n", put.ToString().c_str());
-      return 1;
-    }
-    return 0;
+    return put.ok() ? 0 : Failed("put", put);
   }
   auto got = (*store)->Get(key);
-  if (!got.ok()) {
-    std::fprintf(stderr, "get: %s\n", got.status().ToString().c_str());
-    return 1;
-  }
+  if (!got.ok()) return Failed("get", got.status());
   if (*got != data) {
     std::fprintf(stderr, "get: %zu bytes differ from the pattern\n", got->size());
     return 1;

@@ -86,6 +86,11 @@ struct ObjectStoreOptions {
   // The backend kvd runs ("cuda", "hip", "host"); empty: $NANOKV_BACKEND, else auto.
   std::string backend;
   uint32_t request_timeout_ms = 60'000;
+  // How long a request polls for kvd's reply without sleeping before it
+  // blocks (0: block at once; at most 10000). A reply within it saves the
+  // wake-up of a sleeping thread, most of a plan's latency on a quiet host;
+  // the cost is this thread's CPU for at most spin_us a request.
+  uint32_t spin_us = 50;
   // Devices given access to every store page this process maps, besides the
   // page's own: a producer on GPU a that writes objects owned by GPU b lists
   // a here and its kernels store into b's pages peer-to-peer (one hop, no
@@ -107,7 +112,12 @@ class ObjectStore {
   // The plan API (daemon/object_store.h says what each error means).
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total,
                                   int preferred_device = -1);
-  Status Commit(std::string_view key, uint32_t epoch);
+  // published_on_device: the producer stored READY itself (kv_commit_ready on
+  // HeaderPointer, after its payload stores, and its stream has finished),
+  // so kvd need not store it again: that store would be GPU work in kvd's
+  // context, which costs a context switch against the producer's (~150 us on
+  // an H100). Say it only when true: otherwise device readers never see READY.
+  Status Commit(std::string_view key, uint32_t epoch, bool published_on_device = false);
   Status Revoke(std::string_view key, uint32_t epoch);
   Status Remove(std::string_view key);
   Result<ObjectPlan> GetLocation(std::string_view key);
@@ -121,11 +131,27 @@ class ObjectStore {
   Result<void*> PayloadPointer(const ObjectPlan& plan);
   Result<void*> HeaderPointer(const ObjectPlan& plan);
 
-  // Host-side convenience: open, copy through the backend, commit; lease,
-  // locate, copy out, release. (On CUDA a device-side producer writes through
-  // PayloadPointer with kv_store_pages and commits with kv_commit_ready.)
+  // Host bytes: open, copy through the backend, commit; lease, locate, copy
+  // out, release.
   Status Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device = -1);
   Result<std::vector<std::byte>> Get(std::string_view key);
+
+  // Device-resident bytes (an engine's KV): put `bytes` from `src` and get
+  // the object into `dst`, each a device address (or memory the device can
+  // reach). On cuda they launch kernels/: kv_store_pages then kv_commit_ready
+  // (READY is published on the device right after the last byte, then kvd
+  // is told) and kv_load_pages (under a lease); elsewhere (the host backend,
+  // a build without nvcc) they copy through the backend. `stream` is a
+  // cudaStream_t of the object's device or of one in access_devices;
+  // nullptr runs on the object's device. Both return once the bytes have
+  // moved. GetToDevice answers the object's size; kInvalidArgument when it
+  // is over `capacity` (nothing copied).
+  Status PutFromDevice(std::string_view key, const void* src, uint64_t bytes,
+                       int preferred_device = -1, void* stream = nullptr);
+  Result<uint64_t> GetToDevice(std::string_view key, void* dst, uint64_t capacity,
+                               void* stream = nullptr);
+  // Whether the two above launch kernels here (else they copy).
+  bool device_transfers_use_kernels() const;
 
   // kvctl objects / evict.
   Result<std::vector<ObjectEntry>> List();

@@ -37,6 +37,7 @@ host_devices: 2
 host_device_memory: 512MiB
 max_connections: 300
 max_connections_per_process: 4
+busy_poll_us: 40
 )", "full.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->ipc_name, "node-a");
@@ -54,6 +55,7 @@ max_connections_per_process: 4
   EXPECT_EQ(config->host_device_bytes, 512u << 20);
   EXPECT_EQ(config->max_connections, 300u);
   EXPECT_EQ(config->max_connections_per_process, 4u);
+  EXPECT_EQ(config->busy_poll_us, 40u);
 }
 
 TEST(Config, BareFractionIsKvcachedsGpuUtilization) {
@@ -87,6 +89,7 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       {"ipc_name: \"has space\"\n", "ipc_name 'has space' is not"},
       {"max_connections_per_process: 0\n", "c.yaml:1: max_connections_per_process: '0' is outside"},
       {"max_connections: -1\n", "c.yaml:1: max_connections:"},
+      {"busy_poll_us: 20000\n", "c.yaml:1: busy_poll_us: '20000' is outside"},
   };
   for (const auto& c : cases) {
     auto config = LoadConfigText(c.text, "c.yaml");

@@ -189,6 +189,34 @@ TEST_F(ObjectStoreTest, ACommitByTheProducersKernelIsAccepted) {
   Check();
 }
 
+// Commit "published": kvd takes the producer's word that READY is on the
+// device and does not store it (a GPU write from kvd costs a context switch).
+TEST_F(ObjectStoreTest, APublishedCommitLeavesTheDeviceHeaderAlone) {
+  Open();
+  auto plan = store_->OpenForWrite("k", 64, 0, kMs);
+  ASSERT_TRUE(plan.ok());
+  auto base = store_->StoreBase(0);
+  auto state_on_device = [&] {
+    uint32_t state = 0;
+    std::memcpy(&state, reinterpret_cast<void*>(*base + plan->header_offset + kObjHeaderStateOffset), 4);
+    return static_cast<ObjState>(state);
+  };
+  ASSERT_OK(store_->Commit("k", plan->epoch, kMs, /*published=*/true));
+  EXPECT_EQ(state_on_device(), ObjState::kWriting);  // kvd did not write it
+  EXPECT_EQ(store_->GetLocation("k", kMs)->state, ObjState::kReady);
+  Check();
+  // The same rules as any commit: twice, or with a stale epoch, is refused.
+  EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
+  ASSERT_OK(store_->Remove("k", kMs));
+  EXPECT_EQ(state_on_device(), ObjState::kDead);
+  auto next = store_->OpenForWrite("k", 64, 0, kMs);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
+  ASSERT_OK(store_->Commit("k", next->epoch, kMs));
+  EXPECT_EQ(state_on_device(), ObjState::kReady);
+  Check();
+}
+
 TEST_F(ObjectStoreTest, EpochsGuardReuse) {
   Open();
   auto first = store_->OpenForWrite("k", 1000, 0, kMs);

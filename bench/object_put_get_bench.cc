@@ -1,0 +1,262 @@
+// The object store's put and get of device-resident bytes end to end, as an
+// engine calls them (ObjectStore::PutFromDevice / GetToDevice through a
+// private kvd on cuda: open_for_write, kv_store_pages + kv_commit_ready,
+// commit; lease, locate, kv_load_pages, release), against cudaMemcpy
+// device-to-device of the same bytes in the same run, each timed from the
+// host until the bytes have landed (the copy: cudaMemcpyAsync + stream
+// synchronize). Objects of 0.5 to 64 MiB; the median of --samples. Each put
+// is of a fresh key; the Remove of the one before is untimed.
+//
+// With two GPUs it also times the cross-GPU push: a producer on GPU 0
+// (access_devices {0, 1}) puts from its own memory an object owned by GPU 1,
+// the kernels storing peer-to-peer into GPU 1's pages, against
+// cudaMemcpyPeerAsync of the same bytes (peer access enabled).
+//
+//   object_put_get_bench [--kvd PATH] [--samples 15] [--spin-us 50] [--busy-poll-us 0]
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/bench_kvd.h"
+#include "bench/bench_util.h"
+#include "bench/gpu_timer.h"
+#include "kernels/kv_kernels.h"
+#include "nanokv/object_store.h"
+
+namespace nanokv {
+namespace {
+
+using bench::CudaCheck;
+using bench::NowMicros;
+using bench::StatusCheck;
+
+// Median host microseconds of `op` over `samples` runs (after one warm-up);
+// `before` runs untimed ahead of each.
+template <typename Op, typename Before>
+double MedianUs(int samples, Op op, Before before) {
+  std::vector<double> us;
+  for (int s = -1; s < samples; ++s) {
+    before();
+    double t0 = NowMicros();
+    op();
+    if (s >= 0) us.push_back(NowMicros() - t0);
+  }
+  return bench::Quantile(us, 0.5);
+}
+template <typename Op>
+double MedianUs(int samples, Op op) {
+  return MedianUs(samples, op, [] {});
+}
+
+// Compares the first `bytes` of two device buffers on the host.
+bool SameBytes(const void* a, const void* b, uint64_t bytes) {
+  std::vector<unsigned char> ha(bytes), hb(bytes);
+  CudaCheck(cudaMemcpy(ha.data(), a, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  CudaCheck(cudaMemcpy(hb.data(), b, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return ha == hb;
+}
+
+int Main(int argc, char** argv) {
+  bench::LogToStderr("object_put_get_bench");
+  std::string kvd_path = bench::DefaultKvd(argv[0]);
+  int samples = 15;
+  uint32_t spin_us = ObjectStoreOptions{}.spin_us, busy_poll_us = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--kvd")) kvd_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--samples")) samples = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--spin-us")) spin_us = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--busy-poll-us")) busy_poll_us = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+    else {
+      std::fprintf(stderr, "usage: object_put_get_bench [--kvd PATH] [--samples S] [--spin-us US] [--busy-poll-us US]\n");
+      return 2;
+    }
+  }
+  if (samples < 1) {
+    std::fprintf(stderr, "object_put_get_bench: --samples must be positive\n");
+    return 2;
+  }
+  bench::RequireGpu("object_put_get");
+  int gpus = 0;
+  CudaCheck(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
+
+  const uint64_t max_object = 64ull << 20;
+  bench::BenchKvd kvd(kvd_path, "cuda", "object_put_get_bench", 512ull << 20, "320MiB",
+                      {"--busy-poll-us", std::to_string(busy_poll_us)});
+  ObjectStoreOptions options;
+  options.backend = "cuda";
+  options.spin_us = spin_us;
+  if (gpus >= 2) options.access_devices = {0, 1};
+  auto opened = kvd.OpenStore(options);
+  StatusCheck(opened.status(), "open the object store");
+  ObjectStore& store = **opened;
+  if (!store.device_transfers_use_kernels()) {
+    std::fprintf(stderr, "object_put_get_bench: the store copies instead of launching kernels\n");
+    return 1;
+  }
+
+  CudaCheck(cudaSetDevice(0), "cudaSetDevice");
+  void *src = nullptr, *dst = nullptr, *copy_dst = nullptr;
+  CudaCheck(cudaMalloc(&src, max_object), "cudaMalloc");
+  CudaCheck(cudaMalloc(&dst, max_object), "cudaMalloc");
+  CudaCheck(cudaMalloc(&copy_dst, max_object), "cudaMalloc");
+  std::vector<unsigned char> pattern(max_object);
+  for (uint64_t i = 0; i < max_object; ++i) pattern[i] = static_cast<unsigned char>(i * 131 + (i >> 12));
+  CudaCheck(cudaMemcpy(src, pattern.data(), max_object, cudaMemcpyHostToDevice), "cudaMemcpy");
+  cudaStream_t stream;
+  CudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+
+  bench::JsonObject json;
+  json.Add("bench", "object_put_get")
+      .Add("device", bench::DeviceName())
+      .Add("gpus", static_cast<long long>(gpus))
+      .Add("samples", static_cast<long long>(samples))
+      .Add("client_spin_us", static_cast<long long>(spin_us))
+      .Add("kvd_busy_poll_us", static_cast<long long>(busy_poll_us))
+      .Add("unit", "GB/s");
+  int serial = 0;
+  for (double mib : {0.5, 1.0, 4.0, 16.0, 64.0}) {
+    const auto bytes = static_cast<uint64_t>(mib * (1 << 20));
+    const std::string base = "bench:" + std::to_string(bytes) + ":";
+    // Each put a fresh key; the get reads the last put's object; removal untimed.
+    std::string last;
+    double put_us = MedianUs(
+        samples,
+        [&] {
+          last = base + std::to_string(serial++);
+          StatusCheck(store.PutFromDevice(last, src, bytes, 0, stream), "PutFromDevice");
+        },
+        [&] {
+          if (!last.empty()) StatusCheck(store.Remove(last), "Remove");
+        });
+    double get_us = MedianUs(samples, [&] {
+      auto got = store.GetToDevice(last, dst, max_object, stream);
+      StatusCheck(got.status(), "GetToDevice");
+    });
+    if (!SameBytes(src, dst, bytes)) {
+      std::fprintf(stderr, "object_put_get_bench: %s came back different\n", last.c_str());
+      return 1;
+    }
+    StatusCheck(store.Remove(last), "Remove");
+    double memcpy_us = MedianUs(samples, [&] {
+      CudaCheck(cudaMemcpyAsync(copy_dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+      CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    });
+    bench::JsonObject r;
+    r.Add("put_GBps", bench::GBps(static_cast<double>(bytes), put_us))
+        .Add("get_GBps", bench::GBps(static_cast<double>(bytes), get_us))
+        .Add("memcpy_GBps", bench::GBps(static_cast<double>(bytes), memcpy_us))
+        .Add("put_over_memcpy", memcpy_us / put_us)
+        .Add("get_over_memcpy", memcpy_us / get_us)
+        .Add("put_us", put_us)
+        .Add("get_us", get_us)
+        .Add("memcpy_us", memcpy_us);
+    char key[32];
+    std::snprintf(key, sizeof key, "%gMiB", mib);
+    json.Add(key, r);
+  }
+
+  // Where a put's time goes (1 MiB, the steps PutFromDevice takes, each
+// timed; the Remove after them is kvd's GPU write of DEAD, so the next
+// open follows GPU work of kvd's, not of this process).
+  {
+    const uint64_t bytes = 1 << 20;
+    std::vector<double> open_us, store_us, again_us, commit_us, remove_us;
+    for (int s = 0; s < samples + 1; ++s) {
+      std::string key = "steps:" + std::to_string(serial++);
+      double t0 = NowMicros();
+      auto plan = store.OpenForWrite(key, bytes, 0);
+      StatusCheck(plan.status(), "OpenForWrite");
+      double t1 = NowMicros();
+      auto payload = store.PayloadPointer(*plan);
+      auto header = store.HeaderPointer(*plan);
+      StatusCheck(payload.status(), "PayloadPointer");
+      StatusCheck(header.status(), "HeaderPointer");
+      kernels::Segment seg{*payload, bytes};
+      double t2 = NowMicros();
+      StatusCheck(kernels::StorePagesAndCommit(src, &seg, 1, static_cast<ObjHeader*>(*header), plan->epoch,
+                                               nullptr, stream), "StorePagesAndCommit");
+      CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      double t3 = NowMicros();
+      // The same stores again: this process's GPU work follows its own.
+      StatusCheck(kernels::StorePages(src, &seg, 1, stream), "StorePages");
+      CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      double t3b = NowMicros();
+      StatusCheck(store.Commit(key, plan->epoch, /*published_on_device=*/true), "Commit");
+      double t4 = NowMicros();
+      StatusCheck(store.Remove(key), "Remove");
+      double t5 = NowMicros();
+      if (s == 0) continue;  // warm-up
+      open_us.push_back(t1 - t0);
+      store_us.push_back(t3 - t2);
+      again_us.push_back(t3b - t3);
+      commit_us.push_back(t4 - t3b);
+      remove_us.push_back(t5 - t4);
+    }
+    bench::JsonObject steps;
+    steps.Add("open_us", bench::Quantile(open_us, 0.5))
+        .Add("store_commit_kernels_sync_us", bench::Quantile(store_us, 0.5))
+        .Add("store_again_kernels_sync_us", bench::Quantile(again_us, 0.5))
+        .Add("commit_published_us", bench::Quantile(commit_us, 0.5))
+        .Add("remove_us", bench::Quantile(remove_us, 0.5));
+    json.Add("put_steps_1MiB", steps);
+  }
+
+  if (gpus < 2) {
+    json.Add("peer", "skipped: one GPU");
+  } else {
+    // The push: kernels on GPU 0 (this thread's device, which has access)
+    // store into GPU 1's pages.
+    void* peer_dst = nullptr;
+    CudaCheck(cudaSetDevice(1), "cudaSetDevice");
+    CudaCheck(cudaMalloc(&peer_dst, max_object), "cudaMalloc");
+    CudaCheck(cudaSetDevice(0), "cudaSetDevice");
+    cudaError_t enabled = cudaDeviceEnablePeerAccess(1, 0);
+    if (enabled != cudaSuccess && enabled != cudaErrorPeerAccessAlreadyEnabled) CudaCheck(enabled, "cudaDeviceEnablePeerAccess");
+    bench::JsonObject peer;
+    for (double mib : {0.5, 4.0, 64.0}) {
+      const auto bytes = static_cast<uint64_t>(mib * (1 << 20));
+      std::string last;
+      double push_us = MedianUs(
+          samples,
+          [&] {
+            last = "peer:" + std::to_string(serial++);
+            StatusCheck(store.PutFromDevice(last, src, bytes, 1, stream), "PutFromDevice (peer)");
+          },
+          [&] {
+            if (!last.empty()) StatusCheck(store.Remove(last), "Remove");
+          });
+      auto got = store.GetToDevice(last, dst, max_object, stream);
+      StatusCheck(got.status(), "GetToDevice (peer)");
+      if (!SameBytes(src, dst, bytes)) {
+        std::fprintf(stderr, "object_put_get_bench: peer object %s came back different\n", last.c_str());
+        return 1;
+      }
+      StatusCheck(store.Remove(last), "Remove");
+      double peer_us = MedianUs(samples, [&] {
+        CudaCheck(cudaMemcpyPeerAsync(peer_dst, 1, src, 0, bytes, stream), "cudaMemcpyPeerAsync");
+        CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      });
+      bench::JsonObject r;
+      r.Add("push_GBps", bench::GBps(static_cast<double>(bytes), push_us))
+          .Add("memcpy_peer_GBps", bench::GBps(static_cast<double>(bytes), peer_us))
+          .Add("push_over_memcpy_peer", peer_us / push_us)
+          .Add("push_us", push_us)
+          .Add("memcpy_peer_us", peer_us);
+      char key[32];
+      std::snprintf(key, sizeof key, "%gMiB", mib);
+      peer.Add(key, r);
+    }
+    json.Add("peer", peer);
+  }
+  std::printf("%s\n", json.str().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanokv
+
+int main(int argc, char** argv) { return nanokv::Main(argc, argv); }

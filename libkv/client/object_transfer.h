@@ -1,0 +1,50 @@
+// How ObjectStore::PutFromDevice / GetToDevice move an object's bytes between
+// a caller's device buffer and the object's pages mapped in this process:
+// with the kernels (kv_store_pages + kv_commit_ready, kv_load_pages) where
+// this build has them and the backend is one they run on, else with the
+// backend's device-to-device copy (the host backend; a build without nvcc).
+#ifndef NANOKV_LIBKV_CLIENT_OBJECT_TRANSFER_H_
+#define NANOKV_LIBKV_CLIENT_OBJECT_TRANSFER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kv_kernels.h"
+#include "kernels/obj_header.h"
+#include "libkv/gpu/backend.h"
+#include "nanokv/status.h"
+
+namespace nanokv::client {
+
+// One object as mapped here.
+struct ObjectPieces {
+  int device = 0;                           // the object's
+  std::vector<kernels::Segment> segments;   // its spans, in object order
+  void* payload = nullptr;                  // contiguous: segments back to back
+  uint64_t bytes = 0;
+  ObjHeader* header = nullptr;
+  uint32_t epoch = 0;
+  std::vector<int> access;                  // devices that reach the pages here
+};
+
+// Whether Store/Load below launch kernels on `backend` (else they copy).
+bool TransfersUseKernels(const gpu::Backend& backend);
+
+// src -> the object's pages, then (kernels) READY published on the device
+// after the last byte; returns once all of it has run. stream: a
+// cudaStream_t of a device in object.access (else kInvalidArgument, nothing
+// launched), or nullptr: the calling thread's current device when it is in
+// object.access (a producer on GPU a pushing into GPU b's pages), else the
+// object's device for the call.
+Status StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream);
+// The object's pages -> dst; returns once the bytes are there.
+Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream);
+
+// The kernels' half (object_transfer_kernels.cc, or _absent.cc without nvcc).
+bool KernelsBuilt();
+Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream);
+Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream);
+
+}  // namespace nanokv::client
+
+#endif  // NANOKV_LIBKV_CLIENT_OBJECT_TRANSFER_H_

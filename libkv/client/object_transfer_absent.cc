@@ -1,0 +1,17 @@
+// ObjectStore's device transfers in a build without the kernels (no nvcc):
+// object_transfer.cc copies through the backend instead.
+#include "libkv/client/object_transfer.h"
+
+namespace nanokv::client {
+
+bool KernelsBuilt() { return false; }
+
+Status StoreWithKernels(const void*, const ObjectPieces&, void*) {
+  return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
+}
+
+Status LoadWithKernels(void*, const ObjectPieces&, void*) {
+  return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
+}
+
+}  // namespace nanokv::client
