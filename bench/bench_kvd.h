@@ -1,6 +1,6 @@
-// A private kvd with an object store for the object benchmarks: started on
-// its own socket and run directory, stopped (SIGTERM, wait) and cleaned up
-// when the BenchKvd goes away.
+// A private kvd for the benchmarks that talk to one: started on its own
+// socket and run directory, stopped (SIGTERM, wait) and cleaned up when the
+// BenchKvd goes away.
 #ifndef NANOKV_BENCH_BENCH_KVD_H_
 #define NANOKV_BENCH_BENCH_KVD_H_
 
@@ -14,12 +14,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "nanokv/object_store.h"
+#include "nanokv/status.h"
 
 extern char** environ;
 
@@ -36,22 +35,23 @@ inline std::string DefaultKvd(const char* argv0) {
 
 class BenchKvd {
  public:
-  // Exits the process with a message when kvd cannot be started.
-  BenchKvd(const std::string& kvd_path, const std::string& backend, const std::string& name,
-           uint64_t capacity_bytes, const std::string& store_size, std::vector<std::string> extra = {}) {
+  // Runs `kvd_path --ipc-name <name>_<pid> [--config <yaml written to the
+  // run dir>] args...`; exits the process with a message when it cannot.
+  BenchKvd(const std::string& kvd_path, const std::string& name, const std::string& config_yaml,
+           std::vector<std::string> args) {
     char dir_template[] = "/tmp/nanokv-bench-XXXXXX";
     run_dir_ = mkdtemp(dir_template);
     setenv("NANOKV_RUN_DIR", run_dir_.c_str(), 1);
     ipc_ = name + "_" + std::to_string(getpid());
-    std::string config = run_dir_ + "/kvd.yaml";
-    std::ofstream(config) << "object_store:\n  size: " << store_size << "\n";
-    std::vector<std::string> args = {kvd_path, "--config", config, "--backend", backend,
-                                     "--ipc-name", ipc_, "--capacity", std::to_string(capacity_bytes),
-                                     "--host-device-memory", std::to_string(capacity_bytes + (64u << 20)),
-                                     "--log-level", "warn"};
-    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<std::string> argv = {kvd_path, "--ipc-name", ipc_};
+    if (!config_yaml.empty()) {
+      std::string config = run_dir_ + "/kvd.yaml";
+      std::ofstream(config) << config_yaml;
+      argv.insert(argv.end(), {"--config", config});
+    }
+    argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> argp;
-    for (auto& a : args) argp.push_back(a.data());
+    for (auto& a : argv) argp.push_back(a.data());
     argp.push_back(nullptr);
     if (posix_spawn(&pid_, kvd_path.c_str(), nullptr, nullptr, argp.data(), environ) != 0) {
       std::fprintf(stderr, "%s: cannot start kvd at %s\n", name.c_str(), kvd_path.c_str());
@@ -68,15 +68,17 @@ class BenchKvd {
   BenchKvd(const BenchKvd&) = delete;
   BenchKvd& operator=(const BenchKvd&) = delete;
 
-  // Retries while kvd starts (up to 10 s).
-  Result<std::unique_ptr<ObjectStore>> OpenStore(ObjectStoreOptions options) const {
-    options.ipc_name = ipc_;
-    Result<std::unique_ptr<ObjectStore>> opened = Status::Unavailable("not tried");
-    for (int i = 0; i < 500 && !opened.ok(); ++i) {
-      opened = ObjectStore::Open(options);
-      if (!opened.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string& ipc_name() const { return ipc_; }
+
+  // Calls `connect` (a Result) until it succeeds while kvd starts, up to 10 s.
+  template <typename Connect>
+  static auto Retry(Connect connect) {
+    auto result = connect();
+    for (int i = 0; i < 500 && !result.ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      result = connect();
     }
-    return opened;
+    return result;
   }
 
  private:

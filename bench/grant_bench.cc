@@ -13,25 +13,19 @@
 // ../daemon/kvd) on a private socket, and prints one JSON object.
 //
 //   grant_bench [--backend auto|cuda|host] [--pages 64] [--batch 16] [--rounds 5]
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "bench/bench_kvd.h"
 #include "bench/bench_util.h"
 #include "libkv/gpu/backend.h"
 #include "nanokv/client.h"
 #include "nanokv/kv_tensor.h"
-
-extern char** environ;
 
 namespace nanokv {
 namespace {
@@ -52,24 +46,6 @@ T Must(Result<T> result, const std::string& what) {
 void MustOk(const Status& status, const std::string& what) {
   if (!status.ok()) Die(what, status);
 }
-
-std::string DefaultKvd(const char* argv0) {
-  std::filesystem::path self = std::filesystem::absolute(argv0).parent_path();
-  for (auto candidate : {self / "kvd", self / ".." / "daemon" / "kvd"}) {
-    if (std::filesystem::exists(candidate)) return candidate.string();
-  }
-  return "kvd";
-}
-
-struct Kvd {
-  pid_t pid = -1;
-  ~Kvd() {
-    if (pid > 0) {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
 
 // Engine-side samples, per page, `batch` pages per Map call. The tensor has
 // 2 * pages slots. A first Map of [0, pages) warms the process and the
@@ -144,7 +120,7 @@ void FloorRound(gpu::Backend& b, size_t page, size_t pages, Floors* out) {
 
 int Main(int argc, char** argv) {
   bench::LogToStderr("grant_bench");
-  std::string backend_name = "auto", kvd_path = DefaultKvd(argv[0]);
+  std::string backend_name = "auto", kvd_path = bench::DefaultKvd(argv[0]);
   size_t pages = 64, batch = 16;
   int rounds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -165,30 +141,14 @@ int Main(int argc, char** argv) {
   }
 
   // A private kvd for this run, sized for the engine's pages and a margin.
-  char dir_template[] = "/tmp/nanokv-bench-XXXXXX";
-  std::string run_dir = mkdtemp(dir_template);
-  setenv("NANOKV_RUN_DIR", run_dir.c_str(), 1);
-  std::string ipc = "grant_bench_" + std::to_string(getpid());
   std::string capacity = std::to_string((2 * pages + 16) * (2u << 20));
-  std::vector<std::string> args = {kvd_path, "--backend", backend_name, "--ipc-name", ipc,
-                                   "--capacity", capacity, "--reserve-pages", std::to_string(2 * pages),
-                                   "--log-level", "warn"};
-  std::vector<char*> argp;
-  for (auto& a : args) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  Kvd kvd;
-  if (posix_spawn(&kvd.pid, kvd_path.c_str(), nullptr, nullptr, argp.data(), environ) != 0) {
-    std::fprintf(stderr, "grant_bench: cannot start kvd at %s\n", kvd_path.c_str());
-    return 1;
-  }
+  bench::BenchKvd kvd(kvd_path, "grant_bench", "",
+                      {"--backend", backend_name, "--capacity", capacity, "--reserve-pages",
+                       std::to_string(2 * pages), "--log-level", "warn"});
   ClientOptions options;
-  options.ipc_name = ipc;
+  options.ipc_name = kvd.ipc_name();
   options.tenant = "grant_bench";
-  Result<std::unique_ptr<Client>> attached = Status::Unavailable("not tried");
-  for (int i = 0; i < 500 && !attached.ok(); ++i) {
-    attached = Client::Attach(options);
-    if (!attached.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  auto attached = bench::BenchKvd::Retry([&] { return Client::Attach(options); });
   std::unique_ptr<Client> client = Must(std::move(attached), "attach to kvd");
   auto tensor = Must(KVTensor::Create(*client, 0, 2 * pages * client->page_bytes()), "KVTensor::Create");
 
@@ -229,7 +189,6 @@ int Main(int argc, char** argv) {
   std::printf("%s\n", json.str().c_str());
   tensor.reset();
   client.reset();
-  std::filesystem::remove_all(run_dir);
   return 0;
 }
 

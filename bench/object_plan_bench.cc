@@ -19,18 +19,13 @@
 //
 //   object_plan_bench [--backend auto|cuda|host] [--ops 20000] [--bytes 1048576]
 //                     [--spin-us 50] [--busy-poll-us 0]
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/bench_kvd.h"
@@ -96,12 +91,15 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "object_plan_bench: --ops > 0, --bytes in [1, 32 MiB]\n");
     return 2;
   }
-  bench::BenchKvd kvd(kvd_path, backend_name, "object_plan_bench", 96u << 20, "64MiB",
-                      {"--busy-poll-us", std::to_string(busy_poll_us)});
+  bench::BenchKvd kvd(kvd_path, "object_plan_bench", "object_store:\n  size: 64MiB\n",
+                      {"--backend", backend_name, "--capacity", std::to_string(96u << 20),
+                       "--host-device-memory", std::to_string(256u << 20), "--log-level", "warn",
+                       "--busy-poll-us", std::to_string(busy_poll_us)});
   ObjectStoreOptions options;
+  options.ipc_name = kvd.ipc_name();
   options.backend = backend_name;
   options.spin_us = spin_us;
-  auto opened = kvd.OpenStore(options);
+  auto opened = bench::BenchKvd::Retry([&] { return ObjectStore::Open(options); });
   if (!opened.ok()) Die("open the object store", opened.status());
   ObjectStore& store = **opened;
 

@@ -84,13 +84,15 @@ int Main(int argc, char** argv) {
   CudaCheck(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
 
   const uint64_t max_object = 64ull << 20;
-  bench::BenchKvd kvd(kvd_path, "cuda", "object_put_get_bench", 512ull << 20, "320MiB",
-                      {"--busy-poll-us", std::to_string(busy_poll_us)});
+  bench::BenchKvd kvd(kvd_path, "object_put_get_bench", "object_store:\n  size: 320MiB\n",
+                      {"--backend", "cuda", "--capacity", std::to_string(512ull << 20), "--log-level", "warn",
+                       "--busy-poll-us", std::to_string(busy_poll_us)});
   ObjectStoreOptions options;
+  options.ipc_name = kvd.ipc_name();
   options.backend = "cuda";
   options.spin_us = spin_us;
   if (gpus >= 2) options.access_devices = {0, 1};
-  auto opened = kvd.OpenStore(options);
+  auto opened = bench::BenchKvd::Retry([&] { return ObjectStore::Open(options); });
   StatusCheck(opened.status(), "open the object store");
   ObjectStore& store = **opened;
   if (!store.device_transfers_use_kernels()) {

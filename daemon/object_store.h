@@ -13,8 +13,9 @@
 //
 // Life of an object: OpenForWrite allocates a header slot and payload
 // (RESERVED, in the index only), writes the whole header to the device in one
-// copy with state WRITING, and returns a WritePlan carrying a fresh epoch. The producer writes the payload through the plan's pages and
-// publishes READY itself (kv_commit_ready) and/or calls Commit(key, epoch).
+// copy with state WRITING, and returns a WritePlan carrying a fresh epoch.
+// The producer writes the payload through the plan's pages and publishes
+// READY itself (kv_commit_ready) and/or calls Commit(key, epoch).
 // Revoke(key, epoch) abandons a write; Remove(key) drops a READY object; a
 // write not committed within write_timeout is reclaimed. Dropping is
 // state -> DEAD on the device, then the payload and slot are freed.

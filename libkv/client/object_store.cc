@@ -398,7 +398,7 @@ Result<client::ObjectPieces> PiecesOf(ObjectStore& store, const ObjectPlan& plan
   pieces.device = plan.device;
   pieces.bytes = plan.bytes_total;
   pieces.epoch = plan.epoch;
-  pieces.access = access;
+  pieces.access = std::move(access);
   NANOKV_ASSIGN_OR_RETURN(pieces.payload, store.PayloadPointer(plan));
   NANOKV_ASSIGN_OR_RETURN(void* header, store.HeaderPointer(plan));
   pieces.header = static_cast<ObjHeader*>(header);
@@ -418,14 +418,14 @@ Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_
   if (bytes == 0) return Status::InvalidArgument("put of " + std::string(key) + ": 0 bytes");
   NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes, preferred_device));
   auto pieces = PiecesOf(*this, plan, impl_->AccessOf(plan.device));
-  Status stored = pieces.ok() ? client::StoreObject(impl_->backend(), src, *pieces, stream) : pieces.status();
-  if (!stored.ok()) {
+  Result<bool> published = pieces.ok() ? client::StoreObject(impl_->backend(), src, *pieces, stream)
+                                       : Result<bool>(pieces.status());
+  if (!published.ok()) {
     Status revoked = Revoke(key, plan.epoch);
     if (!revoked.ok()) spdlog::warn("nanokv objects: revoke after a failed put: {}", revoked.ToString());
-    return stored;
+    return published.status();
   }
-  // With the kernels, kv_commit_ready has stored READY already.
-  return Commit(key, plan.epoch, client::TransfersUseKernels(impl_->backend()));
+  return Commit(key, plan.epoch, *published);
 }
 
 Result<uint64_t> ObjectStore::GetToDevice(std::string_view key, void* dst, uint64_t capacity, void* stream) {

@@ -11,10 +11,14 @@ bool TransfersUseKernels(const gpu::Backend& backend) {
   return KernelsBuilt() && std::string_view(backend.name()) == "cuda";
 }
 
-Status StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream) {
+Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream) {
   if (src == nullptr) return Status::InvalidArgument("put from device: null source");
-  if (TransfersUseKernels(backend)) return StoreWithKernels(src, object, stream);
-  return backend.Copy(object.payload, src, object.bytes, gpu::CopyKind::kDeviceToDevice);
+  if (TransfersUseKernels(backend)) {
+    NANOKV_RETURN_IF_ERROR(StoreWithKernels(src, object, stream));
+    return true;  // kv_commit_ready ran after the stores
+  }
+  NANOKV_RETURN_IF_ERROR(backend.Copy(object.payload, src, object.bytes, gpu::CopyKind::kDeviceToDevice));
+  return false;
 }
 
 Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream) {

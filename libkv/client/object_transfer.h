@@ -31,12 +31,13 @@ struct ObjectPieces {
 bool TransfersUseKernels(const gpu::Backend& backend);
 
 // src -> the object's pages, then (kernels) READY published on the device
-// after the last byte; returns once all of it has run. stream: a
+// after the last byte; returns once all of it has run, answering whether
+// READY is on the device now (the commit then says "published"). stream: a
 // cudaStream_t of a device in object.access (else kInvalidArgument, nothing
 // launched), or nullptr: the calling thread's current device when it is in
 // object.access (a producer on GPU a pushing into GPU b's pages), else the
 // object's device for the call.
-Status StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream);
+Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream);
 // The object's pages -> dst; returns once the bytes are there.
 Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream);
 

@@ -15,11 +15,12 @@ namespace nanokv::testing {
 
 class BackendBuffer {
  public:
-  // `bytes` rounded up to whole 2 MiB pages (the granularity on every backend here).
+  // `bytes` rounded up to whole granules of the device (at least one).
   static Result<std::unique_ptr<BackendBuffer>> Create(gpu::Backend& backend, int device, size_t bytes) {
-    constexpr size_t kGranule = 2u << 20;
-    size_t size = (bytes + kGranule - 1) / kGranule * kGranule;
-    if (size == 0) size = kGranule;
+    NANOKV_ASSIGN_OR_RETURN(gpu::DeviceInfo info, backend.GetDeviceInfo(device));
+    const size_t granule = info.granularity;
+    size_t size = (bytes + granule - 1) / granule * granule;
+    if (size == 0) size = granule;
     auto buffer = std::unique_ptr<BackendBuffer>(new BackendBuffer(backend, size));
     NANOKV_ASSIGN_OR_RETURN(buffer->base_, backend.ReserveRange(size, 0));
     NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle page, backend.CreatePage(device, size));

@@ -142,8 +142,10 @@ class ObjectStore {
   // (READY is published on the device right after the last byte, then kvd
   // is told) and kv_load_pages (under a lease); elsewhere (the host backend,
   // a build without nvcc) they copy through the backend. `stream` is a
-  // cudaStream_t of the object's device or of one in access_devices;
-  // nullptr runs on the object's device. Both return once the bytes have
+  // cudaStream_t of the object's device or of one in access_devices (else
+  // kInvalidArgument, nothing launched); nullptr runs on the calling
+  // thread's current device when it is one of those, else on the object's
+  // device for the call. Both return once the bytes have
   // moved. GetToDevice answers the object's size; kInvalidArgument when it
   // is over `capacity` (nothing copied).
   Status PutFromDevice(std::string_view key, const void* src, uint64_t bytes,
