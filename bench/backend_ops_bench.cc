@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 
 namespace nanokv {
 namespace {

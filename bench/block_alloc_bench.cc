@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "libkv/alloc/block_allocator.h"
+#include "libkv/cache/block_allocator.h"
 
 namespace nanokv {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "bench/bench_kvd.h"
 #include "bench/bench_util.h"
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "nanokv/client.h"
 #include "nanokv/kv_tensor.h"
 

@@ -25,9 +25,9 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/bench_util.h"
-#include "libkv/alloc/page_pool.h"
-#include "libkv/alloc/types.h"
-#include "libkv/gpu/backend.h"
+#include "daemon/node/page_pool.h"
+#include "daemon/node/page_types.h"
+#include "gpu/backend.h"
 
 namespace nanokv {
 namespace {
@@ -172,7 +172,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   alloc::PagePoolConfig config;
-  config.page_size = info->granularity;
+  config.page_bytes = info->granularity;
   config.capacity_bytes = kPoolPages * info->granularity;
   config.reserve_pages = kReservePages;
   auto pool = alloc::PagePool::Create(**backend, config);

@@ -15,17 +15,17 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include "daemon/config.h"
-#include "daemon/controller.h"
-#include "daemon/fd_budget.h"
-#include "daemon/node_server.h"
-#include "daemon/node_state.h"
-#include "daemon/object_store.h"
-#include "daemon/page_journal.h"
-#include "daemon/segment_publisher.h"
-#include "ipc/naming.h"
+#include "daemon/config/config.h"
+#include "daemon/controller/controller.h"
+#include "daemon/server/fd_budget.h"
+#include "daemon/server/node_server.h"
+#include "daemon/node/node_state.h"
+#include "daemon/objects/object_index.h"
+#include "daemon/node/page_journal.h"
+#include "daemon/node/segment_publisher.h"
+#include "base/naming.h"
 #include "ipc/uds/channel.h"
-#include "libkv/util/open_file_limit.h"
+#include "base/open_file_limit.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -83,7 +83,7 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
     }
     alloc::PagePoolConfig pool;
     pool.device = device;
-    pool.page_size = config.page_size;
+    pool.page_bytes = config.page_bytes;
     pool.reserve_pages = config.reserve_pages;
     if (config.capacity.is_fraction()) {
       pool.gpu_utilization = config.capacity.fraction;
@@ -109,8 +109,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cuda", "hip", "host"}));
   auto* devices_opt = app.add_option("--devices", flags.devices, "device ordinals to serve (default: all)")
       ->delimiter(',');
-  std::string page_size, capacity, default_limit, host_memory, recovery_window;
-  auto* page_opt = app.add_option("--page-size", page_size, "page size, e.g. 2MiB");
+  std::string page_bytes, capacity, default_limit, host_memory, recovery_window;
+  auto* page_opt = app.add_option("--page-size", page_bytes, "page size, e.g. 2MiB");
   auto* capacity_opt = app.add_option("--capacity", capacity, "per device: bytes (40GiB), a share (90%) or a fraction (0.9)");
   auto* reserve_opt = app.add_option("--reserve-pages", flags.reserve_pages, "pages created ahead of demand per device");
   auto* limit_opt = app.add_option("--default-limit", default_limit, "limit of an engine that asks none: bytes or a share");
@@ -157,9 +157,9 @@ int Main(int argc, char** argv) {
   if (*max_conn_pid_opt) config.max_connections_per_process = flags.max_connections_per_process;
   if (*busy_poll_opt) config.busy_poll_us = flags.busy_poll_us;
   if (*page_opt) {
-    auto c = yaml_value("page_size", page_size);
+    auto c = yaml_value("page_size", page_bytes);
     if (!c.ok()) return Fail(c.status());
-    config.page_size = c->page_size;
+    config.page_bytes = c->page_bytes;
   }
   if (*capacity_opt) {
     auto c = yaml_value("capacity", capacity);
@@ -184,7 +184,7 @@ int Main(int argc, char** argv) {
   Status valid = Validate(config);
   if (!valid.ok()) return Fail(valid);
   spdlog::set_level(spdlog::level::from_str(config.log_level));
-  // Every page kvd creates keeps an exported fd open (daemon/fd_budget.h).
+  // Every page kvd creates keeps an exported fd open (daemon/server/fd_budget.h).
   OpenFileLimit files = RaiseOpenFileLimit();
   if (files.after != files.before) {
     spdlog::debug("kvd: open-file limit raised from {} to {}", files.before, files.after);
@@ -208,7 +208,7 @@ int Main(int argc, char** argv) {
   segment.mode = config.segment_mode;
   segment.gid = config.group;
   segment.backend = std::string((*backend)->name());
-  segment.page_bytes = config.page_size;
+  segment.page_bytes = config.page_bytes;
   auto writer = ipc::SegmentWriter::Create(segment);
   if (!writer.ok()) return Fail(writer.status());
   options->recovery = PageJournal::TakeOver(config.ipc_name);
@@ -232,15 +232,15 @@ int Main(int argc, char** argv) {
   for (const DeviceCounts& c : (*node)->Counts()) {
     journal_devices.push_back({c.device, static_cast<uint32_t>(c.capacity_pages)});
   }
-  auto journal = PageJournal::Create(config.ipc_name, config.page_size, journal_devices,
+  auto journal = PageJournal::Create(config.ipc_name, config.page_bytes, journal_devices,
                                      config.segment_mode, config.group);
   if (!journal.ok()) return Fail(journal.status());
   (*node)->SetJournal(journal->get());
   // The object store's share of each device, held by kvd itself
-  // (daemon/object_store.h); destroyed before the node, after the server.
-  std::unique_ptr<ObjectStore> objects;
+  // (daemon/objects/object_index.h); destroyed before the node, after the server.
+  std::unique_ptr<ObjectIndex> objects;
   if (config.object_store.enabled()) {
-    auto store = ObjectStore::Create(**backend, **node, config.object_store);
+    auto store = ObjectIndex::Create(**backend, **node, config.object_store);
     if (!store.ok()) return Fail(store.status());
     objects = std::move(store).value();
   }

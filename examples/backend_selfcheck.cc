@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 
 namespace nanokv {
 namespace {

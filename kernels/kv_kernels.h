@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/obj_header.h"
+#include "nanokv/object_header.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kernels {

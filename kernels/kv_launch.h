@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/obj_header.h"
+#include "nanokv/object_header.h"
 
 namespace nanokv::kernels::detail {
 

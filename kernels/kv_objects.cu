@@ -5,7 +5,7 @@
 
 #include "kernels/gpu_compat.h"
 #include "kernels/kv_launch.h"
-#include "kernels/obj_header.h"
+#include "nanokv/object_header.h"
 #include "kernels/obj_state.cuh"
 
 namespace nanokv::kernels::detail {

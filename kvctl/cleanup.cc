@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <set>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/uds/channel.h"
 #include "kvctl/discovery.h"
 #include "kvctl/json_writer.h"

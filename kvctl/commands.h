@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "libkv/util/human_size.h"
+#include "base/human_size.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvctl {

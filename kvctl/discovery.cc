@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 
 namespace nanokv::kvctl {
 namespace {

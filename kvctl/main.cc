@@ -13,7 +13,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "kvctl/cleanup.h"
 #include "kvctl/commands.h"
 #include "kvctl/discovery.h"
@@ -22,7 +22,7 @@
 #include "kvctl/top.h"
 #include "kvctl/views.h"
 #include "kvctl/watch.h"
-#include "libkv/util/human_size.h"
+#include "base/human_size.h"
 
 namespace nanokv::kvctl {
 namespace {

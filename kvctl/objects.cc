@@ -2,7 +2,7 @@
 
 #include "kvctl/json_writer.h"
 #include "kvctl/table.h"
-#include "libkv/util/human_size.h"
+#include "base/human_size.h"
 
 namespace nanokv::kvctl {
 namespace {

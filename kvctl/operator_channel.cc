@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <unistd.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/wire/codec.h"
 
 namespace nanokv::kvctl {

@@ -6,7 +6,7 @@
 
 #include "kvctl/table.h"
 #include "kvctl/views.h"
-#include "libkv/util/human_size.h"
+#include "base/human_size.h"
 
 namespace nanokv::kvctl {
 namespace {

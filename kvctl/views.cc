@@ -1,7 +1,7 @@
 #include "kvctl/views.h"
 
 #include "kvctl/table.h"
-#include "libkv/util/human_size.h"
+#include "base/human_size.h"
 
 namespace nanokv::kvctl {
 namespace {

@@ -1,12 +1,12 @@
 // The /dev/shm state segment: kvd's published view of itself, read by kvctl and
-// tests from other processes (DESIGN.md invariant 6: kvctl never lies, every
+// tests from other processes (docs/ARCHITECTURE.md invariant 6: kvctl never lies, every
 // figure carries a version and a timestamp).
 //
 // Glossary:
 //   segment     the shared-memory object "/dev/shm/nanokv_<ipc name>", exactly
 //               one `Segment` (below), created by one kvd and written by it alone.
 //   ipc name    the name engines attach by (NANOKV_IPC_NAME); 1..48 characters
-//               of [A-Za-z0-9_.-], no leading '.' (ipc/naming.h).
+//               of [A-Za-z0-9_.-], no leading '.' (base/naming.h).
 //   row         one device, tenant or instance record. Rows [0, count) are
 //               valid; the writer zeroes the rest on every publish.
 //   publish     one seqlock-protected rewrite of the whole segment.

@@ -21,7 +21,7 @@ namespace nanokv::ipc {
 class ShmMapping;
 
 struct SegmentOptions {
-  std::string ipc_name;          // see ipc/naming.h; the object is "nanokv_" + this
+  std::string ipc_name;          // see base/naming.h; the object is "nanokv_" + this
   mode_t mode = 0660;            // applied exactly, whatever the umask
   std::optional<gid_t> gid;      // group to give the segment, if any
   std::string backend;           // "host", "cuda", "hip" (truncated to 15 bytes)

@@ -18,7 +18,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/segment/layout.h"
 #include "ipc/segment/process_identity.h"
 #include "ipc/segment/seqlock.h"
@@ -51,7 +51,7 @@ std::string Hex(uint64_t value) {
 }  // namespace
 
 Status ValidateIpcName(std::string_view ipc_name) {
-  // One rule for every file derived from the name (ipc/naming.h).
+  // One rule for every file derived from the name (base/naming.h).
   if (ValidIpcName(ipc_name)) return Status::OK();
   return Status::InvalidArgument("IPC name \"" + std::string(ipc_name.substr(0, 64)) +
                                  "\" must be 1 to 48 characters of [A-Za-z0-9_.-], "

@@ -26,7 +26,7 @@ inline constexpr std::string_view kShmDirectory = "/dev/shm";
 inline constexpr std::string_view kShmPrefix = "nanokv_";
 
 // OK iff `ipc_name` is 1..48 characters of [A-Za-z0-9_.-], not starting with
-// '.' (ipc/naming.h's ValidIpcName); else kInvalidArgument.
+// '.' (base/naming.h's ValidIpcName); else kInvalidArgument.
 Status ValidateIpcName(std::string_view ipc_name);
 // "nanokv_" + ipc_name: the shared-memory object's name (no leading '/').
 std::string ShmName(std::string_view ipc_name);

@@ -12,7 +12,7 @@
 
 namespace nanokv::wire {
 
-inline constexpr size_t kMaxObjectKeyBytes = 256;      // daemon/object_store.h kMaxKeyBytes
+inline constexpr size_t kMaxObjectKeyBytes = 256;      // daemon/objects/object_index.h kMaxKeyBytes
 inline constexpr uint32_t kMaxObjectPageFds = 64;      // fds in one ObjectPagesReply
 inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in one reply
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)

@@ -3,35 +3,35 @@
 #include <limits>
 #include <string>
 
-#include "libkv/alloc/block_allocator.h"
+#include "libkv/cache/block_allocator.h"
 
 namespace nanokv {
 
-size_t KVDTypeBytes(KVDType dtype) {
+size_t KVDataTypeBytes(KVDataType dtype) {
   switch (dtype) {
-    case KVDType::kFloat16:
-    case KVDType::kBFloat16:
+    case KVDataType::kFloat16:
+    case KVDataType::kBFloat16:
       return 2;
-    case KVDType::kFloat32:
+    case KVDataType::kFloat32:
       return 4;
-    case KVDType::kFloat8E4M3:
-    case KVDType::kUInt8:
+    case KVDataType::kFloat8E4M3:
+    case KVDataType::kUInt8:
       return 1;
   }
   return 0;
 }
 
-const char* KVDTypeName(KVDType dtype) {
+const char* KVDataTypeName(KVDataType dtype) {
   switch (dtype) {
-    case KVDType::kFloat16:
+    case KVDataType::kFloat16:
       return "float16";
-    case KVDType::kBFloat16:
+    case KVDataType::kBFloat16:
       return "bfloat16";
-    case KVDType::kFloat32:
+    case KVDataType::kFloat32:
       return "float32";
-    case KVDType::kFloat8E4M3:
+    case KVDataType::kFloat8E4M3:
       return "float8_e4m3";
-    case KVDType::kUInt8:
+    case KVDataType::kUInt8:
       return "uint8";
   }
   return "unknown";
@@ -56,7 +56,7 @@ Result<CacheGeometry> CacheGeometry::Make(const KVCacheConfig& config, size_t pa
     return bad("unknown layout");
   CacheGeometry g;
   g.config = config;
-  g.element_bytes = KVDTypeBytes(config.dtype);
+  g.element_bytes = KVDataTypeBytes(config.dtype);
   if (g.element_bytes == 0) return bad("unknown dtype");
   if (page_bytes == 0 || page_bytes % g.element_bytes != 0) return bad("page size");
   g.page_bytes = page_bytes;

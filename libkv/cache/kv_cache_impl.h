@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libkv/alloc/block_allocator.h"
+#include "libkv/cache/block_allocator.h"
 #include "libkv/cache/cache_geometry.h"
 #include "nanokv/kv_cache.h"
 #include "nanokv/kv_tensor.h"

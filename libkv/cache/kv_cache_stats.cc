@@ -39,7 +39,7 @@ std::string KVCache::Impl::DumpCacheStats() const {
   std::string out = "=== KVCache ===\n";
   std::snprintf(line, sizeof(line),
                 "config: device %d, %u layers, %u kv heads, head_dim %u, block_size %u, %s, %s\n",
-                c.device, c.layers, c.kv_heads, c.head_dim, c.block_size, KVDTypeName(c.dtype),
+                c.device, c.layers, c.kv_heads, c.head_dim, c.block_size, KVDataTypeName(c.dtype),
                 KVLayoutName(c.layout));
   out += line;
   std::snprintf(line, sizeof(line),

@@ -13,11 +13,11 @@ using nanokv::capi::Fail;
 namespace {
 
 // The header's constants are the C++ enums' values; keep them in step.
-static_assert(NANOKV_KV_FLOAT16 == static_cast<int>(nanokv::KVDType::kFloat16));
-static_assert(NANOKV_KV_BFLOAT16 == static_cast<int>(nanokv::KVDType::kBFloat16));
-static_assert(NANOKV_KV_FLOAT32 == static_cast<int>(nanokv::KVDType::kFloat32));
-static_assert(NANOKV_KV_FLOAT8_E4M3 == static_cast<int>(nanokv::KVDType::kFloat8E4M3));
-static_assert(NANOKV_KV_UINT8 == static_cast<int>(nanokv::KVDType::kUInt8));
+static_assert(NANOKV_KV_FLOAT16 == static_cast<int>(nanokv::KVDataType::kFloat16));
+static_assert(NANOKV_KV_BFLOAT16 == static_cast<int>(nanokv::KVDataType::kBFloat16));
+static_assert(NANOKV_KV_FLOAT32 == static_cast<int>(nanokv::KVDataType::kFloat32));
+static_assert(NANOKV_KV_FLOAT8_E4M3 == static_cast<int>(nanokv::KVDataType::kFloat8E4M3));
+static_assert(NANOKV_KV_UINT8 == static_cast<int>(nanokv::KVDataType::kUInt8));
 static_assert(NANOKV_LAYOUT_BLOCK_MAJOR == static_cast<int>(nanokv::KVLayout::kBlockMajor));
 static_assert(NANOKV_LAYOUT_HEAD_MAJOR == static_cast<int>(nanokv::KVLayout::kHeadMajor));
 
@@ -74,7 +74,7 @@ NANOKV_API int nanokv_cache_create(nanokv_client_t* client, const nanokv_cache_c
     cfg.kv_heads = config->kv_heads;
     cfg.head_dim = config->head_dim;
     cfg.block_size = config->block_size;
-    cfg.dtype = static_cast<nanokv::KVDType>(config->dtype);
+    cfg.dtype = static_cast<nanokv::KVDataType>(config->dtype);
     cfg.layout = static_cast<nanokv::KVLayout>(config->layout);
     cfg.num_blocks = config->num_blocks;
     cfg.max_bytes = config->max_bytes;

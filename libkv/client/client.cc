@@ -12,10 +12,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
-#include "libkv/util/open_file_limit.h"
+#include "base/open_file_limit.h"
 
 namespace nanokv {
 namespace {

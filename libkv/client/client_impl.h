@@ -35,7 +35,7 @@
 #include "ipc/proto/nanokv.pb.h"
 #include "ipc/uds/channel.h"
 #include "libkv/client/page_cache.h"
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "nanokv/client.h"
 #include "nanokv/status.h"
 

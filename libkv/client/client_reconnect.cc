@@ -1,6 +1,6 @@
 // Client::Impl after kvd went away: reconnect with back-off, attach again as
 // the same tenant, and hand back the pages this engine still holds, so a
-// restarted kvd re-adopts them (daemon/page_journal.h) and the engine's KV
+// restarted kvd re-adopts them (daemon/node/page_journal.h) and the engine's KV
 // survives. Runs on the reader thread, which owns the connection's reads.
 #include <poll.h>
 
@@ -12,7 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
 

@@ -10,9 +10,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/wire/codec.h"
-#include "libkv/util/human_size.h"
+#include "base/human_size.h"
 #include "nanokv/client.h"
 
 namespace nanokv {

@@ -11,12 +11,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/uds/channel.h"
 #include "ipc/wire/codec.h"
 #include "ipc/wire/object_codec.h"
 #include "libkv/client/object_transfer.h"
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 
 namespace nanokv {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/kv_kernels.h"
-#include "kernels/obj_header.h"
-#include "libkv/gpu/backend.h"
+#include "nanokv/object_header.h"
+#include "gpu/backend.h"
 #include "nanokv/status.h"
 
 namespace nanokv::client {

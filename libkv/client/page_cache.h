@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "nanokv/client.h"
 #include "nanokv/status.h"
 

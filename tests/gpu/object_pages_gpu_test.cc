@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/kv_kernels.h"
-#include "kernels/obj_header.h"
+#include "nanokv/object_header.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/ready_reader.h"
 #include "tests/util/status_matchers.h"

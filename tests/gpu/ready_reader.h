@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/obj_header.h"
+#include "nanokv/object_header.h"
 
 namespace nanokv::testing {
 

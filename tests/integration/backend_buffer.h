@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "nanokv/status.h"
 
 namespace nanokv::testing {

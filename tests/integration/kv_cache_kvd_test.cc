@@ -24,7 +24,7 @@ KVCacheConfig Config(KVLayout layout) {
   config.kv_heads = 2;
   config.head_dim = 64;
   config.block_size = 16;
-  config.dtype = KVDType::kFloat16;
+  config.dtype = KVDataType::kFloat16;
   config.num_blocks = 1024;
   config.layout = layout;
   return config;

@@ -14,7 +14,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/uds/channel.h"
 #include "tests/integration/kvd_fixture.h"
 #include "tests/unit/kvctl/mini_json.h"

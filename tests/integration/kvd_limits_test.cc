@@ -12,7 +12,7 @@
 
 #include "ipc/uds/channel.h"
 #include "ipc/wire/codec.h"
-#include "libkv/util/open_file_limit.h"
+#include "base/open_file_limit.h"
 #include "tests/integration/kvd_fixture.h"
 
 namespace nanokv::testing {

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <thread>
 
-#include "kernels/obj_header.h"
-#include "libkv/gpu/backend.h"
+#include "nanokv/object_header.h"
+#include "gpu/backend.h"
 #include "nanokv/object_store.h"
 #include "tests/integration/backend_buffer.h"
 #include "tests/integration/kvd_fixture.h"

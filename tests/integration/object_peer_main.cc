@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "nanokv/object_store.h"
 #include "tests/integration/backend_buffer.h"
 #include "tests/integration/object_pattern.h"

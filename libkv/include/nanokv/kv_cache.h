@@ -51,9 +51,9 @@
 
 namespace nanokv {
 
-enum class KVDType : uint8_t { kFloat16, kBFloat16, kFloat32, kFloat8E4M3, kUInt8 };
-size_t KVDTypeBytes(KVDType dtype);       // 2, 2, 4, 1, 1
-const char* KVDTypeName(KVDType dtype);   // "float16", "bfloat16", ...
+enum class KVDataType : uint8_t { kFloat16, kBFloat16, kFloat32, kFloat8E4M3, kUInt8 };
+size_t KVDataTypeBytes(KVDataType dtype);       // 2, 2, 4, 1, 1
+const char* KVDataTypeName(KVDataType dtype);   // "float16", "bfloat16", ...
 
 enum class KVLayout : uint8_t { kBlockMajor, kHeadMajor };
 const char* KVLayoutName(KVLayout layout);  // "block_major", "head_major"
@@ -64,7 +64,7 @@ struct KVCacheConfig {
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;
   uint32_t block_size = 16;  // tokens per block
-  KVDType dtype = KVDType::kBFloat16;
+  KVDataType dtype = KVDataType::kBFloat16;
   // Blocks per layer. 0: as many as max_bytes holds (K and V of all layers).
   size_t num_blocks = 0;
   size_t max_bytes = 0;
@@ -78,7 +78,7 @@ struct KVCacheConfig {
 // One layer's K or V as a kernel sees it. Strides are in elements.
 struct KVCacheView {
   void* data = nullptr;  // device pointer: the layer's region
-  KVDType dtype = KVDType::kBFloat16;
+  KVDataType dtype = KVDataType::kBFloat16;
   size_t element_bytes = 0;
   KVLayout layout = KVLayout::kBlockMajor;
   // kBlockMajor: [blocks, heads, block_size, head_dim];

@@ -195,7 +195,7 @@ NANOKV_API int nanokv_tensor_page_ids(const nanokv_tensor_t* tensor, uint64_t fi
  * for tensors: free sequences and destroy the cache only after the GPU work
  * on their blocks finished. */
 
-/* Element types (nanokv::KVDType) and layouts (nanokv::KVLayout). */
+/* Element types (nanokv::KVDataType) and layouts (nanokv::KVLayout). */
 #define NANOKV_KV_FLOAT16 0
 #define NANOKV_KV_BFLOAT16 1
 #define NANOKV_KV_FLOAT32 2

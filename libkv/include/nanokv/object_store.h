@@ -35,7 +35,7 @@
 
 namespace nanokv {
 
-// kernels/obj_header.h's ObjState.
+// nanokv/object_header.h's ObjState.
 enum class ObjectState : uint32_t { kFree = 0, kReserved = 1, kWriting = 2, kReady = 3, kDead = 4 };
 enum class ObjectPin : uint32_t { kNone = 0, kSoft = 1, kHard = 2 };
 
@@ -109,7 +109,7 @@ class ObjectStore {
   // Unmaps every store page this process mapped.
   ~ObjectStore();
 
-  // The plan API (daemon/object_store.h says what each error means).
+  // The plan API (daemon/objects/object_index.h says what each error means).
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total,
                                   int preferred_device = -1);
   // published_on_device: the producer stored READY itself (kv_commit_ready on
@@ -127,7 +127,7 @@ class ObjectStore {
 
   // Maps the plan's pages (those not mapped yet) and returns the device
   // address of its payload, contiguous for bytes_total bytes, or of its
-  // 64-byte header (kernels/obj_header.h), for kernels.
+  // 64-byte header (nanokv/object_header.h), for kernels.
   Result<void*> PayloadPointer(const ObjectPlan& plan);
   Result<void*> HeaderPointer(const ObjectPlan& plan);
 

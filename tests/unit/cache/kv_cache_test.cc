@@ -32,7 +32,7 @@ KVCacheConfig SmallConfig(size_t num_blocks = 1024, KVLayout layout = KVLayout::
   config.kv_heads = 2;
   config.head_dim = 64;
   config.block_size = 16;
-  config.dtype = KVDType::kFloat16;
+  config.dtype = KVDataType::kFloat16;
   config.num_blocks = num_blocks;
   config.layout = layout;
   return config;

@@ -69,7 +69,7 @@ KVCacheConfig Config() {
   config.kv_heads = 2;
   config.head_dim = 64;
   config.block_size = 16;
-  config.dtype = KVDType::kBFloat16;
+  config.dtype = KVDataType::kBFloat16;
   config.num_blocks = 256;
   return config;
 }

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "nanokv/client.h"
 #include "nanokv/kv_tensor.h"
 #include "tests/unit/client/in_process_kvd.h"

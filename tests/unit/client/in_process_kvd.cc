@@ -3,9 +3,9 @@
 
 #include <utility>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/uds/channel.h"
-#include "libkv/util/open_file_limit.h"
+#include "base/open_file_limit.h"
 
 namespace nanokv::testing {
 const kvd::Tenant* KvdSnapshot::FindTenant(const std::string& name) const {
@@ -26,7 +26,7 @@ Result<std::unique_ptr<InProcessKvd>> InProcessKvd::Start(const std::string& ipc
   for (int device = 0; device < options.devices; ++device) {
     alloc::PagePoolConfig pool;
     pool.device = device;
-    pool.page_size = kPageBytes;
+    pool.page_bytes = kPageBytes;
     pool.capacity_bytes = capacity_bytes;
     pool.reserve_pages = options.reserve_pages;
     node_options.pools.push_back(pool);

@@ -1,6 +1,6 @@
 // The real kvd inside the test process, for the client's tests: the host
-// backend, kvd's NodeState (daemon/node_state.h) and its NodeServer
-// (daemon/node_server.h), whose epoll loop runs on a thread of its own, wired
+// backend, kvd's NodeState (daemon/node/node_state.h) and its NodeServer
+// (daemon/server/node_server.h), whose epoll loop runs on a thread of its own, wired
 // as daemon/main.cc wires them. Nothing here is scripted: every attach, grant,
 // return, share, limit, reclaim, recycle, forget and shutdown a client sees
 // is kvd's own. Only the /dev/shm segment is left out (these tests do not
@@ -39,9 +39,9 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/node_server.h"
-#include "daemon/node_state.h"
-#include "libkv/gpu/backend.h"
+#include "daemon/server/node_server.h"
+#include "daemon/node/node_state.h"
+#include "gpu/backend.h"
 #include "nanokv/client.h"
 #include "nanokv/status.h"
 #include "tests/unit/client/client_test_util.h"

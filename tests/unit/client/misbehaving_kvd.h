@@ -29,11 +29,11 @@
 
 #include <gtest/gtest.h>
 
-#include "ipc/naming.h"
+#include "base/naming.h"
 #include "ipc/uds/channel.h"
 #include "ipc/uds/fd_passing.h"
 #include "ipc/wire/codec.h"
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "nanokv/client.h"
 #include "tests/unit/client/client_test_util.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 
 #include <fstream>
 #include <sstream>
@@ -12,7 +12,7 @@ TEST(Config, EmptyTextGivesDefaults) {
   auto config = LoadConfigText("", "empty.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->ipc_name, "nanokv");
-  EXPECT_EQ(config->page_size, 2u << 20);
+  EXPECT_EQ(config->page_bytes, 2u << 20);
   EXPECT_DOUBLE_EQ(config->capacity.fraction, 0.95);
   EXPECT_EQ(config->socket_mode, 0660u);
 }
@@ -43,7 +43,7 @@ busy_poll_us: 40
   EXPECT_EQ(config->ipc_name, "node-a");
   EXPECT_EQ(config->backend, "host");
   EXPECT_EQ(config->devices, (std::vector<int>{0, 1}));
-  EXPECT_EQ(config->page_size, 4u << 20);
+  EXPECT_EQ(config->page_bytes, 4u << 20);
   EXPECT_DOUBLE_EQ(config->capacity.fraction, 0.4);
   EXPECT_EQ(config->reserve_pages, 3u);
   EXPECT_EQ(config->default_limit.bytes, 1u << 30);
@@ -117,7 +117,7 @@ TEST(Config, ShippedExampleLoadsAsTheDefaults) {
   KvdConfig defaults;
   EXPECT_EQ(config->ipc_name, defaults.ipc_name);
   EXPECT_EQ(config->backend, defaults.backend);
-  EXPECT_EQ(config->page_size, defaults.page_size);
+  EXPECT_EQ(config->page_bytes, defaults.page_bytes);
   EXPECT_DOUBLE_EQ(config->capacity.fraction, defaults.capacity.fraction);
   EXPECT_EQ(config->reserve_pages, defaults.reserve_pages);
   EXPECT_EQ(config->socket_mode, defaults.socket_mode);

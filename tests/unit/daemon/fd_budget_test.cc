@@ -1,5 +1,5 @@
 // kvd's fd budget: pages first, then connections at two fds each.
-#include "daemon/fd_budget.h"
+#include "daemon/server/fd_budget.h"
 
 #include <fcntl.h>
 #include <unistd.h>

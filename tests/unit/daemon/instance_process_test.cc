@@ -1,4 +1,4 @@
-#include "daemon/instance_process.h"
+#include "daemon/controller/instance_process.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/node_state.h"
+#include "daemon/node/node_state.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -24,7 +24,7 @@ class NodeRecoveryTest : public ::testing::Test {
   void Start() {
     NodeOptions options;
     alloc::PagePoolConfig pool;
-    pool.page_size = kPage;
+    pool.page_bytes = kPage;
     pool.capacity_bytes = 8 * kPage;
     pool.reserve_pages = 2;
     options.pools.push_back(pool);
@@ -150,7 +150,7 @@ TEST_F(NodeRecoveryTest, AdoptionOverTheLimitAsksForPagesBack) {
 
 TEST_F(NodeRecoveryTest, PoolRefusesBadHeldBackIds) {
   alloc::PagePoolConfig pool;
-  pool.page_size = kPage;
+  pool.page_bytes = kPage;
   pool.capacity_bytes = 4 * kPage;
   pool.held_back = {1, 1};
   EXPECT_EQ(alloc::PagePool::Create(*backend_, pool).status().code(), Code::kInvalidArgument);

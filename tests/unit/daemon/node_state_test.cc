@@ -1,6 +1,6 @@
 // kvd's rules on the real host backend: quotas, capacity, groups and
 // recycling, reclaim, death, sharing. CheckInvariants() after every step.
-#include "daemon/node_state.h"
+#include "daemon/node/node_state.h"
 
 #include <unistd.h>
 
@@ -23,7 +23,7 @@ class NodeStateTest : public ::testing::Test {
     for (int d = 0; d < 2; ++d) {
       alloc::PagePoolConfig pool;
       pool.device = d;
-      pool.page_size = kPage;
+      pool.page_bytes = kPage;
       pool.capacity_bytes = 8 * kPage;
       pool.reserve_pages = 2;
       options.pools.push_back(pool);

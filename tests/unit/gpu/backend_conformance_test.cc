@@ -16,7 +16,7 @@
 
 #include "tests/util/status_matchers.h"
 #include "ipc/uds/fd_passing.h"
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "tests/unit/gpu/backend_test_util.h"
 
 extern char** environ;

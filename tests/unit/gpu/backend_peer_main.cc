@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ipc/uds/fd_passing.h"
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 #include "tests/unit/gpu/backend_test_util.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 
 namespace nanokv::gpu::testing {
 

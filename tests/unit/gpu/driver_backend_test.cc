@@ -20,8 +20,8 @@
 
 #include <gtest/gtest.h>
 
-#include "libkv/gpu/backend.h"
-#include "libkv/gpu/driver_backend.h"
+#include "gpu/backend.h"
+#include "gpu/driver_backend.h"
 
 namespace nanokv::gpu {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libkv/gpu/backend.h"
+#include "gpu/backend.h"
 
 namespace nanokv::gpu {
 namespace {

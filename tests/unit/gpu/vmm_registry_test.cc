@@ -2,7 +2,7 @@
 // mappings, holes, parts of a mapping) with made-up addresses, since the
 // registry only records and never touches memory. CheckInvariants() runs
 // after every change.
-#include "libkv/gpu/vmm_registry.h"
+#include "gpu/vmm_registry.h"
 
 #include <cstdint>
 #include <vector>
@@ -33,7 +33,7 @@ class VmmRegistryTest : public ::testing::Test {
                                    .size = granules * kGran,
                                    .page = kPage + first,
                                    .device = device,
-                                   .page_size = granules * kGran,
+                                   .page_bytes = granules * kGran,
                                    .granularity = kGran});
   }
   static uintptr_t At(size_t granule) { return kBase + granule * kGran; }
@@ -70,10 +70,10 @@ TEST_F(VmmRegistryTest, ClaimRefusesWhatTheDriverWould) {
                                   .size = kGran,
                                   .page = kPage,
                                   .device = 0,
-                                  .page_size = 2 * kGran,
+                                  .page_bytes = 2 * kGran,
                                   .granularity = kGran};
   EXPECT_EQ(registry_.ClaimMapping(request).code(), Code::kInvalidArgument) << "part of a page";
-  request.page_size = kGran;
+  request.page_bytes = kGran;
   request.address = At(0) + 4096;
   EXPECT_EQ(registry_.ClaimMapping(request).code(), Code::kInvalidArgument) << "unaligned";
   request.address = kBase - kGran;

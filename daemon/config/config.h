@@ -1,0 +1,98 @@
+// kvd's configuration: a YAML file (configs/kvd.yaml documents every key),
+// then command-line flags over it. Every error names the file, the line and
+// the key, and nothing starts on a config that did not load whole.
+#ifndef NANOKV_DAEMON_CONFIG_CONFIG_H_
+#define NANOKV_DAEMON_CONFIG_CONFIG_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/config/object_store_config.h"
+#include "base/human_size.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+// When the controller starts an instance again after it ended.
+enum class RestartPolicy {
+  kNever,      // never
+  kOnFailure,  // after a non-zero exit or a death by signal (the default)
+  kAlways,     // after any end, exit 0 included
+};
+
+// One engine kvd runs and supervises (`instances:` in the YAML; the controller,
+// daemon/controller/controller.h). Paths are resolved when the config loads: relative
+// ones against the config file's directory, a bare command name on $PATH.
+struct InstanceConfig {
+  std::string name;                   // unique; 1-48 of [A-Za-z0-9_.-]; also its tenant name
+  std::string command;                // absolute path of an executable file
+  std::vector<std::string> args;
+  std::string workdir;                // empty: kvd's working directory
+  std::vector<std::pair<std::string, std::string>> env;  // extra variables, in file order
+  std::optional<SizeOrShare> limit;   // NANOKV_LIMIT
+  std::string group;                  // NANOKV_GROUP; empty: none
+  std::optional<int> device;          // NANOKV_DEVICE (a kvd device ordinal)
+  RestartPolicy restart = RestartPolicy::kOnFailure;
+  uint32_t max_restarts = 5;          // restarts in a row before it is given up (failed)
+  std::chrono::milliseconds backoff{1000};      // first restart delay; doubles, up to 30 s
+  std::chrono::milliseconds start_delay{0};     // after kvd is ready, before the first start
+  std::chrono::milliseconds grace{10000};       // SIGTERM -> SIGKILL on kvd's stop
+  std::string log;                    // empty: <run_dir>/<ipc_name>.<name>.log
+  std::string where;                  // "<file>:<line>" of its entry, for later errors
+};
+
+// The text NANOKV_LIMIT gets for `limit`: bytes as a number, a share as "N%".
+std::string LimitText(const SizeOrShare& limit);
+
+struct KvdConfig {
+  std::string ipc_name = "nanokv";
+  std::string backend = "auto";          // auto | cuda | hip | host
+  std::vector<int> devices;              // empty: every device the backend sees
+  uint64_t page_bytes = 2u << 20;
+  SizeOrShare capacity{0, 0.95};         // per device: bytes or a share of its memory
+  uint32_t reserve_pages = 8;
+  SizeOrShare default_limit{0, 0};       // 0: the node's capacity
+  std::vector<uid_t> allowed_uids;       // empty: kvd's own uid and root
+  std::vector<gid_t> allowed_gids;       // a peer in one of these groups is allowed too
+  mode_t socket_mode = 0660;
+  mode_t segment_mode = 0660;
+  std::optional<gid_t> group;            // owner group of socket and segment
+  std::string log_level = "info";
+  std::string run_dir;                   // empty: $NANOKV_RUN_DIR or /tmp/nanokv
+  int host_devices = 1;                  // host backend: simulated devices
+  uint64_t host_device_bytes = 0;        // host backend: memory per device (0: RAM)
+  std::vector<InstanceConfig> instances; // engines the controller runs (configs/demo.yaml)
+  ObjectStoreConfig object_store;        // size 0: no object store
+  // After a restart: how long pages the previous kvd granted wait for their
+  // engines to reconnect and hand them back (daemon/node/page_journal.h).
+  std::chrono::milliseconds recovery_window{10'000};
+  bool check_invariants = false;         // NodeState::CheckInvariants after each change (tests)
+  // Connection limits (daemon/server/fd_budget.h): all peers together (0: 1024, less
+  // if the open-file limit cannot hold that many next to every page), and one process.
+  uint32_t max_connections = 0;
+  uint32_t max_connections_per_process = 64;
+  uint32_t busy_poll_us = 0;             // poll without sleeping after a request (0: off)
+};
+
+// Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the
+// key spelled out to the field (`instances[1].command`). Everything is checked
+// before this returns, each instance's command included (it exists and may be
+// executed), so kvd refuses a bad file before it starts anything.
+Result<KvdConfig> LoadConfigFile(const std::string& path);
+// The same from YAML text (`origin` names it in errors); for tests. Relative
+// paths resolve against `base_dir` (empty: the current directory).
+Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& origin,
+                                 const std::string& base_dir = "");
+
+// Semantic checks that need no device: names, ranges.
+Status Validate(const KvdConfig& config);
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_CONFIG_CONFIG_H_

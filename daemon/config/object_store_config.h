@@ -1,0 +1,40 @@
+// The `object_store:` section of kvd's config (configs/kvd.yaml documents it):
+// how much of each device's pool kvd holds for the object store and how the
+// store evicts. Parsed in its own file so the store's keys stay with the store.
+#ifndef NANOKV_DAEMON_CONFIG_OBJECT_STORE_CONFIG_H_
+#define NANOKV_DAEMON_CONFIG_OBJECT_STORE_CONFIG_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "base/human_size.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+enum class EvictionPolicy { kFifo, kLru };
+
+struct ObjectStoreConfig {
+  // Per device: bytes ("4GiB") or a share of the device's pool ("10%"). 0: no store.
+  SizeOrShare size{0, 0};
+  double high_watermark = 0.95;  // of the payload space: above it, a write evicts...
+  double low_watermark = 0.85;   // ...down to here
+  EvictionPolicy policy = EvictionPolicy::kLru;
+  std::chrono::milliseconds lease_ttl{5000};      // a read lease ends by itself after this
+  std::chrono::milliseconds write_timeout{30000};  // RESERVED/WRITING longer: reclaimed
+  uint32_t max_objects = 0;  // per device; 0: one page of 64-byte headers
+
+  bool enabled() const { return size.is_fraction() || size.bytes != 0; }
+};
+
+// Parses the mapping at `node` (key `key`, e.g. "object_store") into `out`,
+// over its defaults. Errors: "<origin>:<line>: object_store.<field>: <what>".
+Status ParseObjectStoreConfig(const std::string& origin, const YAML::Node& node,
+                              const std::string& key, ObjectStoreConfig* out);
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_CONFIG_OBJECT_STORE_CONFIG_H_

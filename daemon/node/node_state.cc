@@ -1,0 +1,735 @@
+#include "daemon/node/node_state.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/objects/object_index.h"
+#include "ipc/wire/codec.h"
+
+namespace nanokv::kvd {
+namespace {
+
+constexpr char kDefaultGroup[] = "default";
+
+std::string Mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// The distinct ids of a request, sorted; kInvalidArgument naming `what` for
+// a list that names a page twice (or is empty, unless allowed).
+Result<std::vector<PageId>> SortedDistinct(std::span<const PageId> ids, const char* what,
+                                           bool allow_empty) {
+  std::vector<PageId> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty() && !allow_empty) return Status::InvalidArgument(std::string(what) + " of no pages");
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return Status::InvalidArgument(std::string(what) + " lists a page twice");
+  }
+  return sorted;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
+                                                     const NodeOptions& options) {
+  if (options.pools.empty()) return Status::InvalidArgument("kvd serves no device");
+  size_t page_bytes = options.pools.front().page_bytes;
+  std::unique_ptr<NodeState> node(new NodeState(backend, page_bytes, options));
+  std::vector<std::vector<RecoveredPage>> recovered = node->RecoveredByPool(options);
+  for (size_t p = 0; p < options.pools.size(); ++p) {
+    alloc::PagePoolConfig config = options.pools[p];
+    if (config.page_bytes != page_bytes) {
+      return Status::InvalidArgument("all devices must use one page size");
+    }
+    // Every page kvd makes is handed to another process: export it when it
+    // is created, ahead of demand, not on the grant path.
+    config.export_fds = true;
+    for (const RecoveredPage& page : recovered[p]) config.held_back.push_back(page.id);
+    NANOKV_ASSIGN_OR_RETURN(auto pool, alloc::PagePool::Create(backend, config));
+    node->devices_.emplace_back();
+    node->devices_.back().pages.resize(pool->capacity_pages());
+    node->pools_.push_back(std::move(pool));
+    node->ApplyRecovery(p, recovered[p]);
+  }
+  return node;
+}
+
+std::vector<std::vector<RecoveredPage>> NodeState::RecoveredByPool(
+    const NodeOptions& options) const {
+  std::vector<std::vector<RecoveredPage>> out(options.pools.size());
+  if (!options.recovery) return out;
+  const Recovery& recovery = *options.recovery;
+  if (recovery.page_bytes != page_bytes_) {
+    spdlog::warn("kvd: the previous kvd used pages of {} bytes, this one {}: {} pages engines "
+                 "may still hold cannot be re-adopted",
+                 recovery.page_bytes, page_bytes_, recovery.page_count());
+    return out;
+  }
+  for (const Recovery::Device& device : recovery.devices) {
+    size_t p = 0;
+    while (p < options.pools.size() && options.pools[p].device != device.device) ++p;
+    if (p == options.pools.size()) {
+      if (!device.pages.empty()) {
+        spdlog::warn("kvd: device {} is not served any more: its {} held pages cannot be "
+                     "re-adopted", device.device, device.pages.size());
+      }
+      continue;
+    }
+    const size_t capacity = options.pools[p].capacity_bytes / page_bytes_;
+    for (const RecoveredPage& page : device.pages) {
+      // capacity_bytes 0 means a utilization: the pool checks the bound then.
+      if (capacity != 0 && page.id >= capacity) {
+        spdlog::warn("kvd: page {} of device {} is beyond the capacity now: not re-adopted",
+                     page.id, device.device);
+        continue;
+      }
+      out[p].push_back(page);
+    }
+  }
+  return out;
+}
+
+void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages) {
+  for (const RecoveredPage& recovered : pages) {
+    PageInfo& page = devices_[d].pages[recovered.id];
+    page.group = GroupIndex(recovered.group);
+    page.generation = recovered.generation;
+    page.recovering = true;
+    ++devices_[d].recovering;
+  }
+  if (!pages.empty()) {
+    spdlog::info("kvd: device {}: {} pages held back for the engines of the previous kvd",
+                 pools_[d]->device(), pages.size());
+  }
+}
+
+NodeState::NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options)
+    : backend_(backend),
+      page_bytes_(page_bytes),
+      default_limit_(options.default_limit_bytes),
+      default_limit_fraction_(options.default_limit_fraction) {
+  groups_.push_back(kDefaultGroup);
+}
+
+NodeState::~NodeState() = default;  // the pools release their pages and fds
+
+uint64_t NodeState::capacity_bytes() const {
+  uint64_t total = 0;
+  for (const auto& pool : pools_) total += uint64_t{pool->capacity_pages()} * page_bytes_;
+  return total;
+}
+
+Result<size_t> NodeState::DeviceIndex(int device) const {
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    if (pools_[i]->device() == device) return i;
+  }
+  return Status::NotFound("kvd does not serve device " + std::to_string(device));
+}
+
+Tenant* NodeState::MutableTenant(TenantId tenant) {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? nullptr : &it->second;
+}
+
+const Tenant* NodeState::FindTenant(TenantId tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? nullptr : &it->second;
+}
+
+const Tenant* NodeState::FindTenantByName(const std::string& name) const {
+  for (const auto& [id, tenant] : tenants_) {
+    if (tenant.name == name) return &tenant;
+  }
+  return nullptr;
+}
+
+std::vector<const Tenant*> NodeState::Tenants() const {
+  std::vector<const Tenant*> out;
+  for (const auto& [id, tenant] : tenants_) out.push_back(&tenant);
+  return out;
+}
+
+int NodeState::GroupIndex(const std::string& name) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (groups_[i] == name) return static_cast<int>(i);
+  }
+  groups_.push_back(name);
+  int index = static_cast<int>(groups_.size() - 1);
+  if (journal_ != nullptr) journal_->SetGroup(index, name);
+  return index;
+}
+
+uint64_t NodeState::UsedBytes(const Tenant& tenant) const {
+  uint64_t pages = 0;
+  for (uint32_t n : tenant.used_pages) pages += n;
+  return pages * page_bytes_;
+}
+
+Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix_ns) {
+  if (!wire::ValidName(params.name)) {
+    return Status::InvalidArgument("tenant name '" + params.name.substr(0, 80) +
+                                   "' is not 1-63 of [A-Za-z0-9_.:@-]");
+  }
+  std::string group = params.group.empty() ? kDefaultGroup : params.group;
+  if (!wire::ValidName(group)) return Status::InvalidArgument("bad group name");
+  if (FindTenantByName(params.name) != nullptr) {
+    return Status::AlreadyExists("a tenant named '" + params.name + "' is already attached");
+  }
+  uint64_t capacity = capacity_bytes();
+  uint64_t limit = params.limit_bytes;
+  if (limit == 0 && params.limit_fraction > 0) {
+    limit = static_cast<uint64_t>(params.limit_fraction * static_cast<double>(capacity));
+  }
+  if (limit == 0 && default_limit_ != 0) limit = default_limit_;
+  if (limit == 0 && default_limit_fraction_ > 0) {
+    limit = static_cast<uint64_t>(default_limit_fraction_ * static_cast<double>(capacity));
+  }
+  if (limit == 0) limit = capacity;
+  limit = std::min(limit, capacity);
+
+  Tenant tenant;
+  tenant.id = next_tenant_++;
+  tenant.name = params.name;
+  tenant.group = group;
+  tenant.group_index = GroupIndex(group);
+  tenant.pid = params.pid;
+  tenant.uid = params.uid;
+  tenant.limit_bytes = limit;
+  tenant.attach_unix_ns = now_unix_ns;
+  tenant.last_activity_unix_ns = now_unix_ns;
+  tenant.used_pages.assign(pools_.size(), 0);
+  tenant.imported.resize(pools_.size());
+  TenantId id = tenant.id;
+  tenants_.emplace(id, std::move(tenant));
+  return id;
+}
+
+Status NodeState::Detach(TenantId tenant_id) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    if (tenant->used_pages[d] == 0) continue;
+    for (PageId id = 0; id < devices_[d].pages.size(); ++id) {
+      const auto& holders = devices_[d].pages[id].holders;
+      if (std::find(holders.begin(), holders.end(), tenant_id) != holders.end()) {
+        ReleaseHolder(d, id, tenant_id);
+      }
+    }
+  }
+  tenants_.erase(tenant_id);
+  return Status::OK();
+}
+
+void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
+  PageInfo& page = devices_[d].pages[id];
+  page.holders.erase(std::find(page.holders.begin(), page.holders.end(), tenant_id));
+  if (Tenant* tenant = MutableTenant(tenant_id)) --tenant->used_pages[d];
+  if (page.holders.empty()) {
+    --devices_[d].held;
+    page.in_group_free = true;
+    devices_[d].group_free[page.group].push_back(id);
+    Journal(d, id);
+  }
+}
+
+size_t NodeState::Obtainable(size_t d) const {
+  // Every page not held by a tenant can be had: the group's own free pages
+  // at once, pool pages fresh, other groups' free pages after a recycle;
+  // not the pages held back for a dead kvd's engines.
+  return pools_[d]->capacity_pages() - devices_[d].held - devices_[d].recovering;
+}
+
+Result<PageId> NodeState::TakePage(size_t d, int group) {
+  DeviceState& device = devices_[d];
+  auto own = device.group_free.find(group);
+  if (own != device.group_free.end() && !own->second.empty()) {
+    PageId id = own->second.back();
+    own->second.pop_back();
+    device.pages[id].in_group_free = false;
+    return id;
+  }
+  auto fresh = pools_[d]->Allocate();
+  if (fresh.ok()) {
+    PageInfo& page = device.pages[*fresh];
+    page.group = group;
+    return *fresh;
+  }
+  if (fresh.status().code() != Code::kResourceExhausted) return fresh.status();
+  // The pool is all owned by groups: take another group's free page and give
+  // it a new physical page first, so its old bytes never cross (invariant 2).
+  for (auto& [other, stack] : device.group_free) {
+    if (other == group || stack.empty()) continue;
+    PageId id = stack.back();
+    stack.pop_back();
+    device.pages[id].in_group_free = false;
+    NANOKV_RETURN_IF_ERROR(Recycle(d, id));
+    device.pages[id].group = group;
+    return id;
+  }
+  return fresh.status();
+}
+
+Status NodeState::Recycle(size_t d, PageId id) {
+  PageInfo& page = devices_[d].pages[id];
+  int old_group = page.group;
+  Status recycled = pools_[d]->Recycle(id);
+  ++page.generation;
+  // Processes of the old group may still hold a handle of the old page: tell
+  // them to drop it, so the old memory is freed once they do.
+  for (auto& [tenant_id, tenant] : tenants_) {
+    if (tenant.group_index != old_group) continue;
+    auto it = tenant.imported[d].find(id);
+    if (it == tenant.imported[d].end()) continue;
+    tenant.imported[d].erase(it);
+    QueueForget(tenant_id, pools_[d]->device(), id);
+  }
+  Journal(d, id);  // the new generation, still unheld
+  if (!recycled.ok()) {
+    page.group = -1;  // the pool took the id back as uncreated
+    spdlog::warn("kvd: recycling page {} of device {} failed: {}", id, pools_[d]->device(),
+                 recycled.ToString());
+  }
+  return recycled;
+}
+
+void NodeState::QueueForget(TenantId tenant, int device, PageId id) {
+  // One notice per tenant and device, however many pages a grant recycles:
+  // a message per page could fill the engine's socket and cost it its
+  // connection. A notice stays within what one message may carry.
+  for (Notice& notice : notices_) {
+    if (notice.kind == Notice::Kind::kForget && notice.tenant == tenant &&
+        notice.device == device && notice.page_ids.size() < wire::kMaxPagesPerRequest) {
+      notice.page_ids.push_back(id);
+      return;
+    }
+  }
+  notices_.push_back({Notice::Kind::kForget, tenant, device, 0, 0, {id}});
+}
+
+void NodeState::PutBack(size_t d, PageId id) {
+  PageInfo& page = devices_[d].pages[id];
+  page.in_group_free = true;
+  devices_[d].group_free[page.group].push_back(id);
+}
+
+Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
+  uint64_t used = UsedBytes(tenant);
+  if (tenant.state == TenantState::kReclaiming) {
+    return Status::ResourceExhausted("tenant '" + tenant.name + "' uses " + Mib(used) +
+                                     ", over its limit of " + Mib(tenant.limit_bytes) +
+                                     ": no grant until it returns pages (reclaim pending)");
+  }
+  uint64_t asked = uint64_t{count} * page_bytes_;
+  if (used + asked > tenant.limit_bytes) {
+    return Status::ResourceExhausted("tenant '" + tenant.name + "' limit " +
+                                     Mib(tenant.limit_bytes) + ": uses " + Mib(used) +
+                                     ", asked " + std::to_string(count) + " pages (" +
+                                     Mib(asked) + ")");
+  }
+  return Status::OK();
+}
+
+void NodeState::AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<GrantedPage>* out) {
+  PageInfo& page = devices_[d].pages[id];
+  if (page.holders.empty()) ++devices_[d].held;
+  page.holders.push_back(tenant.id);
+  if (page.holders.size() == 1) Journal(d, id);  // before the reply says so
+  ++tenant.used_pages[d];
+  auto [it, inserted] = tenant.imported[d].try_emplace(id, page.generation);
+  bool needs_fd = inserted || it->second != page.generation;
+  it->second = page.generation;
+  out->push_back({id, page.generation, needs_fd});
+}
+
+Result<std::vector<GrantedPage>> NodeState::Grant(TenantId tenant_id, int device, uint32_t count,
+                                                  uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  if (count == 0) return Status::InvalidArgument("grant of 0 pages");
+  NANOKV_RETURN_IF_ERROR(CheckQuota(*tenant, count));
+  size_t obtainable = Obtainable(d);
+  if (obtainable < count) {
+    return Status::ResourceExhausted("device " + std::to_string(device) + " has " +
+                                     std::to_string(obtainable) + " pages free of " +
+                                     std::to_string(pools_[d]->capacity_pages()) + ", asked " +
+                                     std::to_string(count));
+  }
+  std::vector<PageId> taken;
+  taken.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    auto id = TakePage(d, tenant->group_index);
+    if (!id.ok()) {
+      for (PageId back : taken) PutBack(d, back);
+      return id.status();
+    }
+    taken.push_back(*id);
+  }
+  std::vector<GrantedPage> out;
+  out.reserve(count);
+  for (PageId id : taken) AddHolder(d, id, *tenant, &out);
+  tenant->last_activity_unix_ns = now_unix_ns;
+  return out;
+}
+
+Result<std::vector<GrantedPage>> NodeState::Share(TenantId tenant_id, int device,
+                                                  std::span<const PageId> ids,
+                                                  uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  NANOKV_ASSIGN_OR_RETURN(std::vector<PageId> sorted, SortedDistinct(ids, "share", false));
+  NANOKV_RETURN_IF_ERROR(CheckQuota(*tenant, static_cast<uint32_t>(ids.size())));
+  DeviceState& state = devices_[d];
+  for (PageId id : sorted) {
+    std::string which = "page " + std::to_string(id) + " of device " + std::to_string(device);
+    if (id >= state.pages.size()) return Status::InvalidArgument(which + " does not exist");
+    const PageInfo& page = state.pages[id];
+    bool owned = !page.holders.empty() || page.in_group_free;
+    if (!owned || page.group != tenant->group_index) {
+      // Do not tell a tenant whether another group holds it: same answer.
+      return Status::PermissionDenied(which + " is not owned by group '" + tenant->group + "'");
+    }
+    if (std::find(page.holders.begin(), page.holders.end(), tenant_id) != page.holders.end()) {
+      return Status::FailedPrecondition(which + " is already held by this tenant");
+    }
+  }
+  std::vector<GrantedPage> out;
+  out.reserve(ids.size());
+  for (PageId id : ids) {
+    PageInfo& page = state.pages[id];
+    if (page.in_group_free) {
+      auto& stack = state.group_free[page.group];
+      stack.erase(std::find(stack.begin(), stack.end(), id));
+      page.in_group_free = false;
+    }
+    AddHolder(d, id, *tenant, &out);
+  }
+  tenant->last_activity_unix_ns = now_unix_ns;
+  return out;
+}
+
+Status NodeState::Return(TenantId tenant_id, int device, std::span<const PageId> ids,
+                         uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  // All or none: check every id (and duplicates) before changing anything.
+  NANOKV_ASSIGN_OR_RETURN(std::vector<PageId> sorted, SortedDistinct(ids, "return", true));
+  for (PageId id : sorted) {
+    if (id >= devices_[d].pages.size()) {
+      return Status::InvalidArgument("return of page " + std::to_string(id) + ": device " +
+                                     std::to_string(device) + " has " +
+                                     std::to_string(devices_[d].pages.size()) + " pages");
+    }
+    const auto& holders = devices_[d].pages[id].holders;
+    if (std::find(holders.begin(), holders.end(), tenant_id) == holders.end()) {
+      return Status::FailedPrecondition("return of page " + std::to_string(id) +
+                                        ", which tenant '" + tenant->name + "' does not hold");
+    }
+  }
+  for (PageId id : sorted) ReleaseHolder(d, id, tenant_id);
+  tenant->last_activity_unix_ns = now_unix_ns;
+  MaybeEndReclaim(*tenant);
+  return Status::OK();
+}
+
+void NodeState::MaybeEndReclaim(Tenant& tenant) {
+  if (tenant.state == TenantState::kReclaiming && UsedBytes(tenant) <= tenant.limit_bytes) {
+    tenant.state = TenantState::kAttached;
+  }
+}
+
+Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  tenant->limit_bytes = std::min(limit_bytes, capacity_bytes());
+  uint64_t used = UsedBytes(*tenant);
+  if (used > tenant->limit_bytes) {
+    tenant->state = TenantState::kReclaiming;
+    uint64_t excess = used - tenant->limit_bytes;
+    auto pages = static_cast<uint32_t>((excess + page_bytes_ - 1) / page_bytes_);
+    notices_.push_back({Notice::Kind::kReclaim, tenant_id, -1, pages, tenant->limit_bytes, {}});
+  } else {
+    tenant->state = TenantState::kAttached;
+  }
+  return tenant->limit_bytes;
+}
+
+Status NodeState::Evict(TenantId tenant_id, uint32_t pages) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  auto held = static_cast<uint32_t>(UsedBytes(*tenant) / page_bytes_);
+  if (pages == 0 || pages > held) pages = held;
+  if (pages > 0) {
+    notices_.push_back({Notice::Kind::kReclaim, tenant_id, -1, pages, tenant->limit_bytes, {}});
+  }
+  return Status::OK();
+}
+
+Result<int> NodeState::PageFd(int device, PageId id) {
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  if (id >= devices_[d].pages.size() || devices_[d].pages[id].holders.empty()) {
+    return Status::FailedPrecondition("page " + std::to_string(id) + " is not granted");
+  }
+  int fd = pools_[d]->exported_fd(id);
+  if (fd < 0) return Status::Internal("page " + std::to_string(id) + " has no exported fd");
+  return fd;
+}
+
+// ---- kvd restart: the journal and adoption. ----
+
+bool NodeState::KvdOwned(const PageInfo& page) const {
+  // The object store's pages: their only handles are kvd's own, so they die
+  // with kvd and nobody can hand them back after a restart.
+  return page.group >= 0 && groups_[page.group] == kStoreTenant;
+}
+
+void NodeState::Journal(size_t d, PageId id) {
+  if (journal_ == nullptr) return;
+  const PageInfo& page = devices_[d].pages[id];
+  bool held = (!page.holders.empty() && !KvdOwned(page)) || page.recovering;
+  journal_->SetPage(d, id, page.generation, page.group, held);
+}
+
+void NodeState::SetJournal(PageJournal* journal) {
+  journal_ = journal;
+  if (journal_ == nullptr) return;
+  for (size_t g = 0; g < groups_.size(); ++g) journal_->SetGroup(static_cast<int>(g), groups_[g]);
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    for (PageId id = 0; id < devices_[d].pages.size(); ++id) Journal(d, id);
+  }
+}
+
+bool NodeState::HoldsPages() const {
+  for (const DeviceState& device : devices_) {
+    if (device.recovering > 0) return true;
+    for (const PageInfo& page : device.pages) {
+      if (!page.holders.empty() && !KvdOwned(page)) return true;
+    }
+  }
+  return false;
+}
+
+size_t NodeState::recovering_pages() const {
+  size_t n = 0;
+  for (const DeviceState& device : devices_) n += device.recovering;
+  return n;
+}
+
+Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::string* why) {
+  const std::string which = "page " + std::to_string(in.id) + " of device " +
+                            std::to_string(pools_[d]->device());
+  auto refuse = [&](const std::string& reason) {
+    close(in.fd);
+    *why = which + ": " + reason;
+    return Status::FailedPrecondition(*why);
+  };
+  if (in.id >= devices_[d].pages.size()) return refuse("no such page");
+  PageInfo& page = devices_[d].pages[in.id];
+  if (page.group != tenant.group_index) {
+    return refuse("not held by group '" + tenant.group + "' when kvd stopped");
+  }
+  if (page.generation != in.generation) {
+    return refuse("generation " + std::to_string(in.generation) + " is not the page's " +
+                  std::to_string(page.generation));
+  }
+  if (std::find(page.holders.begin(), page.holders.end(), tenant.id) != page.holders.end()) {
+    return refuse("already held by this tenant");
+  }
+  std::vector<GrantedPage> ignored;
+  if (page.recovering) {
+    // The first engine of the group to hand it back: its fd becomes the
+    // page. One copy for the pool to hand out, one to import here.
+    int pool_fd = fcntl(in.fd, F_DUPFD_CLOEXEC, 0);
+    if (pool_fd < 0) return refuse("dup: " + std::string(strerror(errno)));
+    auto handle = backend_.ImportPage(in.fd, pools_[d]->device(), page_bytes_);
+    if (!handle.ok()) {
+      close(pool_fd);
+      *why = which + ": import failed: " + handle.status().ToString();
+      return handle.status();
+    }
+    Status adopted = pools_[d]->Adopt(in.id, *handle, pool_fd);
+    if (!adopted.ok()) {
+      Status released = backend_.ReleasePage(*handle);
+      if (!released.ok()) spdlog::warn("kvd: {}", released.ToString());
+      *why = which + ": " + adopted.ToString();
+      return adopted;
+    }
+    page.recovering = false;
+    --devices_[d].recovering;
+  } else {
+    close(in.fd);  // a group-mate handed this page back already: we have it
+    bool owned = !page.holders.empty() || page.in_group_free;
+    if (!owned) {
+      *why = which + ": not held back for adoption (its recovery window ended?)";
+      return Status::FailedPrecondition(*why);
+    }
+    if (page.in_group_free) {
+      auto& stack = devices_[d].group_free[page.group];
+      stack.erase(std::find(stack.begin(), stack.end(), in.id));
+      page.in_group_free = false;
+    }
+  }
+  AddHolder(d, in.id, tenant, &ignored);
+  return Status::OK();
+}
+
+Result<AdoptResult> NodeState::Adopt(TenantId tenant_id, int device,
+                                     std::span<const AdoptPage> pages, uint64_t now_unix_ns) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  auto d = DeviceIndex(device);
+  if (tenant == nullptr || !d.ok()) {
+    for (const AdoptPage& page : pages) close(page.fd);
+    if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+    return d.status();
+  }
+  AdoptResult out;
+  for (const AdoptPage& page : pages) {
+    std::string why;
+    if (AdoptOne(*tenant, *d, page, &why).ok()) {
+      out.adopted.push_back(page.id);
+    } else {
+      out.refused.push_back(page.id);
+      if (out.reason.empty()) out.reason = why;
+      spdlog::warn("kvd: tenant '{}' handed back {}", tenant->name, why);
+    }
+  }
+  tenant->last_activity_unix_ns = now_unix_ns;
+  ReclaimExcess(*tenant);
+  return out;
+}
+
+void NodeState::ReclaimExcess(Tenant& tenant) {
+  uint64_t used = UsedBytes(tenant);
+  if (used <= tenant.limit_bytes || tenant.state == TenantState::kReclaiming) return;
+  tenant.state = TenantState::kReclaiming;
+  auto pages = static_cast<uint32_t>((used - tenant.limit_bytes + page_bytes_ - 1) / page_bytes_);
+  notices_.push_back({Notice::Kind::kReclaim, tenant.id, -1, pages, tenant.limit_bytes, {}});
+}
+
+size_t NodeState::ExpireRecovery() {
+  size_t released = 0;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    for (PageId id = 0; id < devices_[d].pages.size() && devices_[d].recovering > 0; ++id) {
+      PageInfo& page = devices_[d].pages[id];
+      if (!page.recovering) continue;
+      Status status = pools_[d]->ReleaseHeldBack(id);
+      if (!status.ok()) spdlog::error("kvd: {}", status.ToString());
+      page.recovering = false;
+      page.group = -1;
+      ++page.generation;  // a late claim of the old page is refused
+      --devices_[d].recovering;
+      Journal(d, id);
+      ++released;
+    }
+  }
+  return released;
+}
+
+std::vector<Notice> NodeState::TakeNotices() {
+  std::vector<Notice> out;
+  out.swap(notices_);
+  return out;
+}
+
+std::vector<DeviceCounts> NodeState::Counts() const {
+  std::vector<DeviceCounts> out;
+  for (size_t d = 0; d < pools_.size(); ++d) {
+    alloc::PagePool::Stats stats = pools_[d]->stats();
+    DeviceCounts c;
+    c.device = pools_[d]->device();
+    c.capacity_pages = stats.capacity_pages;
+    c.created_pages = stats.created_pages;
+    c.reserve_pages = stats.reserve_pages;
+    c.recovering_pages = devices_[d].recovering;
+    for (const auto& page : devices_[d].pages) {
+      if (!page.holders.empty()) ++c.held_pages;
+      if (page.in_group_free) ++c.group_free_pages;
+    }
+    c.free_pages = stats.free_pages + c.group_free_pages;
+    out.push_back(c);
+  }
+  return out;
+}
+
+Status NodeState::CheckInvariants() const {
+  for (size_t d = 0; d < pools_.size(); ++d) {
+    NANOKV_RETURN_IF_ERROR(pools_[d]->CheckInvariants());
+    alloc::PagePool::Stats stats = pools_[d]->stats();
+    const DeviceState& device = devices_[d];
+    size_t held = 0, group_free = 0, recovering = 0;
+    for (PageId id = 0; id < device.pages.size(); ++id) {
+      const PageInfo& page = device.pages[id];
+      std::string where = "device " + std::to_string(pools_[d]->device()) + " page " +
+                          std::to_string(id) + ": ";
+      if (!page.holders.empty() && page.in_group_free) {
+        return Status::Internal(where + "held and on a group free list");
+      }
+      if (page.recovering) {
+        ++recovering;
+        if (!page.holders.empty() || page.in_group_free) {
+          return Status::Internal(where + "held back for adoption, yet held or free");
+        }
+        if (pools_[d]->handle(id).valid()) {
+          return Status::Internal(where + "held back for adoption, yet granted by the pool");
+        }
+      }
+      if (!page.holders.empty() || page.in_group_free) {
+        if (!pools_[d]->handle(id).valid()) return Status::Internal(where + "owned but not granted by the pool");
+        if (page.group < 0) return Status::Internal(where + "owned by no group");
+      }
+      for (TenantId holder : page.holders) {
+        const Tenant* tenant = FindTenant(holder);
+        if (tenant == nullptr) return Status::Internal(where + "held by a gone tenant");
+        if (tenant->group_index != page.group) {
+          return Status::Internal(where + "held by tenant '" + tenant->name +
+                                  "' outside its owner group");
+        }
+      }
+      held += page.holders.empty() ? 0 : 1;
+      group_free += page.in_group_free ? 1 : 0;
+    }
+    if (held != device.held) return Status::Internal("held page count drifted");
+    if (recovering != device.recovering || recovering != stats.held_back_pages) {
+      return Status::Internal("held-back page counts disagree (pages " +
+                              std::to_string(recovering) + ", device " +
+                              std::to_string(device.recovering) + ", pool " +
+                              std::to_string(stats.held_back_pages) + ")");
+    }
+    size_t listed = 0;
+    for (const auto& [group, stack] : device.group_free) listed += stack.size();
+    if (listed != group_free) return Status::Internal("group free lists disagree with page states");
+    if (held + group_free != stats.granted_pages) {
+      return Status::Internal("device " + std::to_string(pools_[d]->device()) + ": held " +
+                              std::to_string(held) + " + group free " +
+                              std::to_string(group_free) + " != pool granted " +
+                              std::to_string(stats.granted_pages));
+    }
+  }
+  for (const auto& [id, tenant] : tenants_) {
+    for (size_t d = 0; d < pools_.size(); ++d) {
+      uint32_t holding = 0;
+      for (const auto& page : devices_[d].pages) {
+        holding += std::count(page.holders.begin(), page.holders.end(), id) > 0 ? 1 : 0;
+      }
+      if (holding != tenant.used_pages[d]) {
+        return Status::Internal("tenant '" + tenant.name + "' counts " +
+                                std::to_string(tenant.used_pages[d]) + " pages, holds " +
+                                std::to_string(holding));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace nanokv::kvd

@@ -1,0 +1,251 @@
+// kvd's model of the node: one page pool per device, the tenants attached to
+// it, their tenant groups, their grants and limits. Pure logic over the pools
+// and the backend: no sockets, so every rule here is tested directly, and the
+// server (node_server.h) only translates messages into these calls.
+//
+// Words: a *tenant* is one attached engine connection; a *group* is a set of
+// tenants that may share pages (docs/ARCHITECTURE.md, "kvd"). A page id is *group-owned* from the
+// first time it is granted to a tenant of that group until it is recycled.
+//
+// Invariants (CheckInvariants() verifies them; tests call it after each step):
+//   1. A page is owned by at most one group; every holder of a page is a
+//      tenant of its owner group. For each device:
+//        free (pool free + uncreated-in-reserve + group free lists) + held
+//        == created pages, where held = pages with at least one holder.
+//   2. A page reaches a tenant of another group only after Recycle (release +
+//      fresh create, generation + 1): its old memory never crosses groups.
+//   3. A tenant's used pages are exactly the pages listing it as a holder.
+//   4. A tenant over its limit is given no new page until it is back under.
+#ifndef NANOKV_DAEMON_NODE_NODE_STATE_H_
+#define NANOKV_DAEMON_NODE_NODE_STATE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "daemon/node/page_journal.h"
+#include "daemon/node/page_pool.h"
+#include "gpu/backend.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+using TenantId = uint32_t;
+using alloc::PageId;
+
+enum class TenantState : uint8_t { kAttached = 1, kReclaiming = 2 };
+
+struct AttachParams {
+  std::string name;
+  std::string group;        // empty: "default"
+  pid_t pid = 0;
+  uid_t uid = 0;
+  uint64_t limit_bytes = 0;  // 0: the node's default limit
+  double limit_fraction = 0;  // used when limit_bytes is 0 and this is > 0
+};
+
+struct Tenant {
+  TenantId id = 0;
+  std::string name;
+  std::string group;
+  int group_index = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  uint64_t limit_bytes = 0;
+  TenantState state = TenantState::kAttached;
+  uint64_t attach_unix_ns = 0;
+  uint64_t last_activity_unix_ns = 0;
+  std::vector<uint32_t> used_pages;  // per device index
+  // Per device: page id -> generation this tenant's process has imported.
+  std::vector<std::map<PageId, uint32_t>> imported;
+};
+
+// One page of a grant, in the order of the request.
+struct GrantedPage {
+  PageId id = 0;
+  uint32_t generation = 0;
+  bool needs_fd = false;  // the tenant's process has not imported this generation
+};
+
+// Something kvd must tell a tenant's engine after a call.
+struct Notice {
+  enum class Kind { kReclaim, kForget };
+  Kind kind;
+  TenantId tenant;
+  int device = -1;                 // kForget: the device; kReclaim: -1 (any)
+  uint32_t pages = 0;              // kReclaim: how many to give back
+  uint64_t limit_bytes = 0;        // kReclaim: the limit to get under
+  std::vector<PageId> page_ids;    // kForget: recycled ids to drop
+};
+
+struct DeviceCounts {
+  int device = 0;
+  size_t capacity_pages = 0;
+  size_t created_pages = 0;
+  size_t free_pages = 0;     // pool free + group free lists
+  size_t held_pages = 0;     // granted to at least one tenant
+  size_t group_free_pages = 0;
+  size_t reserve_pages = 0;
+  size_t recovering_pages = 0;  // held back for engines of a dead kvd (Adopt)
+};
+
+// One page an engine hands back after a kvd restart; `fd` is an export of
+// the engine's handle of it.
+struct AdoptPage {
+  PageId id = 0;
+  uint32_t generation = 0;
+  int fd = -1;
+};
+
+struct AdoptResult {
+  std::vector<PageId> adopted;
+  std::vector<PageId> refused;
+  std::string reason;  // why the first refused page was refused
+};
+
+struct NodeOptions {
+  std::vector<alloc::PagePoolConfig> pools;  // one per served device, all one page size
+  uint64_t default_limit_bytes = 0;          // 0: default_limit_fraction, else capacity
+  double default_limit_fraction = 0;         // of the node's capacity, when > 0
+  // What a dead kvd's page journal says engines still hold: those ids are
+  // held back from the pools until their engines hand them back (Adopt) or
+  // until ExpireRecovery. Pages of a device no longer served, of another page
+  // size, or beyond the capacity are not held back (logged).
+  std::optional<Recovery> recovery;
+};
+
+class NodeState {
+ public:
+  // `backend` must remain live while the NodeState exists (its pools use it).
+  static Result<std::unique_ptr<NodeState>> Create(gpu::Backend& backend,
+                                                   const NodeOptions& options);
+  ~NodeState();
+
+  size_t page_bytes() const { return page_bytes_; }
+  size_t device_count() const { return pools_.size(); }
+  int device_ordinal(size_t index) const { return pools_[index]->device(); }
+  uint64_t capacity_bytes() const;
+
+  // kAlreadyExists for a name a live tenant has; kInvalidArgument for a bad one.
+  Result<TenantId> Attach(const AttachParams& params, uint64_t now_unix_ns);
+  // Gives back every page the tenant holds (engine detached or died).
+  Status Detach(TenantId tenant);
+
+  // Grants `count` pages of device ordinal `device`, all or none.
+  // kResourceExhausted names the limit that refused it (the tenant's or the
+  // device's capacity); the backend's error if a page cannot be created.
+  Result<std::vector<GrantedPage>> Grant(TenantId tenant, int device, uint32_t count,
+                                         uint64_t now_unix_ns);
+  // Adds this tenant as a holder of pages its group already owns (held by
+  // another tenant of the group, or on the group's free list): the way two
+  // engines of one group share bytes. All or none; counts against the limit.
+  // kPermissionDenied for a page owned by another group.
+  Result<std::vector<GrantedPage>> Share(TenantId tenant, int device, std::span<const PageId> ids,
+                                         uint64_t now_unix_ns);
+  // Gives pages back, all or none: every id must be held by this tenant.
+  Status Return(TenantId tenant, int device, std::span<const PageId> ids, uint64_t now_unix_ns);
+  // Sets a tenant's limit (clamped to the node's capacity). Below its use,
+  // the tenant goes to kReclaiming and a kReclaim notice is queued.
+  Result<uint64_t> SetLimit(TenantId tenant, uint64_t limit_bytes);
+  // Asks a tenant to give back `pages` pages without changing its limit
+  // (kvctl evict); 0 means all it holds.
+  Status Evict(TenantId tenant, uint32_t pages);
+
+  // The exported fd of a granted page, made by the pool when it created the
+  // page (export is the slowest driver call, so it is kept off the grant
+  // path). Owned by the pool: callers send it (the kernel duplicates it)
+  // and never close it.
+  Result<int> PageFd(int device, PageId id);
+
+  // Takes back pages a dead kvd had granted, from an engine that still holds
+  // them: a page is adopted if it is held back for this tenant's group at
+  // that generation (or a tenant of the group adopted it already: then this
+  // one becomes a holder too). Per page, not all or none: the rest of an
+  // engine's KV survives one bad page. Takes every fd. Pages adopted count
+  // against the limit; over it, the tenant is asked to reclaim.
+  Result<AdoptResult> Adopt(TenantId tenant, int device, std::span<const AdoptPage> pages,
+                            uint64_t now_unix_ns);
+  // Ends the recovery window: ids still held back join the uncreated pages
+  // (their engines did not come back). Returns how many.
+  size_t ExpireRecovery();
+  size_t recovering_pages() const;
+
+  // Records every page change in `journal` from now on (and writes the whole
+  // state into it now). `journal` must outlive this NodeState, or be reset
+  // with nullptr first.
+  void SetJournal(PageJournal* journal);
+  // Whether any page is held or held back: a journal worth keeping at stop.
+  bool HoldsPages() const;
+
+  std::vector<Notice> TakeNotices();
+  const Tenant* FindTenant(TenantId tenant) const;
+  const Tenant* FindTenantByName(const std::string& name) const;
+  std::vector<const Tenant*> Tenants() const;
+  std::vector<DeviceCounts> Counts() const;
+  uint64_t UsedBytes(const Tenant& tenant) const;
+  Status CheckInvariants() const;
+
+ private:
+  struct PageInfo {
+    int group = -1;                  // owner group index, -1: none yet
+    uint32_t generation = 0;
+    bool in_group_free = false;
+    bool recovering = false;         // held back for Adopt (kvd restart)
+    std::vector<TenantId> holders;   // tenants of `group` holding it now
+  };
+  struct DeviceState {
+    std::vector<PageInfo> pages;               // by page id
+    size_t held = 0;                           // pages with at least one holder
+    size_t recovering = 0;                     // pages held back for Adopt
+    std::map<int, std::vector<PageId>> group_free;  // group index -> free stack
+  };
+
+  NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options);
+  // The ids of `options.recovery` each pool must hold back, by pool index;
+  // sets their PageInfo once devices_ exists (ApplyRecovery).
+  std::vector<std::vector<RecoveredPage>> RecoveredByPool(const NodeOptions& options) const;
+  void ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages);
+  Status AdoptOne(Tenant& tenant, size_t d, const AdoptPage& page, std::string* why);
+  bool KvdOwned(const PageInfo& page) const;
+  // Writes page `id`'s current state to the journal, if there is one.
+  void Journal(size_t d, PageId id);
+  // Over its limit (after an adopt): reclaiming, with a notice.
+  void ReclaimExcess(Tenant& tenant);
+  Result<size_t> DeviceIndex(int device) const;
+  Tenant* MutableTenant(TenantId tenant);
+  int GroupIndex(const std::string& name);
+  // Takes one page for group `group` on device index `d`: its own free list,
+  // then a never-used pool page, then another group's free page, recycled.
+  Result<PageId> TakePage(size_t d, int group);
+  // Undoes TakePage for a grant that failed part-way.
+  void PutBack(size_t d, PageId id);
+  Status Recycle(size_t d, PageId id);
+  void QueueForget(TenantId tenant, int device, PageId id);
+  size_t Obtainable(size_t d) const;
+  void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<GrantedPage>* out);
+  void ReleaseHolder(size_t d, PageId id, TenantId tenant);
+  Status CheckQuota(const Tenant& tenant, uint32_t count) const;
+  void MaybeEndReclaim(Tenant& tenant);
+
+  gpu::Backend& backend_;  // must remain live while the NodeState exists
+  size_t page_bytes_;
+  uint64_t default_limit_;
+  double default_limit_fraction_;
+  std::vector<std::unique_ptr<alloc::PagePool>> pools_;
+  std::vector<DeviceState> devices_;  // parallel to pools_
+  std::map<TenantId, Tenant> tenants_;
+  std::vector<std::string> groups_;   // index -> name
+  TenantId next_tenant_ = 1;
+  std::vector<Notice> notices_;
+  PageJournal* journal_ = nullptr;
+};
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_NODE_NODE_STATE_H_

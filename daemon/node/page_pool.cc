@@ -1,0 +1,506 @@
+#include "daemon/node/page_pool.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace nanokv::alloc {
+namespace {
+
+// The refill thread's back-off after a CreatePage failure: doubling from the
+// minimum, so a full device costs a few attempts per second, not a spin.
+constexpr std::chrono::milliseconds kMinBackoff{1};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
+
+}  // namespace
+
+Result<std::unique_ptr<PagePool>> PagePool::Create(gpu::Backend& backend,
+                                                   const PagePoolConfig& config) {
+  NANOKV_ASSIGN_OR_RETURN(gpu::DeviceInfo info, backend.GetDeviceInfo(config.device));
+  const std::string where = "page pool on device " + std::to_string(config.device) + " (" +
+                            info.name + ")";
+  if (config.page_bytes == 0 || info.granularity == 0 ||
+      config.page_bytes % info.granularity != 0) {
+    return Status::InvalidArgument(where + ": page size " + std::to_string(config.page_bytes) +
+                                   " is not a non-zero multiple of the device's granularity " +
+                                   std::to_string(info.granularity));
+  }
+  size_t capacity_bytes = config.capacity_bytes;
+  std::string capacity_source = "capacity_bytes";
+  if (capacity_bytes == 0) {
+    // Written so that NaN fails too.
+    if (!(config.gpu_utilization > 0.0 && config.gpu_utilization <= 1.0)) {
+      return Status::InvalidArgument(where + ": gpu_utilization " +
+                                     std::to_string(config.gpu_utilization) +
+                                     " is not in (0, 1]");
+    }
+    capacity_bytes = static_cast<size_t>(static_cast<double>(info.total_bytes) *
+                                         config.gpu_utilization);
+    capacity_source = "gpu_utilization " + std::to_string(config.gpu_utilization) + " of " +
+                      std::to_string(info.total_bytes) + " bytes";
+  }
+  const size_t pages = capacity_bytes / config.page_bytes;
+  if (pages == 0) {
+    return Status::InvalidArgument(where + ": capacity of " + std::to_string(capacity_bytes) +
+                                   " bytes (" + capacity_source + ") holds no page of " +
+                                   std::to_string(config.page_bytes) + " bytes");
+  }
+  if (pages > std::numeric_limits<PageId>::max()) {
+    return Status::InvalidArgument(where + ": " + std::to_string(pages) +
+                                   " pages do not fit a 32-bit page id; use larger pages");
+  }
+  const auto capacity = static_cast<uint32_t>(pages);
+  const auto reserve = static_cast<uint32_t>(std::min<size_t>(config.reserve_pages, pages));
+  std::vector<bool> seen(pages, false);
+  for (PageId id : config.held_back) {
+    if (id >= pages || seen[id]) {
+      return Status::InvalidArgument(where + ": held-back page id " + std::to_string(id) +
+                                     (id >= pages ? " is beyond the capacity of " +
+                                                        std::to_string(pages) + " pages"
+                                                  : " is listed twice"));
+    }
+    seen[id] = true;
+  }
+
+  std::unique_ptr<PagePool> pool(
+      new PagePool(backend, config.device, config.page_bytes, capacity, reserve, config.export_fds,
+                   config.held_back));
+  // Synchronously, so the first grants find pages ready. On failure the
+  // destructor releases what was made.
+  Status filled = pool->FillReserve();
+  if (!filled.ok()) {
+    return Status(filled.code(),
+                  "filling the reserve of " + std::to_string(reserve) + " pages: " +
+                      std::string(filled.message()),
+                  filled.call(), filled.error_name());
+  }
+  try {
+    pool->refill_thread_ = std::thread(&PagePool::RefillLoop, pool.get());
+  } catch (const std::system_error& e) {
+    return Status::Internal(where + ": cannot start the refill thread: " + e.what());
+  }
+  // A name shows in top -H and in gdb; failure to set it changes nothing.
+  pthread_setname_np(pool->refill_thread_.native_handle(), "nanokv-refill");
+  spdlog::info("{}: {} pages of {} bytes ({}), reserve {}", where, capacity, config.page_bytes,
+               capacity_source, reserve);
+  return pool;
+}
+
+PagePool::PagePool(gpu::Backend& backend, int device, size_t page_bytes, uint32_t capacity,
+                   uint32_t reserve, bool export_fds, const std::vector<PageId>& held_back)
+    : backend_(backend),
+      device_(device),
+      page_bytes_(page_bytes),
+      capacity_(capacity),
+      reserve_(reserve),
+      export_fds_(export_fds),
+      free_ids_(new PageId[capacity]),
+      slots_(new Slot[capacity]),
+      uncreated_ids_(new PageId[capacity]) {
+  for (PageId id : held_back) slots_[id].state = SlotState::kHeldBack;
+  held_back_ = static_cast<uint32_t>(held_back.size());
+  // Highest id at the bottom, so pages are created in id order 0, 1, 2...
+  for (uint32_t i = 0; i < capacity; ++i) {
+    const PageId id = capacity - 1 - i;
+    if (slots_[id].state == SlotState::kUncreated) uncreated_ids_[uncreated_count_++] = id;
+  }
+}
+
+PagePool::~PagePool() {
+  {
+    std::lock_guard<std::mutex> guard(refill_mu_);
+    stop_ = true;
+  }
+  refill_cv_.notify_all();
+  if (refill_thread_.joinable()) refill_thread_.join();
+
+  size_t released = 0;
+  size_t still_granted = 0;
+  for (uint32_t id = 0; id < capacity_; ++id) {
+    Slot& slot = slots_[id];
+    if (slot.state == SlotState::kUncreated || slot.state == SlotState::kHeldBack) continue;
+    if (slot.state != SlotState::kFree && slot.state != SlotState::kGranted) {
+      // Only possible if a method still runs on another thread (a caller bug).
+      spdlog::error("page pool on device {}: page id {} is mid-creation at teardown; left alone",
+                    device_, id);
+      continue;
+    }
+    if (slot.state == SlotState::kGranted) ++still_granted;
+    Status status = DropPage(slot.handle, slot.fd);
+    if (status.ok()) {
+      ++released;
+    } else {
+      // Log, never abort: the rest of the pages must still be released.
+      spdlog::error("page pool on device {}: releasing page id {}: {}", device_, id,
+                    status.ToString());
+    }
+  }
+  spdlog::debug("page pool on device {}: released {} pages ({} still granted)", device_,
+                released, still_granted);
+}
+
+// ---- The hot path: a pop and a push under the spinlock. ----
+
+// Inlined into Allocate: a call here would cost as much as the pop itself.
+[[gnu::always_inline]] inline PageId PagePool::PopFreeLocked(bool* wake) {
+  const PageId id = free_ids_[--free_count_];
+  assert(slots_[id].state == SlotState::kFree);
+  slots_[id].state = SlotState::kGranted;
+  ++granted_;
+  // Wake the refill thread once per dip below the reserve, not per grant:
+  // refill_active_ stays set until the thread finds the reserve full again.
+  if (free_count_ < reserve_ && !refill_active_ && uncreated_count_ != 0) [[unlikely]] {
+    refill_active_ = true;
+    *wake = true;
+  }
+  return id;
+}
+
+Result<PageId> PagePool::Allocate() {
+  bool wake = false;
+  lock_.lock();
+  if (free_count_ == 0) [[unlikely]] {
+    lock_.unlock();
+    return AllocateSlow();
+  }
+  const PageId id = PopFreeLocked(&wake);
+  lock_.unlock();
+  if (wake) [[unlikely]] WakeRefill();
+  return id;
+}
+
+Status PagePool::Free(PageId id) {
+  if (id >= capacity_) [[unlikely]] return BadId("Free", id);
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kGranted) [[likely]] {
+      slot.state = SlotState::kFree;
+      free_ids_[free_count_++] = id;
+      --granted_;
+      return Status::OK();
+    }
+  }
+  return NotGranted("Free", id, state);
+}
+
+// ---- Slow paths, out of line so the hot ones stay small. ----
+
+[[gnu::noinline]] Result<PageId> PagePool::AllocateSlow() {
+  for (;;) {
+    bool wake = false;
+    bool claimed = false;
+    bool in_flight = false;
+    PageId id = 0;
+    uint32_t granted = 0;
+    lock_.lock();
+    if (free_count_ > 0) {  // refilled between our two looks
+      id = PopFreeLocked(&wake);
+      lock_.unlock();
+      if (wake) WakeRefill();
+      return id;
+    }
+    if (uncreated_count_ > 0) {
+      id = ClaimUncreatedLocked();
+      claimed = true;
+      // The reserve is empty: make sure the refill thread is on it too.
+      if (reserve_ > 0 && !refill_active_ && uncreated_count_ > 0) {
+        refill_active_ = true;
+        wake = true;
+      }
+    }
+    in_flight = creating_ > 0;
+    granted = granted_;
+    lock_.unlock();
+    if (wake) WakeRefill();
+    if (claimed) {
+      NANOKV_RETURN_IF_ERROR(CreateClaimed(id, /*grant=*/true));
+      return id;
+    }
+    if (!in_flight) return Exhausted(granted);
+    // Every id is created or being created and none is free: a CreatePage
+    // in flight lands within microseconds (or fails and frees its id).
+    std::this_thread::yield();
+  }
+}
+
+PageId PagePool::ClaimUncreatedLocked() {
+  assert(uncreated_count_ > 0);
+  const PageId id = uncreated_ids_[--uncreated_count_];
+  assert(slots_[id].state == SlotState::kUncreated);
+  slots_[id].state = SlotState::kCreating;
+  ++creating_;
+  return id;
+}
+
+Result<PagePool::NewPage> PagePool::MakePage() {
+  // Outside any lock: CreatePage (~13-18 us) and export (~36-58 us) are
+  // driver calls. Exporting here, ahead of demand, keeps export off grants.
+  NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle handle, backend_.CreatePage(device_, page_bytes_));
+  NewPage page{handle, -1};
+  if (export_fds_) {
+    auto fd = backend_.ExportPage(handle);
+    if (!fd.ok()) {
+      Status released = backend_.ReleasePage(handle);
+      if (!released.ok()) spdlog::error("page pool: releasing an unexported page: {}", released.ToString());
+      return fd.status();
+    }
+    page.fd = *fd;
+  }
+  return page;
+}
+
+Status PagePool::DropPage(gpu::PageHandle handle, int fd) {
+  if (fd >= 0) close(fd);
+  return backend_.ReleasePage(handle);
+}
+
+Status PagePool::CreateClaimed(PageId id, bool grant) {
+  Result<NewPage> page = MakePage();
+  uint32_t created = 0;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    --creating_;
+    Slot& slot = slots_[id];
+    assert(slot.state == SlotState::kCreating);
+    if (page.ok()) {
+      assert(page->handle.valid());
+      slot.handle = page->handle;
+      slot.fd = page->fd;
+      ++created_;
+      if (grant) {
+        slot.state = SlotState::kGranted;
+        ++granted_;
+        ++sync_creates_;
+      } else {
+        slot.state = SlotState::kFree;
+        free_ids_[free_count_++] = id;
+        ++background_creates_;
+      }
+      return Status::OK();
+    }
+    slot.state = SlotState::kUncreated;
+    uncreated_ids_[uncreated_count_++] = id;
+    ++create_failures_;
+    created = created_;
+  }
+  return CreateError(page.status(), id, created);
+}
+
+Status PagePool::Recycle(PageId id) {
+  if (id >= capacity_) return BadId("Recycle", id);
+  gpu::PageHandle old;
+  int old_fd = -1;
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kGranted) {
+      slot.state = SlotState::kRecycling;  // Free, handle and Recycle now refuse it
+      old = slot.handle;
+      old_fd = std::exchange(slot.fd, -1);
+    }
+  }
+  if (state != SlotState::kGranted) return NotGranted("Recycle", id, state);
+  if (old_fd >= 0) close(old_fd);  // the old page's fd must not reach anyone again
+  return RecycleSlot(id, old);
+}
+
+Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old) {
+  // Release first: on a full device there may be no room for a second page.
+  Status released = backend_.ReleasePage(old);
+  if (!released.ok()) {
+    // The old page is still held: put the id back as it was.
+    {
+      std::lock_guard<SpinLock> guard(lock_);
+      slots_[id].state = SlotState::kGranted;
+    }
+    return Status(released.code(),
+                  "page pool on device " + std::to_string(device_) + ": recycling page id " +
+                      std::to_string(id) + ", releasing the old page: " +
+                      std::string(released.message()),
+                  released.call(), released.error_name());
+  }
+  Result<NewPage> fresh = MakePage();
+  uint32_t created = 0;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    assert(slot.state == SlotState::kRecycling);
+    if (fresh.ok()) {
+      slot.handle = fresh->handle;
+      slot.fd = fresh->fd;
+      slot.state = SlotState::kGranted;
+      ++recycles_;
+      return Status::OK();
+    }
+    // The old page is gone and no new one came: the id leaves the grant.
+    slot.handle = {};
+    slot.state = SlotState::kUncreated;
+    uncreated_ids_[uncreated_count_++] = id;
+    --created_;
+    --granted_;
+    ++create_failures_;
+    created = created_;
+  }
+  Status error = CreateError(fresh.status(), id, created);
+  return Status(error.code(),
+                std::string(error.message()) + " (recycle: the old page was released, so id " +
+                    std::to_string(id) + " is no longer granted)",
+                error.call(), error.error_name());
+}
+
+// ---- Held-back ids (kvd restart). ----
+
+Status PagePool::Adopt(PageId id, gpu::PageHandle handle, int fd) {
+  if (id >= capacity_) {
+    if (fd >= 0) close(fd);
+    return BadId("Adopt", id);
+  }
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kHeldBack) {
+      slot.handle = handle;
+      slot.fd = fd;
+      slot.state = SlotState::kGranted;
+      --held_back_;
+      ++created_;
+      ++granted_;
+      return Status::OK();
+    }
+  }
+  if (fd >= 0) close(fd);
+  return NotHeldBack("Adopt", id, state);
+}
+
+Status PagePool::ReleaseHeldBack(PageId id) {
+  if (id >= capacity_) return BadId("ReleaseHeldBack", id);
+  SlotState state;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    state = slot.state;
+    if (state == SlotState::kHeldBack) {
+      slot.state = SlotState::kUncreated;
+      uncreated_ids_[uncreated_count_++] = id;
+      --held_back_;
+      return Status::OK();
+    }
+  }
+  return NotHeldBack("ReleaseHeldBack", id, state);
+}
+
+// ---- Background refill. ----
+
+Status PagePool::FillReserve() {
+  for (;;) {
+    PageId id;
+    {
+      std::lock_guard<SpinLock> guard(lock_);
+      if (free_count_ >= reserve_ || uncreated_count_ == 0) {
+        refill_active_ = false;  // the next dip below the reserve wakes us again
+        return Status::OK();
+      }
+      id = ClaimUncreatedLocked();
+    }
+    // On failure refill_active_ stays set, so grants do not wake us during
+    // the back-off; RefillLoop retries on its own.
+    NANOKV_RETURN_IF_ERROR(CreateClaimed(id, /*grant=*/false));
+  }
+}
+
+void PagePool::WakeRefill() {
+  {
+    std::lock_guard<std::mutex> guard(refill_mu_);
+    wake_ = true;  // sticky, so a wake before the thread waits is not lost
+  }
+  refill_cv_.notify_one();
+}
+
+void PagePool::RefillLoop() {
+  std::chrono::milliseconds backoff{0};
+  uint64_t failures_in_row = 0;
+  std::unique_lock<std::mutex> lock(refill_mu_);
+  for (;;) {
+    if (backoff.count() == 0) {
+      refill_cv_.wait(lock, [this] { return wake_ || stop_; });
+    } else {
+      refill_cv_.wait_for(lock, backoff, [this] { return stop_; });
+    }
+    if (stop_) return;
+    wake_ = false;
+    lock.unlock();
+    Status status = FillReserve();
+    if (status.ok()) {
+      if (failures_in_row > 0) {
+        spdlog::info("page pool on device {}: refill recovered after {} failed attempts",
+                     device_, failures_in_row);
+      }
+      failures_in_row = 0;
+      backoff = std::chrono::milliseconds{0};
+    } else {
+      // Log the first failure of a run only: the back-off retries would flood.
+      if (failures_in_row++ == 0) {
+        spdlog::warn("page pool on device {}: refill failed, backing off: {}", device_,
+                     status.ToString());
+      }
+      backoff = backoff.count() == 0 ? kMinBackoff : std::min(backoff * 2, kMaxBackoff);
+    }
+    lock.lock();
+  }
+}
+
+// ---- Queries. ----
+
+gpu::PageHandle PagePool::handle(PageId id) const {
+  if (id >= capacity_) return {};
+  std::lock_guard<SpinLock> guard(lock_);
+  const Slot& slot = slots_[id];
+  return slot.state == SlotState::kGranted ? slot.handle : gpu::PageHandle{};
+}
+
+int PagePool::exported_fd(PageId id) const {
+  if (id >= capacity_) return -1;
+  std::lock_guard<SpinLock> guard(lock_);
+  const Slot& slot = slots_[id];
+  return slot.state == SlotState::kGranted ? slot.fd : -1;
+}
+
+PagePool::Stats PagePool::stats() const {
+  Stats out;
+  out.capacity_pages = capacity_;
+  out.page_bytes = page_bytes_;
+  out.reserve_pages = reserve_;
+  std::lock_guard<SpinLock> guard(lock_);
+  out.created_pages = created_;
+  out.free_pages = free_count_;
+  out.granted_pages = granted_;
+  out.creating_pages = creating_;
+  out.background_creates = background_creates_;
+  out.sync_creates = sync_creates_;
+  out.create_failures = create_failures_;
+  out.recycles = recycles_;
+  out.held_back_pages = held_back_;
+  return out;
+}
+
+}  // namespace nanokv::alloc

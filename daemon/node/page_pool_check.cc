@@ -1,0 +1,159 @@
+// PagePool's invariant check and its error messages: out of line, and out of
+// the file that holds the hot path.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "daemon/node/page_pool.h"
+
+namespace nanokv::alloc {
+
+Status PagePool::CheckInvariants() const {
+  // Scratch is allocated before taking the spinlock, which must never be
+  // held across an allocation.
+  std::vector<uint8_t> listed(capacity_, 0);  // 1: on the free stack, 2: on the uncreated one
+  std::vector<uint64_t> handles;
+  handles.reserve(capacity_);
+  char error[256] = "";
+  auto fail = [&error](const char* what, uint64_t a, uint64_t b) {
+    if (error[0] == '\0') {
+      std::snprintf(error, sizeof(error), "%s (%" PRIu64 ", %" PRIu64 ")", what, a, b);
+    }
+  };
+  auto state_of = [this](PageId id) { return static_cast<uint64_t>(slots_[id].state); };
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    for (uint32_t i = 0; i < free_count_; ++i) {
+      const PageId id = free_ids_[i];
+      if (id >= capacity_) {
+        fail("free stack holds an id out of range (id, capacity)", id, capacity_);
+        break;
+      }
+      if (listed[id] & 1) fail("id twice on the free stack (id, position)", id, i);
+      if (slots_[id].state != SlotState::kFree) {
+        fail("free stack holds a non-free id (id, state)", id, state_of(id));
+      }
+      listed[id] |= 1;
+    }
+    for (uint32_t i = 0; i < uncreated_count_; ++i) {
+      const PageId id = uncreated_ids_[i];
+      if (id >= capacity_) {
+        fail("uncreated stack holds an id out of range (id, capacity)", id, capacity_);
+        break;
+      }
+      if (listed[id] & 2) fail("id twice on the uncreated stack (id, position)", id, i);
+      if (slots_[id].state != SlotState::kUncreated) {
+        fail("uncreated stack holds a created id (id, state)", id, state_of(id));
+      }
+      listed[id] |= 2;
+    }
+    uint32_t n_uncreated = 0, n_creating = 0, n_free = 0, n_granted = 0, n_held_back = 0;
+    for (uint32_t id = 0; id < capacity_; ++id) {
+      const Slot& slot = slots_[id];
+      switch (slot.state) {
+        case SlotState::kUncreated: ++n_uncreated; break;
+        case SlotState::kCreating: ++n_creating; break;
+        case SlotState::kFree: ++n_free; break;
+        case SlotState::kGranted:
+        case SlotState::kRecycling: ++n_granted; break;
+        case SlotState::kHeldBack: ++n_held_back; break;
+      }
+      const bool created = slot.state == SlotState::kFree || slot.state == SlotState::kGranted;
+      if (created && !slot.handle.valid()) {
+        fail("created id without a handle (id, state)", id, state_of(id));
+      }
+      if ((slot.state == SlotState::kUncreated || slot.state == SlotState::kHeldBack) &&
+          slot.handle.valid()) {
+        fail("uncreated or held-back id holds a handle (id, handle)", id, slot.handle.value);
+      }
+      if (created) handles.push_back(slot.handle.value);  // reserved: no allocation
+    }
+    // Each stack holds distinct ids of its state, so equal counts mean every
+    // free id is on the free stack and every uncreated one on its stack.
+    if (n_free != free_count_) fail("free ids vs free stack size", n_free, free_count_);
+    if (n_uncreated != uncreated_count_) {
+      fail("uncreated ids vs uncreated stack size", n_uncreated, uncreated_count_);
+    }
+    if (n_creating != creating_) fail("creating ids vs creations in flight", n_creating, creating_);
+    if (n_granted != granted_) fail("granted ids vs granted count", n_granted, granted_);
+    if (free_count_ + granted_ != created_) {
+      fail("free + granted != created", free_count_ + granted_, created_);
+    }
+    if (created_ > capacity_) fail("created > capacity", created_, capacity_);
+    if (n_held_back != held_back_) fail("held-back ids vs held-back count", n_held_back, held_back_);
+    if (uncreated_count_ + creating_ + created_ + held_back_ != capacity_) {
+      fail("uncreated + creating + created + held back != capacity",
+           uncreated_count_ + creating_ + created_ + held_back_, capacity_);
+    }
+  }
+  if (error[0] == '\0') {
+    std::sort(handles.begin(), handles.end());
+    auto dup = std::adjacent_find(handles.begin(), handles.end());
+    if (dup != handles.end()) fail("two ids share one physical page (handle, 0)", *dup, 0);
+  }
+  if (error[0] != '\0') {
+    return Status::Internal("page pool on device " + std::to_string(device_) +
+                            ": invariant broken: " + error);
+  }
+  return Status::OK();
+}
+
+// ---- Errors, built out of line and outside the lock. ----
+
+Status PagePool::BadId(const char* call, PageId id) const {
+  return Status::InvalidArgument(std::string(call) + ": page id " + std::to_string(id) +
+                                 " is outside the pool of device " + std::to_string(device_) +
+                                 " [0, " + std::to_string(capacity_) + ")");
+}
+
+namespace {
+
+const char* StateText(int state) {
+  switch (state) {
+    case 0: return "never created";
+    case 1: return "being created";
+    case 2: return "free (double free?)";
+    case 3: return "granted";
+    case 4: return "being recycled";
+    case 5: return "held back for a restarted kvd's engines";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+Status PagePool::NotGranted(const char* call, PageId id, SlotState state) const {
+  return Status::FailedPrecondition(std::string(call) + ": page id " + std::to_string(id) +
+                                    " on device " + std::to_string(device_) +
+                                    " is not granted: it is " +
+                                    StateText(static_cast<int>(state)));
+}
+
+Status PagePool::NotHeldBack(const char* call, PageId id, SlotState state) const {
+  return Status::FailedPrecondition(std::string(call) + ": page id " + std::to_string(id) +
+                                    " on device " + std::to_string(device_) +
+                                    " is not held back: it is " +
+                                    StateText(static_cast<int>(state)));
+}
+
+Status PagePool::Exhausted(uint32_t granted) const {
+  return Status::ResourceExhausted(
+      "page pool on device " + std::to_string(device_) + " is exhausted: " +
+      std::to_string(granted) + " of " + std::to_string(capacity_) + " pages granted (capacity " +
+      std::to_string(static_cast<uint64_t>(capacity_) * page_bytes_) + " bytes, page size " +
+      std::to_string(page_bytes_) + ")");
+}
+
+Status PagePool::CreateError(const Status& cause, PageId id, uint32_t created) const {
+  // Keep the backend's code, call and error name (greppable), add our context.
+  return Status(cause.code(),
+                "page pool on device " + std::to_string(device_) + ": creating page id " +
+                    std::to_string(id) + " (" + std::to_string(page_bytes_) + " bytes; " +
+                    std::to_string(created) + " of " + std::to_string(capacity_) +
+                    " pages created): " + std::string(cause.message()),
+                cause.call(), cause.error_name());
+}
+
+}  // namespace nanokv::alloc

@@ -1,0 +1,503 @@
+#include "daemon/objects/object_index.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+namespace nanokv::kvd {
+namespace {
+
+constexpr uint64_t kHeaderBytes = sizeof(ObjHeader);
+
+std::string Quote(std::string_view key) { return "'" + std::string(key.substr(0, 80)) + "'"; }
+
+}  // namespace
+
+const char* ObjStateName(ObjState state) {
+  switch (state) {
+    case ObjState::kFree: return "FREE";
+    case ObjState::kReserved: return "RESERVED";
+    case ObjState::kWriting: return "WRITING";
+    case ObjState::kReady: return "READY";
+    case ObjState::kDead: return "DEAD";
+  }
+  return "?";
+}
+
+uint64_t KeyHash(std::string_view key) { return XXH64(key.data(), key.size(), 0); }
+
+Status CheckKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeyBytes) {
+    return Status::InvalidArgument("object key of " + std::to_string(key.size()) +
+                                   " bytes: keys are 1-" + std::to_string(kMaxKeyBytes) + " bytes");
+  }
+  for (char c : key) {
+    if (c < 0x21 || c > 0x7e) {
+      return Status::InvalidArgument("object key " + Quote(key) +
+                                     " has a byte outside printable ASCII (0x21-0x7e)");
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, NodeState& node,
+                                                         const ObjectStoreConfig& config) {
+  if (!config.enabled()) return Status::InvalidArgument("object_store.size is 0: no store");
+  if (!(config.low_watermark > 0 && config.low_watermark <= config.high_watermark &&
+        config.high_watermark <= 1)) {
+    return Status::InvalidArgument("object_store: need 0 < low_watermark <= high_watermark <= 1");
+  }
+  std::unique_ptr<ObjectIndex> store(new ObjectIndex(backend, node, config));
+  size_t page = node.page_bytes();
+  store->page_bytes_ = page;
+  uint64_t slots = config.max_objects != 0 ? config.max_objects : page / kHeaderBytes;
+  auto header_pages = static_cast<uint32_t>((slots * kHeaderBytes + page - 1) / page);
+
+  AttachParams params;
+  params.name = kStoreTenant;
+  params.group = kStoreTenant;
+  params.pid = getpid();
+  params.uid = getuid();
+  params.limit_bytes = node.capacity_bytes();
+  NANOKV_ASSIGN_OR_RETURN(store->tenant_, node.Attach(params, 0));
+
+  for (const DeviceCounts& counts : node.Counts()) {
+    uint64_t share = config.size.Resolve(uint64_t{counts.capacity_pages} * page);
+    uint64_t pages = share / page;
+    if (pages < header_pages + 1) {
+      return Status::InvalidArgument(
+          "object_store.size gives device " + std::to_string(counts.device) + " " +
+          std::to_string(pages) + " pages; the store needs " + std::to_string(header_pages) +
+          " header page(s) + at least 1 payload page");
+    }
+    auto granted = node.Grant(store->tenant_, counts.device, static_cast<uint32_t>(pages), 0);
+    if (!granted.ok()) {
+      return Status(granted.status().code(), "object store share of device " +
+                                                 std::to_string(counts.device) + ": " +
+                                                 std::string(granted.status().message()));
+    }
+    Device device;
+    device.ordinal = counts.device;
+    for (const GrantedPage& g : *granted) device.pages.push_back(g.id);
+    device.sorted_pages = device.pages;
+    std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
+    device.header_pages = header_pages;
+    device.header_slots = static_cast<uint32_t>(slots);
+    for (uint32_t s = device.header_slots; s > 0; --s) device.free_slots.push_back(s - 1);
+    uint64_t payload_bytes = (pages - header_pages) * page;
+    NANOKV_ASSIGN_OR_RETURN(auto payload, alloc::OffsetAllocator::Create(payload_bytes, kPayloadAlignment));
+    device.payload.emplace(std::move(payload));
+    store->devices_.push_back(std::move(device));
+    NANOKV_RETURN_IF_ERROR(store->MapDevice(store->devices_.back()));
+  }
+  return store;
+}
+
+ObjectIndex::ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config)
+    : backend_(backend), node_(node), config_(config) {}
+
+Status ObjectIndex::MapDevice(Device& device) {
+  size_t bytes = device.pages.size() * page_bytes_;
+  NANOKV_ASSIGN_OR_RETURN(device.base, backend_.ReserveRange(bytes, 0));
+  for (size_t i = 0; i < device.pages.size(); ++i) {
+    // kvd maps its own exported pages by importing them: NodeState hands out
+    // fds, not handles, and an import is a handle of the same memory.
+    NANOKV_ASSIGN_OR_RETURN(int fd, node_.PageFd(device.ordinal, device.pages[i]));
+    int copy = dup(fd);
+    if (copy < 0) return Status::FromErrno("dup", errno, "object store page fd");
+    NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle handle,
+                            backend_.ImportPage(copy, device.ordinal, page_bytes_));
+    Status mapped = backend_.Map(device.base + i * page_bytes_, page_bytes_, handle);
+    // The mapping keeps the memory alive (backend.h rule 3): drop the handle.
+    Status released = backend_.ReleasePage(handle);
+    NANOKV_RETURN_IF_ERROR(mapped);
+    NANOKV_RETURN_IF_ERROR(released);
+    device.mapped = i + 1;
+  }
+  int ordinal = device.ordinal;
+  NANOKV_RETURN_IF_ERROR(backend_.SetAccess(device.base, bytes, std::span<const int>(&ordinal, 1)));
+  return backend_.Fill(reinterpret_cast<void*>(device.base), 0, device.header_pages * page_bytes_);
+}
+
+ObjectIndex::~ObjectIndex() {
+  for (Device& device : devices_) {
+    if (device.base == 0) continue;
+    for (size_t i = 0; i < device.mapped; ++i) {
+      Status s = backend_.Unmap(device.base + i * page_bytes_, page_bytes_);
+      if (!s.ok()) spdlog::warn("object store: unmap failed: {}", s.ToString());
+    }
+    Status s = backend_.FreeRange(device.base, device.pages.size() * page_bytes_);
+    if (!s.ok()) spdlog::warn("object store: free range failed: {}", s.ToString());
+  }
+  if (tenant_ != 0) {
+    Status s = node_.Detach(tenant_);
+    if (!s.ok()) spdlog::warn("object store: giving its pages back failed: {}", s.ToString());
+  }
+}
+
+Result<size_t> ObjectIndex::DeviceIndex(int device) const {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].ordinal == device) return i;
+  }
+  return Status::NotFound("the object store has no device " + std::to_string(device));
+}
+
+size_t ObjectIndex::PickDevice() const {
+  size_t best = 0;
+  uint64_t best_free = 0;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    uint64_t free = devices_[i].payload->capacity() - devices_[i].payload->allocated_bytes();
+    if (free > best_free) best = i, best_free = free;
+  }
+  return best;
+}
+
+ObjectIndex::Object* ObjectIndex::Find(std::string_view key) {
+  auto it = objects_.find(std::string(key));
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+WritePlan ObjectIndex::PlanOf(const Object& object) const {
+  const Device& device = devices_[object.device];
+  WritePlan plan;
+  plan.key_hash = object.key_hash;
+  plan.device = device.ordinal;
+  plan.header_offset = uint64_t{object.slot} * kHeaderBytes;
+  plan.header_page = device.pages[plan.header_offset / page_bytes_];
+  plan.header_page_offset = static_cast<uint32_t>(plan.header_offset % page_bytes_);
+  plan.payload_offset = object.payload_offset;
+  plan.page_bytes = page_bytes_;
+  plan.bytes_total = object.bytes_total;
+  plan.epoch = object.epoch;
+  uint64_t at = object.payload_offset, left = object.bytes_total;
+  while (left > 0) {
+    uint64_t in_page = at % page_bytes_;
+    uint64_t take = std::min<uint64_t>(left, page_bytes_ - in_page);
+    plan.spans.push_back({device.pages[at / page_bytes_], static_cast<uint32_t>(in_page),
+                          static_cast<uint32_t>(take)});
+    at += take;
+    left -= take;
+  }
+  plan.n_pages = static_cast<uint32_t>(plan.spans.size());
+  return plan;
+}
+
+Status ObjectIndex::WriteHeader(const Object& object) {
+  const Device& device = devices_[object.device];
+  ObjHeader header{};
+  header.key_hash = object.key_hash;
+  header.page_bytes = static_cast<uint32_t>(page_bytes_);
+  header.payload_base = object.payload_offset;
+  header.bytes_total = object.bytes_total;
+  header.state = static_cast<uint32_t>(object.state);
+  header.epoch = object.epoch;
+  header.last_access = object.last_access_ns;
+  header.flags = static_cast<uint32_t>(object.pin);
+  header.n_pages = PlanOf(object).n_pages;
+  void* at = reinterpret_cast<void*>(device.base + uint64_t{object.slot} * kHeaderBytes);
+  return backend_.Copy(at, &header, sizeof(header), gpu::CopyKind::kHostToDevice);
+}
+
+Status ObjectIndex::WriteState(const Object& object, ObjState state) {
+  // One 4-byte copy, after all earlier work of kvd's copies: the host-side
+  // publish of the seed's design (the device side is kv_commit_ready).
+  const Device& device = devices_[object.device];
+  auto value = static_cast<uint32_t>(state);
+  void* at = reinterpret_cast<void*>(device.base + uint64_t{object.slot} * kHeaderBytes +
+                                     kObjHeaderStateOffset);
+  return backend_.Copy(at, &value, sizeof(value), gpu::CopyKind::kHostToDevice);
+}
+
+Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint64_t now_ns) {
+  Device& device = devices_[d];
+  alloc::OffsetAllocator& payload = *device.payload;
+  uint64_t capacity = payload.capacity();
+  if (bytes > capacity) {
+    return Status::ResourceExhausted("object of " + std::to_string(bytes) + " bytes: device " +
+                                     std::to_string(device.ordinal) + "'s store holds " +
+                                     std::to_string(capacity));
+  }
+  uint64_t need = (bytes + kPayloadAlignment - 1) & ~(kPayloadAlignment - 1);
+  auto high = static_cast<uint64_t>(config_.high_watermark * static_cast<double>(capacity));
+  if (payload.allocated_bytes() + need > high) {
+    auto low = static_cast<uint64_t>(config_.low_watermark * static_cast<double>(capacity));
+    EvictDownTo(d, low > need ? low - need : 0, now_ns);
+  }
+  for (;;) {
+    auto offset = payload.Allocate(bytes);
+    if (offset.ok()) return device.header_pages * page_bytes_ + *offset;
+    if (offset.status().code() != Code::kResourceExhausted) return offset.status();
+    // Free space is there but in holes: evict more, one at a time.
+    if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) {
+      return Status::ResourceExhausted(
+          "object store on device " + std::to_string(device.ordinal) + ": no room for " +
+          std::to_string(bytes) + " bytes and nothing evictable (leased, pinned or being written): " +
+          std::string(offset.status().message()));
+    }
+  }
+}
+
+Result<WritePlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes_total,
+                                            int preferred_device, uint64_t now_ns) {
+  NANOKV_RETURN_IF_ERROR(CheckKey(key));
+  if (bytes_total == 0) return Status::InvalidArgument("object " + Quote(key) + " of 0 bytes");
+  std::lock_guard lock(mu_);
+  size_t d = 0;
+  if (preferred_device >= 0) {
+    NANOKV_ASSIGN_OR_RETURN(d, DeviceIndex(preferred_device));
+  } else {
+    d = PickDevice();
+  }
+  if (const Object* old = Find(key)) {
+    return Status::AlreadyExists("object " + Quote(key) + " exists (" + ObjStateName(old->state) +
+                                 ", epoch " + std::to_string(old->epoch) +
+                                 "); objects are immutable: remove it first");
+  }
+  Device& device = devices_[d];
+  ReclaimLocked(d, now_ns);
+  while (device.free_slots.empty()) {
+    if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) {
+      return Status::ResourceExhausted("object store on device " + std::to_string(device.ordinal) +
+                                       ": all " + std::to_string(device.header_slots) +
+                                       " header slots in use and nothing evictable");
+    }
+  }
+  NANOKV_ASSIGN_OR_RETURN(uint64_t offset, AllocatePayload(d, bytes_total, now_ns));
+
+  Object object;
+  object.key = std::string(key);
+  object.key_hash = KeyHash(key);
+  object.device = d;
+  object.slot = device.free_slots.back();
+  object.payload_offset = offset;
+  object.bytes_total = bytes_total;
+  object.state = ObjState::kReserved;
+  object.epoch = device.next_epoch++;
+  if (device.next_epoch == 0) device.next_epoch = 1;  // 0 never names an object
+  object.seq = next_seq_++;
+  object.created_ns = now_ns;
+  object.last_access_ns = now_ns;
+  object.deadline_ns = now_ns + static_cast<uint64_t>(config_.write_timeout.count()) * 1'000'000;
+  // RESERVED lives in this index only: the header goes to the device once,
+  // already WRITING (nobody holds the plan before this returns, and a reader
+  // of the slot's old epoch never sees READY in a torn write). One
+  // synchronous copy instead of two: on cuda each is ~8 us of the plan.
+  object.state = ObjState::kWriting;
+  Status written = WriteHeader(object);
+  if (!written.ok()) {
+    (void)device.payload->Free(offset - device.header_pages * page_bytes_);
+    return written;
+  }
+  device.free_slots.pop_back();
+  auto [it, inserted] = objects_.emplace(object.key, std::move(object));
+  Object* live = &it->second;
+  device.writing.insert({live->deadline_ns, live});
+  ++device.objects;
+  return PlanOf(*live);
+}
+
+Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, bool published) {
+  std::lock_guard lock(mu_);
+  Object* object = Find(key);
+  if (object == nullptr) {
+    return Status::NotFound("commit of " + Quote(key) +
+                            ": no such object (revoked, reclaimed past write_timeout, or never opened)");
+  }
+  if (object->epoch != epoch) {
+    return Status::FailedPrecondition("commit of " + Quote(key) + " with stale epoch " +
+                                      std::to_string(epoch) + ": the key is now epoch " +
+                                      std::to_string(object->epoch));
+  }
+  if (object->state == ObjState::kReady) {
+    return Status::FailedPrecondition("commit of " + Quote(key) + ": already READY (committed twice)");
+  }
+  if (object->host_copies != 0) {
+    return Status::FailedPrecondition("commit of " + Quote(key) + ": a put is still copying it");
+  }
+  if (!published) NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjState::kReady));
+  object->published = published;
+  devices_[object->device].writing.erase({object->deadline_ns, object});
+  object->state = ObjState::kReady;
+  object->last_access_ns = now_ns;
+  MakeEvictable(object);
+  return Status::OK();
+}
+
+Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_ns*/) {
+  std::lock_guard lock(mu_);
+  Object* object = Find(key);
+  if (object == nullptr) return Status::NotFound("revoke of " + Quote(key) + ": no such object");
+  if (object->epoch != epoch) {
+    return Status::FailedPrecondition("revoke of " + Quote(key) + " with stale epoch " +
+                                      std::to_string(epoch) + ": the key is now epoch " +
+                                      std::to_string(object->epoch));
+  }
+  if (object->state == ObjState::kReady) {
+    return Status::FailedPrecondition("revoke of " + Quote(key) + ": it is READY (remove it instead)");
+  }
+  if (object->host_copies != 0) {
+    return Status::FailedPrecondition("revoke of " + Quote(key) + ": a put is still copying it");
+  }
+  Kill(object);
+  return Status::OK();
+}
+
+Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  Object* object = Find(key);
+  if (object == nullptr) return Status::NotFound("remove of " + Quote(key) + ": no such object");
+  if (object->state != ObjState::kReady) {
+    return Status::FailedPrecondition("remove of " + Quote(key) + ": it is " +
+                                      ObjStateName(object->state) +
+                                      " (revoke it with its plan's epoch)");
+  }
+  if (Leased(*object, now_ns)) {
+    return Status::FailedPrecondition("remove of " + Quote(key) + ": under a read lease (" +
+                                      std::to_string(object->leases.size()) + " lease(s), " +
+                                      std::to_string(object->host_copies) + " copy in flight)");
+  }
+  Kill(object);
+  return Status::OK();
+}
+
+Result<ObjMeta> ObjectIndex::GetLocation(std::string_view key, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  Object* object = Find(key);
+  if (object == nullptr) return Status::NotFound("object " + Quote(key) + " does not exist");
+  if (object->state != ObjState::kReady) {
+    return Status::FailedPrecondition("object " + Quote(key) + " is " +
+                                      ObjStateName(object->state) + ", not READY yet");
+  }
+  UnmakeEvictable(object);
+  object->last_access_ns = now_ns;
+  MakeEvictable(object);
+  ObjMeta meta;
+  static_cast<WritePlan&>(meta) = PlanOf(*object);
+  meta.state = object->state;
+  meta.last_access_ns = object->last_access_ns;
+  return meta;
+}
+
+Result<Lease> ObjectIndex::AcquireLease(std::string_view key, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  Object* object = Find(key);
+  if (object == nullptr) return Status::NotFound("lease of " + Quote(key) + ": no such object");
+  if (object->state != ObjState::kReady) {
+    return Status::FailedPrecondition("lease of " + Quote(key) + ": it is " +
+                                      ObjStateName(object->state) + ", not READY");
+  }
+  Lease lease{next_lease_++, now_ns + static_cast<uint64_t>(config_.lease_ttl.count()) * 1'000'000};
+  object->leases.emplace(lease.id, lease.expires_ns);
+  UnmakeEvictable(object);
+  object->last_access_ns = now_ns;
+  MakeEvictable(object);
+  return lease;
+}
+
+Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  Object* object = Find(key);
+  if (object == nullptr) return Status::NotFound("release of a lease on " + Quote(key) + ": no such object");
+  Leased(*object, now_ns);  // drops expired ones
+  if (object->leases.erase(lease_id) == 0) {
+    return Status::NotFound("lease " + std::to_string(lease_id) + " on " + Quote(key) +
+                            " is not held (released, or expired after lease_ttl)");
+  }
+  return Status::OK();
+}
+
+Status ObjectIndex::SetPin(std::string_view key, PinKind pin) {
+  std::lock_guard lock(mu_);
+  Object* object = Find(key);
+  if (object == nullptr) return Status::NotFound("pin of " + Quote(key) + ": no such object");
+  object->pin = pin;
+  return Status::OK();
+}
+
+Status ObjectIndex::ClaimCopy(std::string_view key, uint32_t epoch, uint64_t* offset, size_t* d) {
+  Object* object = Find(key);
+  if (object == nullptr || object->epoch != epoch) {
+    return Status::Internal("object " + Quote(key) + " vanished during its put");
+  }
+  ++object->host_copies;
+  *offset = object->payload_offset;
+  *d = object->device;
+  return Status::OK();
+}
+
+Status ObjectIndex::Put(std::string_view key, std::span<const std::byte> bytes,
+                        int preferred_device, uint64_t now_ns) {
+  NANOKV_ASSIGN_OR_RETURN(WritePlan plan, OpenForWrite(key, bytes.size(), preferred_device, now_ns));
+  uint64_t offset = 0;
+  size_t d = 0;
+  {
+    std::lock_guard lock(mu_);
+    // host_copies keeps the object from being reclaimed or revoked meanwhile.
+    NANOKV_RETURN_IF_ERROR(ClaimCopy(key, plan.epoch, &offset, &d));
+  }
+  // The copy runs outside the lock: other keys go on meanwhile.
+  Status copied = backend_.Copy(reinterpret_cast<void*>(devices_[d].base + offset), bytes.data(),
+                                bytes.size(), gpu::CopyKind::kHostToDevice);
+  {
+    std::lock_guard lock(mu_);
+    Object* object = Find(key);
+    --object->host_copies;
+    if (!copied.ok()) {
+      Kill(object);
+      return copied;
+    }
+  }
+  return Commit(key, plan.epoch, now_ns);
+}
+
+Result<std::vector<std::byte>> ObjectIndex::Get(std::string_view key, uint64_t now_ns) {
+  uint64_t offset = 0, bytes = 0;
+  size_t d = 0;
+  {
+    std::lock_guard lock(mu_);
+    Object* object = Find(key);
+    if (object == nullptr) return Status::NotFound("get of " + Quote(key) + ": no such object");
+    if (object->state != ObjState::kReady) {
+      return Status::FailedPrecondition("get of " + Quote(key) + ": it is " +
+                                        ObjStateName(object->state) + ", not READY");
+    }
+    ++object->host_copies;  // an implicit lease for the copy
+    UnmakeEvictable(object);
+    object->last_access_ns = now_ns;
+    MakeEvictable(object);
+    offset = object->payload_offset;
+    bytes = object->bytes_total;
+    d = object->device;
+  }
+  std::vector<std::byte> out(bytes);
+  Status copied = backend_.Copy(out.data(), reinterpret_cast<const void*>(devices_[d].base + offset),
+                                bytes, gpu::CopyKind::kDeviceToHost);
+  {
+    std::lock_guard lock(mu_);
+    --Find(key)->host_copies;
+  }
+  NANOKV_RETURN_IF_ERROR(copied);
+  return out;
+}
+
+Result<uintptr_t> ObjectIndex::StoreBase(int device) const {
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  return devices_[d].base;
+}
+
+uint64_t ObjectIndex::StoreBytes(int device) const {
+  auto d = DeviceIndex(device);
+  return d.ok() ? devices_[*d].pages.size() * page_bytes_ : 0;
+}
+
+bool ObjectIndex::OwnsPage(int device, PageId id) const {
+  auto d = DeviceIndex(device);
+  if (!d.ok()) return false;
+  const auto& sorted = devices_[*d].sorted_pages;
+  return std::binary_search(sorted.begin(), sorted.end(), id);
+}
+
+}  // namespace nanokv::kvd

@@ -1,0 +1,296 @@
+// kvd's node object store (the nano_mooncake seed on kvd's pages): immutable
+// objects by key in a share of each device's pool that kvd itself holds.
+// Pure logic over NodeState and the backend, like NodeState: no sockets, time
+// passed in (now_ns, steady clock), so every rule is tested directly.
+//
+// Words: the *store range* of a device is its store pages mapped back to back
+// in kvd's address space; offsets (header_offset, payload_offset) are bytes
+// into it. Its first header_pages pages are the *header arena* (one 64-byte
+// ObjHeader per slot, nanokv/object_header.h); the rest is *payload space*,
+// shared by objects through an OffsetAllocator (256-byte aligned ranges, so
+// small objects share a page and a large one spans several). A *span* is the
+// part of an object's payload inside one page: what a producer maps.
+//
+// Life of an object: OpenForWrite allocates a header slot and payload
+// (RESERVED, in the index only), writes the whole header to the device in one
+// copy with state WRITING, and returns a WritePlan carrying a fresh epoch.
+// The producer writes the payload through the plan's pages and publishes
+// READY itself (kv_commit_ready) and/or calls Commit(key, epoch).
+// Revoke(key, epoch) abandons a write; Remove(key) drops a READY object; a
+// write not committed within write_timeout is reclaimed. Dropping is
+// state -> DEAD on the device, then the payload and slot are freed.
+//
+// Invariants (CheckInvariants() verifies them; tests call it after each step):
+//   1. READY objects are immutable: nothing but state (-> DEAD) and the
+//      last_access hint changes; OpenForWrite/Put on a live key answers
+//      kAlreadyExists (remove first, as Mooncake does).
+//   2. Epochs are unique per device and never reused: a plan for an object
+//      that has since died answers kFailedPrecondition, never acts on the
+//      key's next object.
+//   3. A leased object (lease not expired) or one a Get is copying is neither
+//      evicted nor removed; a hard-pinned one is never evicted; a soft-pinned
+//      one only when no unpinned object can be.
+//   4. Space: per device, the allocator's allocated bytes are exactly the sum
+//      of the live objects' rounded lengths, and live objects hold distinct
+//      header slots; the store's pages are exactly the pages its tenant holds
+//      in NodeState, so the pool's accounting stays exact.
+//
+// Threads: every method may be called from many threads; one mutex guards
+// the index. Put and Get copy payload bytes outside it (the object is kept
+// alive by a host writer / reader count while they do).
+//
+// The store's pages are taken from NodeState as a tenant of its own (name
+// kStoreTenant, group of the same name), so the pool, kvctl list and the
+// invariant free + held == created count them without NodeState knowing
+// about objects. `node` must outlive the store; NodeState is not thread-safe,
+// so the store touches it only in Create and the destructor.
+#ifndef NANOKV_DAEMON_OBJECTS_OBJECT_INDEX_H_
+#define NANOKV_DAEMON_OBJECTS_OBJECT_INDEX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/node/node_state.h"
+#include "daemon/config/object_store_config.h"
+#include "nanokv/object_header.h"
+#include "daemon/objects/offset_allocator.h"
+#include "gpu/backend.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+inline constexpr char kStoreTenant[] = "kvd.objects";
+// Keys are 1..kMaxKeyBytes bytes of printable ASCII without space (0x21-0x7e),
+// so they print safely in kvctl and logs.
+inline constexpr size_t kMaxKeyBytes = 256;
+inline constexpr uint64_t kPayloadAlignment = 256;
+
+enum class PinKind : uint8_t { kNone = 0, kSoft = 1, kHard = 2 };
+
+// xxhash64 of the key, seed 0 (ObjHeader::key_hash).
+uint64_t KeyHash(std::string_view key);
+// OK, or kInvalidArgument saying what is wrong with `key`.
+Status CheckKey(std::string_view key);
+
+// The part of an object's payload inside one store page.
+struct PayloadSpan {
+  PageId page_id = 0;     // the pool's page id (the fd a producer imports)
+  uint32_t offset = 0;    // bytes into the page
+  uint32_t length = 0;
+};
+
+// Where an object lives on its device: what a producer writes to (plan) and
+// what a reader loads from (ObjMeta).
+struct WritePlan {
+  uint64_t key_hash = 0;
+  int device = 0;
+  uint64_t header_offset = 0;    // bytes into the store range
+  PageId header_page = 0;        // the page holding the header...
+  uint32_t header_page_offset = 0;  // ...and where in it
+  uint64_t payload_offset = 0;   // bytes into the store range (ObjHeader::payload_base)
+  std::vector<PayloadSpan> spans;  // in order; their lengths add up to bytes_total
+  uint64_t page_bytes = 0;
+  uint32_t n_pages = 0;          // spans.size()
+  uint64_t bytes_total = 0;
+  uint32_t epoch = 0;
+};
+
+struct ObjMeta : WritePlan {
+  ObjState state = ObjState::kFree;
+  uint64_t last_access_ns = 0;
+};
+
+// One object as kvctl lists it.
+struct ObjectInfo {
+  std::string key;
+  uint64_t bytes_total = 0;
+  int device = 0;
+  ObjState state = ObjState::kFree;
+  uint32_t epoch = 0;
+  uint64_t created_ns = 0;
+  uint64_t last_access_ns = 0;
+  uint32_t leases = 0;           // active read leases
+  uint64_t lease_until_ns = 0;   // the latest expiry among them
+  PinKind pin = PinKind::kNone;
+};
+
+struct StoreDeviceStats {
+  int device = 0;
+  uint32_t pages = 0;            // store pages held from the pool
+  uint32_t header_pages = 0;
+  uint32_t header_slots = 0;
+  uint64_t payload_capacity = 0;
+  uint64_t payload_used = 0;     // allocated (rounded) bytes
+  uint32_t objects = 0;          // live: RESERVED, WRITING or READY
+  uint64_t evictions = 0;
+  uint64_t reclaimed_writes = 0;  // zombies past write_timeout
+};
+
+struct Lease {
+  uint64_t id = 0;
+  uint64_t expires_ns = 0;
+};
+
+class ObjectIndex {
+ public:
+  // Takes the configured share of every device's pool from `node` (as tenant
+  // kStoreTenant), maps it in kvd and zeroes the header arenas.
+  // kInvalidArgument for a share under header pages + 1 page, bad watermarks;
+  // kResourceExhausted when the pool cannot give the share. `backend` and
+  // `node` must outlive the store.
+  static Result<std::unique_ptr<ObjectIndex>> Create(gpu::Backend& backend, NodeState& node,
+                                                     const ObjectStoreConfig& config);
+  // Unmaps the store and gives its pages back to `node`.
+  ~ObjectIndex();
+
+  // The plan API. OpenForWrite: kAlreadyExists for a live key; kInvalidArgument
+  // for a bad key or bytes_total 0; kNotFound for a device kvd does not serve;
+  // kResourceExhausted when eviction cannot make room. preferred_device -1:
+  // the device with the most free payload space.
+  Result<WritePlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
+                                 uint64_t now_ns);
+  // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
+  // epoch (the plan's object is gone), already READY (commit twice), revoked.
+  // published: the producer's kernel stored READY on the device already, so
+  // kvd does not (a device write from kvd makes the GPU switch between kvd's
+  // context and the producer's, ~150 us on an H100: docs/BENCHMARKS.md).
+  Status Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, bool published = false);
+  // RESERVED/WRITING -> DEAD -> freed. kFailedPrecondition for a READY object
+  // (use Remove) or a stale epoch.
+  Status Revoke(std::string_view key, uint32_t epoch, uint64_t now_ns);
+  // READY -> DEAD -> freed. kFailedPrecondition while leased or being read,
+  // or while still being written (Revoke that).
+  Status Remove(std::string_view key, uint64_t now_ns);
+  // A READY object's location; updates last_access. kFailedPrecondition if
+  // it is not READY yet.
+  Result<ObjMeta> GetLocation(std::string_view key, uint64_t now_ns);
+
+  // Read leases: the object stays (no evict, no remove) until ReleaseLease
+  // or lease_ttl after `now_ns`. kFailedPrecondition if not READY.
+  Result<Lease> AcquireLease(std::string_view key, uint64_t now_ns);
+  // kNotFound for an unknown key or lease id (already released or expired).
+  Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns);
+  Status SetPin(std::string_view key, PinKind pin);
+
+  // Host-side convenience through the backend's copies: open, copy, commit.
+  Status Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device,
+             uint64_t now_ns);
+  Result<std::vector<std::byte>> Get(std::string_view key, uint64_t now_ns);
+
+  // Reclaims writes past write_timeout and drops expired leases. Returns how
+  // many writes it reclaimed. kvd calls it from its timer; every
+  // OpenForWrite calls it for its device too.
+  size_t Reclaim(uint64_t now_ns);
+  // Evicts READY objects of `device` (-1: every device) by policy until
+  // `bytes` are freed (0: until usage is at the low watermark). Returns the
+  // bytes freed. (kvctl evict.)
+  Result<uint64_t> Evict(int device, uint64_t bytes, uint64_t now_ns);
+
+  std::vector<ObjectInfo> List(uint64_t now_ns) const;
+  std::vector<StoreDeviceStats> Stats() const;
+  // The device memory of a device's store range mapped in kvd (for tests).
+  Result<uintptr_t> StoreBase(int device) const;
+  // The size of a device's store range (0 for a device it does not have).
+  uint64_t StoreBytes(int device) const;
+  // Whether `id` is one of the store's pages on `device`: the only pages
+  // kvd hands out by ObjectPagesRequest.
+  bool OwnsPage(int device, PageId id) const;
+  // REQUIRES: `node` is not being changed by another thread.
+  Status CheckInvariants(const NodeState& node) const;
+  const ObjectStoreConfig& config() const { return config_; }
+  TenantId tenant() const { return tenant_; }
+
+ private:
+  struct Object {
+    std::string key;
+    uint64_t key_hash = 0;
+    size_t device = 0;           // device index
+    uint32_t slot = 0;
+    uint64_t payload_offset = 0;
+    uint64_t bytes_total = 0;
+    ObjState state = ObjState::kFree;
+    uint32_t epoch = 0;
+    uint64_t seq = 0;            // creation order (FIFO), unique
+    uint64_t created_ns = 0;
+    uint64_t deadline_ns = 0;    // RESERVED/WRITING: reclaimed after this
+    uint64_t last_access_ns = 0;
+    uint64_t rank = 0;           // the eviction order key while READY
+    std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
+    uint32_t host_copies = 0;    // Put/Get copying right now
+    PinKind pin = PinKind::kNone;
+    bool published = false;      // committed on the producer's word that READY is on the device
+  };
+  using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
+  struct Device {
+    int ordinal = 0;
+    std::vector<PageId> pages;   // store pages, in range order
+    std::vector<PageId> sorted_pages;  // the same, sorted (OwnsPage)
+    uintptr_t base = 0;          // kvd's mapping of the store range
+    size_t mapped = 0;           // pages mapped at base so far
+    uint32_t header_pages = 0;
+    uint32_t header_slots = 0;
+    std::vector<uint32_t> free_slots;  // stack
+    std::optional<alloc::OffsetAllocator> payload;  // offsets are into the store range
+    uint32_t next_epoch = 1;
+    std::set<OrderKey> evictable;  // READY objects by policy order
+    std::set<std::pair<uint64_t, Object*>> writing;  // by deadline
+    uint32_t objects = 0;
+    uint64_t evictions = 0;
+    uint64_t reclaimed_writes = 0;
+  };
+
+  ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config);
+  Status MapDevice(Device& device);
+  Result<size_t> DeviceIndex(int device) const;
+  size_t PickDevice() const;
+  Object* Find(std::string_view key);
+  WritePlan PlanOf(const Object& object) const;
+
+  // REQUIRES: mu_ held, for all below.
+  Status WriteHeader(const Object& object);
+  Status WriteState(const Object& object, ObjState state);
+  // Frees an object's payload and slot and drops it from the index (state
+  // must be DEAD on the device already). Invalidates `object`.
+  void Drop(Object* object);
+  // state -> DEAD on the device, then Drop.
+  void Kill(Object* object);
+  void MakeEvictable(Object* object);
+  void UnmakeEvictable(Object* object);
+  bool Leased(Object& object, uint64_t now_ns);
+  size_t ReclaimLocked(size_t d, uint64_t now_ns);
+  // Evicts from device d by policy until `target` payload bytes are in use
+  // or nothing more may go. Returns the bytes freed.
+  uint64_t EvictDownTo(size_t d, uint64_t target, uint64_t now_ns);
+  // Evicts one victim (soft pins only when `soft`). False if none.
+  bool EvictOne(size_t d, bool soft, uint64_t now_ns);
+  Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint64_t now_ns);
+  Status ClaimCopy(std::string_view key, uint32_t epoch, uint64_t* offset, size_t* d);
+
+  gpu::Backend& backend_;
+  NodeState& node_;
+  const ObjectStoreConfig config_;
+  size_t page_bytes_ = 0;
+  TenantId tenant_ = 0;
+  mutable std::mutex mu_;
+  std::vector<Device> devices_;
+  std::unordered_map<std::string, Object> objects_;  // node-based: Object* stay valid
+  uint64_t next_seq_ = 1;
+  uint64_t next_lease_ = 1;
+};
+
+const char* ObjStateName(ObjState state);
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_OBJECTS_OBJECT_INDEX_H_

@@ -1,0 +1,238 @@
+// The object store's index upkeep: eviction order, leases, dropping objects,
+// zombie reclaim, listing and the invariant check (object_store.h).
+#include <spdlog/spdlog.h>
+
+#include "daemon/objects/object_index.h"
+
+namespace nanokv::kvd {
+
+void ObjectIndex::MakeEvictable(Object* object) {
+  if (object->state != ObjState::kReady) return;
+  object->rank = config_.policy == EvictionPolicy::kFifo ? object->seq : object->last_access_ns;
+  devices_[object->device].evictable.insert({object->rank, object->seq, object});
+}
+
+void ObjectIndex::UnmakeEvictable(Object* object) {
+  devices_[object->device].evictable.erase({object->rank, object->seq, object});
+}
+
+bool ObjectIndex::Leased(Object& object, uint64_t now_ns) {
+  std::erase_if(object.leases, [&](const auto& lease) { return lease.second <= now_ns; });
+  return !object.leases.empty() || object.host_copies != 0;
+}
+
+void ObjectIndex::Kill(Object* object) {
+  Device& device = devices_[object->device];
+  if (object->state == ObjState::kReady) UnmakeEvictable(object);
+  if (object->state == ObjState::kReserved || object->state == ObjState::kWriting) {
+    device.writing.erase({object->deadline_ns, object});
+  }
+  // DEAD first, so a device reader holding the old location sees it is gone
+  // before the space can hold another object.
+  Status dead = WriteState(*object, ObjState::kDead);
+  if (!dead.ok()) spdlog::warn("object store: marking '{}' DEAD failed: {}", object->key, dead.ToString());
+  object->state = ObjState::kDead;
+  Drop(object);
+}
+
+void ObjectIndex::Drop(Object* object) {
+  Device& device = devices_[object->device];
+  Status freed = device.payload->Free(object->payload_offset - device.header_pages * page_bytes_);
+  if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
+  device.free_slots.push_back(object->slot);
+  --device.objects;
+  objects_.erase(object->key);
+}
+
+size_t ObjectIndex::ReclaimLocked(size_t d, uint64_t now_ns) {
+  Device& device = devices_[d];
+  size_t reclaimed = 0;
+  for (auto it = device.writing.begin(); it != device.writing.end() && it->first <= now_ns;) {
+    Object* object = it->second;
+    ++it;  // Kill erases the entry
+    if (object->host_copies != 0) continue;  // kvd's own put, still copying
+    spdlog::info("object store: reclaiming '{}' ({} past write_timeout, epoch {})", object->key,
+                 ObjStateName(object->state), object->epoch);
+    Kill(object);
+    ++device.reclaimed_writes;
+    ++reclaimed;
+  }
+  return reclaimed;
+}
+
+size_t ObjectIndex::Reclaim(uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  size_t reclaimed = 0;
+  for (size_t d = 0; d < devices_.size(); ++d) reclaimed += ReclaimLocked(d, now_ns);
+  return reclaimed;
+}
+
+bool ObjectIndex::EvictOne(size_t d, bool soft, uint64_t now_ns) {
+  Device& device = devices_[d];
+  for (const auto& entry : device.evictable) {
+    Object* object = std::get<2>(entry);
+    if (object->pin == PinKind::kHard) continue;
+    if (object->pin == PinKind::kSoft && !soft) continue;
+    if (Leased(*object, now_ns)) continue;
+    Kill(object);
+    ++device.evictions;
+    return true;
+  }
+  return false;
+}
+
+uint64_t ObjectIndex::EvictDownTo(size_t d, uint64_t target, uint64_t now_ns) {
+  alloc::OffsetAllocator& payload = *devices_[d].payload;
+  uint64_t before = payload.allocated_bytes();
+  while (payload.allocated_bytes() > target) {
+    if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) break;
+  }
+  return before - payload.allocated_bytes();
+}
+
+Result<uint64_t> ObjectIndex::Evict(int device, uint64_t bytes, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  std::vector<size_t> which;
+  if (device < 0) {
+    for (size_t d = 0; d < devices_.size(); ++d) which.push_back(d);
+  } else {
+    NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+    which.push_back(d);
+  }
+  uint64_t freed = 0;
+  for (size_t d : which) {
+    const alloc::OffsetAllocator& payload = *devices_[d].payload;
+    uint64_t used = payload.allocated_bytes();
+    uint64_t target = 0;
+    if (bytes == 0) {
+      target = static_cast<uint64_t>(config_.low_watermark * static_cast<double>(payload.capacity()));
+    } else {
+      uint64_t left = bytes > freed ? bytes - freed : 0;
+      target = used > left ? used - left : 0;
+    }
+    freed += EvictDownTo(d, target, now_ns);
+  }
+  return freed;
+}
+
+std::vector<ObjectInfo> ObjectIndex::List(uint64_t now_ns) const {
+  std::lock_guard lock(mu_);
+  std::vector<ObjectInfo> out;
+  out.reserve(objects_.size());
+  for (const auto& [key, object] : objects_) {
+    ObjectInfo info;
+    info.key = key;
+    info.bytes_total = object.bytes_total;
+    info.device = devices_[object.device].ordinal;
+    info.state = object.state;
+    info.epoch = object.epoch;
+    info.created_ns = object.created_ns;
+    info.last_access_ns = object.last_access_ns;
+    info.pin = object.pin;
+    for (const auto& [id, expiry] : object.leases) {
+      if (expiry <= now_ns) continue;
+      ++info.leases;
+      info.lease_until_ns = std::max(info.lease_until_ns, expiry);
+    }
+    out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
+std::vector<StoreDeviceStats> ObjectIndex::Stats() const {
+  std::lock_guard lock(mu_);
+  std::vector<StoreDeviceStats> out;
+  for (const Device& device : devices_) {
+    StoreDeviceStats s;
+    s.device = device.ordinal;
+    s.pages = static_cast<uint32_t>(device.pages.size());
+    s.header_pages = device.header_pages;
+    s.header_slots = device.header_slots;
+    s.payload_capacity = device.payload->capacity();
+    s.payload_used = device.payload->allocated_bytes();
+    s.objects = device.objects;
+    s.evictions = device.evictions;
+    s.reclaimed_writes = device.reclaimed_writes;
+    out.push_back(s);
+  }
+  return out;
+}
+
+Status ObjectIndex::CheckInvariants(const NodeState& node) const {
+  std::lock_guard lock(mu_);
+  const Tenant* tenant = node.FindTenant(tenant_);
+  if (tenant == nullptr) return Status::Internal("object store: its tenant is gone");
+  std::vector<uint64_t> allocated(devices_.size(), 0);
+  std::vector<uint32_t> live(devices_.size(), 0), evictable(devices_.size(), 0),
+      writing(devices_.size(), 0);
+  std::vector<std::vector<bool>> slot_used(devices_.size());
+  for (size_t d = 0; d < devices_.size(); ++d) slot_used[d].assign(devices_[d].header_slots, false);
+  for (const auto& [key, object] : objects_) {
+    std::string where = "object store: '" + key + "': ";
+    if (object.key != key) return Status::Internal(where + "indexed under another key");
+    const Device& device = devices_[object.device];
+    if (object.slot >= device.header_slots || slot_used[object.device][object.slot]) {
+      return Status::Internal(where + "header slot out of range or shared");
+    }
+    slot_used[object.device][object.slot] = true;
+    uint64_t length = device.payload->LengthAt(object.payload_offset - device.header_pages * page_bytes_);
+    if (length < object.bytes_total) return Status::Internal(where + "payload range missing or short");
+    allocated[object.device] += length;
+    ++live[object.device];
+    if (object.state == ObjState::kReady) {
+      if (!device.evictable.contains({object.rank, object.seq, const_cast<Object*>(&object)})) {
+        return Status::Internal(where + "READY but not in the eviction order");
+      }
+      ++evictable[object.device];
+    } else if (object.state == ObjState::kWriting || object.state == ObjState::kReserved) {
+      if (!device.writing.contains({object.deadline_ns, const_cast<Object*>(&object)})) {
+        return Status::Internal(where + "being written but not in the reclaim order");
+      }
+      ++writing[object.device];
+    } else {
+      return Status::Internal(where + "indexed in state " + ObjStateName(object.state));
+    }
+    // The device header agrees (a producer's kernel may have set READY first).
+    ObjHeader header{};
+    Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + uint64_t{object.slot} * sizeof(ObjHeader)),
+                                sizeof(header), gpu::CopyKind::kDeviceToHost);
+    if (!read.ok()) return read;
+    // (And a producer that committed "published" without storing READY
+    // leaves WRITING there: trusted, it hides only its own object.)
+    bool state_ok = header.state == static_cast<uint32_t>(object.state) ||
+                    (object.state == ObjState::kWriting && header.state == static_cast<uint32_t>(ObjState::kReady)) ||
+                    (object.state == ObjState::kReady && object.published &&
+                     header.state == static_cast<uint32_t>(ObjState::kWriting));
+    if (header.key_hash != object.key_hash || header.epoch != object.epoch || !state_ok ||
+        header.payload_base != object.payload_offset || header.bytes_total != object.bytes_total) {
+      return Status::Internal(where + "device header disagrees (state " + std::to_string(header.state) +
+                              ", epoch " + std::to_string(header.epoch) + ")");
+    }
+  }
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    const Device& device = devices_[d];
+    std::string where = "object store device " + std::to_string(device.ordinal) + ": ";
+    NANOKV_RETURN_IF_ERROR(device.payload->CheckInvariants());
+    if (allocated[d] != device.payload->allocated_bytes()) {
+      return Status::Internal(where + "allocator holds " + std::to_string(device.payload->allocated_bytes()) +
+                              " bytes, objects " + std::to_string(allocated[d]));
+    }
+    if (live[d] != device.objects || device.free_slots.size() + live[d] != device.header_slots) {
+      return Status::Internal(where + "header slot count drifted");
+    }
+    if (evictable[d] != device.evictable.size() || writing[d] != device.writing.size()) {
+      return Status::Internal(where + "eviction or reclaim order lists a dead object");
+    }
+    auto held = node.Counts();
+    size_t index = 0;
+    for (; index < held.size() && held[index].device != device.ordinal; ++index) {}
+    if (index == held.size() || tenant->used_pages[index] != device.pages.size()) {
+      return Status::Internal(where + "holds " + std::to_string(device.pages.size()) +
+                              " pages, its tenant counts otherwise");
+    }
+  }
+  return node.CheckInvariants();
+}
+
+}  // namespace nanokv::kvd

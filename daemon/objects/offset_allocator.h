@@ -1,0 +1,78 @@
+// Byte ranges inside one linear space [0, capacity): the object store's
+// payload allocator over its pages (daemon/objects/object_index.h). Many small
+// objects share a page; a large one spans several.
+//
+// Every range starts at a multiple of `alignment` and its length is rounded
+// up to one, so every free range is aligned too and best fit needs no
+// padding. Allocate and Free are O(log n) in the number of free ranges:
+// free ranges are indexed twice, by offset (to coalesce with neighbours on
+// Free) and by (length, offset) (best fit: the shortest range that fits,
+// lowest offset among equals, which keeps the space packed toward 0).
+//
+// Invariants (CheckInvariants() verifies them; tests call it):
+//   1. free ranges never overlap, never touch (touching ones are merged),
+//      and the two indexes hold the same set;
+//   2. free bytes + allocated bytes == capacity;
+//   3. every offset and length is a multiple of alignment.
+//
+// Not thread-safe: the owner locks (the object store holds its mutex).
+#ifndef NANOKV_DAEMON_OBJECTS_OFFSET_ALLOCATOR_H_
+#define NANOKV_DAEMON_OBJECTS_OFFSET_ALLOCATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "nanokv/status.h"
+
+namespace nanokv::alloc {
+
+class OffsetAllocator {
+ public:
+  struct Stats {
+    uint64_t capacity = 0;
+    uint64_t allocated_bytes = 0;  // rounded lengths of live ranges
+    uint64_t free_bytes = 0;
+    uint64_t largest_free = 0;
+    size_t free_ranges = 0;
+    size_t allocations = 0;
+  };
+
+  // `alignment` is a power of two; `capacity` is rounded down to a multiple
+  // of it. kInvalidArgument otherwise.
+  static Result<OffsetAllocator> Create(uint64_t capacity, uint64_t alignment);
+
+  // The offset of a fresh range of at least `bytes` (> 0). kInvalidArgument
+  // for 0; kResourceExhausted when no free range is long enough (the message
+  // says how much is free and the largest hole, so fragmentation shows).
+  Result<uint64_t> Allocate(uint64_t bytes);
+  // Frees the range that starts at `offset`. kFailedPrecondition for an
+  // offset that no live range starts at (double free, never allocated).
+  Status Free(uint64_t offset);
+  // The rounded length of the live range at `offset`; 0 if none.
+  uint64_t LengthAt(uint64_t offset) const;
+
+  uint64_t alignment() const { return alignment_; }
+  uint64_t capacity() const { return capacity_; }
+  uint64_t allocated_bytes() const { return allocated_; }
+  Stats stats() const;
+  Status CheckInvariants() const;
+
+ private:
+  OffsetAllocator(uint64_t capacity, uint64_t alignment);
+  void InsertFree(uint64_t offset, uint64_t length);
+  void EraseFree(std::map<uint64_t, uint64_t>::iterator it);
+
+  uint64_t capacity_ = 0;
+  uint64_t alignment_ = 0;
+  uint64_t allocated_ = 0;
+  std::map<uint64_t, uint64_t> free_by_offset_;          // offset -> length
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (length, offset)
+  std::map<uint64_t, uint64_t> live_;                     // offset -> rounded length
+};
+
+}  // namespace nanokv::alloc
+
+#endif  // NANOKV_DAEMON_OBJECTS_OFFSET_ALLOCATOR_H_

@@ -1,0 +1,515 @@
+#include "daemon/server/node_server.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "ipc/uds/fd_passing.h"
+#include "ipc/wire/codec.h"
+#include "ipc/wire/object_codec.h"
+
+namespace nanokv::kvd {
+namespace {
+
+uint64_t NowUnixNs() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(
+      duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+const char* BodyName(const wire::Message& m) {
+  const auto* field = wire::Message::descriptor()->FindFieldByNumber(m.body_case());
+  return field != nullptr ? field->name().c_str() : "(none)";
+}
+
+}  // namespace
+
+NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions options)
+    : node_(node), listener_(std::move(listener)), options_(std::move(options)) {
+  // Made here, not in Run, so Stop() is safe from a signal handler at any time.
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+NodeServer::~NodeServer() {
+  Shutdown();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+  if (spare_fd_ >= 0) close(spare_fd_);
+}
+
+Status NodeServer::Setup() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return Status::FromErrno("epoll_create1", errno);
+  if (stop_fd_ < 0) return Status::FromErrno("eventfd", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag | static_cast<uint32_t>(listener_.fd());
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listener_.fd(), &ev) != 0) {
+    return Status::FromErrno("epoll_ctl", errno, "listener");
+  }
+  ev.data.u64 = kStopTag | static_cast<uint32_t>(stop_fd_);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev) != 0) {
+    return Status::FromErrno("epoll_ctl", errno, "stop eventfd");
+  }
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // ShedOneConnection's
+  if (spare_fd_ < 0) return Status::FromErrno("open", errno, "/dev/null");
+  return Status::OK();
+}
+
+void NodeServer::Stop() {
+  uint64_t one = 1;  // async-signal-safe: one write(2)
+  ssize_t ignored = write(stop_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+Status NodeServer::Run() {
+  NANOKV_RETURN_IF_ERROR(Setup());
+  spdlog::info("kvd: serving on {}", listener_.path());
+  using Clock = std::chrono::steady_clock;
+  // The segment is rewritten at most every kPublishGap while things change
+  // (a publish copies ~68 KiB; doing it after every grant would put it on the
+  // next request's path), and at least every second as a heartbeat.
+  constexpr auto kPublishGap = std::chrono::milliseconds(2);
+  constexpr auto kHeartbeat = std::chrono::seconds(1);
+  auto last_publish = Clock::now() - kHeartbeat;
+  const auto recovery_ends = Clock::now() + std::chrono::milliseconds(options_.recovery_window_ms);
+  if (node_.recovering_pages() > 0) {
+    spdlog::info("kvd: waiting up to {} ms for engines to hand back {} pages", options_.recovery_window_ms,
+                 node_.recovering_pages());
+  }
+  bool stopping = false;
+  epoll_event events[64];
+  // Busy polling (busy_poll_us): until then, epoll_wait does not sleep.
+  auto poll_until = Clock::now();
+  while (!stopping) {
+    // Before this turn's requests, so a window of 0 frees the pages before
+    // any engine can hand one back.
+    if (node_.recovering_pages() > 0 && Clock::now() >= recovery_ends) {
+      size_t released = node_.ExpireRecovery();
+      spdlog::warn("kvd: recovery window over: {} pages of the previous kvd were not handed "
+                   "back and are free again", released);
+      dirty_ = true;
+    }
+    auto since = Clock::now() - last_publish;
+    int timeout_ms = 250;
+    if (dirty_) {
+      timeout_ms = since >= kPublishGap ? 0 : 1 + static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kPublishGap - since).count());
+    }
+    if (options_.busy_poll_us != 0 && Clock::now() < poll_until) timeout_ms = 0;
+    int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    if (n > 0 && options_.busy_poll_us != 0) {
+      poll_until = Clock::now() + std::chrono::microseconds(options_.busy_poll_us);
+    }
+    if (n < 0 && errno != EINTR) return Status::FromErrno("epoll_wait", errno);
+    for (int i = 0; i < n; ++i) {
+      uint64_t tag = events[i].data.u64 & ~0xffffffffull;
+      int fd = static_cast<int>(events[i].data.u64 & 0xffffffffull);
+      if (tag == kStopTag) {
+        stopping = true;
+      } else if (tag == kListenerTag) {
+        Accept();
+      } else if (tag == kPidTag) {
+        auto it = pidfds_.find(fd);
+        if (it != pidfds_.end()) {
+          // Closed now, so not again at the end of the turn: a connection
+          // accepted later in this turn may be given the same fd number.
+          std::erase(doomed_, it->second);
+          CloseConnection(it->second, "its process exited");
+        }
+      } else if (tag == kSocketTag) {
+        OnReadable(fd);
+      }
+    }
+    DeliverNotices();
+    CloseExpiredRefusals(/*all_over_cap=*/false);
+    for (int fd : doomed_) CloseConnection(fd, "closed by kvd");
+    doomed_.clear();
+    if (options_.check_invariants && dirty_) {
+      // Debug aid (kvd --check-invariants): stop at the first turn that breaks one.
+      Status held = node_.CheckInvariants();
+      if (!held.ok()) {
+        spdlog::critical("kvd: invariant broken: {}", held.ToString());
+        return Status::Internal("invariant broken: " + std::string(held.message()));
+      }
+    }
+    since = Clock::now() - last_publish;
+    if (!publish_) dirty_ = false;  // nothing to publish to: never wait on it
+    if (publish_ && ((dirty_ && since >= kPublishGap) || since >= kHeartbeat)) {
+      publish_(node_);
+      dirty_ = false;
+      last_publish = Clock::now();
+    }
+  }
+  Shutdown();
+  return Status::OK();
+}
+
+void NodeServer::OnReadable(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& c = *it->second;
+  std::vector<std::byte> data;
+  // A bounded number of datagrams per turn, so one busy engine cannot starve others.
+  for (int i = 0; i < 32; ++i) {
+    if (std::find(doomed_.begin(), doomed_.end(), fd) != doomed_.end()) return;
+    std::vector<int> fds;
+    auto received = c.channel.Receive(&data, &fds);
+    if (!received.ok()) {
+      for (int stray : fds) close(stray);
+      Fault(c, 0, received.status());  // e.g. an oversized datagram
+      if (received.status().code() != Code::kProtocolError) doomed_.push_back(fd);
+      return;
+    }
+    if (*received == ipc::Channel::Received::kWouldBlock) {
+      if (c.refused) doomed_.push_back(fd);
+      return;
+    }
+    if (*received == ipc::Channel::Received::kClosed) {
+      doomed_.push_back(fd);
+      return;
+    }
+    if (c.refused) {
+      for (int stray : fds) close(stray);
+      SendError(c, 0, c.refusal);
+      continue;  // drain everything, then close (below, on would-block)
+    }
+    Handle(c, data, &fds);
+    for (int stray : fds) close(stray);  // fds a handler did not take
+    // Now, not at the end of the turn: a notice this request caused (a reclaim
+    // after set_limit) must reach the engine before the reply to its next
+    // request, read in this same loop, or the engine would take it for news.
+    DeliverNotices();
+  }
+}
+
+void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
+                        std::vector<int>* fds) {
+  wire::Message m;
+  Status decoded = wire::Decode(data, &m);
+  if (!decoded.ok()) return Fault(c, m.request_id(), decoded);
+  uint64_t rid = m.request_id();
+  uint64_t now = NowUnixNs();
+  if (m.body_case() == wire::Message::kAdopt && c.tenant != 0) return HandleAdopt(c, m, fds);
+  if (!fds->empty()) {
+    return Fault(c, rid, Status::ProtocolError(
+                             "kvd takes file descriptors only with an adopt request"));
+  }
+  if (m.body_case() == wire::Message::kAttach) return HandleAttach(c, m);
+  if (m.body_case() == wire::Message::kSetLimit && !m.set_limit().tenant().empty()) {
+    return HandleSetLimit(c, m);  // an operator's request: no attach needed
+  }
+  if (m.body_case() == wire::Message::kEvict) return HandleEvict(c, m);  // an operator's too
+  if (wire::IsObjectRequest(m.body_case())) return HandleObject(c, m);
+  bool engine_request = m.body_case() == wire::Message::kGrant ||
+                        m.body_case() == wire::Message::kShare ||
+                        m.body_case() == wire::Message::kReturnPages ||
+                        m.body_case() == wire::Message::kSetLimit ||
+                        m.body_case() == wire::Message::kDetach ||
+                        m.body_case() == wire::Message::kAdopt;
+  if (!engine_request) {
+    return Fault(c, rid, Status::ProtocolError(std::string("kvd does not take '") + BodyName(m) +
+                                               "' from an engine"));
+  }
+  if (c.tenant == 0) {
+    return SendError(c, rid, Status::FailedPrecondition("attach first"));
+  }
+  dirty_ = true;
+  switch (m.body_case()) {
+    case wire::Message::kGrant:
+      return HandleGrant(c, rid, m.grant().device(),
+                         node_.Grant(c.tenant, m.grant().device(), m.grant().pages(), now));
+    case wire::Message::kShare: {
+      std::vector<PageId> ids(m.share().page_ids().begin(), m.share().page_ids().end());
+      return HandleGrant(c, rid, m.share().device(),
+                         node_.Share(c.tenant, m.share().device(), ids, now));
+    }
+    case wire::Message::kReturnPages: {
+      std::vector<PageId> ids(m.return_pages().page_ids().begin(),
+                              m.return_pages().page_ids().end());
+      Status returned = node_.Return(c.tenant, m.return_pages().device(), ids, now);
+      if (!returned.ok()) return SendError(c, rid, returned);
+      wire::Message reply;
+      reply.set_request_id(rid);
+      reply.mutable_return_reply()->set_returned(static_cast<uint32_t>(ids.size()));
+      Send(c, reply);
+      return;
+    }
+    case wire::Message::kSetLimit:
+      return HandleSetLimit(c, m);
+    case wire::Message::kDetach: {
+      TenantId tenant = std::exchange(c.tenant, 0);
+      tenant_fds_.erase(tenant);
+      Status detached = node_.Detach(tenant);
+      if (!detached.ok()) return SendError(c, rid, detached);
+      wire::Message reply;
+      reply.set_request_id(rid);
+      reply.mutable_detach_reply();
+      Send(c, reply);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void NodeServer::HandleAdopt(Connection& c, const wire::Message& m, std::vector<int>* fds) {
+  const wire::AdoptRequest& a = m.adopt();
+  if (fds->size() != static_cast<size_t>(a.pages_size())) {
+    return Fault(c, m.request_id(),
+                 Status::ProtocolError("adopt of " + std::to_string(a.pages_size()) +
+                                       " pages came with " + std::to_string(fds->size()) +
+                                       " fds"));
+  }
+  std::vector<AdoptPage> pages;
+  for (int i = 0; i < a.pages_size(); ++i) {
+    pages.push_back({a.pages(i).page_id(), a.pages(i).generation(), (*fds)[i]});
+  }
+  fds->clear();  // Adopt takes every fd
+  dirty_ = true;
+  auto result = node_.Adopt(c.tenant, a.device(), pages, NowUnixNs());
+  if (!result.ok()) return SendError(c, m.request_id(), result.status());
+  wire::Message reply;
+  reply.set_request_id(m.request_id());
+  wire::AdoptReply* out = reply.mutable_adopt_reply();
+  out->set_device(a.device());
+  for (PageId id : result->adopted) out->add_adopted(id);
+  for (PageId id : result->refused) out->add_refused(id);
+  out->set_reason(result->reason.substr(0, wire::kMaxErrorBytes));
+  spdlog::info("kvd: tenant {} handed back {} pages of device {} ({} refused)", c.tenant,
+               result->adopted.size(), a.device(), result->refused.size());
+  Send(c, reply);
+}
+
+void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
+  uint64_t rid = m.request_id();
+  if (c.tenant != 0) return SendError(c, rid, Status::FailedPrecondition("already attached"));
+  const wire::AttachRequest& a = m.attach();
+  AttachParams params;
+  params.name = a.tenant();
+  params.group = a.group();
+  params.pid = c.peer.pid;
+  params.uid = c.peer.uid;
+  params.limit_bytes = a.limit_bytes();
+  params.limit_fraction = a.limit_fraction();
+  for (int32_t device : a.devices()) {
+    bool served = false;
+    for (size_t d = 0; d < node_.device_count(); ++d) served |= node_.device_ordinal(d) == device;
+    if (!served) {
+      return SendError(c, rid, Status::NotFound("kvd does not serve device " + std::to_string(device)));
+    }
+  }
+  auto tenant = node_.Attach(params, NowUnixNs());
+  if (!tenant.ok()) return SendError(c, rid, tenant.status());
+  c.tenant = *tenant;
+  tenant_fds_[*tenant] = c.channel.fd();
+  dirty_ = true;
+  const Tenant* t = node_.FindTenant(*tenant);
+  spdlog::info("kvd: tenant '{}' (id {}, pid {}, group '{}') attached, limit {} bytes", t->name,
+               t->id, t->pid, t->group, t->limit_bytes);
+  wire::Message reply;
+  reply.set_request_id(rid);
+  wire::AttachReply* r = reply.mutable_attach_reply();
+  r->set_tenant_id(*tenant);
+  r->set_segment_name(options_.segment_name);
+  r->set_backend(options_.backend_name);
+  r->set_limit_bytes(t->limit_bytes);
+  for (const DeviceCounts& counts : node_.Counts()) {
+    wire::DeviceGeometry* g = r->add_devices();
+    g->set_device(counts.device);
+    g->set_page_bytes(node_.page_bytes());
+    g->set_capacity_pages(static_cast<uint32_t>(counts.capacity_pages));
+  }
+  Send(c, reply);
+}
+
+void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
+                             Result<std::vector<GrantedPage>> granted) {
+  if (!granted.ok()) return SendError(c, rid, granted.status());
+  // Look up every fd first: if an export fails, the grant is undone whole.
+  std::vector<int> fds;
+  for (const GrantedPage& page : *granted) {
+    if (!page.needs_fd) continue;
+    auto fd = node_.PageFd(device, page.id);
+    if (!fd.ok()) {
+      std::vector<PageId> ids;
+      for (const GrantedPage& p : *granted) ids.push_back(p.id);
+      Status undone = node_.Return(c.tenant, device, ids, NowUnixNs());
+      if (!undone.ok()) spdlog::error("kvd: undoing a failed grant: {}", undone.ToString());
+      return SendError(c, rid, fd.status());
+    }
+    fds.push_back(*fd);
+  }
+  // Batches of at most kMaxFdsPerMessage fds; all but the last say more.
+  size_t next_fd = 0;
+  size_t i = 0;
+  const auto& pages = *granted;
+  do {
+    wire::Message reply;
+    reply.set_request_id(rid);
+    wire::GrantReply* r = reply.mutable_grant_reply();
+    r->set_device(device);
+    size_t batch_start = next_fd;
+    while (i < pages.size() && !(pages[i].needs_fd && next_fd - batch_start == ipc::kMaxFdsPerMessage)) {
+      wire::PageGrant* g = r->add_pages();
+      g->set_page_id(pages[i].id);
+      g->set_generation(pages[i].generation);
+      g->set_fd_attached(pages[i].needs_fd);
+      if (pages[i].needs_fd) ++next_fd;
+      ++i;
+    }
+    r->set_more(i < pages.size());
+    std::span<const int> batch(fds.data() + batch_start, next_fd - batch_start);
+    if (!Send(c, reply, batch)) return;
+  } while (i < pages.size());
+}
+
+void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
+  uint64_t rid = m.request_id();
+  TenantId target = c.tenant;
+  if (!m.set_limit().tenant().empty()) {
+    // Another tenant's limit is an operator's call: kvd's own uid or root.
+    if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
+      return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may set another tenant's limit"));
+    }
+    const Tenant* t = node_.FindTenantByName(m.set_limit().tenant());
+    if (t == nullptr) {
+      return SendError(c, rid, Status::NotFound("no tenant named '" + m.set_limit().tenant() + "'"));
+    }
+    target = t->id;
+  }
+  auto limit = node_.SetLimit(target, m.set_limit().limit_bytes());
+  if (!limit.ok()) return SendError(c, rid, limit.status());
+  dirty_ = true;
+  const Tenant* t = node_.FindTenant(target);
+  spdlog::info("kvd: tenant '{}' limit set to {} bytes (uses {})", t->name, *limit,
+               node_.UsedBytes(*t));
+  wire::Message reply;
+  reply.set_request_id(rid);
+  reply.mutable_set_limit_reply()->set_limit_bytes(*limit);
+  reply.mutable_set_limit_reply()->set_used_bytes(node_.UsedBytes(*t));
+  Send(c, reply);
+}
+
+void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
+  uint64_t rid = m.request_id();
+  if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
+    return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may evict a tenant's pages"));
+  }
+  const Tenant* t = node_.FindTenantByName(m.evict().tenant());
+  if (t == nullptr) {
+    return SendError(c, rid, Status::NotFound("no tenant named '" + m.evict().tenant() + "'"));
+  }
+  // ceil(bytes / page) without overflow; 0 (all it holds) stays 0. NodeState
+  // asks for at most what the tenant holds, so clamping to uint32 loses nothing.
+  const uint64_t page = node_.page_bytes();
+  const uint64_t bytes = m.evict().bytes();
+  const uint64_t wanted = std::min<uint64_t>(bytes / page + (bytes % page != 0), UINT32_MAX);
+  const uint64_t used = node_.UsedBytes(*t);
+  const auto held = static_cast<uint32_t>(used / page);
+  const uint32_t asked = wanted == 0 || wanted > held ? held : static_cast<uint32_t>(wanted);
+  Status evicted = node_.Evict(t->id, static_cast<uint32_t>(wanted));
+  if (!evicted.ok()) return SendError(c, rid, evicted);
+  spdlog::info("kvd: evict: asked tenant '{}' for {} of its {} pages", t->name, asked, held);
+  wire::Message reply;
+  reply.set_request_id(rid);
+  reply.mutable_evict_reply()->set_pages_requested(asked);
+  reply.mutable_evict_reply()->set_used_bytes(used);
+  Send(c, reply);
+}
+
+bool NodeServer::Send(Connection& c, const wire::Message& m, std::span<const int> fds) {
+  Status sent = c.channel.Send(wire::Encode(m), fds);
+  if (sent.ok()) return true;
+  // A full buffer means the engine is not reading its replies: it cannot be
+  // served, and it must not hold kvd's loop or its pages hostage.
+  spdlog::warn("kvd: dropping connection of pid {}: {}", c.peer.pid, sent.ToString());
+  doomed_.push_back(c.channel.fd());
+  return false;
+}
+
+void NodeServer::SendError(Connection& c, uint64_t request_id, const Status& status) {
+  Send(c, wire::ErrorReply(request_id, status));
+}
+
+void NodeServer::Fault(Connection& c, uint64_t request_id, const Status& status) {
+  ++c.faults;
+  spdlog::warn("kvd: protocol fault from pid {} ({} so far): {}", c.peer.pid, c.faults,
+               status.ToString());
+  SendError(c, request_id, status);
+  if (c.faults >= options_.max_faults) doomed_.push_back(c.channel.fd());
+}
+
+void NodeServer::DeliverNotices() {
+  for (Notice& notice : node_.TakeNotices()) {
+    auto it = tenant_fds_.find(notice.tenant);
+    if (it == tenant_fds_.end()) continue;
+    auto c = connections_.find(it->second);
+    if (c == connections_.end()) continue;
+    wire::Message m;
+    m.set_request_id(0);
+    if (notice.kind == Notice::Kind::kReclaim) {
+      m.mutable_reclaim()->set_device(notice.device);
+      m.mutable_reclaim()->set_pages(notice.pages);
+      m.mutable_reclaim()->set_limit_bytes(notice.limit_bytes);
+    } else {
+      m.mutable_forget()->set_device(notice.device);
+      for (PageId id : notice.page_ids) m.mutable_forget()->add_page_ids(id);
+    }
+    Send(*c->second, m);
+  }
+}
+
+void NodeServer::CloseConnection(int fd, const std::string& reason) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& c = *it->second;
+  if (c.tenant != 0) {
+    const Tenant* t = node_.FindTenant(c.tenant);
+    uint64_t used = t != nullptr ? node_.UsedBytes(*t) : 0;
+    std::string name = t != nullptr ? t->name : "?";
+    Status detached = node_.Detach(c.tenant);
+    tenant_fds_.erase(c.tenant);
+    spdlog::info("kvd: tenant '{}' (pid {}) gone ({}): {} bytes back in the pool", name,
+                 c.peer.pid, reason, used);
+    if (!detached.ok()) spdlog::error("kvd: detach: {}", detached.ToString());
+  }
+  if (c.pidfd >= 0) {
+    pidfds_.erase(c.pidfd);
+    close(c.pidfd);
+  }
+  if (c.refused) {
+    --refused_open_;
+  } else if (auto counted = per_process_.find(c.peer.pid); counted != per_process_.end()) {
+    if (--counted->second == 0) per_process_.erase(counted);
+  }
+  if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  connections_.erase(it);
+  dirty_ = true;
+}
+
+void NodeServer::Shutdown() {
+  if (connections_.empty() && listener_.fd() < 0) return;
+  listener_.Close();  // stop accepting, remove the socket file
+  // Engines keep the pages they mapped past kvd's stop and reconnect to the
+  // next kvd: the journal keeps saying they hold them.
+  pages_held_at_stop_ = node_.HoldsPages();
+  node_.SetJournal(nullptr);
+  wire::Message notice;
+  notice.mutable_shutdown()->set_reason("kvd is stopping");
+  std::vector<int> fds;
+  for (auto& [fd, c] : connections_) {
+    (void)c->channel.Send(wire::Encode(notice));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) CloseConnection(fd, "kvd stopping");
+  if (publish_) publish_(node_);
+}
+
+}  // namespace nanokv::kvd

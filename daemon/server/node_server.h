@@ -1,0 +1,167 @@
+// kvd's engine-facing server: one thread, one epoll loop over the listening
+// socket, every engine connection, a pidfd per engine (so a dead process is
+// noticed even if a child inherited its socket), and a stop eventfd.
+//
+// Every datagram is decoded and checked (ipc/wire/codec.h) before NodeState
+// sees it; a bad one gets an Error reply naming the fault, and a connection
+// that keeps sending them, sends fds, or does not read its replies is closed.
+// Closing a connection detaches its tenant: every page it held comes back.
+#ifndef NANOKV_DAEMON_SERVER_NODE_SERVER_H_
+#define NANOKV_DAEMON_SERVER_NODE_SERVER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/node/node_state.h"
+#include "ipc/proto/nanokv.pb.h"
+#include "ipc/uds/channel.h"
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+class ObjectIndex;
+
+struct ServerOptions {
+  std::vector<uid_t> allowed_uids;  // besides root and kvd's own uid
+  std::vector<gid_t> allowed_gids;
+  std::string segment_name;         // told to engines at attach
+  std::string backend_name;         // told to engines: they open the same
+  uint32_t max_faults = 16;         // protocol faults before a connection is closed
+  bool check_invariants = false;    // NodeState::CheckInvariants after each change; Run fails on a break
+  // After a restart, how long pages held back for the previous kvd's engines
+  // wait for those engines to reconnect and hand them back (NodeState::Adopt).
+  uint32_t recovery_window_ms = 10'000;
+  // Connection limits (daemon/server/fd_budget.h; docs/RELIABILITY.md, "Resource
+  // limits"): a connection past one is answered kResourceExhausted and
+  // closed. The per-process one keeps one runaway engine from taking the
+  // connections (and fds) every other engine needs.
+  uint32_t max_connections = 1024;
+  uint32_t max_connections_per_process = 64;
+  // After a turn that served a request, poll without sleeping this long
+  // before blocking in epoll_wait again (0: block at once).
+  uint32_t busy_poll_us = 0;
+};
+
+// What the server tells its owner about a connection, for the segment.
+struct ConnectionView {
+  TenantId tenant = 0;
+  ipc::PeerCredentials peer;
+};
+
+class NodeServer {
+ public:
+  // `node` must remain live while the server exists. Takes the listener.
+  NodeServer(NodeState& node, ipc::Listener listener, ServerOptions options);
+  ~NodeServer();
+
+  // Called after each loop turn in which the node changed, and at least once
+  // a second, with the node (for the /dev/shm segment).
+  void SetPublisher(std::function<void(const NodeState&)> publish) { publish_ = std::move(publish); }
+  // The object store object requests go to (daemon/server/node_server_objects.cc);
+  // nullptr: they are answered kUnavailable. `store` must outlive the server.
+  void SetObjectStore(ObjectIndex* store) { objects_ = store; }
+
+  // Runs until Stop() (from any thread or a signal handler's thread). On
+  // return every engine was told kvd is stopping and every connection closed.
+  Status Run();
+  void Stop();
+
+  size_t connection_count() const { return connections_.size(); }
+  // Connections accepted only to be closed at once because kvd was out of
+  // file descriptors (EMFILE/ENFILE at accept).
+  uint64_t shed_connections() const { return shed_connections_; }
+  // After Run: whether engines held pages when kvd stopped (the page journal
+  // is then kept for the next kvd; the server stops writing it at the stop).
+  bool pages_held_at_stop() const { return pages_held_at_stop_; }
+
+ private:
+  struct Connection {
+    ipc::Channel channel;
+    ipc::PeerCredentials peer;
+    int pidfd = -1;
+    TenantId tenant = 0;
+    uint32_t faults = 0;
+    // A peer kvd does not allow: it was sent the refusal and is closed once
+    // what it sent is drained. Closing a socket with unread data would reset
+    // the peer's end (ECONNRESET) before it could read why it was refused.
+    bool refused = false;
+    Status refusal;       // why, sent again for each message it sends
+    uint64_t serial = 0;  // tells a refused connection from a later one on the same fd
+  };
+  // A refused connection still open: it is closed when the peer has read why
+  // (it sends or hangs up) or at `deadline`, whichever comes first.
+  struct Refusal {
+    std::chrono::steady_clock::time_point deadline;
+    int fd;
+    uint64_t serial;
+  };
+
+  // epoll data tags: the low 32 bits carry the fd.
+  static constexpr uint64_t kListenerTag = 1ull << 32;
+  static constexpr uint64_t kStopTag = 2ull << 32;
+  static constexpr uint64_t kSocketTag = 3ull << 32;
+  static constexpr uint64_t kPidTag = 4ull << 32;
+
+  Status Setup();
+  // daemon/server/node_server_accept.cc: admission, limits, refusals.
+  void Accept();
+  // Why `peer` may not have another connection; OK if it may.
+  Status Admit(const ipc::PeerCredentials& peer) const;
+  void Refuse(std::unique_ptr<Connection> c, const Status& why);
+  void CloseExpiredRefusals(bool all_over_cap);
+  // Out of fds at accept: frees the spare fd, accepts one connection and
+  // closes it, so the listener stops being readable and the peer is told.
+  void ShedOneConnection();
+  void OnReadable(int fd);
+  void Handle(Connection& c, const std::vector<std::byte>& data, std::vector<int>* fds);
+  void HandleAttach(Connection& c, const wire::Message& m);
+  void HandleGrant(Connection& c, uint64_t request_id, int device,
+                   Result<std::vector<GrantedPage>> granted);
+  void HandleSetLimit(Connection& c, const wire::Message& m);
+  void HandleEvict(Connection& c, const wire::Message& m);
+  // Takes the datagram's fds (one per page) whatever the outcome.
+  void HandleAdopt(Connection& c, const wire::Message& m, std::vector<int>* fds);
+  // Any allowed peer, attached or not (objects are the node's).
+  void HandleObject(Connection& c, const wire::Message& m);
+  bool PeerAllowed(const ipc::PeerCredentials& peer) const;
+  // Sends or, if the peer cannot take it, closes the connection. False if closed.
+  bool Send(Connection& c, const wire::Message& m, std::span<const int> fds = {});
+  void SendError(Connection& c, uint64_t request_id, const Status& status);
+  void Fault(Connection& c, uint64_t request_id, const Status& status);
+  void DeliverNotices();
+  void CloseConnection(int fd, const std::string& reason);
+  void Shutdown();
+
+  NodeState& node_;  // must remain live while the server exists
+  ObjectIndex* objects_ = nullptr;
+  ipc::Listener listener_;
+  ServerOptions options_;
+  std::function<void(const NodeState&)> publish_;
+  int epoll_fd_ = -1;
+  int stop_fd_ = -1;  // eventfd
+  std::map<int, std::unique_ptr<Connection>> connections_;  // by socket fd
+  std::map<int, int> pidfds_;                                // pidfd -> socket fd
+  std::map<TenantId, int> tenant_fds_;                       // tenant -> socket fd
+  std::vector<int> doomed_;  // connections to close at the end of this turn
+  std::map<pid_t, uint32_t> per_process_;  // admitted connections by peer pid
+  std::deque<Refusal> refusals_;           // oldest first; some may be closed already
+  size_t refused_open_ = 0;                // refused connections still open
+  uint64_t next_serial_ = 1;
+  int spare_fd_ = -1;  // /dev/null, given up to accept when out of fds
+  uint64_t shed_connections_ = 0;
+  bool dirty_ = true;
+  bool pages_held_at_stop_ = false;
+};
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_SERVER_NODE_SERVER_H_

@@ -1,0 +1,169 @@
+// NodeServer's admission of connections: who may connect, how many, and what
+// kvd does when it runs out of file descriptors. Every limit here is kvd's
+// own; nothing a client says changes it.
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/server/node_server.h"
+#include "ipc/wire/codec.h"
+
+namespace nanokv::kvd {
+namespace {
+
+// How long a refused peer has to read its refusal before kvd closes the
+// connection anyway, and how many refused connections may wait at once: a
+// peer that connects in a loop and never reads must not hold kvd's fds.
+constexpr auto kRefusalGrace = std::chrono::seconds(2);
+constexpr size_t kMaxPendingRefusals = 128;
+
+int PidfdOpen(pid_t pid) {
+  if (pid <= 0) return -1;
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+}  // namespace
+
+bool NodeServer::PeerAllowed(const ipc::PeerCredentials& peer) const {
+  if (peer.uid == 0 || peer.uid == geteuid()) return true;
+  if (std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), peer.uid) !=
+      options_.allowed_uids.end()) {
+    return true;
+  }
+  return std::find(options_.allowed_gids.begin(), options_.allowed_gids.end(), peer.gid) !=
+         options_.allowed_gids.end();
+}
+
+Status NodeServer::Admit(const ipc::PeerCredentials& peer) const {
+  if (!PeerAllowed(peer)) {
+    return Status::PermissionDenied("uid " + std::to_string(peer.uid) +
+                                    " is not allowed to attach to this kvd");
+  }
+  size_t admitted = connections_.size() - refused_open_;
+  if (admitted >= options_.max_connections) {
+    return Status::ResourceExhausted("kvd serves " + std::to_string(admitted) +
+                                     " connections, its most (max_connections)");
+  }
+  auto it = per_process_.find(peer.pid);
+  if (it != per_process_.end() && it->second >= options_.max_connections_per_process) {
+    return Status::ResourceExhausted(
+        "pid " + std::to_string(peer.pid) + " has " + std::to_string(it->second) +
+        " connections to kvd, its most (max_connections_per_process)");
+  }
+  return Status::OK();
+}
+
+void NodeServer::Accept() {
+  // Bounded per turn, so a connect storm cannot starve the engines' requests.
+  for (int i = 0; i < 64; ++i) {
+    auto accepted = listener_.Accept();
+    if (!accepted.ok()) {
+      ShedOneConnection();
+      continue;
+    }
+    if (!accepted->has_value()) return;
+    auto c = std::make_unique<Connection>();
+    c->channel = std::move(**accepted);
+    c->serial = next_serial_++;
+    auto peer = c->channel.Peer();
+    if (!peer.ok()) {
+      spdlog::warn("kvd: refusing a peer with no credentials: {}", peer.status().ToString());
+      continue;
+    }
+    c->peer = *peer;
+    int fd = c->channel.fd();
+    Status admitted = Admit(c->peer);
+    if (!admitted.ok()) {
+      Refuse(std::move(c), admitted);
+      continue;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = kSocketTag | static_cast<uint32_t>(fd);
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      spdlog::warn("kvd: epoll_ctl: {}", Status::FromErrno("epoll_ctl", errno).ToString());
+      continue;
+    }
+    c->pidfd = PidfdOpen(c->peer.pid);
+    if (c->pidfd >= 0) {
+      ev.events = EPOLLIN;
+      ev.data.u64 = kPidTag | static_cast<uint32_t>(c->pidfd);
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->pidfd, &ev) == 0) {
+        pidfds_[c->pidfd] = fd;
+      } else {
+        close(c->pidfd);
+        c->pidfd = -1;
+      }
+    }
+    ++per_process_[c->peer.pid];
+    spdlog::debug("kvd: connection from pid {} uid {}", c->peer.pid, c->peer.uid);
+    connections_[fd] = std::move(c);
+  }
+}
+
+void NodeServer::Refuse(std::unique_ptr<Connection> c, const Status& why) {
+  spdlog::warn("kvd: refusing a connection of pid {} uid {}: {}", c->peer.pid, c->peer.uid,
+               why.ToString());
+  // The refusal goes out now; the socket stays open until the peer sends or
+  // hangs up (OnReadable drains it, then closes), so the peer's first send
+  // does not fail before it could read why. Closing with unread data would
+  // reset the peer's end.
+  SendError(*c, 0, why);
+  c->refused = true;
+  c->refusal = why;
+  int fd = c->channel.fd();
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = kSocketTag | static_cast<uint32_t>(fd);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return;  // closed with c
+  refusals_.push_back({std::chrono::steady_clock::now() + kRefusalGrace, fd, c->serial});
+  connections_[fd] = std::move(c);
+  ++refused_open_;
+  if (refused_open_ > kMaxPendingRefusals) CloseExpiredRefusals(/*all_over_cap=*/true);
+}
+
+void NodeServer::CloseExpiredRefusals(bool all_over_cap) {
+  auto now = std::chrono::steady_clock::now();
+  while (!refusals_.empty()) {
+    const Refusal r = refusals_.front();
+    bool over_cap = all_over_cap && refused_open_ > kMaxPendingRefusals;
+    if (!over_cap && r.deadline > now) return;
+    refusals_.pop_front();
+    auto it = connections_.find(r.fd);
+    // Gone already (the peer read and hung up), or the fd is a newer connection's.
+    if (it == connections_.end() || it->second->serial != r.serial) continue;
+    std::erase(doomed_, r.fd);
+    CloseConnection(r.fd, "refused");
+  }
+}
+
+void NodeServer::ShedOneConnection() {
+  // Level-triggered epoll keeps reporting a listener with a queued connection
+  // kvd cannot accept: without this, the loop spins and the peer waits
+  // forever in the backlog. The spare fd makes room for one accept.
+  if (spare_fd_ >= 0) {
+    close(spare_fd_);
+    spare_fd_ = -1;
+  }
+  int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    ++shed_connections_;
+  }
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Once per 1000, so a storm does not flood the log.
+  if (shed_connections_ % 1000 == 1) {
+    spdlog::error("kvd: out of file descriptors: closed a new connection at once ({} so far); "
+                  "raise kvd's open-file limit (LimitNOFILE) or lower max_connections",
+                  shed_connections_);
+  }
+}
+
+}  // namespace nanokv::kvd

@@ -1,0 +1,158 @@
+// kvd's answers to the object store's requests (ipc/proto/nanokv.proto,
+// fields 40-59): each one message in, one reply out, on the server's thread.
+// The store's own lock makes it safe with kvd-side callers of it.
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "daemon/server/node_server.h"
+#include "daemon/objects/object_index.h"
+#include "ipc/wire/object_codec.h"
+
+namespace nanokv::kvd {
+namespace {
+
+uint64_t SteadyNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void FillPlan(const WritePlan& plan, uint64_t store_bytes, wire::ObjectPlan* out) {
+  out->set_key_hash(plan.key_hash);
+  out->set_device(plan.device);
+  out->set_header_offset(plan.header_offset);
+  out->set_payload_offset(plan.payload_offset);
+  for (const PayloadSpan& span : plan.spans) {
+    wire::ObjectSpan* s = out->add_spans();
+    s->set_page_id(span.page_id);
+    s->set_offset(span.offset);
+    s->set_length(span.length);
+  }
+  out->set_page_bytes(plan.page_bytes);
+  out->set_n_pages(plan.n_pages);
+  out->set_bytes_total(plan.bytes_total);
+  out->set_epoch(plan.epoch);
+  out->set_store_bytes(store_bytes);
+  out->set_header_page(plan.header_page);
+}
+
+uint64_t Ms(uint64_t later_ns, uint64_t now_ns) {
+  return later_ns > now_ns ? (later_ns - now_ns) / 1'000'000 : 0;
+}
+
+}  // namespace
+
+void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
+  uint64_t rid = m.request_id();
+  if (objects_ == nullptr) {
+    return SendError(c, rid, Status::Unavailable("kvd runs no object store (object_store.size is 0)"));
+  }
+  ObjectIndex& store = *objects_;
+  uint64_t now = SteadyNs();
+  wire::Message reply;
+  reply.set_request_id(rid);
+  Status status;
+  std::vector<int> fds;
+  switch (m.body_case()) {
+    case wire::Message::kObjectOpen: {
+      const auto& r = m.object_open();
+      auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now);
+      if (!plan.ok()) return SendError(c, rid, plan.status());
+      wire::ObjectPlan* out = reply.mutable_object_plan();
+      FillPlan(*plan, store.StoreBytes(plan->device), out);
+      out->set_state(static_cast<uint32_t>(ObjState::kWriting));
+      break;
+    }
+    case wire::Message::kObjectLocate: {
+      auto meta = store.GetLocation(m.object_locate().key(), now);
+      if (!meta.ok()) return SendError(c, rid, meta.status());
+      wire::ObjectPlan* out = reply.mutable_object_plan();
+      FillPlan(*meta, store.StoreBytes(meta->device), out);
+      out->set_state(static_cast<uint32_t>(meta->state));
+      break;
+    }
+    case wire::Message::kObjectCommit:
+      status = store.Commit(m.object_commit().key(), m.object_commit().epoch(), now,
+                            m.object_commit().published());
+      reply.mutable_object_ack();
+      break;
+    case wire::Message::kObjectRevoke:
+      status = store.Revoke(m.object_revoke().key(), m.object_revoke().epoch(), now);
+      reply.mutable_object_ack();
+      break;
+    case wire::Message::kObjectRemove:
+      status = store.Remove(m.object_remove().key(), now);
+      reply.mutable_object_ack();
+      break;
+    case wire::Message::kObjectPin:
+      status = store.SetPin(m.object_pin().key(), static_cast<PinKind>(m.object_pin().pin()));
+      reply.mutable_object_ack();
+      break;
+    case wire::Message::kObjectLease: {
+      const auto& r = m.object_lease();
+      if (r.release()) {
+        status = store.ReleaseLease(r.key(), r.lease_id(), now);
+        reply.mutable_object_ack();
+        break;
+      }
+      auto lease = store.AcquireLease(r.key(), now);
+      if (!lease.ok()) return SendError(c, rid, lease.status());
+      reply.mutable_object_lease_reply()->set_lease_id(lease->id);
+      reply.mutable_object_lease_reply()->set_ttl_ms(Ms(lease->expires_ns, now));
+      break;
+    }
+    case wire::Message::kObjectPages: {
+      const auto& r = m.object_pages();
+      for (uint32_t id : r.page_ids()) {
+        // Only the store's own pages: never a tenant's, whatever id is asked.
+        if (!store.OwnsPage(r.device(), id)) {
+          return SendError(c, rid, Status::PermissionDenied(
+                                       "page " + std::to_string(id) + " of device " +
+                                       std::to_string(r.device()) + " is not an object store page"));
+        }
+        auto fd = node_.PageFd(r.device(), id);
+        if (!fd.ok()) return SendError(c, rid, fd.status());
+        fds.push_back(*fd);  // owned by the pool; the kernel duplicates it in flight
+      }
+      reply.mutable_object_pages_reply()->set_device(r.device());
+      *reply.mutable_object_pages_reply()->mutable_page_ids() = r.page_ids();
+      break;
+    }
+    case wire::Message::kObjectList: {
+      std::vector<ObjectInfo> all = store.List(now);
+      wire::ObjectListReply* out = reply.mutable_object_list_reply();
+      out->set_total(static_cast<uint32_t>(all.size()));
+      size_t first = std::min<size_t>(m.object_list().offset(), all.size());
+      size_t last = std::min<size_t>(first + wire::kMaxObjectListEntries, all.size());
+      for (size_t i = first; i < last; ++i) {
+        const ObjectInfo& info = all[i];
+        wire::ObjectEntry* e = out->add_objects();
+        e->set_key(info.key);
+        e->set_bytes_total(info.bytes_total);
+        e->set_device(info.device);
+        e->set_state(static_cast<uint32_t>(info.state));
+        e->set_epoch(info.epoch);
+        e->set_age_ms(Ms(now, info.created_ns));
+        e->set_idle_ms(Ms(now, info.last_access_ns));
+        e->set_leases(info.leases);
+        e->set_lease_ms(Ms(info.lease_until_ns, now));
+        e->set_pin(static_cast<uint32_t>(info.pin));
+      }
+      break;
+    }
+    case wire::Message::kObjectEvict: {
+      auto freed = store.Evict(m.object_evict().device(), m.object_evict().bytes(), now);
+      if (!freed.ok()) return SendError(c, rid, freed.status());
+      reply.mutable_object_evict_reply()->set_freed_bytes(*freed);
+      break;
+    }
+    default:
+      return SendError(c, rid, Status::Internal("not an object request"));
+  }
+  if (!status.ok()) return SendError(c, rid, status);
+  Send(c, reply, fds);
+}
+
+}  // namespace nanokv::kvd

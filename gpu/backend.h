@@ -1,0 +1,151 @@
+// The GPU backend: one interface over the GPU's virtual-memory API, in the shape
+// of LevelDB's Env. Every layer above (daemon/node/, daemon/objects/, libkv/client/) talks to a
+// Backend& and never to a driver, so the same code runs on CUDA, on HIP and on
+// the host backend (memfd pages + mmap) that CI uses.
+//
+// Glossary (used the same way everywhere in nanokv):
+//   page     one physical allocation of page_bytes bytes (a multiple of the
+//            device's granularity), created by CreatePage. One handle per page:
+//            the driver refuses cuMemMap at a non-zero offset into a handle.
+//   range    a reserved virtual address range: address space, no memory.
+//   mapping  one page mapped at one address inside a range.
+//   access   the devices allowed to read and write a mapping. A new mapping has
+//            none: SetAccess must follow every Map.
+//
+// What every method may assume and promises (like mimalloc's prim.h):
+//   - sizes and addresses given to Reserve/Map/SetAccess/Unmap are multiples of
+//     the device's granularity; a violation is kInvalidArgument, never a crash;
+//   - errors are values: a driver failure carries the call ("cuMemMap") and the
+//     driver's error name ("CUDA_ERROR_INVALID_VALUE"); nothing aborts;
+//   - all implementations are safe for concurrent use from many threads.
+//
+// Rules the host backend enforces exactly as CUDA does, so code that passes on
+// host behaves the same on a GPU:
+//   1. access must be set after every Map (a fresh mapping is inaccessible);
+//   2. Unmap and SetAccess cover whole mappings only: a mapping cannot be
+//      partly unmapped, nor partly given access (CUDA_ERROR_INVALID_VALUE);
+//   3. a page's memory lives while any holder keeps it: its handle (in any
+//      process that created or imported it) or a mapping of it. ReleasePage
+//      drops only this handle.
+#ifndef NANOKV_GPU_BACKEND_H_
+#define NANOKV_GPU_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "nanokv/status.h"
+
+namespace nanokv::gpu {
+
+// An opaque page handle. Its value means something only to the backend that
+// made it, in the process that made it; 0 is never a valid handle.
+struct PageHandle {
+  uint64_t value = 0;
+  bool valid() const { return value != 0; }
+  friend bool operator==(PageHandle, PageHandle) = default;
+};
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;          // "NVIDIA H200", "host"
+  size_t granularity = 0;    // the VMM granularity: page sizes are multiples of it
+  size_t total_bytes = 0;    // device memory, for capacity as a fraction
+};
+
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+class Backend {
+ public:
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  virtual ~Backend() = default;
+
+  // "host", "cuda" or "hip".
+  virtual std::string_view name() const = 0;
+  virtual int device_count() const = 0;
+
+  // kNotFound for an ordinal outside [0, device_count()).
+  virtual Result<DeviceInfo> GetDeviceInfo(int device) = 0;
+  // Device memory free right now, in bytes.
+  virtual Result<size_t> GetFreeMemory(int device) = 0;
+
+  // Creates an exportable physical page of `size` bytes on `device`.
+  // kInvalidArgument if size is 0 or not a multiple of the granularity;
+  // kOutOfMemory when the device has no room.
+  virtual Result<PageHandle> CreatePage(int device, size_t size) = 0;
+  // Returns a new file descriptor (close-on-exec) that another process can
+  // import; the caller owns it. kNotFound for a handle this backend does not hold.
+  // Only a page created here can be exported: CUDA refuses to export an
+  // imported handle (CUDA_ERROR_INVALID_VALUE, kInvalidArgument), so every
+  // backend does. A process that must pass an imported page on keeps a
+  // duplicate of the fd it imported (libkv's page cache does, for kvd restarts).
+  virtual Result<int> ExportPage(PageHandle page) = 0;
+  // Imports a page exported by ExportPage, in this or another process.
+  // Takes ownership of `fd` whether it succeeds or not. `size` is the page
+  // size the exporter announced; kInvalidArgument where the backend can tell
+  // that the fd is not a page of that size.
+  virtual Result<PageHandle> ImportPage(int fd, int device, size_t size) = 0;
+  // Drops this handle. Mappings of the page stay valid until unmapped (rule 3).
+  virtual Status ReleasePage(PageHandle page) = 0;
+
+  // Reserves `size` bytes of virtual address space aligned to `alignment`
+  // (0: the granularity). Returns the base address.
+  virtual Result<uintptr_t> ReserveRange(size_t size, size_t alignment) = 0;
+  // Frees a whole reservation. kFailedPrecondition while pages are mapped in it.
+  virtual Status FreeRange(uintptr_t base, size_t size) = 0;
+  // Maps the whole of `page` (of `size` bytes) at `address`, inside a range and
+  // over no other mapping. The mapping has no access until SetAccess (rule 1).
+  virtual Status Map(uintptr_t address, size_t size, PageHandle page) = 0;
+  // Gives `devices` read-write access to [address, address+size), which must
+  // be made of whole mappings with no hole (rule 2: kInvalidArgument otherwise).
+  virtual Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices) = 0;
+  // Whether `device` may read and write the mapped byte at `address`.
+  virtual Result<bool> HasAccess(uintptr_t address, int device) = 0;
+  // Unmaps [address, address+size), which must be made of whole mappings
+  // (rule 2: kInvalidArgument otherwise).
+  virtual Status Unmap(uintptr_t address, size_t size) = 0;
+
+  // Synchronous copy of `bytes`. Device addresses are mapped addresses with
+  // access; host addresses are ordinary process memory.
+  virtual Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
+  // Synchronous fill of device memory with a byte value.
+  virtual Status Fill(void* dst, uint8_t value, size_t bytes) = 0;
+};
+
+struct HostBackendOptions {
+  int devices = 1;                  // simulated devices
+  size_t granularity = 2u << 20;    // CUDA's on Hopper, so sizes behave alike
+  size_t device_bytes = 0;          // memory per device; 0: physical RAM
+};
+
+// The host backend is always available.
+std::unique_ptr<Backend> MakeHostBackend(const HostBackendOptions& options = {});
+// kUnavailable when libcuda.so.1 cannot be loaded or no device exists;
+// kUnsupported when a device lacks VMM or POSIX-fd export.
+Result<std::unique_ptr<Backend>> MakeCudaBackend();
+// kUnavailable when libamdhip64 cannot be loaded or no device exists;
+// kUnsupported ("ROCm >= 6.2 required") on an older runtime.
+Result<std::unique_ptr<Backend>> MakeHipBackend();
+
+// Host options from the environment: NANOKV_HOST_DEVICES simulates several
+// devices, NANOKV_HOST_DEVICE_MEMORY (a size, "8GiB") sets memory per device.
+HostBackendOptions HostOptionsFromEnvironment();
+
+// Opens a backend by name: "host", "cuda", "hip", or "auto" (cuda when a
+// VMM-capable device is found, else hip likewise, else host with
+// `host_options`). An empty name means the environment's NANOKV_BACKEND,
+// else "auto".
+Result<std::unique_ptr<Backend>> OpenBackend(std::string_view name,
+                                             const HostBackendOptions& host_options);
+inline Result<std::unique_ptr<Backend>> OpenBackend(std::string_view name = {}) {
+  return OpenBackend(name, HostOptionsFromEnvironment());
+}
+
+}  // namespace nanokv::gpu
+
+#endif  // NANOKV_GPU_BACKEND_H_

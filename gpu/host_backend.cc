@@ -1,0 +1,339 @@
+// The host backend: the GPU backend's contract on CPU memory, so every layer
+// above runs in CI without a GPU. Not a mock: pages are real shared memory that
+// crosses processes by fd, and the CUDA rules of backend.h are enforced here.
+//
+//   page     = a sealed memfd of page_bytes bytes (it cannot grow or shrink, so
+//              a peer cannot SIGBUS the others by truncating a shared page)
+//   export   = dup of the memfd           import  = keep the fd
+//   reserve  = mmap PROT_NONE             map     = mmap MAP_FIXED|MAP_SHARED,
+//                                                   PROT_NONE until SetAccess
+//   access   = mprotect read-write        unmap   = back to a PROT_NONE hole
+//   release  = close the fd (mappings keep the memory, as cuMemRelease does)
+//
+// The rules are enforced with the record the GPU backends keep (VmmRegistry),
+// so host refuses what CUDA refuses, with the same codes and messages.
+//
+// "Device memory" is accounted per simulated device: CreatePage fails with
+// kOutOfMemory once the pages created by this backend exceed device_bytes,
+// as cuMemCreate does when the GPU is full.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "gpu/backend.h"
+#include "gpu/vmm_registry.h"
+
+namespace nanokv::gpu {
+namespace {
+
+size_t PhysicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return size_t{1} << 34;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page_bytes);
+}
+
+size_t AvailableMemoryBytes() {
+  long pages = sysconf(_SC_AVPHYS_PAGES);
+  long page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page_bytes);
+}
+
+class HostBackend final : public Backend {
+ public:
+  explicit HostBackend(const HostBackendOptions& options) : options_(options) {
+    if (options_.devices < 1) options_.devices = 1;
+    if (options_.devices > VmmRegistry::kMaxDevices) options_.devices = VmmRegistry::kMaxDevices;
+    if (options_.granularity == 0) options_.granularity = sysconf(_SC_PAGE_SIZE);
+    if (options_.device_bytes == 0) options_.device_bytes = PhysicalMemoryBytes();
+    created_bytes_.assign(options_.devices, 0);
+  }
+
+  ~HostBackend() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, page] : pages_) close(page.fd);
+    for (auto& [base, range] : registry_.ranges()) munmap(reinterpret_cast<void*>(base), range.size);
+  }
+
+  std::string_view name() const override { return "host"; }
+  int device_count() const override { return options_.devices; }
+
+  Result<DeviceInfo> GetDeviceInfo(int device) override {
+    NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+    DeviceInfo info;
+    info.ordinal = device;
+    info.name = "host";
+    info.granularity = options_.granularity;
+    info.total_bytes = options_.device_bytes;
+    return info;
+  }
+
+  Result<size_t> GetFreeMemory(int device) override {
+    NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t budget = options_.device_bytes - created_bytes_[device];
+    return std::min(budget, AvailableMemoryBytes());
+  }
+
+  Result<PageHandle> CreatePage(int device, size_t size) override {
+    NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+    NANOKV_RETURN_IF_ERROR(CheckSize("CreatePage", size));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (created_bytes_[device] + size > options_.device_bytes) {
+        return Status(Code::kOutOfMemory,
+                      "device " + std::to_string(device) + " has " +
+                          std::to_string(options_.device_bytes - created_bytes_[device]) +
+                          " bytes left, asked " + std::to_string(size),
+                      "CreatePage", "ENOMEM");
+      }
+      created_bytes_[device] += size;  // held now, so concurrent creates cannot overshoot
+    }
+    int fd = memfd_create("nanokv-page", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    Status failure;
+    if (fd < 0) {
+      failure = Status::FromErrno("memfd_create", errno);
+    } else if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      failure = Status::FromErrno("ftruncate", errno, "page of " + std::to_string(size) + " bytes");
+    } else if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      failure = Status::FromErrno("fcntl(F_ADD_SEALS)", errno);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure.ok()) {
+      if (fd >= 0) close(fd);
+      created_bytes_[device] -= size;
+      return failure;
+    }
+    uint64_t id = next_id_++;
+    pages_[id] = Page{fd, size, device, /*counted=*/true};
+    return PageHandle{id};
+  }
+
+  Result<int> ExportPage(PageHandle page) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "ExportPage"));
+    if (!p->counted) {  // as CUDA: an imported handle cannot be exported again
+      return Status(Code::kInvalidArgument,
+                    "page " + std::to_string(page.value) +
+                        " was imported, not created here: it cannot be exported again",
+                    "ExportPage", "EINVAL");
+    }
+    int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno, "ExportPage");
+    return fd;
+  }
+
+  Result<PageHandle> ImportPage(int fd, int device, size_t size) override {
+    Status status = CheckImport(fd, device, size);
+    if (!status.ok()) {
+      if (fd >= 0) close(fd);
+      return status;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t id = next_id_++;
+    pages_[id] = Page{fd, size, device, /*counted=*/false};
+    return PageHandle{id};
+  }
+
+  Status ReleasePage(PageHandle page) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "ReleasePage"));
+    close(p->fd);
+    // Device memory is given back when the handle goes, even if a mapping
+    // still pins the bytes: the same accounting cuMemGetInfo shows.
+    if (p->counted) created_bytes_[p->device] -= p->size;
+    pages_.erase(page.value);
+    return Status::OK();
+  }
+
+  Result<uintptr_t> ReserveRange(size_t size, size_t alignment) override {
+    NANOKV_RETURN_IF_ERROR(CheckSize("ReserveRange", size));
+    if (alignment == 0) alignment = options_.granularity;
+    NANOKV_RETURN_IF_ERROR(CheckReserveAlignment(alignment));
+    // As on a GPU: a range is never aligned below the granularity, or its
+    // base could not take a page.
+    alignment = std::max(alignment, options_.granularity);
+    // Over-reserve, then trim both ends to the alignment.
+    size_t span = size + alignment;
+    void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+      return Status::FromErrno("mmap", errno, "ReserveRange of " + std::to_string(size) + " bytes");
+    }
+    uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+    uintptr_t base = (start + alignment - 1) & ~(alignment - 1);
+    if (base > start) munmap(raw, base - start);
+    uintptr_t end = base + size;
+    if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
+    std::lock_guard<std::mutex> lock(mu_);
+    registry_.AddRange(base, {size, options_.granularity});
+    return base;
+  }
+
+  Status FreeRange(uintptr_t base, size_t size) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_RETURN_IF_ERROR(registry_.TakeRange(base, size).status());
+    munmap(reinterpret_cast<void*>(base), size);
+    return Status::OK();
+  }
+
+  Status Map(uintptr_t address, size_t size, PageHandle page) override {
+    NANOKV_RETURN_IF_ERROR(CheckAligned("Map", address, size));
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "Map"));
+    NANOKV_RETURN_IF_ERROR(registry_.ClaimMapping({.address = address,
+                                                   .size = size,
+                                                   .page = page.value,
+                                                   .device = p->device,
+                                                   .page_bytes = p->size,
+                                                   .granularity = options_.granularity}));
+    void* got = mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                     p->fd, 0);
+    if (got == MAP_FAILED) {
+      registry_.DropMapping(address);
+      return Status::FromErrno("mmap", errno, "Map at " + Hex(address));
+    }
+    return Status::OK();
+  }
+
+  Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices) override {
+    NANOKV_RETURN_IF_ERROR(CheckAligned("SetAccess", address, size));
+    uint64_t mask = 0;
+    for (int device : devices) {
+      NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+      mask |= uint64_t{1} << device;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    // Whole mappings only, as cuMemSetAccess takes (CUDA_ERROR_INVALID_VALUE
+    // for part of one): mprotect would take any page-aligned part.
+    NANOKV_RETURN_IF_ERROR(registry_.WholeMappings("SetAccess", address, size).status());
+    int prot = mask != 0 ? PROT_READ | PROT_WRITE : PROT_NONE;
+    if (mprotect(reinterpret_cast<void*>(address), size, prot) != 0) {
+      return Status::FromErrno("mprotect", errno, "SetAccess at " + Hex(address));
+    }
+    registry_.SetAccess(address, size, mask);
+    return Status::OK();
+  }
+
+  Result<bool> HasAccess(uintptr_t address, int device) override {
+    NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+    std::lock_guard<std::mutex> lock(mu_);
+    const VmmRegistry::Mapping* mapping = registry_.FindMapping(address);
+    if (mapping == nullptr) {
+      return Status::InvalidArgument("HasAccess: " + Hex(address) + " is not mapped");
+    }
+    return (mapping->access & (uint64_t{1} << device)) != 0;
+  }
+
+  Status Unmap(uintptr_t address, size_t size) override {
+    NANOKV_RETURN_IF_ERROR(CheckAligned("Unmap", address, size));
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_ASSIGN_OR_RETURN(auto taken, registry_.TakeMappings("Unmap", address, size));
+    // Put a PROT_NONE hole back, so the range stays reserved as on a GPU.
+    void* got = mmap(reinterpret_cast<void*>(address), size, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (got == MAP_FAILED) {
+      registry_.RestoreMappings(taken);
+      return Status::FromErrno("mmap", errno, "Unmap at " + Hex(address));
+    }
+    return Status::OK();
+  }
+
+  Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    if (bytes == 0) return Status::OK();
+    if (dst == nullptr || src == nullptr) return Status::InvalidArgument("Copy: null address");
+    bool dst_device = kind != CopyKind::kDeviceToHost;
+    bool src_device = kind != CopyKind::kHostToDevice;
+    if (dst_device) NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Copy", dst, bytes));
+    if (src_device) NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Copy", src, bytes));
+    std::memmove(dst, src, bytes);
+    return Status::OK();
+  }
+
+  Status Fill(void* dst, uint8_t value, size_t bytes) override {
+    if (bytes == 0) return Status::OK();
+    if (dst == nullptr) return Status::InvalidArgument("Fill: null address");
+    NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Fill", dst, bytes));
+    std::memset(dst, value, bytes);
+    return Status::OK();
+  }
+
+ private:
+  struct Page {
+    int fd;
+    size_t size;
+    int device;
+    bool counted;  // created here (counts against device memory), not imported
+  };
+
+  Status CheckDevice(int device) const {
+    if (device < 0 || device >= options_.devices) {
+      return Status::NotFound("no device " + std::to_string(device) + " (host backend has " +
+                              std::to_string(options_.devices) + ")");
+    }
+    return Status::OK();
+  }
+
+  Status CheckSize(const char* call, size_t size) const {
+    return CheckMultipleOfGranularity(call, size, options_.granularity);
+  }
+
+  Status CheckAligned(const char* call, uintptr_t address, size_t size) const {
+    return CheckAlignedToGranularity(call, address, size, options_.granularity);
+  }
+
+  Status CheckImport(int fd, int device, size_t size) const {
+    NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+    NANOKV_RETURN_IF_ERROR(CheckSize("ImportPage", size));
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return Status::FromErrno("fstat", errno, "ImportPage");
+    if (!S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) != size) {
+      return Status::InvalidArgument("ImportPage: fd is not a page of " + std::to_string(size) +
+                                     " bytes (it has " + std::to_string(st.st_size) + ")");
+    }
+    // Only sealed pages: an unsealed file could be truncated under a mapping.
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+      return Status::InvalidArgument("ImportPage: fd is not a sealed nanokv page");
+    }
+    return Status::OK();
+  }
+
+  Result<Page*> FindPageLocked(PageHandle page, const char* call) {
+    auto it = pages_.find(page.value);
+    if (it == pages_.end()) {
+      return Status::NotFound(std::string(call) + ": no page handle " + std::to_string(page.value));
+    }
+    return &it->second;
+  }
+
+  // Memory inside our reservations must be mapped with access: on a GPU a
+  // copy there would fault. Memory outside them is the caller's own.
+  Status CheckDeviceMemory(const char* call, const void* pointer, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registry_.CheckSpan(call, pointer, bytes).status();
+  }
+
+  HostBackendOptions options_;
+  std::mutex mu_;
+  uint64_t next_id_ = 1;                           // GUARDED_BY(mu_); 0 is never a handle
+  std::unordered_map<uint64_t, Page> pages_;       // GUARDED_BY(mu_)
+  VmmRegistry registry_;                           // ranges, mappings; GUARDED_BY(mu_)
+  std::vector<size_t> created_bytes_;              // per device; GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeHostBackend(const HostBackendOptions& options) {
+  return std::make_unique<HostBackend>(options);
+}
+
+}  // namespace nanokv::gpu

@@ -1,0 +1,54 @@
+// Backend selection: by name, or "auto" (the first GPU backend that finds a
+// VMM-capable device, else host). Why a GPU backend was passed over is logged,
+// so "why am I on host?" has an answer in the engine's log.
+#include <cstdlib>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "gpu/backend.h"
+#include "base/human_size.h"
+
+namespace nanokv::gpu {
+
+HostBackendOptions HostOptionsFromEnvironment() {
+  HostBackendOptions options;
+  if (const char* devices = std::getenv("NANOKV_HOST_DEVICES")) {
+    int n = std::atoi(devices);
+    if (n > 0) options.devices = n;
+  }
+  if (const char* memory = std::getenv("NANOKV_HOST_DEVICE_MEMORY")) {
+    auto bytes = ParseBytes(memory);
+    if (bytes.ok()) {
+      options.device_bytes = *bytes;
+    } else {
+      spdlog::warn("nanokv: ignoring NANOKV_HOST_DEVICE_MEMORY: {}", bytes.status().ToString());
+    }
+  }
+  return options;
+}
+
+Result<std::unique_ptr<Backend>> OpenBackend(std::string_view name,
+                                             const HostBackendOptions& host_options) {
+  std::string chosen(name);
+  if (chosen.empty()) {
+    const char* env = std::getenv("NANOKV_BACKEND");
+    chosen = env != nullptr && *env != '\0' ? env : "auto";
+  }
+  if (chosen == "host") return MakeHostBackend(host_options);
+  if (chosen == "cuda") return MakeCudaBackend();
+  if (chosen == "hip") return MakeHipBackend();
+  if (chosen != "auto") {
+    return Status::InvalidArgument("unknown backend '" + chosen +
+                                   "' (expected auto, host, cuda or hip)");
+  }
+  auto cuda = MakeCudaBackend();
+  if (cuda.ok()) return cuda;
+  spdlog::debug("nanokv: cuda backend not used: {}", cuda.status().ToString());
+  auto hip = MakeHipBackend();
+  if (hip.ok()) return hip;
+  spdlog::debug("nanokv: hip backend not used: {}", hip.status().ToString());
+  return MakeHostBackend(host_options);
+}
+
+}  // namespace nanokv::gpu
