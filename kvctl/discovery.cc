@@ -18,14 +18,10 @@ std::string Names(const std::vector<std::string>& names) {
 
 const char* KvdStateName(KvdState state) {
   switch (state) {
-    case KvdState::kLive:
-      return "live";
-    case KvdState::kHung:
-      return "hung";
-    case KvdState::kStale:
-      return "stale";
-    case KvdState::kUnreadable:
-      return "unreadable";
+    case KvdState::kLive: return "live";
+    case KvdState::kHung: return "hung";
+    case KvdState::kStale: return "stale";
+    case KvdState::kUnreadable: return "unreadable";
   }
   return "?";
 }

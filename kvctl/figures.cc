@@ -33,14 +33,10 @@ std::string FormatAge(uint64_t then_unix_ns, uint64_t now_unix_ns) {
 std::string TenantStateName(const ipc::TenantRow& row, bool kvd_alive) {
   if (!kvd_alive) return "stale";
   switch (static_cast<ipc::TenantState>(row.state)) {
-    case ipc::TenantState::kAttached:
-      return "attached";
-    case ipc::TenantState::kReclaiming:
-      return "reclaiming";
-    case ipc::TenantState::kDetached:
-      return "detached";
-    case ipc::TenantState::kDead:
-      return "dead";
+    case ipc::TenantState::kAttached: return "attached";
+    case ipc::TenantState::kReclaiming: return "reclaiming";
+    case ipc::TenantState::kDetached: return "detached";
+    case ipc::TenantState::kDead: return "dead";
   }
   return "unknown(" + std::to_string(row.state) + ")";
 }
@@ -54,16 +50,11 @@ std::string InstanceStateName(const ipc::InstanceRow& row, bool kvd_alive) {
   const bool ended = state == ipc::InstanceState::kExited || state == ipc::InstanceState::kFailed;
   if (!kvd_alive && !ended) return "stale";
   switch (state) {
-    case ipc::InstanceState::kStarting:
-      return "starting";
-    case ipc::InstanceState::kRunning:
-      return "running";
-    case ipc::InstanceState::kRestarting:
-      return "restarting";
-    case ipc::InstanceState::kExited:
-      return "exited";
-    case ipc::InstanceState::kFailed:
-      return "failed";
+    case ipc::InstanceState::kStarting: return "starting";
+    case ipc::InstanceState::kRunning: return "running";
+    case ipc::InstanceState::kRestarting: return "restarting";
+    case ipc::InstanceState::kExited: return "exited";
+    case ipc::InstanceState::kFailed: return "failed";
   }
   return kvd_alive ? "unknown(" + std::to_string(row.state) + ")" : "stale";
 }
@@ -130,18 +121,12 @@ uint64_t DeviceUsedBytes(const ipc::DeviceRow& row) {
 
 const char* SortKeyName(SortKey key) {
   switch (key) {
-    case SortKey::kName:
-      return "name";
-    case SortKey::kUsed:
-      return "used";
-    case SortKey::kLimit:
-      return "limit";
-    case SortKey::kShare:
-      return "share";
-    case SortKey::kPid:
-      return "pid";
-    case SortKey::kActivity:
-      return "activity";
+    case SortKey::kName: return "name";
+    case SortKey::kUsed: return "used";
+    case SortKey::kLimit: return "limit";
+    case SortKey::kShare: return "share";
+    case SortKey::kPid: return "pid";
+    case SortKey::kActivity: return "activity";
   }
   return "?";
 }

@@ -17,10 +17,10 @@ namespace nanokv::kvctl {
 
 class JsonWriter {
  public:
-  JsonWriter& BeginObject();
-  JsonWriter& EndObject();
-  JsonWriter& BeginArray();
-  JsonWriter& EndArray();
+  JsonWriter& BeginObject() { return Open('{'); }
+  JsonWriter& EndObject() { return Close('}'); }
+  JsonWriter& BeginArray() { return Open('['); }
+  JsonWriter& EndArray() { return Close(']'); }
   // REQUIRES: inside an object, and the previous key has its value.
   JsonWriter& Key(std::string_view key);
 
@@ -45,6 +45,8 @@ class JsonWriter {
   const std::string& str() const { return out_; }
 
  private:
+  JsonWriter& Open(char bracket);
+  JsonWriter& Close(char bracket);
   void BeforeValue();
 
   std::string out_;

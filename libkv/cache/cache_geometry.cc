@@ -23,16 +23,11 @@ size_t KVDataTypeBytes(KVDataType dtype) {
 
 const char* KVDataTypeName(KVDataType dtype) {
   switch (dtype) {
-    case KVDataType::kFloat16:
-      return "float16";
-    case KVDataType::kBFloat16:
-      return "bfloat16";
-    case KVDataType::kFloat32:
-      return "float32";
-    case KVDataType::kFloat8E4M3:
-      return "float8_e4m3";
-    case KVDataType::kUInt8:
-      return "uint8";
+    case KVDataType::kFloat16: return "float16";
+    case KVDataType::kBFloat16: return "bfloat16";
+    case KVDataType::kFloat32: return "float32";
+    case KVDataType::kFloat8E4M3: return "float8_e4m3";
+    case KVDataType::kUInt8: return "uint8";
   }
   return "unknown";
 }

@@ -81,13 +81,8 @@ NANOKV_API int nanokv_cache_create(nanokv_client_t* client, const nanokv_cache_c
     cfg.keep_free_groups = config->keep_free_groups;
     auto created = nanokv::KVCache::Create(*c->client, cfg);
     if (!created.ok()) return Fail(created.status());
-    auto handle = std::make_unique<nanokv_cache>();
-    handle->owner = c;
-    handle->cache = std::move(created).value();
-    c->children.fetch_add(1);
-    nanokv::capi::Register(handle.get(), nanokv::capi::Kind::kCache);
-    *cache_out = handle.release();
-    return NANOKV_OK;
+    return nanokv::capi::AdoptChild(c, nanokv::capi::Kind::kCache, &nanokv_cache::cache,
+                                    std::move(created).value(), cache_out);
   } NANOKV_CAPI_END;
 }
 
@@ -95,11 +90,7 @@ NANOKV_API int nanokv_cache_destroy(nanokv_cache_t* cache) {
   NANOKV_CAPI_BEGIN {
     nanokv_cache* k = CacheOf(fn, cache);
     if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
-    nanokv::capi::Unregister(k);
-    nanokv_client* owner = k->owner;
-    delete k;  // ~KVCache returns every page (errors logged)
-    owner->children.fetch_sub(1);
-    return NANOKV_OK;
+    return nanokv::capi::DestroyChild(k);  // ~KVCache returns every page (errors logged)
   } NANOKV_CAPI_END;
 }
 

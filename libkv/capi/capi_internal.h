@@ -52,6 +52,33 @@ nanokv_client* ClientOf(const char* function, const nanokv_client* handle);
 nanokv_tensor* TensorOf(const char* function, const nanokv_tensor* handle);
 nanokv_cache* CacheOf(const char* function, const nanokv_cache* handle);
 
+// A tensor or cache handle is born and dies the same way: owned by its
+// client (counted in `children`, so the client cannot be destroyed under
+// it) and known to the registry while it lives.
+// Wraps `object` in a new handle of `kind` on `owner` (in its member
+// `field`) and stores the handle in *out.
+template <typename Handle, typename Object>
+int AdoptChild(nanokv_client* owner, Kind kind, std::unique_ptr<Object> Handle::*field,
+               std::unique_ptr<Object> object, Handle** out) {
+  auto handle = std::make_unique<Handle>();
+  handle->owner = owner;
+  (*handle).*field = std::move(object);
+  owner->children.fetch_add(1);
+  Register(handle.get(), kind);
+  *out = handle.release();
+  return NANOKV_OK;
+}
+// Unregisters and deletes a live child handle (its object's destructor
+// returns the pages), then releases its hold on the client.
+template <typename Handle>
+int DestroyChild(Handle* handle) {
+  Unregister(handle);
+  nanokv_client* owner = handle->owner;
+  delete handle;
+  owner->children.fetch_sub(1);
+  return NANOKV_OK;
+}
+
 // Runs `body` (which returns an int code); an exception becomes NANOKV_INTERNAL.
 template <typename Body>
 int Guard(const char* function, Body&& body) noexcept {

@@ -20,13 +20,8 @@ NANOKV_API int nanokv_tensor_create(nanokv_client_t* client, int device, uint64_
     NANOKV_CAPI_NOT_NULL(tensor_out);
     auto created = nanokv::KVTensor::Create(*c->client, device, bytes);
     if (!created.ok()) return Fail(created.status());
-    auto handle = std::make_unique<nanokv_tensor>();
-    handle->owner = c;
-    handle->tensor = std::move(created).value();
-    c->children.fetch_add(1);
-    nanokv::capi::Register(handle.get(), nanokv::capi::Kind::kTensor);
-    *tensor_out = handle.release();
-    return NANOKV_OK;
+    return nanokv::capi::AdoptChild(c, nanokv::capi::Kind::kTensor, &nanokv_tensor::tensor,
+                                    std::move(created).value(), tensor_out);
   } NANOKV_CAPI_END;
 }
 
@@ -34,11 +29,7 @@ NANOKV_API int nanokv_tensor_destroy(nanokv_tensor_t* tensor) {
   NANOKV_CAPI_BEGIN {
     nanokv_tensor* t = TensorOf(fn, tensor);
     if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
-    nanokv::capi::Unregister(t);
-    nanokv_client* owner = t->owner;
-    delete t;  // ~KVTensor unmaps and returns the pages (errors only logged)
-    owner->children.fetch_sub(1);
-    return NANOKV_OK;
+    return nanokv::capi::DestroyChild(t);  // ~KVTensor unmaps and returns the pages
   } NANOKV_CAPI_END;
 }
 
