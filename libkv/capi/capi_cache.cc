@@ -58,8 +58,7 @@ NANOKV_API int nanokv_cache_config_init(nanokv_cache_config_t* config) {
 NANOKV_API int nanokv_cache_create(nanokv_client_t* client, const nanokv_cache_config_t* config,
                                    nanokv_cache_t** cache_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     NANOKV_CAPI_NOT_NULL(config);
     NANOKV_CAPI_NOT_NULL(cache_out);
     if (config->dtype > NANOKV_KV_UINT8) {
@@ -88,8 +87,7 @@ NANOKV_API int nanokv_cache_create(nanokv_client_t* client, const nanokv_cache_c
 
 NANOKV_API int nanokv_cache_destroy(nanokv_cache_t* cache) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     return nanokv::capi::DestroyChild(k);  // ~KVCache returns every page (errors logged)
   } NANOKV_CAPI_END;
 }
@@ -97,8 +95,7 @@ NANOKV_API int nanokv_cache_destroy(nanokv_cache_t* cache) {
 NANOKV_API int nanokv_cache_allocate_for(nanokv_cache_t* cache, uint64_t request_id,
                                          uint64_t tokens) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     return Check(k->cache->AllocateFor(request_id, tokens));
   } NANOKV_CAPI_END;
 }
@@ -106,8 +103,7 @@ NANOKV_API int nanokv_cache_allocate_for(nanokv_cache_t* cache, uint64_t request
 NANOKV_API int nanokv_cache_append_token(nanokv_cache_t* cache, uint64_t request_id,
                                          int64_t* slot_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(slot_out);
     auto slot = k->cache->AppendToken(request_id);
     if (!slot.ok()) return Fail(slot.status());
@@ -119,16 +115,14 @@ NANOKV_API int nanokv_cache_append_token(nanokv_cache_t* cache, uint64_t request
 NANOKV_API int nanokv_cache_append_tokens(nanokv_cache_t* cache, uint64_t request_id,
                                           uint64_t tokens) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     return Check(k->cache->AppendTokens(request_id, tokens));
   } NANOKV_CAPI_END;
 }
 
 NANOKV_API int nanokv_cache_free_for(nanokv_cache_t* cache, uint64_t request_id) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     return Check(k->cache->FreeFor(request_id));
   } NANOKV_CAPI_END;
 }
@@ -136,8 +130,7 @@ NANOKV_API int nanokv_cache_free_for(nanokv_cache_t* cache, uint64_t request_id)
 NANOKV_API int nanokv_cache_used_tokens(const nanokv_cache_t* cache, uint64_t request_id,
                                         uint64_t* tokens_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(tokens_out);
     auto used = k->cache->UsedTokens(request_id);
     if (!used.ok()) return Fail(used.status());
@@ -149,8 +142,7 @@ NANOKV_API int nanokv_cache_used_tokens(const nanokv_cache_t* cache, uint64_t re
 NANOKV_API int nanokv_cache_block_table(const nanokv_cache_t* cache, uint64_t request_id,
                                         uint32_t* blocks_out, size_t capacity, size_t* count_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(count_out);
     auto table = k->cache->BlockTable(request_id);
     if (!table.ok()) return Fail(table.status());
@@ -168,8 +160,7 @@ NANOKV_API int nanokv_cache_block_table(const nanokv_cache_t* cache, uint64_t re
 NANOKV_API int nanokv_cache_slot_of(const nanokv_cache_t* cache, uint64_t request_id,
                                     uint64_t position, int64_t* slot_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(slot_out);
     auto slot = k->cache->SlotOf(request_id, position);
     if (!slot.ok()) return Fail(slot.status());
@@ -181,8 +172,7 @@ NANOKV_API int nanokv_cache_slot_of(const nanokv_cache_t* cache, uint64_t reques
 NANOKV_API int nanokv_cache_k_view(const nanokv_cache_t* cache, uint32_t layer,
                                    nanokv_cache_view_t* view_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(view_out);
     return ToView(k->cache->KView(layer), view_out);
   } NANOKV_CAPI_END;
@@ -191,8 +181,7 @@ NANOKV_API int nanokv_cache_k_view(const nanokv_cache_t* cache, uint32_t layer,
 NANOKV_API int nanokv_cache_v_view(const nanokv_cache_t* cache, uint32_t layer,
                                    nanokv_cache_view_t* view_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(view_out);
     return ToView(k->cache->VView(layer), view_out);
   } NANOKV_CAPI_END;
@@ -201,8 +190,7 @@ NANOKV_API int nanokv_cache_v_view(const nanokv_cache_t* cache, uint32_t layer,
 NANOKV_API int nanokv_cache_release_free_pages(nanokv_cache_t* cache, uint64_t max_pages,
                                                uint64_t* released_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     auto released = k->cache->ReleaseFreePages(max_pages);
     if (!released.ok()) return Fail(released.status());
     if (released_out != nullptr) *released_out = *released;
@@ -212,8 +200,7 @@ NANOKV_API int nanokv_cache_release_free_pages(nanokv_cache_t* cache, uint64_t m
 
 NANOKV_API int nanokv_cache_release_pending_reclaim(nanokv_cache_t* cache, uint64_t* released_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     auto released = k->cache->ReleasePendingReclaim();
     if (!released.ok()) return Fail(released.status());
     if (released_out != nullptr) *released_out = *released;
@@ -223,8 +210,7 @@ NANOKV_API int nanokv_cache_release_pending_reclaim(nanokv_cache_t* cache, uint6
 
 NANOKV_API int nanokv_cache_num_blocks(const nanokv_cache_t* cache, uint64_t* blocks_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(blocks_out);
     *blocks_out = k->cache->num_blocks();
     return NANOKV_OK;
@@ -234,8 +220,7 @@ NANOKV_API int nanokv_cache_num_blocks(const nanokv_cache_t* cache, uint64_t* bl
 NANOKV_API int nanokv_cache_layer_stride_elements(const nanokv_cache_t* cache,
                                                   int64_t* elements_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(elements_out);
     *elements_out = k->cache->layer_stride_elements();
     return NANOKV_OK;
@@ -244,8 +229,7 @@ NANOKV_API int nanokv_cache_layer_stride_elements(const nanokv_cache_t* cache,
 
 NANOKV_API int nanokv_cache_get_stats(const nanokv_cache_t* cache, nanokv_cache_stats_t* stats_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(stats_out);
     nanokv::KVCacheStats s = k->cache->Stats();
     *stats_out = nanokv_cache_stats_t{s.total_blocks,   s.used_blocks,     s.free_blocks,
@@ -260,8 +244,7 @@ NANOKV_API int nanokv_cache_get_stats(const nanokv_cache_t* cache, nanokv_cache_
 
 NANOKV_API int nanokv_cache_dump(nanokv_cache_t* cache, const char** text_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_cache* k = CacheOf(fn, cache);
-    if (k == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_cache, k, CacheOf, cache);
     NANOKV_CAPI_NOT_NULL(text_out);
     k->dump = k->cache->DumpCacheStats();
     *text_out = k->dump.c_str();

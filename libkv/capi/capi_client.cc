@@ -70,8 +70,7 @@ NANOKV_API int nanokv_attach_from_env(nanokv_client_t** client_out) {
 
 NANOKV_API int nanokv_detach(nanokv_client_t* client) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     if (int live = c->children.load(); live > 0) {
       return Fail(Code::kFailedPrecondition,
                   std::string(fn) + ": " + std::to_string(live) +
@@ -109,8 +108,7 @@ NANOKV_CAPI_GETTER(nanokv_pending_reclaim_pages, uint32_t, c->client->pending_re
 NANOKV_API int nanokv_client_device(const nanokv_client_t* client, size_t index,
                                     nanokv_device_t* device_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     NANOKV_CAPI_NOT_NULL(device_out);
     const auto& devices = c->client->devices();
     if (index >= devices.size()) {
@@ -127,8 +125,7 @@ NANOKV_API int nanokv_client_device(const nanokv_client_t* client, size_t index,
 NANOKV_API int nanokv_grant(nanokv_client_t* client, int device, uint32_t pages,
                             uint32_t* ids_out, uint32_t* generations_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     if (pages > 0) NANOKV_CAPI_NOT_NULL(ids_out);
     auto granted = c->client->Grant(device, pages);
     if (!granted.ok()) return Fail(granted.status());
@@ -143,8 +140,7 @@ NANOKV_API int nanokv_grant(nanokv_client_t* client, int device, uint32_t pages,
 NANOKV_API int nanokv_share(nanokv_client_t* client, int device, const uint32_t* ids,
                             size_t count, uint32_t* generations_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     if (count > 0) NANOKV_CAPI_NOT_NULL(ids);
     auto shared = c->client->Share(device, std::span<const uint32_t>(ids, count));
     if (!shared.ok()) return Fail(shared.status());
@@ -158,8 +154,7 @@ NANOKV_API int nanokv_share(nanokv_client_t* client, int device, const uint32_t*
 NANOKV_API int nanokv_return(nanokv_client_t* client, int device, const uint32_t* ids,
                              size_t count) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     if (count > 0) NANOKV_CAPI_NOT_NULL(ids);
     return Check(c->client->Return(device, std::span<const uint32_t>(ids, count)));
   } NANOKV_CAPI_END;
@@ -167,8 +162,7 @@ NANOKV_API int nanokv_return(nanokv_client_t* client, int device, const uint32_t
 
 NANOKV_API int nanokv_set_limit(nanokv_client_t* client, uint64_t bytes, uint64_t* applied_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     auto applied = c->client->SetLimit(bytes);
     if (!applied.ok()) return Fail(applied.status());
     if (applied_out != nullptr) *applied_out = *applied;
@@ -179,8 +173,7 @@ NANOKV_API int nanokv_set_limit(nanokv_client_t* client, uint64_t bytes, uint64_
 NANOKV_API int nanokv_copy_to_device(nanokv_client_t* client, void* dst, const void* src,
                                      size_t bytes) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     NANOKV_CAPI_NOT_NULL(dst);
     NANOKV_CAPI_NOT_NULL(src);
     return Check(c->client->CopyToDevice(dst, src, bytes));
@@ -190,8 +183,7 @@ NANOKV_API int nanokv_copy_to_device(nanokv_client_t* client, void* dst, const v
 NANOKV_API int nanokv_copy_to_host(nanokv_client_t* client, void* dst, const void* src,
                                    size_t bytes) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     NANOKV_CAPI_NOT_NULL(dst);
     NANOKV_CAPI_NOT_NULL(src);
     return Check(c->client->CopyToHost(dst, src, bytes));
@@ -201,8 +193,7 @@ NANOKV_API int nanokv_copy_to_host(nanokv_client_t* client, void* dst, const voi
 NANOKV_API int nanokv_fill_device(nanokv_client_t* client, void* dst, uint8_t value,
                                   size_t bytes) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     NANOKV_CAPI_NOT_NULL(dst);
     return Check(c->client->FillDevice(dst, value, bytes));
   } NANOKV_CAPI_END;

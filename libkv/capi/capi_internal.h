@@ -100,6 +100,12 @@ int Guard(const char* function, Body&& body) noexcept {
   return ::nanokv::capi::Guard(fn, [&]() -> int
 #define NANOKV_CAPI_END )
 
+// `type* var = lookup(fn, handle)`, returning NANOKV_INVALID_ARGUMENT (the
+// lookup recorded why) for a pointer that is not a live handle of that kind.
+#define NANOKV_CAPI_HANDLE(type, var, lookup, handle) \
+  type* var = lookup(fn, handle);                     \
+  if (var == nullptr) return NANOKV_INVALID_ARGUMENT
+
 // NANOKV_INVALID_ARGUMENT naming the null pointer (inside a body).
 #define NANOKV_CAPI_NOT_NULL(ptr)                                                             \
   do {                                                                                        \

@@ -15,8 +15,7 @@ extern "C" {
 NANOKV_API int nanokv_tensor_create(nanokv_client_t* client, int device, uint64_t bytes,
                                     nanokv_tensor_t** tensor_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_client* c = ClientOf(fn, client);
-    if (c == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_client, c, ClientOf, client);
     NANOKV_CAPI_NOT_NULL(tensor_out);
     auto created = nanokv::KVTensor::Create(*c->client, device, bytes);
     if (!created.ok()) return Fail(created.status());
@@ -27,16 +26,14 @@ NANOKV_API int nanokv_tensor_create(nanokv_client_t* client, int device, uint64_
 
 NANOKV_API int nanokv_tensor_destroy(nanokv_tensor_t* tensor) {
   NANOKV_CAPI_BEGIN {
-    nanokv_tensor* t = TensorOf(fn, tensor);
-    if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_tensor, t, TensorOf, tensor);
     return nanokv::capi::DestroyChild(t);  // ~KVTensor unmaps and returns the pages
   } NANOKV_CAPI_END;
 }
 
 NANOKV_API int nanokv_tensor_map(nanokv_tensor_t* tensor, uint64_t first, uint64_t count) {
   NANOKV_CAPI_BEGIN {
-    nanokv_tensor* t = TensorOf(fn, tensor);
-    if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_tensor, t, TensorOf, tensor);
     return Check(t->tensor->Map(first, count));
   } NANOKV_CAPI_END;
 }
@@ -44,8 +41,7 @@ NANOKV_API int nanokv_tensor_map(nanokv_tensor_t* tensor, uint64_t first, uint64
 NANOKV_API int nanokv_tensor_map_shared(nanokv_tensor_t* tensor, uint64_t index, int device,
                                         const uint32_t* ids, size_t count) {
   NANOKV_CAPI_BEGIN {
-    nanokv_tensor* t = TensorOf(fn, tensor);
-    if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_tensor, t, TensorOf, tensor);
     if (count > 0) NANOKV_CAPI_NOT_NULL(ids);
     return Check(t->tensor->MapShared(index, device, std::span<const uint32_t>(ids, count)));
   } NANOKV_CAPI_END;
@@ -53,24 +49,21 @@ NANOKV_API int nanokv_tensor_map_shared(nanokv_tensor_t* tensor, uint64_t index,
 
 NANOKV_API int nanokv_tensor_unmap(nanokv_tensor_t* tensor, uint64_t first, uint64_t count) {
   NANOKV_CAPI_BEGIN {
-    nanokv_tensor* t = TensorOf(fn, tensor);
-    if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_tensor, t, TensorOf, tensor);
     return Check(t->tensor->Unmap(first, count));
   } NANOKV_CAPI_END;
 }
 
 NANOKV_API int nanokv_tensor_grow(nanokv_tensor_t* tensor, uint64_t pages) {
   NANOKV_CAPI_BEGIN {
-    nanokv_tensor* t = TensorOf(fn, tensor);
-    if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_tensor, t, TensorOf, tensor);
     return Check(t->tensor->Grow(pages));
   } NANOKV_CAPI_END;
 }
 
 NANOKV_API int nanokv_tensor_shrink(nanokv_tensor_t* tensor, uint64_t pages) {
   NANOKV_CAPI_BEGIN {
-    nanokv_tensor* t = TensorOf(fn, tensor);
-    if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_tensor, t, TensorOf, tensor);
     return Check(t->tensor->Shrink(pages));
   } NANOKV_CAPI_END;
 }
@@ -97,8 +90,7 @@ NANOKV_CAPI_GETTER(nanokv_tensor_mapped_prefix, uint64_t, t->tensor->mapped_pref
 NANOKV_API int nanokv_tensor_page_ids(const nanokv_tensor_t* tensor, uint64_t first,
                                       uint64_t count, int64_t* ids_out) {
   NANOKV_CAPI_BEGIN {
-    nanokv_tensor* t = TensorOf(fn, tensor);
-    if (t == nullptr) return NANOKV_INVALID_ARGUMENT;
+    NANOKV_CAPI_HANDLE(nanokv_tensor, t, TensorOf, tensor);
     if (count > 0) NANOKV_CAPI_NOT_NULL(ids_out);
     uint64_t pages = t->tensor->page_count();
     if (first > pages || count > pages - first) {
