@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "ipc/segment/segment_reader.h"
 #include "ipc/uds/channel.h"
 #include "nanokv/client.h"
+#include "tests/integration/page_ledger.h"
 #include "tests/integration/process_util.h"
 
 namespace nanokv::testing {
@@ -124,6 +126,19 @@ class KvdFixture : public ::testing::Test {
   }
 
   uint64_t GrantedPages(int device = 0) { return Read().segment.devices[device].granted_pages; }
+
+  // kvd's published rows agree with the test's own ledger (page_ledger.h).
+  // kvd publishes after it answers, so a difference may last a moment: wait
+  // for agreement, and report the differences if it never comes.
+  void ExpectLedger(const PageLedger& ledger, const std::set<std::string>& others = {},
+                    const std::map<int, uint64_t>& others_pages = {}) {
+    std::string diff;
+    bool agreed = WaitFor([&] {
+      diff = ledger.Diff(Read(), others, others_pages);
+      return diff.empty();
+    }, std::chrono::seconds(5));
+    EXPECT_TRUE(agreed) << "kvd's rows disagree with the ledger:\n" << diff;
+  }
 
   TempDir dir_;
   std::string ipc_;
