@@ -56,24 +56,33 @@ TEST_F(KvdEnginesTest, EightEnginesNeverHoldOnePageTwice) {
   ipc::Snapshot s = Read();
   EXPECT_EQ(s.segment.devices[0].granted_pages, 0u);
   ExpectCountsExact(s);
+  ExpectLedger(PageLedger{});  // every engine gone, nothing held
 }
 
 TEST_F(KvdEnginesTest, QuotaRefusalIsAClearError) {
   StartKvd(32);
+  PageLedger ledger;
   auto client = AttachClient("small", "", 4 * kPage);
   ASSERT_TRUE(client);
+  ledger.Attach("small", "");
   EXPECT_EQ(client->limit_bytes(), 4 * kPage);
-  ASSERT_TRUE(client->Grant(0, 4).ok());
+  auto granted = client->Grant(0, 4);
+  ASSERT_TRUE(granted.ok());
+  ledger.Hold("small", 0, *granted);
   auto over = client->Grant(0, 1);
   EXPECT_EQ(over.status().code(), Code::kResourceExhausted);
   EXPECT_NE(over.status().message().find("limit"), std::string_view::npos) << over.status().ToString();
   // The node's own capacity refuses too, and says so.
   auto big = AttachClient("big");
+  ledger.Attach("big", "");
   auto full = big->Grant(0, 29);
   EXPECT_EQ(full.status().code(), Code::kResourceExhausted);
   EXPECT_NE(full.status().message().find("device 0"), std::string_view::npos) << full.status().ToString();
-  EXPECT_TRUE(big->Grant(0, 28).ok());
+  auto rest = big->Grant(0, 28);
+  ASSERT_TRUE(rest.ok());
+  ledger.Hold("big", 0, *rest);
   ExpectCountsExact(Read());
+  ExpectLedger(ledger);
 }
 
 // A limit lowered below use: kvd asks, the engine's callback gives pages back,
@@ -103,6 +112,13 @@ TEST_F(KvdEnginesTest, LoweredLimitReclaimsThroughTheCallback) {
   }, 5s));
   EXPECT_EQ((*tensor)->mapped_pages(), 3u);
   EXPECT_EQ((*tensor)->Grow(1).code(), Code::kResourceExhausted) << "4 pages are over a 3-page limit";
+  PageLedger ledger;  // what the tensor maps is what kvd counts
+  ledger.Attach("reclaimable", "");
+  for (size_t i = 0; i < (*tensor)->mapped_pages(); ++i) {
+    uint32_t id = *(*tensor)->page_id(i);
+    ledger.Hold("reclaimable", 0, {&id, 1});
+  }
+  ExpectLedger(ledger);
 }
 
 // An operator lowers an engine process's limit over the socket; the engine
@@ -136,8 +152,10 @@ TEST_F(KvdEnginesTest, OperatorLimitReachesAnEngineProcess) {
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row->limit_bytes, 2 * kPage);
   EXPECT_EQ(row->used_bytes, 2 * kPage);
+  ExpectLedger(PageLedger{}, {"held"}, {{0, 2}});
   engine.Signal(SIGKILL);
   EXPECT_TRUE(WaitFor([&] { return GrantedPages() == 0; }, 5s));
+  ExpectLedger(PageLedger{});
 }
 
 // kill -9 at random moments of a grant/return loop: every page comes back.
@@ -156,6 +174,7 @@ TEST_F(KvdEnginesTest, KilledEnginesGiveEveryPageBack) {
       return s.segment.header.tenant_count == 0 && s.segment.devices[0].granted_pages == 0;
     }, 5s)) << "round " << round << ": pages of a killed engine stayed granted";
     ExpectCountsExact(Read());
+    ExpectLedger(PageLedger{});
   }
 }
 
@@ -193,6 +212,13 @@ TEST_F(KvdEnginesTest, GroupsShareBytesAndOnlyInsideTheGroup) {
   EXPECT_EQ(*code, 1) << stranger.Log();
   EXPECT_NE(stranger.Log().find("PermissionDenied"), std::string::npos) << stranger.Log();
   ExpectCountsExact(Read());
+  PageLedger ledger;  // the peer and the stranger are gone; the owner's two pages stay
+  ledger.Attach("owner", "g1");
+  for (size_t i = 0; i < 2; ++i) {
+    uint32_t id = *(*tensor)->page_id(i);
+    ledger.Hold("owner", 0, {&id, 1});
+  }
+  ExpectLedger(ledger);
 }
 
 // The segment, read from this process, says what kvd holds.
@@ -201,8 +227,15 @@ TEST_F(KvdEnginesTest, SegmentMatchesKvdState) {
   auto a = AttachClient("alpha", "ga", 10 * kPage);
   auto b = AttachClient("beta", "gb");
   ASSERT_TRUE(a && b);
-  ASSERT_TRUE(a->Grant(0, 3).ok());
-  ASSERT_TRUE(b->Grant(0, 5).ok());
+  PageLedger ledger;
+  ledger.Attach("alpha", "ga");
+  ledger.Attach("beta", "gb");
+  auto got_a = a->Grant(0, 3);
+  auto got_b = b->Grant(0, 5);
+  ASSERT_TRUE(got_a.ok() && got_b.ok());
+  ledger.Hold("alpha", 0, *got_a);
+  ledger.Hold("beta", 0, *got_b);
+  ExpectLedger(ledger);
   ipc::Snapshot s;
   ASSERT_TRUE(WaitFor([&] { s = Read(); return s.segment.devices[0].granted_pages == 8; }, 5s));
   EXPECT_TRUE(s.kvd_alive);
