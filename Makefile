@@ -2,6 +2,17 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# ccache (Debian's, installed by deps) where present: the builds of one tree
+# (and a fresh clone on a machine that built it before) reuse what was
+# compiled with the same flags. Paths are taken relative to the tree, so a
+# clone in another folder hits the same cache.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+ifneq ($(CCACHE),)
+override CMAKE_FLAGS += -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+               -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+endif
 
 .PHONY: deps build demo test test-asan test-tsan clean
 

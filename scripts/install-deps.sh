@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake make g++ pkg-config git ca-certificates
+  ccache                  # the Makefile compiles through it where present
   libboost-dev            # Interprocess, Asio (header-only parts)
   libspdlog-dev libfmt-dev
   libcli11-dev
