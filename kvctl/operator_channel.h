@@ -22,17 +22,18 @@ class OperatorChannel {
   // the socket's mode keeps us out.
   static Result<OperatorChannel> Connect(std::string_view ipc_name);
 
-  // Sends `request` and returns kvd's reply to it. An Error reply becomes
-  // its Status (kvd's code: kNotFound, kPermissionDenied, ...); no reply
-  // within `timeout` is kUnavailable ("kvd did not answer").
+  // Sends `request` and returns kvd's reply to it (ipc::Call). An Error
+  // reply becomes its Status (kvd's code: kNotFound, kPermissionDenied, ...),
+  // and so does a refusal at connect; no reply within `timeout` is
+  // kUnavailable ("kvd at <path> did not answer"), and closes the channel.
   Result<wire::Message> Call(wire::Message request, std::chrono::milliseconds timeout);
 
  private:
-  OperatorChannel(ipc::Channel channel, std::string path)
-      : channel_(std::move(channel)), path_(std::move(path)) {}
+  OperatorChannel(ipc::Channel channel, std::string peer)
+      : channel_(std::move(channel)), peer_(std::move(peer)) {}
 
   ipc::Channel channel_;
-  std::string path_;
+  std::string peer_;  // "kvd at <socket path>", for the call's messages
   uint64_t next_request_id_ = 1;
 };
 

@@ -2,17 +2,19 @@
 // teardown. The request machinery and the reader thread are in
 // client_requests.cc.
 #include <errno.h>  // program_invocation_short_name (glibc)
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "base/naming.h"
+#include "ipc/rpc/call.h"
+#include "ipc/uds/channel_transport.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
 #include "base/open_file_limit.h"
@@ -22,7 +24,7 @@ namespace {
 
 // kvd may be slow to answer an attach (it is starting, or busy), but an engine
 // must not hang forever on a kvd that accepted and then hung.
-constexpr int kAttachTimeoutMs = 30'000;
+constexpr std::chrono::milliseconds kAttachTimeout{30'000};
 
 // "<program>-<pid>", then "<program>-<pid>-2", ... for further clients of one
 // process: kvd refuses a second live tenant of the same name.
@@ -78,7 +80,6 @@ Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& 
                                     const std::string& tenant, uint64_t request_id,
                                     bool resume) {
   wire::Message request;
-  request.set_request_id(request_id);
   wire::AttachRequest* attach = request.mutable_attach();
   attach->set_tenant(tenant);
   attach->set_group(options.group);
@@ -86,37 +87,18 @@ Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& 
   attach->set_limit_bytes(options.limit_bytes);
   attach->set_limit_fraction(options.limit_fraction);
   attach->set_resume(resume);
-  NANOKV_RETURN_IF_ERROR(channel.Send(wire::Encode(std::move(request))));
-
-  pollfd ready{channel.fd(), POLLIN, 0};
-  int n;
-  do {
-    n = poll(&ready, 1, kAttachTimeoutMs);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return Status::FromErrno("poll", errno, "waiting for kvd's attach reply");
-  if (n == 0) {
-    return Status::Unavailable("kvd did not answer the attach request within " +
-                               std::to_string(kAttachTimeoutMs / 1000) + " s");
-  }
-  std::vector<std::byte> data;
-  std::vector<int> fds;
-  auto received = channel.Receive(&data, &fds);
-  bool had_fds = !fds.empty();
-  client::CloseFds(&fds);
-  if (!received.ok()) return received.status();
-  if (*received != ipc::Channel::Received::kMessage) {
-    return Status::Unavailable("kvd closed the connection during attach");
-  }
-  wire::Message reply;
-  NANOKV_RETURN_IF_ERROR(wire::Decode(data, &reply));
-  if (reply.request_id() != request_id) {
-    return Status::ProtocolError("kvd answered attach with request id " +
-                                 std::to_string(reply.request_id()));
-  }
-  if (reply.has_error()) return wire::StatusFromError(reply.error());
-  if (!reply.has_attach_reply())
+  // Attach is the connection's first request: anything else before its
+  // answer (a notice, a refusal at connect) is a protocol error, as are fds.
+  ipc::ChannelTransport transport(channel);
+  ipc::CallOptions call;
+  call.peer = "kvd";
+  call.timeout = kAttachTimeout;
+  NANOKV_ASSIGN_OR_RETURN(ipc::Reply answer,
+                          ipc::Call(transport, request_id, std::move(request), {}, call));
+  const wire::Message& reply = answer.message;
+  if (!reply.has_attach_reply()) {
     return Status::ProtocolError("kvd answered attach with another message");
-  if (had_fds) return Status::ProtocolError("kvd's attach reply carried fds");
+  }
   return reply.attach_reply();
 }
 

@@ -170,9 +170,6 @@ class Client::Impl {
   // Hands back the held pages of one device, in chunks kvd accepts.
   Status AdoptDevice(ipc::Channel& channel, int device,
                      const std::vector<std::pair<uint32_t, uint32_t>>& pages);
-  // Waits for the reply to `request_id` on a connection the reader does not
-  // read yet; notices that come first are dispatched.
-  Result<wire::Message> AwaitReply(ipc::Channel& channel, uint64_t request_id);
 
   ClientOptions options_;
   std::atomic<uint32_t> tenant_id_{0};

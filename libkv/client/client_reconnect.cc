@@ -2,8 +2,6 @@
 // the same tenant, and hand back the pages this engine still holds, so a
 // restarted kvd re-adopts them (daemon/node/page_journal.h) and the engine's KV
 // survives. Runs on the reader thread, which owns the connection's reads.
-#include <poll.h>
-
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -13,6 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "base/naming.h"
+#include "ipc/rpc/call.h"
+#include "ipc/uds/channel_transport.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
 
@@ -23,7 +23,7 @@ constexpr std::chrono::milliseconds kFirstBackoff{20};
 constexpr std::chrono::milliseconds kMaxBackoff{1000};
 // One reply of a reconnect: kvd just started and may be busy, but a hung one
 // must not keep Detach waiting long.
-constexpr int kReplyTimeoutMs = 5'000;
+constexpr std::chrono::milliseconds kReplyTimeout{5'000};
 
 }  // namespace
 
@@ -115,8 +115,6 @@ Status Client::Impl::AdoptDevice(ipc::Channel& channel, int device,
   for (size_t first = 0; first < pages.size(); first += wire::kMaxAdoptPages) {
     const size_t n = std::min<size_t>(wire::kMaxAdoptPages, pages.size() - first);
     wire::Message request;
-    const uint64_t request_id = next_request_id_++;
-    request.set_request_id(request_id);
     wire::AdoptRequest* adopt = request.mutable_adopt();
     adopt->set_device(device);
     std::vector<int> fds;
@@ -139,15 +137,22 @@ Status Client::Impl::AdoptDevice(ipc::Channel& channel, int device,
     }
     if (!lost.empty()) NoteForfeited(device, lost);
     if (fds.empty()) continue;
-    Status sent = channel.Send(wire::Encode(std::move(request)), fds);
+    // The reader does not read this connection yet: this thread waits for
+    // the answer itself. Notices that come first are kvd's to this tenant (a
+    // reclaim after an adopt over the limit) and are dispatched as the
+    // reader would; a reply to anything else is a protocol error.
+    ipc::ChannelTransport transport(channel);
+    ipc::CallOptions call;
+    call.peer = "kvd";
+    call.timeout = kReplyTimeout;
+    call.on_notice = [this](const wire::Message& notice) { return DispatchNotice(notice); };
+    auto answered = ipc::Call(transport, next_request_id_++, std::move(request), fds, call);
     client::CloseFds(&fds);  // the kernel sent copies
-    NANOKV_RETURN_IF_ERROR(sent);
-    NANOKV_ASSIGN_OR_RETURN(wire::Message reply, AwaitReply(channel, request_id));
-    if (reply.has_error()) return wire::StatusFromError(reply.error());
-    if (!reply.has_adopt_reply()) {
+    NANOKV_ASSIGN_OR_RETURN(ipc::Reply reply, std::move(answered));
+    if (!reply.message.has_adopt_reply()) {
       return Status::ProtocolError("kvd answered an adopt request with another message");
     }
-    const wire::AdoptReply& answer = reply.adopt_reply();
+    const wire::AdoptReply& answer = reply.message.adopt_reply();
     if (answer.refused_size() > 0) {
       spdlog::error("nanokv: kvd did not take back {} pages of device {} ({}): stop using them",
                     answer.refused_size(), device, answer.reason());
@@ -161,37 +166,6 @@ Status Client::Impl::AdoptDevice(ipc::Channel& channel, int device,
 void Client::Impl::NoteForfeited(int device, std::span<const uint32_t> ids) {
   std::lock_guard<std::mutex> lock(mu_);
   for (uint32_t id : ids) pages_forfeited_ += held_.erase({device, id});
-}
-
-Result<wire::Message> Client::Impl::AwaitReply(ipc::Channel& channel, uint64_t request_id) {
-  for (;;) {
-    pollfd ready{channel.fd(), POLLIN, 0};
-    int n;
-    do {
-      n = poll(&ready, 1, kReplyTimeoutMs);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) return Status::FromErrno("poll", errno, "waiting for kvd's reply");
-    if (n == 0) return Status::Unavailable("kvd did not answer within 5 s");
-    std::vector<std::byte> data;
-    std::vector<int> fds;
-    auto received = channel.Receive(&data, &fds);
-    bool had_fds = !fds.empty();
-    client::CloseFds(&fds);
-    if (!received.ok()) return received.status();
-    if (*received == ipc::Channel::Received::kWouldBlock) continue;
-    if (*received == ipc::Channel::Received::kClosed) {
-      return Status::Unavailable("kvd closed the connection");
-    }
-    wire::Message message;
-    NANOKV_RETURN_IF_ERROR(wire::Decode(data, &message));
-    if (had_fds) return Status::ProtocolError("kvd's reply carried fds");
-    if (message.request_id() == request_id) return message;
-    if (message.request_id() != 0) {
-      return Status::ProtocolError("kvd answered request " + std::to_string(message.request_id()) +
-                                   " while " + std::to_string(request_id) + " waited");
-    }
-    NANOKV_RETURN_IF_ERROR(DispatchNotice(message));  // a reclaim after an adopt over the limit
-  }
 }
 
 }  // namespace nanokv

@@ -2,7 +2,6 @@
 // connection to kvd, one request at a time, and its own map of store pages.
 #include "nanokv/object_store.h"
 
-#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,7 +11,9 @@
 #include <spdlog/spdlog.h>
 
 #include "base/naming.h"
+#include "ipc/rpc/call.h"
 #include "ipc/uds/channel.h"
+#include "ipc/uds/channel_transport.h"
 #include "ipc/wire/codec.h"
 #include "ipc/wire/object_codec.h"
 #include "libkv/client/object_transfer.h"
@@ -122,66 +123,26 @@ class ObjectStore::Impl {
 
   Result<wire::Message> CallLocked(wire::Message request, std::vector<int>* fds) {
     if (!channel_.valid()) return Status::Unavailable("nanokv objects: kvd went away");
-    uint64_t rid = next_rid_++;
-    request.set_request_id(rid);
-    NANOKV_RETURN_IF_ERROR(channel_.Send(wire::Encode(std::move(request))));
-    for (;;) {
-      pollfd p{channel_.fd(), POLLIN, 0};
-      int ready = SpinForReply(&p);
-      if (ready == 0) ready = poll(&p, 1, timeout_ms_ == 0 ? -1 : static_cast<int>(timeout_ms_));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) {
-        channel_.Close();  // a late reply must not answer the next request
-        return Status::Unavailable("nanokv objects: kvd did not answer within " +
-                                   std::to_string(timeout_ms_) + " ms");
-      }
-      std::vector<std::byte> data;
-      std::vector<int> got;
-      NANOKV_ASSIGN_OR_RETURN(auto received, channel_.Receive(&data, &got));
-      if (received != ipc::Channel::Received::kMessage) {
-        CloseAll(&got);
-        channel_.Close();
-        return Status::Unavailable("nanokv objects: kvd went away");
-      }
-      wire::Message reply;
-      Status decoded = wire::Decode(data, &reply);
-      if (!decoded.ok()) {
-        CloseAll(&got);
-        return decoded;
-      }
-      if (reply.body_case() == wire::Message::kShutdown) {
-        CloseAll(&got);
-        channel_.Close();
-        return Status::Unavailable("nanokv objects: kvd is shutting down");
-      }
-      if (reply.request_id() != rid) {  // not ours (nothing else is in flight): drop
-        CloseAll(&got);
-        continue;
-      }
-      if (reply.body_case() == wire::Message::kError) {
-        CloseAll(&got);
-        return wire::StatusFromError(reply.error());
-      }
-      if (fds != nullptr) {
-        fds->insert(fds->end(), got.begin(), got.end());
-      } else {
-        CloseAll(&got);
-      }
-      return reply;
-    }
-  }
-
-  // Polls without sleeping for up to spin_us: a reply that comes within it
-  // skips the wake-up of a blocked poll (BENCHMARKS.md: plan round trip).
-  // 1 when readable, 0 when it did not come, -1 on an error.
-  int SpinForReply(pollfd* p) const {
-    if (spin_us_ == 0) return 0;
-    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
-    do {
-      int ready = poll(p, 1, 0);
-      if (ready != 0 && !(ready < 0 && errno == EINTR)) return ready;
-    } while (std::chrono::steady_clock::now() < until);
-    return 0;
+    ipc::ChannelTransport transport(channel_);
+    ipc::CallOptions call;
+    call.peer = "nanokv objects: kvd";
+    if (timeout_ms_ != 0) call.timeout = std::chrono::milliseconds(timeout_ms_);
+    // A reply within spin_us skips the wake-up of a blocked poll
+    // (BENCHMARKS.md: plan round trip).
+    call.spin = std::chrono::microseconds(spin_us_);
+    call.reply_fds = fds != nullptr ? ipc::ReplyFds::kKeep : ipc::ReplyFds::kClose;
+    // One request at a time (call_mu_): a reply to another id answers
+    // nothing here, and is dropped.
+    call.stray_replies = ipc::StrayReplies::kSkip;
+    call.on_notice = [this](const wire::Message& notice) {
+      if (!notice.has_shutdown()) return Status::OK();  // not this connection's business
+      channel_.Close();
+      return Status::Unavailable("nanokv objects: kvd is shutting down");
+    };
+    NANOKV_ASSIGN_OR_RETURN(ipc::Reply reply,
+                            ipc::Call(transport, next_rid_++, std::move(request), {}, call));
+    if (fds != nullptr) fds->insert(fds->end(), reply.fds.begin(), reply.fds.end());
+    return std::move(reply.message);
   }
 
   // Imports and maps the plan's header and payload pages not mapped yet.
