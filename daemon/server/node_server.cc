@@ -24,11 +24,6 @@ uint64_t NowUnixNs() {
       duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
 }
 
-const char* BodyName(const wire::Message& m) {
-  const auto* field = wire::Message::descriptor()->FindFieldByNumber(m.body_case());
-  return field != nullptr ? field->name().c_str() : "(none)";
-}
-
 }  // namespace
 
 NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions options)
@@ -214,7 +209,7 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
                         m.body_case() == wire::Message::kDetach ||
                         m.body_case() == wire::Message::kAdopt;
   if (!engine_request) {
-    return Fault(c, rid, Status::ProtocolError(std::string("kvd does not take '") + BodyName(m) +
+    return Fault(c, rid, Status::ProtocolError(std::string("kvd does not take '") + wire::BodyName(m) +
                                                "' from an engine"));
   }
   if (c.tenant == 0) {

@@ -22,12 +22,6 @@ void CloseAll(std::vector<int>* fds) {
   fds->clear();
 }
 
-// The body's field name, from the descriptor ("attach", "object_open").
-const char* BodyName(const wire::Message& message) {
-  const auto* field = wire::Message::descriptor()->FindFieldByNumber(message.body_case());
-  return field != nullptr ? field->name().c_str() : "nothing";
-}
-
 std::string Duration(std::chrono::milliseconds timeout) {
   if (timeout.count() >= 1000 && timeout.count() % 1000 == 0) {
     return std::to_string(timeout.count() / 1000) + " s";
@@ -59,7 +53,7 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
     return Status::InvalidArgument("request id 0 is a notice's, not a request's");
   }
   // Named in failures only: the answered path builds no string.
-  const char* body = BodyName(request);
+  const char* body = wire::BodyName(request);
   auto asked = [&] { return std::string(body) + " (request " + std::to_string(request_id) + ")"; };
   request.set_request_id(request_id);
   NANOKV_RETURN_IF_ERROR(transport.Send(wire::Encode(std::move(request)), request_fds));
@@ -97,7 +91,7 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
     if (!fds.empty() && options.reply_fds != ReplyFds::kKeep) {
       CloseAll(&fds);
       if (options.reply_fds == ReplyFds::kRefuse) {
-        return Status::ProtocolError(std::string(options.peer) + "'s " + BodyName(message) +
+        return Status::ProtocolError(std::string(options.peer) + "'s " + wire::BodyName(message) +
                                      " carried fds");
       }
     }
@@ -115,7 +109,7 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
     }
     if (options.stray_replies == StrayReplies::kRefuse) {
       return Status::ProtocolError(
-          std::string(options.peer) + " sent " + BodyName(message) +
+          std::string(options.peer) + " sent " + wire::BodyName(message) +
           (message.request_id() == 0 ? std::string(" on its own")
                                      : " for request " + std::to_string(message.request_id())) +
           " while " + asked() + " waited");

@@ -170,4 +170,9 @@ Status StatusFromError(const Error& error) {
   return Status(static_cast<Code>(code), "kvd: " + error.message());
 }
 
+const char* BodyName(const Message& message) {
+  const auto* field = Message::descriptor()->FindFieldByNumber(message.body_case());
+  return field != nullptr ? field->name().c_str() : "nothing";
+}
+
 }  // namespace nanokv::wire

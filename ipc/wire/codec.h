@@ -35,6 +35,10 @@ Message ErrorReply(uint64_t request_id, const Status& status);
 // The Status an Error reply stands for (code range-checked).
 Status StatusFromError(const Error& error);
 
+// The body's field name ("attach", "object_open"), from the descriptor: new
+// messages need no edit; "nothing" for a message without a body.
+const char* BodyName(const Message& message);
+
 // Whether a name is acceptable for a tenant or group: 1..kMaxNameBytes of
 // [A-Za-z0-9_.:@-], so it prints safely in kvctl and logs.
 bool ValidName(const std::string& name);

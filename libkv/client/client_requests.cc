@@ -21,12 +21,6 @@ namespace {
 // the socket detaches the tenant anyway.
 constexpr uint32_t kDetachTimeoutMs = 5'000;
 
-// The body's field name, from the descriptor: new messages need no edit here.
-const char* BodyName(const wire::Message& message) {
-  const auto* field = wire::Message::descriptor()->FindFieldByNumber(message.body_case());
-  return field != nullptr ? field->name().c_str() : "nothing";
-}
-
 // The request kind a reply without pages answers.
 std::optional<Client::Impl::Kind> SimpleReplyKind(wire::Message::BodyCase body) {
   switch (body) {
@@ -338,7 +332,7 @@ void Client::Impl::ReaderLoop() {
 Status Client::Impl::Dispatch(const wire::Message& message, std::vector<int>* fds) {
   if (message.request_id() == 0) {
     if (!fds->empty())
-      return Status::ProtocolError(std::string("kvd's ") + BodyName(message) + " carried fds");
+      return Status::ProtocolError(std::string("kvd's ") + wire::BodyName(message) + " carried fds");
     return DispatchNotice(message);
   }
   std::shared_ptr<Pending> pending;
@@ -348,7 +342,7 @@ Status Client::Impl::Dispatch(const wire::Message& message, std::vector<int>* fd
     if (it != pending_.end()) pending = it->second;
   }
   if (pending == nullptr) {
-    return Status::ProtocolError(std::string("kvd sent ") + BodyName(message) + " for request " +
+    return Status::ProtocolError(std::string("kvd sent ") + wire::BodyName(message) + " for request " +
                                  std::to_string(message.request_id()) + ", which is not waiting");
   }
   switch (message.body_case()) {
@@ -373,10 +367,10 @@ Status Client::Impl::Dispatch(const wire::Message& message, std::vector<int>* fd
   if (!answers || *answers != pending->kind) {
     return Status::ProtocolError(std::string("kvd answered request ") +
                                  std::to_string(message.request_id()) + " with " +
-                                 BodyName(message));
+                                 wire::BodyName(message));
   }
   if (!fds->empty())
-    return Status::ProtocolError(std::string("kvd's ") + BodyName(message) + " carried fds");
+    return Status::ProtocolError(std::string("kvd's ") + wire::BodyName(message) + " carried fds");
   // The reclaim count changes here, on the reader, in kvd's order: a reclaim
   // notice kvd sent before this reply was applied already, one sent after it
   // comes next. Done by the caller after it wakes, a late update could undo a
@@ -480,7 +474,7 @@ Status Client::Impl::DispatchNotice(const wire::Message& message) {
       return Status::OK();  // the reader sees the closed socket next and stops
     }
     default:
-      return Status::ProtocolError(std::string("kvd sent ") + BodyName(message) +
+      return Status::ProtocolError(std::string("kvd sent ") + wire::BodyName(message) +
                                    " with request id 0");
   }
 }
