@@ -81,7 +81,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     }
     Device device;
     device.ordinal = counts.device;
-    for (const GrantedPage& g : *granted) device.pages.push_back(g.id);
+    for (const PageGrant& g : *granted) device.pages.push_back(g.id);
     device.sorted_pages = device.pages;
     std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
     device.header_pages = header_pages;
