@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <span>
 
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
@@ -314,9 +315,6 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   if (object->state == ObjState::kReady) {
     return Status::FailedPrecondition("commit of " + Quote(key) + ": already READY (committed twice)");
   }
-  if (object->host_copies != 0) {
-    return Status::FailedPrecondition("commit of " + Quote(key) + ": a put is still copying it");
-  }
   if (!published) NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjState::kReady));
   object->published = published;
   devices_[object->device].writing.erase({object->deadline_ns, object});
@@ -338,9 +336,6 @@ Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_
   if (object->state == ObjState::kReady) {
     return Status::FailedPrecondition("revoke of " + Quote(key) + ": it is READY (remove it instead)");
   }
-  if (object->host_copies != 0) {
-    return Status::FailedPrecondition("revoke of " + Quote(key) + ": a put is still copying it");
-  }
   Kill(object);
   return Status::OK();
 }
@@ -356,8 +351,7 @@ Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns) {
   }
   if (Leased(*object, now_ns)) {
     return Status::FailedPrecondition("remove of " + Quote(key) + ": under a read lease (" +
-                                      std::to_string(object->leases.size()) + " lease(s), " +
-                                      std::to_string(object->host_copies) + " copy in flight)");
+                                      std::to_string(object->leases.size()) + " lease(s))");
   }
   Kill(object);
   return Status::OK();
@@ -415,72 +409,6 @@ Status ObjectIndex::SetPin(std::string_view key, PinKind pin) {
   if (object == nullptr) return Status::NotFound("pin of " + Quote(key) + ": no such object");
   object->pin = pin;
   return Status::OK();
-}
-
-Status ObjectIndex::ClaimCopy(std::string_view key, uint32_t epoch, uint64_t* offset, size_t* d) {
-  Object* object = Find(key);
-  if (object == nullptr || object->epoch != epoch) {
-    return Status::Internal("object " + Quote(key) + " vanished during its put");
-  }
-  ++object->host_copies;
-  *offset = object->payload_offset;
-  *d = object->device;
-  return Status::OK();
-}
-
-Status ObjectIndex::Put(std::string_view key, std::span<const std::byte> bytes,
-                        int preferred_device, uint64_t now_ns) {
-  NANOKV_ASSIGN_OR_RETURN(WritePlan plan, OpenForWrite(key, bytes.size(), preferred_device, now_ns));
-  uint64_t offset = 0;
-  size_t d = 0;
-  {
-    std::lock_guard lock(mu_);
-    // host_copies keeps the object from being reclaimed or revoked meanwhile.
-    NANOKV_RETURN_IF_ERROR(ClaimCopy(key, plan.epoch, &offset, &d));
-  }
-  // The copy runs outside the lock: other keys go on meanwhile.
-  Status copied = backend_.Copy(reinterpret_cast<void*>(devices_[d].base + offset), bytes.data(),
-                                bytes.size(), gpu::CopyKind::kHostToDevice);
-  {
-    std::lock_guard lock(mu_);
-    Object* object = Find(key);
-    --object->host_copies;
-    if (!copied.ok()) {
-      Kill(object);
-      return copied;
-    }
-  }
-  return Commit(key, plan.epoch, now_ns);
-}
-
-Result<std::vector<std::byte>> ObjectIndex::Get(std::string_view key, uint64_t now_ns) {
-  uint64_t offset = 0, bytes = 0;
-  size_t d = 0;
-  {
-    std::lock_guard lock(mu_);
-    Object* object = Find(key);
-    if (object == nullptr) return Status::NotFound("get of " + Quote(key) + ": no such object");
-    if (object->state != ObjState::kReady) {
-      return Status::FailedPrecondition("get of " + Quote(key) + ": it is " +
-                                        ObjStateName(object->state) + ", not READY");
-    }
-    ++object->host_copies;  // an implicit lease for the copy
-    UnmakeEvictable(object);
-    object->last_access_ns = now_ns;
-    MakeEvictable(object);
-    offset = object->payload_offset;
-    bytes = object->bytes_total;
-    d = object->device;
-  }
-  std::vector<std::byte> out(bytes);
-  Status copied = backend_.Copy(out.data(), reinterpret_cast<const void*>(devices_[d].base + offset),
-                                bytes, gpu::CopyKind::kDeviceToHost);
-  {
-    std::lock_guard lock(mu_);
-    --Find(key)->host_copies;
-  }
-  NANOKV_RETURN_IF_ERROR(copied);
-  return out;
 }
 
 Result<uintptr_t> ObjectIndex::StoreBase(int device) const {

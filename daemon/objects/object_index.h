@@ -22,22 +22,22 @@
 //
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
-//      last_access hint changes; OpenForWrite/Put on a live key answers
+//      last_access hint changes; OpenForWrite on a live key answers
 //      kAlreadyExists (remove first, as Mooncake does).
 //   2. Epochs are unique per device and never reused: a plan for an object
 //      that has since died answers kFailedPrecondition, never acts on the
 //      key's next object.
-//   3. A leased object (lease not expired) or one a Get is copying is neither
-//      evicted nor removed; a hard-pinned one is never evicted; a soft-pinned
-//      one only when no unpinned object can be.
+//   3. A leased object (lease not expired) is neither evicted nor removed (a
+//      reader copies under a lease); a hard-pinned one is never evicted; a
+//      soft-pinned one only when no unpinned object can be.
 //   4. Space: per device, the allocator's allocated bytes are exactly the sum
 //      of the live objects' rounded lengths, and live objects hold distinct
 //      header slots; the store's pages are exactly the pages its tenant holds
 //      in NodeState, so the pool's accounting stays exact.
 //
 // Threads: every method may be called from many threads; one mutex guards
-// the index. Put and Get copy payload bytes outside it (the object is kept
-// alive by a host writer / reader count while they do).
+// the index. The index never copies payload: producers and readers do,
+// through the plan (tests/unit/daemon/object_index_test.cc shows both).
 //
 // The store's pages are taken from NodeState as a tenant of its own (name
 // kStoreTenant, group of the same name), so the pool, kvctl list and the
@@ -54,7 +54,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -183,11 +182,6 @@ class ObjectIndex {
   Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns);
   Status SetPin(std::string_view key, PinKind pin);
 
-  // Host-side convenience through the backend's copies: open, copy, commit.
-  Status Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device,
-             uint64_t now_ns);
-  Result<std::vector<std::byte>> Get(std::string_view key, uint64_t now_ns);
-
   // Reclaims writes past write_timeout and drops expired leases. Returns how
   // many writes it reclaimed. kvd calls it from its timer; every
   // OpenForWrite calls it for its device too.
@@ -227,7 +221,6 @@ class ObjectIndex {
     uint64_t last_access_ns = 0;
     uint64_t rank = 0;           // the eviction order key while READY
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
-    uint32_t host_copies = 0;    // Put/Get copying right now
     PinKind pin = PinKind::kNone;
     bool published = false;      // committed on the producer's word that READY is on the device
   };
@@ -275,7 +268,6 @@ class ObjectIndex {
   // Evicts one victim (soft pins only when `soft`). False if none.
   bool EvictOne(size_t d, bool soft, uint64_t now_ns);
   Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint64_t now_ns);
-  Status ClaimCopy(std::string_view key, uint32_t epoch, uint64_t* offset, size_t* d);
 
   gpu::Backend& backend_;
   NodeState& node_;

@@ -18,7 +18,7 @@ void ObjectIndex::UnmakeEvictable(Object* object) {
 
 bool ObjectIndex::Leased(Object& object, uint64_t now_ns) {
   std::erase_if(object.leases, [&](const auto& lease) { return lease.second <= now_ns; });
-  return !object.leases.empty() || object.host_copies != 0;
+  return !object.leases.empty();
 }
 
 void ObjectIndex::Kill(Object* object) {
@@ -50,7 +50,6 @@ size_t ObjectIndex::ReclaimLocked(size_t d, uint64_t now_ns) {
   for (auto it = device.writing.begin(); it != device.writing.end() && it->first <= now_ns;) {
     Object* object = it->second;
     ++it;  // Kill erases the entry
-    if (object->host_copies != 0) continue;  // kvd's own put, still copying
     spdlog::info("object store: reclaiming '{}' ({} past write_timeout, epoch {})", object->key,
                  ObjStateName(object->state), object->epoch);
     Kill(object);
