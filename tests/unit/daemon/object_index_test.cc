@@ -65,7 +65,7 @@ class ObjectStoreTest : public ::testing::Test {
   // backend, commit (revoke when the copy fails).
   Status PutByPlan(const std::string& key, std::span<const std::byte> bytes, int device,
                    uint64_t now_ns) {
-    NANOKV_ASSIGN_OR_RETURN(WritePlan plan, store_->OpenForWrite(key, bytes.size(), device, now_ns));
+    NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->OpenForWrite(key, bytes.size(), device, now_ns));
     NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
     Status copied = backend_->Copy(reinterpret_cast<void*>(base + plan.payload_offset), bytes.data(),
                                    bytes.size(), gpu::CopyKind::kHostToDevice);
@@ -79,7 +79,7 @@ class ObjectStoreTest : public ::testing::Test {
   // A reader's get: a lease first (the object can be neither removed nor
   // evicted while it copies), then the copy, then the release.
   Result<std::vector<std::byte>> GetUnderLease(const std::string& key, uint64_t now_ns) {
-    NANOKV_ASSIGN_OR_RETURN(Lease lease, store_->AcquireLease(key, now_ns));
+    NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease, store_->AcquireLease(key, now_ns));
     Result<std::vector<std::byte>> got = CopyOut(key, now_ns);
     Status released = store_->ReleaseLease(key, lease.id, now_ns);
     if (got.ok() && !released.ok()) return released;
@@ -88,7 +88,7 @@ class ObjectStoreTest : public ::testing::Test {
 
   // REQUIRES: `key` is leased.
   Result<std::vector<std::byte>> CopyOut(const std::string& key, uint64_t now_ns) {
-    NANOKV_ASSIGN_OR_RETURN(ObjMeta plan, store_->GetLocation(key, now_ns));
+    NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->GetLocation(key, now_ns));
     NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
     std::vector<std::byte> out(plan.bytes_total);
     NANOKV_RETURN_IF_ERROR(backend_->Copy(out.data(), reinterpret_cast<const void*>(base + plan.payload_offset),
@@ -127,7 +127,7 @@ TEST_F(ObjectStoreTest, PutGetByteExactAndHeaderOnDevice) {
   auto meta = store_->GetLocation("sess:42:kv:L0", 7 * kMs);
   ASSERT_TRUE(meta.ok());
   EXPECT_EQ(meta->device, 1);
-  EXPECT_EQ(meta->state, ObjState::kReady);
+  EXPECT_EQ(meta->state, ObjectState::kReady);
   EXPECT_EQ(meta->key_hash, KeyHash("sess:42:kv:L0"));
   EXPECT_EQ(meta->bytes_total, data.size());
   // The payload spans pages; the spans add up and start past the header arena.
@@ -140,10 +140,10 @@ TEST_F(ObjectStoreTest, PutGetByteExactAndHeaderOnDevice) {
   // The 64-byte header on the device says READY with the same layout.
   auto base = store_->StoreBase(1);
   ASSERT_TRUE(base.ok());
-  ObjHeader header;
+  ObjectHeader header;
   std::memcpy(&header, reinterpret_cast<const void*>(*base + meta->header_offset), sizeof(header));
   EXPECT_EQ(header.key_hash, meta->key_hash);
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjState::kReady));
+  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kReady));
   EXPECT_EQ(header.epoch, meta->epoch);
   EXPECT_EQ(header.payload_base, meta->payload_offset);
   EXPECT_EQ(header.bytes_total, data.size());
@@ -201,9 +201,9 @@ TEST_F(ObjectStoreTest, StateTransitionsAndIllegalOnes) {
   EXPECT_EQ(GetUnderLease("k", 4 * kMs).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->Commit("k", plan->epoch, 4 * kMs).code(), Code::kNotFound);
   // The header was marked DEAD before its slot was freed.
-  ObjHeader header;
+  ObjectHeader header;
   std::memcpy(&header, reinterpret_cast<const void*>(*base + plan->header_offset), sizeof(header));
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjState::kDead));
+  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kDead));
 
   // Revoke: WRITING -> DEAD, then the plan is dead.
   auto again = store_->OpenForWrite("k2", 100, 0, 5 * kMs);
@@ -220,8 +220,8 @@ TEST_F(ObjectStoreTest, ACommitByTheProducersKernelIsAccepted) {
   ASSERT_TRUE(plan.ok());
   // What kv_commit_ready does on a GPU: READY stored into the header first.
   auto base = store_->StoreBase(0);
-  uint32_t ready = static_cast<uint32_t>(ObjState::kReady);
-  std::memcpy(reinterpret_cast<void*>(*base + plan->header_offset + kObjHeaderStateOffset), &ready, 4);
+  uint32_t ready = static_cast<uint32_t>(ObjectState::kReady);
+  std::memcpy(reinterpret_cast<void*>(*base + plan->header_offset + kObjectHeaderStateOffset), &ready, 4);
   Check();  // a device READY under a WRITING index entry is legal
   ASSERT_OK(store_->Commit("k", plan->epoch, kMs));
   Check();
@@ -236,22 +236,22 @@ TEST_F(ObjectStoreTest, APublishedCommitLeavesTheDeviceHeaderAlone) {
   auto base = store_->StoreBase(0);
   auto state_on_device = [&] {
     uint32_t state = 0;
-    std::memcpy(&state, reinterpret_cast<void*>(*base + plan->header_offset + kObjHeaderStateOffset), 4);
-    return static_cast<ObjState>(state);
+    std::memcpy(&state, reinterpret_cast<void*>(*base + plan->header_offset + kObjectHeaderStateOffset), 4);
+    return static_cast<ObjectState>(state);
   };
   ASSERT_OK(store_->Commit("k", plan->epoch, kMs, /*published=*/true));
-  EXPECT_EQ(state_on_device(), ObjState::kWriting);  // kvd did not write it
-  EXPECT_EQ(store_->GetLocation("k", kMs)->state, ObjState::kReady);
+  EXPECT_EQ(state_on_device(), ObjectState::kWriting);  // kvd did not write it
+  EXPECT_EQ(store_->GetLocation("k", kMs)->state, ObjectState::kReady);
   Check();
   // The same rules as any commit: twice, or with a stale epoch, is refused.
   EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
   ASSERT_OK(store_->Remove("k", kMs));
-  EXPECT_EQ(state_on_device(), ObjState::kDead);
+  EXPECT_EQ(state_on_device(), ObjectState::kDead);
   auto next = store_->OpenForWrite("k", 64, 0, kMs);
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
   ASSERT_OK(store_->Commit("k", next->epoch, kMs));
-  EXPECT_EQ(state_on_device(), ObjState::kReady);
+  EXPECT_EQ(state_on_device(), ObjectState::kReady);
   Check();
 }
 
@@ -277,15 +277,15 @@ TEST_F(ObjectStoreTest, EpochsGuardReuse) {
 TEST_F(ObjectStoreTest, RefusesBadInput) {
   Open();
   EXPECT_EQ(store_->OpenForWrite("", 10, 0, 0).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(store_->OpenForWrite(std::string(kMaxKeyBytes + 1, 'x'), 10, 0, 0).status().code(),
+  EXPECT_EQ(store_->OpenForWrite(std::string(kMaxObjectKeyBytes + 1, 'x'), 10, 0, 0).status().code(),
             Code::kInvalidArgument);
-  EXPECT_TRUE(store_->OpenForWrite(std::string(kMaxKeyBytes, 'x'), 10, 0, 0).ok());
+  EXPECT_TRUE(store_->OpenForWrite(std::string(kMaxObjectKeyBytes, 'x'), 10, 0, 0).ok());
   EXPECT_EQ(store_->OpenForWrite("a b", 10, 0, 0).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->OpenForWrite(std::string("a\0b", 3), 10, 0, 0).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->OpenForWrite("k", 0, 0, 0).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->OpenForWrite("k", 10, 7, 0).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->OpenForWrite("k", 11 * kMiB, 0, 0).status().code(), Code::kResourceExhausted);
-  EXPECT_EQ(store_->SetPin("nope", PinKind::kHard).code(), Code::kNotFound);
+  EXPECT_EQ(store_->SetPin("nope", ObjectPin::kHard).code(), Code::kNotFound);
   Check();
 }
 
@@ -348,8 +348,8 @@ TEST_F(ObjectStoreTest, PinsSoftLastHardNever) {
   config_.policy = EvictionPolicy::kFifo;
   Open();
   PutMany("o", 9, kMiB);
-  ASSERT_OK(store_->SetPin("o0", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("o1", PinKind::kSoft));
+  ASSERT_OK(store_->SetPin("o0", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("o1", ObjectPin::kSoft));
   auto freed = store_->Evict(0, 7 * kMiB, 50 * kMs);  // all but o0, o1 is 7 MiB
   ASSERT_TRUE(freed.ok());
   EXPECT_EQ(*freed, 7 * kMiB);
@@ -399,10 +399,10 @@ TEST_F(ObjectStoreTest, HeaderSlotsRunOutThenEvict) {
   PutMany("o", 4, 100);
   ASSERT_OK(PutByPlan("five", Pattern(100, 5), 0, 10 * kMs));  // evicts the LRU one
   EXPECT_FALSE(Has("o0"));
-  ASSERT_OK(store_->SetPin("o1", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("o2", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("o3", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("five", PinKind::kHard));
+  ASSERT_OK(store_->SetPin("o1", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("o2", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("o3", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("five", ObjectPin::kHard));
   EXPECT_EQ(store_->OpenForWrite("six", 10, 0, 11 * kMs).status().code(), Code::kResourceExhausted);
   Check();
 }
