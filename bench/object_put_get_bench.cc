@@ -179,7 +179,7 @@ int Main(int argc, char** argv) {
       StatusCheck(header.status(), "HeaderPointer");
       kernels::Segment seg{*payload, bytes};
       double t2 = NowMicros();
-      StatusCheck(kernels::StorePagesAndCommit(src, &seg, 1, static_cast<ObjHeader*>(*header), plan->epoch,
+      StatusCheck(kernels::StorePagesAndCommit(src, &seg, 1, static_cast<ObjectHeader*>(*header), plan->epoch,
                                                nullptr, stream), "StorePagesAndCommit");
       CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
       double t3 = NowMicros();

@@ -173,20 +173,20 @@ Status LoadPages(void* dst, const Segment* segments, std::size_t n_segments, voi
   return CopySegments(dst, segments, n_segments, /*store=*/false, stream);
 }
 
-Status CommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result, void* stream) {
+Status CommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result, void* stream) {
   if (header == nullptr) return Status::InvalidArgument("kv_commit_ready: null header");
   return FromLaunch(detail::LaunchCommitReady(header, epoch, result, stream), "kv_commit_ready");
 }
 
 Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t n_segments,
-                           ObjHeader* header, std::uint32_t epoch, std::uint32_t* result,
+                           ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                            void* stream) {
   if (header == nullptr) return Status::InvalidArgument("kv_commit_ready: null header");
   NANOKV_RETURN_IF_ERROR(StorePages(src, segments, n_segments, stream));
   return CommitReady(header, epoch, result, stream);
 }
 
-Status ReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream) {
+Status ReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream) {
   if (header == nullptr || state_out == nullptr) {
     return Status::InvalidArgument("kv_read_state: null header or output");
   }

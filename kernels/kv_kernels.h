@@ -115,20 +115,21 @@ Status LoadPages(void* dst, const Segment* segments, std::size_t n_segments, voi
 // release at system scope. Enqueued on `stream`, it runs after all earlier
 // work there (the payload stores), so a reader that loads READY with acquire
 // sees every byte. result (device or mapped memory, 2 x uint32, may be
-// nullptr) gets {CommitCode (obj_header.h), the state found}. The epoch check and the CAS are
-// two steps: kvd must not reuse a slot a timed-out writer may still commit
-// (reclaim moves it to DEAD, which this CAS refuses, and the epoch bumps).
-Status CommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result, void* stream);
+// nullptr) gets {CommitCode (nanokv/object_header.h), the state found}. The
+// epoch check and the CAS are two steps: kvd must not reuse a slot a
+// timed-out writer may still commit (reclaim moves it to DEAD, which this CAS
+// refuses, and the epoch bumps).
+Status CommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result, void* stream);
 
 // StorePages then CommitReady on the same stream.
 Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t n_segments,
-                           ObjHeader* header, std::uint32_t epoch, std::uint32_t* result,
+                           ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                            void* stream);
 
 // One thread loads header->state with acquire at system scope and writes it
 // to *state_out (device or mapped memory). Work enqueued after it on the same
 // stream (a LoadPages) is ordered after that acquire.
-Status ReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream);
+Status ReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream);
 
 // Waits for everything enqueued on `stream`; a fault of a kernel that ran
 // there comes back as kInternal naming the runtime's error.

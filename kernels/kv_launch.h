@@ -50,9 +50,9 @@ struct SegmentBatch {
 
 // store: contiguous -> segments; else segments -> contiguous.
 int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream);
-int LaunchCommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result,
+int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                       void* stream);
-int LaunchReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream);
+int LaunchReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream);
 
 int StreamSynchronize(void* stream);
 int GetDevice(int* device);

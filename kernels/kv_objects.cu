@@ -6,7 +6,7 @@
 #include "kernels/gpu_compat.h"
 #include "kernels/kv_launch.h"
 #include "nanokv/object_header.h"
-#include "kernels/obj_state.cuh"
+#include "kernels/object_state.cuh"
 
 namespace nanokv::kernels::detail {
 namespace {
@@ -85,7 +85,7 @@ int Launch(char* contiguous, const SegmentBatch& batch, bool store, dim3 grid, c
   return static_cast<int>(cudaGetLastError());
 }
 
-__global__ void CommitReadyKernel(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result) {
+__global__ void CommitReadyKernel(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result) {
   std::uint32_t seen = 0;
   const std::uint32_t code = CommitReadyDevice(header, epoch, &seen);
   if (result != nullptr) {
@@ -94,7 +94,7 @@ __global__ void CommitReadyKernel(ObjHeader* header, std::uint32_t epoch, std::u
   }
 }
 
-__global__ void ReadStateKernel(const ObjHeader* header, std::uint32_t* state_out) {
+__global__ void ReadStateKernel(const ObjectHeader* header, std::uint32_t* state_out) {
   *state_out = LoadStateAcquire(header);
 }
 
@@ -114,13 +114,13 @@ int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, 
   return Launch<kSegmentsPerLaunch>(linear, batch, store, grid, s);
 }
 
-int LaunchCommitReady(ObjHeader* header, std::uint32_t epoch, std::uint32_t* result,
+int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                       void* stream) {
   CommitReadyKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(header, epoch, result);
   return static_cast<int>(cudaGetLastError());
 }
 
-int LaunchReadState(const ObjHeader* header, std::uint32_t* state_out, void* stream) {
+int LaunchReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream) {
   ReadStateKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(header, state_out);
   return static_cast<int>(cudaGetLastError());
 }

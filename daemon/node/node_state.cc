@@ -338,7 +338,7 @@ Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
   return Status::OK();
 }
 
-void NodeState::AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<GrantedPage>* out) {
+void NodeState::AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageGrant>* out) {
   PageInfo& page = devices_[d].pages[id];
   if (page.holders.empty()) ++devices_[d].held;
   page.holders.push_back(tenant.id);
@@ -350,8 +350,8 @@ void NodeState::AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<Grant
   out->push_back({id, page.generation, needs_fd});
 }
 
-Result<std::vector<GrantedPage>> NodeState::Grant(TenantId tenant_id, int device, uint32_t count,
-                                                  uint64_t now_unix_ns) {
+Result<std::vector<PageGrant>> NodeState::Grant(TenantId tenant_id, int device, uint32_t count,
+                                                uint64_t now_unix_ns) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
@@ -374,16 +374,16 @@ Result<std::vector<GrantedPage>> NodeState::Grant(TenantId tenant_id, int device
     }
     taken.push_back(*id);
   }
-  std::vector<GrantedPage> out;
+  std::vector<PageGrant> out;
   out.reserve(count);
   for (PageId id : taken) AddHolder(d, id, *tenant, &out);
   tenant->last_activity_unix_ns = now_unix_ns;
   return out;
 }
 
-Result<std::vector<GrantedPage>> NodeState::Share(TenantId tenant_id, int device,
-                                                  std::span<const PageId> ids,
-                                                  uint64_t now_unix_ns) {
+Result<std::vector<PageGrant>> NodeState::Share(TenantId tenant_id, int device,
+                                                std::span<const PageId> ids,
+                                                uint64_t now_unix_ns) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
@@ -403,7 +403,7 @@ Result<std::vector<GrantedPage>> NodeState::Share(TenantId tenant_id, int device
       return Status::FailedPrecondition(which + " is already held by this tenant");
     }
   }
-  std::vector<GrantedPage> out;
+  std::vector<PageGrant> out;
   out.reserve(ids.size());
   for (PageId id : ids) {
     PageInfo& page = state.pages[id];
@@ -546,7 +546,7 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
   if (std::find(page.holders.begin(), page.holders.end(), tenant.id) != page.holders.end()) {
     return refuse("already held by this tenant");
   }
-  std::vector<GrantedPage> ignored;
+  std::vector<PageGrant> ignored;
   if (page.recovering) {
     // The first engine of the group to hand it back: its fd becomes the
     // page. One copy for the pool to hand out, one to import here.

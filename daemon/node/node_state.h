@@ -66,8 +66,10 @@ struct Tenant {
   std::vector<std::map<PageId, uint32_t>> imported;
 };
 
-// One page of a grant, in the order of the request.
-struct GrantedPage {
+// One page of a grant as kvd decided it, in the order of the request: what
+// the engine receives (its nanokv::GrantedPage: id, generation) plus whether
+// the reply must carry the page's fd.
+struct PageGrant {
   PageId id = 0;
   uint32_t generation = 0;
   bool needs_fd = false;  // the tenant's process has not imported this generation
@@ -140,14 +142,14 @@ class NodeState {
   // Grants `count` pages of device ordinal `device`, all or none.
   // kResourceExhausted names the limit that refused it (the tenant's or the
   // device's capacity); the backend's error if a page cannot be created.
-  Result<std::vector<GrantedPage>> Grant(TenantId tenant, int device, uint32_t count,
-                                         uint64_t now_unix_ns);
+  Result<std::vector<PageGrant>> Grant(TenantId tenant, int device, uint32_t count,
+                                       uint64_t now_unix_ns);
   // Adds this tenant as a holder of pages its group already owns (held by
   // another tenant of the group, or on the group's free list): the way two
   // engines of one group share bytes. All or none; counts against the limit.
   // kPermissionDenied for a page owned by another group.
-  Result<std::vector<GrantedPage>> Share(TenantId tenant, int device, std::span<const PageId> ids,
-                                         uint64_t now_unix_ns);
+  Result<std::vector<PageGrant>> Share(TenantId tenant, int device, std::span<const PageId> ids,
+                                       uint64_t now_unix_ns);
   // Gives pages back, all or none: every id must be held by this tenant.
   Status Return(TenantId tenant, int device, std::span<const PageId> ids, uint64_t now_unix_ns);
   // Sets a tenant's limit (clamped to the node's capacity). Below its use,
@@ -228,7 +230,7 @@ class NodeState {
   Status Recycle(size_t d, PageId id);
   void QueueForget(TenantId tenant, int device, PageId id);
   size_t Obtainable(size_t d) const;
-  void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<GrantedPage>* out);
+  void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageGrant>* out);
   void ReleaseHolder(size_t d, PageId id, TenantId tenant);
   Status CheckQuota(const Tenant& tenant, uint32_t count) const;
   void MaybeEndReclaim(Tenant& tenant);

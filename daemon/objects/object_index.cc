@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <span>
 
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
@@ -10,37 +11,22 @@
 namespace nanokv::kvd {
 namespace {
 
-constexpr uint64_t kHeaderBytes = sizeof(ObjHeader);
+constexpr uint64_t kHeaderBytes = sizeof(ObjectHeader);
 
 std::string Quote(std::string_view key) { return "'" + std::string(key.substr(0, 80)) + "'"; }
 
 }  // namespace
 
-const char* ObjStateName(ObjState state) {
-  switch (state) {
-    case ObjState::kFree: return "FREE";
-    case ObjState::kReserved: return "RESERVED";
-    case ObjState::kWriting: return "WRITING";
-    case ObjState::kReady: return "READY";
-    case ObjState::kDead: return "DEAD";
-  }
-  return "?";
-}
-
 uint64_t KeyHash(std::string_view key) { return XXH64(key.data(), key.size(), 0); }
 
 Status CheckKey(std::string_view key) {
-  if (key.empty() || key.size() > kMaxKeyBytes) {
+  if (ValidObjectKey(key)) return Status::OK();
+  if (key.empty() || key.size() > kMaxObjectKeyBytes) {
     return Status::InvalidArgument("object key of " + std::to_string(key.size()) +
-                                   " bytes: keys are 1-" + std::to_string(kMaxKeyBytes) + " bytes");
+                                   " bytes: keys are 1-" + std::to_string(kMaxObjectKeyBytes) + " bytes");
   }
-  for (char c : key) {
-    if (c < 0x21 || c > 0x7e) {
-      return Status::InvalidArgument("object key " + Quote(key) +
-                                     " has a byte outside printable ASCII (0x21-0x7e)");
-    }
-  }
-  return Status::OK();
+  return Status::InvalidArgument("object key " + Quote(key) +
+                                 " has a byte outside printable ASCII (0x21-0x7e)");
 }
 
 Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, NodeState& node,
@@ -81,7 +67,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     }
     Device device;
     device.ordinal = counts.device;
-    for (const GrantedPage& g : *granted) device.pages.push_back(g.id);
+    for (const PageGrant& g : *granted) device.pages.push_back(g.id);
     device.sorted_pages = device.pages;
     std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
     device.header_pages = header_pages;
@@ -160,18 +146,20 @@ ObjectIndex::Object* ObjectIndex::Find(std::string_view key) {
   return it == objects_.end() ? nullptr : &it->second;
 }
 
-WritePlan ObjectIndex::PlanOf(const Object& object) const {
+ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
   const Device& device = devices_[object.device];
-  WritePlan plan;
+  ObjectPlan plan;
+  plan.key = object.key;
   plan.key_hash = object.key_hash;
   plan.device = device.ordinal;
   plan.header_offset = uint64_t{object.slot} * kHeaderBytes;
   plan.header_page = device.pages[plan.header_offset / page_bytes_];
-  plan.header_page_offset = static_cast<uint32_t>(plan.header_offset % page_bytes_);
   plan.payload_offset = object.payload_offset;
   plan.page_bytes = page_bytes_;
   plan.bytes_total = object.bytes_total;
   plan.epoch = object.epoch;
+  plan.state = object.state;
+  plan.store_bytes = device.pages.size() * page_bytes_;
   uint64_t at = object.payload_offset, left = object.bytes_total;
   while (left > 0) {
     uint64_t in_page = at % page_bytes_;
@@ -187,7 +175,7 @@ WritePlan ObjectIndex::PlanOf(const Object& object) const {
 
 Status ObjectIndex::WriteHeader(const Object& object) {
   const Device& device = devices_[object.device];
-  ObjHeader header{};
+  ObjectHeader header{};
   header.key_hash = object.key_hash;
   header.page_bytes = static_cast<uint32_t>(page_bytes_);
   header.payload_base = object.payload_offset;
@@ -201,13 +189,13 @@ Status ObjectIndex::WriteHeader(const Object& object) {
   return backend_.Copy(at, &header, sizeof(header), gpu::CopyKind::kHostToDevice);
 }
 
-Status ObjectIndex::WriteState(const Object& object, ObjState state) {
+Status ObjectIndex::WriteState(const Object& object, ObjectState state) {
   // One 4-byte copy, after all earlier work of kvd's copies: the host-side
   // publish of the seed's design (the device side is kv_commit_ready).
   const Device& device = devices_[object.device];
   auto value = static_cast<uint32_t>(state);
   void* at = reinterpret_cast<void*>(device.base + uint64_t{object.slot} * kHeaderBytes +
-                                     kObjHeaderStateOffset);
+                                     kObjectHeaderStateOffset);
   return backend_.Copy(at, &value, sizeof(value), gpu::CopyKind::kHostToDevice);
 }
 
@@ -240,8 +228,8 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint64_t
   }
 }
 
-Result<WritePlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes_total,
-                                            int preferred_device, uint64_t now_ns) {
+Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes_total,
+                                             int preferred_device, uint64_t now_ns) {
   NANOKV_RETURN_IF_ERROR(CheckKey(key));
   if (bytes_total == 0) return Status::InvalidArgument("object " + Quote(key) + " of 0 bytes");
   std::lock_guard lock(mu_);
@@ -252,7 +240,7 @@ Result<WritePlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes
     d = PickDevice();
   }
   if (const Object* old = Find(key)) {
-    return Status::AlreadyExists("object " + Quote(key) + " exists (" + ObjStateName(old->state) +
+    return Status::AlreadyExists("object " + Quote(key) + " exists (" + ObjectStateName(old->state) +
                                  ", epoch " + std::to_string(old->epoch) +
                                  "); objects are immutable: remove it first");
   }
@@ -274,7 +262,7 @@ Result<WritePlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes
   object.slot = device.free_slots.back();
   object.payload_offset = offset;
   object.bytes_total = bytes_total;
-  object.state = ObjState::kReserved;
+  object.state = ObjectState::kReserved;
   object.epoch = device.next_epoch++;
   if (device.next_epoch == 0) device.next_epoch = 1;  // 0 never names an object
   object.seq = next_seq_++;
@@ -285,7 +273,7 @@ Result<WritePlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes
   // already WRITING (nobody holds the plan before this returns, and a reader
   // of the slot's old epoch never sees READY in a torn write). One
   // synchronous copy instead of two: on cuda each is ~8 us of the plan.
-  object.state = ObjState::kWriting;
+  object.state = ObjectState::kWriting;
   Status written = WriteHeader(object);
   if (!written.ok()) {
     (void)device.payload->Free(offset - device.header_pages * page_bytes_);
@@ -311,16 +299,13 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
                                       std::to_string(epoch) + ": the key is now epoch " +
                                       std::to_string(object->epoch));
   }
-  if (object->state == ObjState::kReady) {
+  if (object->state == ObjectState::kReady) {
     return Status::FailedPrecondition("commit of " + Quote(key) + ": already READY (committed twice)");
   }
-  if (object->host_copies != 0) {
-    return Status::FailedPrecondition("commit of " + Quote(key) + ": a put is still copying it");
-  }
-  if (!published) NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjState::kReady));
+  if (!published) NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjectState::kReady));
   object->published = published;
   devices_[object->device].writing.erase({object->deadline_ns, object});
-  object->state = ObjState::kReady;
+  object->state = ObjectState::kReady;
   object->last_access_ns = now_ns;
   MakeEvictable(object);
   return Status::OK();
@@ -335,11 +320,8 @@ Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_
                                       std::to_string(epoch) + ": the key is now epoch " +
                                       std::to_string(object->epoch));
   }
-  if (object->state == ObjState::kReady) {
+  if (object->state == ObjectState::kReady) {
     return Status::FailedPrecondition("revoke of " + Quote(key) + ": it is READY (remove it instead)");
-  }
-  if (object->host_copies != 0) {
-    return Status::FailedPrecondition("revoke of " + Quote(key) + ": a put is still copying it");
   }
   Kill(object);
   return Status::OK();
@@ -349,47 +331,42 @@ Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("remove of " + Quote(key) + ": no such object");
-  if (object->state != ObjState::kReady) {
+  if (object->state != ObjectState::kReady) {
     return Status::FailedPrecondition("remove of " + Quote(key) + ": it is " +
-                                      ObjStateName(object->state) +
+                                      ObjectStateName(object->state) +
                                       " (revoke it with its plan's epoch)");
   }
   if (Leased(*object, now_ns)) {
     return Status::FailedPrecondition("remove of " + Quote(key) + ": under a read lease (" +
-                                      std::to_string(object->leases.size()) + " lease(s), " +
-                                      std::to_string(object->host_copies) + " copy in flight)");
+                                      std::to_string(object->leases.size()) + " lease(s))");
   }
   Kill(object);
   return Status::OK();
 }
 
-Result<ObjMeta> ObjectIndex::GetLocation(std::string_view key, uint64_t now_ns) {
+Result<ObjectPlan> ObjectIndex::GetLocation(std::string_view key, uint64_t now_ns) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("object " + Quote(key) + " does not exist");
-  if (object->state != ObjState::kReady) {
+  if (object->state != ObjectState::kReady) {
     return Status::FailedPrecondition("object " + Quote(key) + " is " +
-                                      ObjStateName(object->state) + ", not READY yet");
+                                      ObjectStateName(object->state) + ", not READY yet");
   }
   UnmakeEvictable(object);
   object->last_access_ns = now_ns;
   MakeEvictable(object);
-  ObjMeta meta;
-  static_cast<WritePlan&>(meta) = PlanOf(*object);
-  meta.state = object->state;
-  meta.last_access_ns = object->last_access_ns;
-  return meta;
+  return PlanOf(*object);
 }
 
-Result<Lease> ObjectIndex::AcquireLease(std::string_view key, uint64_t now_ns) {
+Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint64_t now_ns) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("lease of " + Quote(key) + ": no such object");
-  if (object->state != ObjState::kReady) {
+  if (object->state != ObjectState::kReady) {
     return Status::FailedPrecondition("lease of " + Quote(key) + ": it is " +
-                                      ObjStateName(object->state) + ", not READY");
+                                      ObjectStateName(object->state) + ", not READY");
   }
-  Lease lease{next_lease_++, now_ns + static_cast<uint64_t>(config_.lease_ttl.count()) * 1'000'000};
+  LeaseExpiry lease{next_lease_++, now_ns + static_cast<uint64_t>(config_.lease_ttl.count()) * 1'000'000};
   object->leases.emplace(lease.id, lease.expires_ns);
   UnmakeEvictable(object);
   object->last_access_ns = now_ns;
@@ -409,7 +386,7 @@ Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64
   return Status::OK();
 }
 
-Status ObjectIndex::SetPin(std::string_view key, PinKind pin) {
+Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("pin of " + Quote(key) + ": no such object");
@@ -417,80 +394,9 @@ Status ObjectIndex::SetPin(std::string_view key, PinKind pin) {
   return Status::OK();
 }
 
-Status ObjectIndex::ClaimCopy(std::string_view key, uint32_t epoch, uint64_t* offset, size_t* d) {
-  Object* object = Find(key);
-  if (object == nullptr || object->epoch != epoch) {
-    return Status::Internal("object " + Quote(key) + " vanished during its put");
-  }
-  ++object->host_copies;
-  *offset = object->payload_offset;
-  *d = object->device;
-  return Status::OK();
-}
-
-Status ObjectIndex::Put(std::string_view key, std::span<const std::byte> bytes,
-                        int preferred_device, uint64_t now_ns) {
-  NANOKV_ASSIGN_OR_RETURN(WritePlan plan, OpenForWrite(key, bytes.size(), preferred_device, now_ns));
-  uint64_t offset = 0;
-  size_t d = 0;
-  {
-    std::lock_guard lock(mu_);
-    // host_copies keeps the object from being reclaimed or revoked meanwhile.
-    NANOKV_RETURN_IF_ERROR(ClaimCopy(key, plan.epoch, &offset, &d));
-  }
-  // The copy runs outside the lock: other keys go on meanwhile.
-  Status copied = backend_.Copy(reinterpret_cast<void*>(devices_[d].base + offset), bytes.data(),
-                                bytes.size(), gpu::CopyKind::kHostToDevice);
-  {
-    std::lock_guard lock(mu_);
-    Object* object = Find(key);
-    --object->host_copies;
-    if (!copied.ok()) {
-      Kill(object);
-      return copied;
-    }
-  }
-  return Commit(key, plan.epoch, now_ns);
-}
-
-Result<std::vector<std::byte>> ObjectIndex::Get(std::string_view key, uint64_t now_ns) {
-  uint64_t offset = 0, bytes = 0;
-  size_t d = 0;
-  {
-    std::lock_guard lock(mu_);
-    Object* object = Find(key);
-    if (object == nullptr) return Status::NotFound("get of " + Quote(key) + ": no such object");
-    if (object->state != ObjState::kReady) {
-      return Status::FailedPrecondition("get of " + Quote(key) + ": it is " +
-                                        ObjStateName(object->state) + ", not READY");
-    }
-    ++object->host_copies;  // an implicit lease for the copy
-    UnmakeEvictable(object);
-    object->last_access_ns = now_ns;
-    MakeEvictable(object);
-    offset = object->payload_offset;
-    bytes = object->bytes_total;
-    d = object->device;
-  }
-  std::vector<std::byte> out(bytes);
-  Status copied = backend_.Copy(out.data(), reinterpret_cast<const void*>(devices_[d].base + offset),
-                                bytes, gpu::CopyKind::kDeviceToHost);
-  {
-    std::lock_guard lock(mu_);
-    --Find(key)->host_copies;
-  }
-  NANOKV_RETURN_IF_ERROR(copied);
-  return out;
-}
-
 Result<uintptr_t> ObjectIndex::StoreBase(int device) const {
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
   return devices_[d].base;
-}
-
-uint64_t ObjectIndex::StoreBytes(int device) const {
-  auto d = DeviceIndex(device);
-  return d.ok() ? devices_[*d].pages.size() * page_bytes_ : 0;
 }
 
 bool ObjectIndex::OwnsPage(int device, PageId id) const {

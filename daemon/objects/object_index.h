@@ -6,14 +6,16 @@
 // Words: the *store range* of a device is its store pages mapped back to back
 // in kvd's address space; offsets (header_offset, payload_offset) are bytes
 // into it. Its first header_pages pages are the *header arena* (one 64-byte
-// ObjHeader per slot, nanokv/object_header.h); the rest is *payload space*,
+// ObjectHeader per slot, nanokv/object_header.h); the rest is *payload space*,
 // shared by objects through an OffsetAllocator (256-byte aligned ranges, so
 // small objects share a page and a large one spans several). A *span* is the
-// part of an object's payload inside one page: what a producer maps.
+// part of an object's payload inside one page: what a producer maps. The
+// states, pins, key rules and the plan kvd answers are the ones engines see
+// (nanokv/object_header.h, nanokv/object_types.h): one vocabulary.
 //
 // Life of an object: OpenForWrite allocates a header slot and payload
 // (RESERVED, in the index only), writes the whole header to the device in one
-// copy with state WRITING, and returns a WritePlan carrying a fresh epoch.
+// copy with state WRITING, and returns an ObjectPlan carrying a fresh epoch.
 // The producer writes the payload through the plan's pages and publishes
 // READY itself (kv_commit_ready) and/or calls Commit(key, epoch).
 // Revoke(key, epoch) abandons a write; Remove(key) drops a READY object; a
@@ -22,22 +24,22 @@
 //
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
-//      last_access hint changes; OpenForWrite/Put on a live key answers
+//      last_access hint changes; OpenForWrite on a live key answers
 //      kAlreadyExists (remove first, as Mooncake does).
 //   2. Epochs are unique per device and never reused: a plan for an object
 //      that has since died answers kFailedPrecondition, never acts on the
 //      key's next object.
-//   3. A leased object (lease not expired) or one a Get is copying is neither
-//      evicted nor removed; a hard-pinned one is never evicted; a soft-pinned
-//      one only when no unpinned object can be.
+//   3. A leased object (lease not expired) is neither evicted nor removed (a
+//      reader copies under a lease); a hard-pinned one is never evicted; a
+//      soft-pinned one only when no unpinned object can be.
 //   4. Space: per device, the allocator's allocated bytes are exactly the sum
 //      of the live objects' rounded lengths, and live objects hold distinct
 //      header slots; the store's pages are exactly the pages its tenant holds
 //      in NodeState, so the pool's accounting stays exact.
 //
 // Threads: every method may be called from many threads; one mutex guards
-// the index. Put and Get copy payload bytes outside it (the object is kept
-// alive by a host writer / reader count while they do).
+// the index. The index never copies payload: producers and readers do,
+// through the plan (tests/unit/daemon/object_index_test.cc shows both).
 //
 // The store's pages are taken from NodeState as a tenant of its own (name
 // kStoreTenant, group of the same name), so the pool, kvctl list and the
@@ -54,76 +56,30 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/node/node_state.h"
 #include "daemon/config/object_store_config.h"
-#include "nanokv/object_header.h"
+#include "daemon/node/node_state.h"
 #include "daemon/objects/offset_allocator.h"
 #include "gpu/backend.h"
+#include "nanokv/object_header.h"
+#include "nanokv/object_types.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {
 
 inline constexpr char kStoreTenant[] = "kvd.objects";
-// Keys are 1..kMaxKeyBytes bytes of printable ASCII without space (0x21-0x7e),
-// so they print safely in kvctl and logs.
-inline constexpr size_t kMaxKeyBytes = 256;
 inline constexpr uint64_t kPayloadAlignment = 256;
 
-enum class PinKind : uint8_t { kNone = 0, kSoft = 1, kHard = 2 };
-
-// xxhash64 of the key, seed 0 (ObjHeader::key_hash).
+// xxhash64 of the key, seed 0 (ObjectHeader::key_hash).
 uint64_t KeyHash(std::string_view key);
-// OK, or kInvalidArgument saying what is wrong with `key`.
+// OK, or kInvalidArgument saying how `key` breaks the key rule
+// (nanokv/object_header.h).
 Status CheckKey(std::string_view key);
-
-// The part of an object's payload inside one store page.
-struct PayloadSpan {
-  PageId page_id = 0;     // the pool's page id (the fd a producer imports)
-  uint32_t offset = 0;    // bytes into the page
-  uint32_t length = 0;
-};
-
-// Where an object lives on its device: what a producer writes to (plan) and
-// what a reader loads from (ObjMeta).
-struct WritePlan {
-  uint64_t key_hash = 0;
-  int device = 0;
-  uint64_t header_offset = 0;    // bytes into the store range
-  PageId header_page = 0;        // the page holding the header...
-  uint32_t header_page_offset = 0;  // ...and where in it
-  uint64_t payload_offset = 0;   // bytes into the store range (ObjHeader::payload_base)
-  std::vector<PayloadSpan> spans;  // in order; their lengths add up to bytes_total
-  uint64_t page_bytes = 0;
-  uint32_t n_pages = 0;          // spans.size()
-  uint64_t bytes_total = 0;
-  uint32_t epoch = 0;
-};
-
-struct ObjMeta : WritePlan {
-  ObjState state = ObjState::kFree;
-  uint64_t last_access_ns = 0;
-};
-
-// One object as kvctl lists it.
-struct ObjectInfo {
-  std::string key;
-  uint64_t bytes_total = 0;
-  int device = 0;
-  ObjState state = ObjState::kFree;
-  uint32_t epoch = 0;
-  uint64_t created_ns = 0;
-  uint64_t last_access_ns = 0;
-  uint32_t leases = 0;           // active read leases
-  uint64_t lease_until_ns = 0;   // the latest expiry among them
-  PinKind pin = PinKind::kNone;
-};
 
 struct StoreDeviceStats {
   int device = 0;
@@ -137,7 +93,9 @@ struct StoreDeviceStats {
   uint64_t reclaimed_writes = 0;  // zombies past write_timeout
 };
 
-struct Lease {
+// A read lease as the index keeps it: its id and when it ends on kvd's
+// steady clock (the engine's ObjectLease carries the time left instead).
+struct LeaseExpiry {
   uint64_t id = 0;
   uint64_t expires_ns = 0;
 };
@@ -158,7 +116,7 @@ class ObjectIndex {
   // for a bad key or bytes_total 0; kNotFound for a device kvd does not serve;
   // kResourceExhausted when eviction cannot make room. preferred_device -1:
   // the device with the most free payload space.
-  Result<WritePlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
+  Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
                                  uint64_t now_ns);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
   // epoch (the plan's object is gone), already READY (commit twice), revoked.
@@ -174,19 +132,14 @@ class ObjectIndex {
   Status Remove(std::string_view key, uint64_t now_ns);
   // A READY object's location; updates last_access. kFailedPrecondition if
   // it is not READY yet.
-  Result<ObjMeta> GetLocation(std::string_view key, uint64_t now_ns);
+  Result<ObjectPlan> GetLocation(std::string_view key, uint64_t now_ns);
 
   // Read leases: the object stays (no evict, no remove) until ReleaseLease
   // or lease_ttl after `now_ns`. kFailedPrecondition if not READY.
-  Result<Lease> AcquireLease(std::string_view key, uint64_t now_ns);
+  Result<LeaseExpiry> AcquireLease(std::string_view key, uint64_t now_ns);
   // kNotFound for an unknown key or lease id (already released or expired).
   Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns);
-  Status SetPin(std::string_view key, PinKind pin);
-
-  // Host-side convenience through the backend's copies: open, copy, commit.
-  Status Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device,
-             uint64_t now_ns);
-  Result<std::vector<std::byte>> Get(std::string_view key, uint64_t now_ns);
+  Status SetPin(std::string_view key, ObjectPin pin);
 
   // Reclaims writes past write_timeout and drops expired leases. Returns how
   // many writes it reclaimed. kvd calls it from its timer; every
@@ -197,12 +150,11 @@ class ObjectIndex {
   // bytes freed. (kvctl evict.)
   Result<uint64_t> Evict(int device, uint64_t bytes, uint64_t now_ns);
 
-  std::vector<ObjectInfo> List(uint64_t now_ns) const;
+  // Every object, by key; ages and lease times are as of `now_ns`.
+  std::vector<ObjectEntry> List(uint64_t now_ns) const;
   std::vector<StoreDeviceStats> Stats() const;
   // The device memory of a device's store range mapped in kvd (for tests).
   Result<uintptr_t> StoreBase(int device) const;
-  // The size of a device's store range (0 for a device it does not have).
-  uint64_t StoreBytes(int device) const;
   // Whether `id` is one of the store's pages on `device`: the only pages
   // kvd hands out by ObjectPagesRequest.
   bool OwnsPage(int device, PageId id) const;
@@ -219,7 +171,7 @@ class ObjectIndex {
     uint32_t slot = 0;
     uint64_t payload_offset = 0;
     uint64_t bytes_total = 0;
-    ObjState state = ObjState::kFree;
+    ObjectState state = ObjectState::kFree;
     uint32_t epoch = 0;
     uint64_t seq = 0;            // creation order (FIFO), unique
     uint64_t created_ns = 0;
@@ -227,8 +179,7 @@ class ObjectIndex {
     uint64_t last_access_ns = 0;
     uint64_t rank = 0;           // the eviction order key while READY
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
-    uint32_t host_copies = 0;    // Put/Get copying right now
-    PinKind pin = PinKind::kNone;
+    ObjectPin pin = ObjectPin::kNone;
     bool published = false;      // committed on the producer's word that READY is on the device
   };
   using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
@@ -255,11 +206,11 @@ class ObjectIndex {
   Result<size_t> DeviceIndex(int device) const;
   size_t PickDevice() const;
   Object* Find(std::string_view key);
-  WritePlan PlanOf(const Object& object) const;
+  ObjectPlan PlanOf(const Object& object) const;
 
   // REQUIRES: mu_ held, for all below.
   Status WriteHeader(const Object& object);
-  Status WriteState(const Object& object, ObjState state);
+  Status WriteState(const Object& object, ObjectState state);
   // Frees an object's payload and slot and drops it from the index (state
   // must be DEAD on the device already). Invalidates `object`.
   void Drop(Object* object);
@@ -275,7 +226,6 @@ class ObjectIndex {
   // Evicts one victim (soft pins only when `soft`). False if none.
   bool EvictOne(size_t d, bool soft, uint64_t now_ns);
   Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint64_t now_ns);
-  Status ClaimCopy(std::string_view key, uint32_t epoch, uint64_t* offset, size_t* d);
 
   gpu::Backend& backend_;
   NodeState& node_;
@@ -288,8 +238,6 @@ class ObjectIndex {
   uint64_t next_seq_ = 1;
   uint64_t next_lease_ = 1;
 };
-
-const char* ObjStateName(ObjState state);
 
 }  // namespace nanokv::kvd
 

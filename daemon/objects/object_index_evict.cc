@@ -1,5 +1,5 @@
 // The object store's index upkeep: eviction order, leases, dropping objects,
-// zombie reclaim, listing and the invariant check (object_store.h).
+// zombie reclaim, listing and the invariant check (object_index.h).
 #include <spdlog/spdlog.h>
 
 #include "daemon/objects/object_index.h"
@@ -7,7 +7,7 @@
 namespace nanokv::kvd {
 
 void ObjectIndex::MakeEvictable(Object* object) {
-  if (object->state != ObjState::kReady) return;
+  if (object->state != ObjectState::kReady) return;
   object->rank = config_.policy == EvictionPolicy::kFifo ? object->seq : object->last_access_ns;
   devices_[object->device].evictable.insert({object->rank, object->seq, object});
 }
@@ -18,20 +18,20 @@ void ObjectIndex::UnmakeEvictable(Object* object) {
 
 bool ObjectIndex::Leased(Object& object, uint64_t now_ns) {
   std::erase_if(object.leases, [&](const auto& lease) { return lease.second <= now_ns; });
-  return !object.leases.empty() || object.host_copies != 0;
+  return !object.leases.empty();
 }
 
 void ObjectIndex::Kill(Object* object) {
   Device& device = devices_[object->device];
-  if (object->state == ObjState::kReady) UnmakeEvictable(object);
-  if (object->state == ObjState::kReserved || object->state == ObjState::kWriting) {
+  if (object->state == ObjectState::kReady) UnmakeEvictable(object);
+  if (object->state == ObjectState::kReserved || object->state == ObjectState::kWriting) {
     device.writing.erase({object->deadline_ns, object});
   }
   // DEAD first, so a device reader holding the old location sees it is gone
   // before the space can hold another object.
-  Status dead = WriteState(*object, ObjState::kDead);
+  Status dead = WriteState(*object, ObjectState::kDead);
   if (!dead.ok()) spdlog::warn("object store: marking '{}' DEAD failed: {}", object->key, dead.ToString());
-  object->state = ObjState::kDead;
+  object->state = ObjectState::kDead;
   Drop(object);
 }
 
@@ -50,9 +50,8 @@ size_t ObjectIndex::ReclaimLocked(size_t d, uint64_t now_ns) {
   for (auto it = device.writing.begin(); it != device.writing.end() && it->first <= now_ns;) {
     Object* object = it->second;
     ++it;  // Kill erases the entry
-    if (object->host_copies != 0) continue;  // kvd's own put, still copying
     spdlog::info("object store: reclaiming '{}' ({} past write_timeout, epoch {})", object->key,
-                 ObjStateName(object->state), object->epoch);
+                 ObjectStateName(object->state), object->epoch);
     Kill(object);
     ++device.reclaimed_writes;
     ++reclaimed;
@@ -71,8 +70,8 @@ bool ObjectIndex::EvictOne(size_t d, bool soft, uint64_t now_ns) {
   Device& device = devices_[d];
   for (const auto& entry : device.evictable) {
     Object* object = std::get<2>(entry);
-    if (object->pin == PinKind::kHard) continue;
-    if (object->pin == PinKind::kSoft && !soft) continue;
+    if (object->pin == ObjectPin::kHard) continue;
+    if (object->pin == ObjectPin::kSoft && !soft) continue;
     if (Leased(*object, now_ns)) continue;
     Kill(object);
     ++device.evictions;
@@ -115,26 +114,30 @@ Result<uint64_t> ObjectIndex::Evict(int device, uint64_t bytes, uint64_t now_ns)
   return freed;
 }
 
-std::vector<ObjectInfo> ObjectIndex::List(uint64_t now_ns) const {
+std::vector<ObjectEntry> ObjectIndex::List(uint64_t now_ns) const {
+  // Whole milliseconds from `from` to `to`, 0 when `to` is not later.
+  auto ms = [](uint64_t from, uint64_t to) { return to > from ? (to - from) / 1'000'000 : 0; };
   std::lock_guard lock(mu_);
-  std::vector<ObjectInfo> out;
+  std::vector<ObjectEntry> out;
   out.reserve(objects_.size());
   for (const auto& [key, object] : objects_) {
-    ObjectInfo info;
-    info.key = key;
-    info.bytes_total = object.bytes_total;
-    info.device = devices_[object.device].ordinal;
-    info.state = object.state;
-    info.epoch = object.epoch;
-    info.created_ns = object.created_ns;
-    info.last_access_ns = object.last_access_ns;
-    info.pin = object.pin;
+    ObjectEntry entry;
+    entry.key = key;
+    entry.bytes_total = object.bytes_total;
+    entry.device = devices_[object.device].ordinal;
+    entry.state = object.state;
+    entry.epoch = object.epoch;
+    entry.age_ms = ms(object.created_ns, now_ns);
+    entry.idle_ms = ms(object.last_access_ns, now_ns);
+    entry.pin = object.pin;
+    uint64_t lease_until_ns = 0;
     for (const auto& [id, expiry] : object.leases) {
       if (expiry <= now_ns) continue;
-      ++info.leases;
-      info.lease_until_ns = std::max(info.lease_until_ns, expiry);
+      ++entry.leases;
+      lease_until_ns = std::max(lease_until_ns, expiry);
     }
-    out.push_back(std::move(info));
+    entry.lease_ms = ms(now_ns, lease_until_ns);
+    out.push_back(std::move(entry));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
   return out;
@@ -180,30 +183,30 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     if (length < object.bytes_total) return Status::Internal(where + "payload range missing or short");
     allocated[object.device] += length;
     ++live[object.device];
-    if (object.state == ObjState::kReady) {
+    if (object.state == ObjectState::kReady) {
       if (!device.evictable.contains({object.rank, object.seq, const_cast<Object*>(&object)})) {
         return Status::Internal(where + "READY but not in the eviction order");
       }
       ++evictable[object.device];
-    } else if (object.state == ObjState::kWriting || object.state == ObjState::kReserved) {
+    } else if (object.state == ObjectState::kWriting || object.state == ObjectState::kReserved) {
       if (!device.writing.contains({object.deadline_ns, const_cast<Object*>(&object)})) {
         return Status::Internal(where + "being written but not in the reclaim order");
       }
       ++writing[object.device];
     } else {
-      return Status::Internal(where + "indexed in state " + ObjStateName(object.state));
+      return Status::Internal(where + "indexed in state " + ObjectStateName(object.state));
     }
     // The device header agrees (a producer's kernel may have set READY first).
-    ObjHeader header{};
-    Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + uint64_t{object.slot} * sizeof(ObjHeader)),
+    ObjectHeader header{};
+    Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + uint64_t{object.slot} * sizeof(ObjectHeader)),
                                 sizeof(header), gpu::CopyKind::kDeviceToHost);
     if (!read.ok()) return read;
     // (And a producer that committed "published" without storing READY
     // leaves WRITING there: trusted, it hides only its own object.)
     bool state_ok = header.state == static_cast<uint32_t>(object.state) ||
-                    (object.state == ObjState::kWriting && header.state == static_cast<uint32_t>(ObjState::kReady)) ||
-                    (object.state == ObjState::kReady && object.published &&
-                     header.state == static_cast<uint32_t>(ObjState::kWriting));
+                    (object.state == ObjectState::kWriting && header.state == static_cast<uint32_t>(ObjectState::kReady)) ||
+                    (object.state == ObjectState::kReady && object.published &&
+                     header.state == static_cast<uint32_t>(ObjectState::kWriting));
     if (header.key_hash != object.key_hash || header.epoch != object.epoch || !state_ok ||
         header.payload_base != object.payload_offset || header.bytes_total != object.bytes_total) {
       return Status::Internal(where + "device header disagrees (state " + std::to_string(header.state) +

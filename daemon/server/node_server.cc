@@ -325,16 +325,16 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
 }
 
 void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
-                             Result<std::vector<GrantedPage>> granted) {
+                             Result<std::vector<PageGrant>> granted) {
   if (!granted.ok()) return SendError(c, rid, granted.status());
   // Look up every fd first: if an export fails, the grant is undone whole.
   std::vector<int> fds;
-  for (const GrantedPage& page : *granted) {
+  for (const PageGrant& page : *granted) {
     if (!page.needs_fd) continue;
     auto fd = node_.PageFd(device, page.id);
     if (!fd.ok()) {
       std::vector<PageId> ids;
-      for (const GrantedPage& p : *granted) ids.push_back(p.id);
+      for (const PageGrant& p : *granted) ids.push_back(p.id);
       Status undone = node_.Return(c.tenant, device, ids, NowUnixNs());
       if (!undone.ok()) spdlog::error("kvd: undoing a failed grant: {}", undone.ToString());
       return SendError(c, rid, fd.status());

@@ -125,7 +125,7 @@ class NodeServer {
   void Handle(Connection& c, const std::vector<std::byte>& data, std::vector<int>* fds);
   void HandleAttach(Connection& c, const wire::Message& m);
   void HandleGrant(Connection& c, uint64_t request_id, int device,
-                   Result<std::vector<GrantedPage>> granted);
+                   Result<std::vector<PageGrant>> granted);
   void HandleSetLimit(Connection& c, const wire::Message& m);
   void HandleEvict(Connection& c, const wire::Message& m);
   // Takes the datagram's fds (one per page) whatever the outcome.

@@ -19,12 +19,12 @@ uint64_t SteadyNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void FillPlan(const WritePlan& plan, uint64_t store_bytes, wire::ObjectPlan* out) {
+void FillPlan(const ObjectPlan& plan, wire::ObjectPlan* out) {
   out->set_key_hash(plan.key_hash);
   out->set_device(plan.device);
   out->set_header_offset(plan.header_offset);
   out->set_payload_offset(plan.payload_offset);
-  for (const PayloadSpan& span : plan.spans) {
+  for (const ObjectSpan& span : plan.spans) {
     wire::ObjectSpan* s = out->add_spans();
     s->set_page_id(span.page_id);
     s->set_offset(span.offset);
@@ -34,7 +34,8 @@ void FillPlan(const WritePlan& plan, uint64_t store_bytes, wire::ObjectPlan* out
   out->set_n_pages(plan.n_pages);
   out->set_bytes_total(plan.bytes_total);
   out->set_epoch(plan.epoch);
-  out->set_store_bytes(store_bytes);
+  out->set_state(static_cast<uint32_t>(plan.state));
+  out->set_store_bytes(plan.store_bytes);
   out->set_header_page(plan.header_page);
 }
 
@@ -60,17 +61,13 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       const auto& r = m.object_open();
       auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now);
       if (!plan.ok()) return SendError(c, rid, plan.status());
-      wire::ObjectPlan* out = reply.mutable_object_plan();
-      FillPlan(*plan, store.StoreBytes(plan->device), out);
-      out->set_state(static_cast<uint32_t>(ObjState::kWriting));
+      FillPlan(*plan, reply.mutable_object_plan());
       break;
     }
     case wire::Message::kObjectLocate: {
-      auto meta = store.GetLocation(m.object_locate().key(), now);
-      if (!meta.ok()) return SendError(c, rid, meta.status());
-      wire::ObjectPlan* out = reply.mutable_object_plan();
-      FillPlan(*meta, store.StoreBytes(meta->device), out);
-      out->set_state(static_cast<uint32_t>(meta->state));
+      auto plan = store.GetLocation(m.object_locate().key(), now);
+      if (!plan.ok()) return SendError(c, rid, plan.status());
+      FillPlan(*plan, reply.mutable_object_plan());
       break;
     }
     case wire::Message::kObjectCommit:
@@ -87,7 +84,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectPin:
-      status = store.SetPin(m.object_pin().key(), static_cast<PinKind>(m.object_pin().pin()));
+      status = store.SetPin(m.object_pin().key(), static_cast<ObjectPin>(m.object_pin().pin()));
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectLease: {
@@ -121,24 +118,24 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       break;
     }
     case wire::Message::kObjectList: {
-      std::vector<ObjectInfo> all = store.List(now);
+      std::vector<ObjectEntry> all = store.List(now);
       wire::ObjectListReply* out = reply.mutable_object_list_reply();
       out->set_total(static_cast<uint32_t>(all.size()));
       size_t first = std::min<size_t>(m.object_list().offset(), all.size());
       size_t last = std::min<size_t>(first + wire::kMaxObjectListEntries, all.size());
       for (size_t i = first; i < last; ++i) {
-        const ObjectInfo& info = all[i];
+        const ObjectEntry& entry = all[i];
         wire::ObjectEntry* e = out->add_objects();
-        e->set_key(info.key);
-        e->set_bytes_total(info.bytes_total);
-        e->set_device(info.device);
-        e->set_state(static_cast<uint32_t>(info.state));
-        e->set_epoch(info.epoch);
-        e->set_age_ms(Ms(now, info.created_ns));
-        e->set_idle_ms(Ms(now, info.last_access_ns));
-        e->set_leases(info.leases);
-        e->set_lease_ms(Ms(info.lease_until_ns, now));
-        e->set_pin(static_cast<uint32_t>(info.pin));
+        e->set_key(entry.key);
+        e->set_bytes_total(entry.bytes_total);
+        e->set_device(entry.device);
+        e->set_state(static_cast<uint32_t>(entry.state));
+        e->set_epoch(entry.epoch);
+        e->set_age_ms(entry.age_ms);
+        e->set_idle_ms(entry.idle_ms);
+        e->set_leases(entry.leases);
+        e->set_lease_ms(entry.lease_ms);
+        e->set_pin(static_cast<uint32_t>(entry.pin));
       }
       break;
     }

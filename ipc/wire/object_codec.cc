@@ -3,6 +3,8 @@
 #include <string>
 
 #include "ipc/wire/codec.h"
+#include "nanokv/object_header.h"
+#include "nanokv/object_types.h"
 
 namespace nanokv::wire {
 namespace {
@@ -11,8 +13,8 @@ Status Fault(const std::string& what) { return Status::ProtocolError(what); }
 
 Status Key(const std::string& key, const char* where) {
   if (!ValidObjectKey(key)) {
-    return Fault(std::string(where) + ": key of " + std::to_string(key.size()) +
-                 " bytes is not 1-256 of printable ASCII (0x21-0x7e)");
+    return Fault(std::string(where) + ": key of " + std::to_string(key.size()) + " bytes is not 1-" +
+                 std::to_string(kMaxObjectKeyBytes) + " of printable ASCII (0x21-0x7e)");
   }
   return Status::OK();
 }
@@ -38,22 +40,16 @@ Status Plan(const ObjectPlan& p) {
   }
   if (sum != p.bytes_total()) return Fault("object_plan: spans do not add up to bytes_total");
   if (p.payload_offset() + p.bytes_total() > p.store_bytes() ||
-      p.header_offset() + 64 > p.store_bytes()) {
+      p.header_offset() + sizeof(ObjectHeader) > p.store_bytes()) {
     return Fault("object_plan: offsets outside the store range");
   }
-  if (p.state() > 4) return Fault("object_plan: state " + std::to_string(p.state()));
+  if (p.state() > static_cast<uint32_t>(kLastObjectState)) {
+    return Fault("object_plan: state " + std::to_string(p.state()));
+  }
   return Status::OK();
 }
 
 }  // namespace
-
-bool ValidObjectKey(std::string_view key) {
-  if (key.empty() || key.size() > kMaxObjectKeyBytes) return false;
-  for (char c : key) {
-    if (c < 0x21 || c > 0x7e) return false;
-  }
-  return true;
-}
 
 bool IsObjectRequest(Message::BodyCase body) {
   switch (body) {
@@ -93,7 +89,9 @@ Status CheckObjectBody(const Message& m) {
     case Message::kObjectLease: return Key(m.object_lease().key(), "object_lease");
     case Message::kObjectPin:
       NANOKV_RETURN_IF_ERROR(Key(m.object_pin().key(), "object_pin"));
-      if (m.object_pin().pin() > 2) return Fault("object_pin: pin " + std::to_string(m.object_pin().pin()));
+      if (m.object_pin().pin() > static_cast<uint32_t>(kLastObjectPin)) {
+        return Fault("object_pin: pin " + std::to_string(m.object_pin().pin()));
+      }
       return Status::OK();
     case Message::kObjectPages:
     case Message::kObjectPagesReply: {

@@ -3,16 +3,13 @@
 #ifndef NANOKV_IPC_WIRE_OBJECT_CODEC_H_
 #define NANOKV_IPC_WIRE_OBJECT_CODEC_H_
 
-#include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 #include "ipc/proto/nanokv.pb.h"
 #include "nanokv/status.h"
 
 namespace nanokv::wire {
 
-inline constexpr size_t kMaxObjectKeyBytes = 256;      // daemon/objects/object_index.h kMaxKeyBytes
 inline constexpr uint32_t kMaxObjectPageFds = 64;      // fds in one ObjectPagesReply
 inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in one reply
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
@@ -21,10 +18,10 @@ inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 G
 bool IsObjectBody(Message::BodyCase body);
 // Whether the body is an object request kvd answers (not a reply).
 bool IsObjectRequest(Message::BodyCase body);
-// Range checks of an object body. kProtocolError names the fault.
+// Range checks of an object body (keys by nanokv/object_types.h's
+// ValidObjectKey, states and pins by nanokv/object_header.h's enums).
+// kProtocolError names the fault.
 Status CheckObjectBody(const Message& m);
-// 1..kMaxObjectKeyBytes of printable ASCII without space.
-bool ValidObjectKey(std::string_view key);
 
 }  // namespace nanokv::wire
 

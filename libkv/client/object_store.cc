@@ -47,17 +47,6 @@ ObjectPlan PlanFrom(std::string_view key, const wire::ObjectPlan& p) {
 
 }  // namespace
 
-const char* ObjectStateName(ObjectState state) {
-  switch (state) {
-    case ObjectState::kFree: return "FREE";
-    case ObjectState::kReserved: return "RESERVED";
-    case ObjectState::kWriting: return "WRITING";
-    case ObjectState::kReady: return "READY";
-    case ObjectState::kDead: return "DEAD";
-  }
-  return "?";
-}
-
 class ObjectStore::Impl {
  public:
   Impl(ipc::Channel channel, std::unique_ptr<gpu::Backend> backend, const ObjectStoreOptions& options)
@@ -362,7 +351,7 @@ Result<client::ObjectPieces> PiecesOf(ObjectStore& store, const ObjectPlan& plan
   pieces.access = std::move(access);
   NANOKV_ASSIGN_OR_RETURN(pieces.payload, store.PayloadPointer(plan));
   NANOKV_ASSIGN_OR_RETURN(void* header, store.HeaderPointer(plan));
-  pieces.header = static_cast<ObjHeader*>(header);
+  pieces.header = static_cast<ObjectHeader*>(header);
   // One segment per span, as a producer that maps pages one by one sees them.
   auto* at = static_cast<std::byte*>(pieces.payload);
   for (const ObjectSpan& span : plan.spans) {

@@ -22,7 +22,7 @@ struct ObjectPieces {
   std::vector<kernels::Segment> segments;   // its spans, in object order
   void* payload = nullptr;                  // contiguous: segments back to back
   uint64_t bytes = 0;
-  ObjHeader* header = nullptr;
+  ObjectHeader* header = nullptr;
   uint32_t epoch = 0;
   std::vector<int> access;                  // devices that reach the pages here
 };

@@ -125,18 +125,18 @@ TEST_F(ObjectPagesGpuTest, RoundTripAlignedPages) {
   EXPECT_TRUE(back == data);
 }
 
-ObjHeader WritingHeader(std::uint32_t epoch) {
-  ObjHeader h{};
+ObjectHeader WritingHeader(std::uint32_t epoch) {
+  ObjectHeader h{};
   h.key_hash = 0x1234;
-  h.state = static_cast<std::uint32_t>(ObjState::kWriting);
+  h.state = static_cast<std::uint32_t>(ObjectState::kWriting);
   h.epoch = epoch;
   return h;
 }
 
 TEST_F(ObjectPagesGpuTest, CommitReadyTransitions) {
-  DeviceBuffer hdr(sizeof(ObjHeader)), result(2 * sizeof(std::uint32_t)), state(sizeof(std::uint32_t));
+  DeviceBuffer hdr(sizeof(ObjectHeader)), result(2 * sizeof(std::uint32_t)), state(sizeof(std::uint32_t));
   ASSERT_TRUE(hdr.ok() && result.ok() && state.ok());
-  auto* h = hdr.as<ObjHeader>();
+  auto* h = hdr.as<ObjectHeader>();
   auto commit = [&](std::uint32_t epoch, std::uint32_t* code, std::uint32_t* seen) {
     ASSERT_OK(CommitReady(h, epoch, result.as<std::uint32_t>(), nullptr));
     std::uint32_t r[2];
@@ -150,32 +150,32 @@ TEST_F(ObjectPagesGpuTest, CommitReadyTransitions) {
     EXPECT_EQ(cudaMemcpy(&s, state.get(), sizeof s, cudaMemcpyDeviceToHost), cudaSuccess);
     return s;
   };
-  const ObjHeader init = WritingHeader(7);
+  const ObjectHeader init = WritingHeader(7);
   CUDA_ASSERT(cudaMemcpy(h, &init, sizeof init, cudaMemcpyHostToDevice));
   std::uint32_t code = 99, seen = 99;
 
   commit(8, &code, &seen);  // a stale plan's epoch: refused, nothing stored
   EXPECT_EQ(code, static_cast<std::uint32_t>(CommitCode::kWrongEpoch));
-  EXPECT_EQ(seen, static_cast<std::uint32_t>(ObjState::kWriting));
-  EXPECT_EQ(read_state(), static_cast<std::uint32_t>(ObjState::kWriting));
+  EXPECT_EQ(seen, static_cast<std::uint32_t>(ObjectState::kWriting));
+  EXPECT_EQ(read_state(), static_cast<std::uint32_t>(ObjectState::kWriting));
 
   commit(7, &code, &seen);
   EXPECT_EQ(code, static_cast<std::uint32_t>(CommitCode::kCommitted));
-  EXPECT_EQ(read_state(), static_cast<std::uint32_t>(ObjState::kReady));
+  EXPECT_EQ(read_state(), static_cast<std::uint32_t>(ObjectState::kReady));
 
   commit(7, &code, &seen);  // twice
   EXPECT_EQ(code, static_cast<std::uint32_t>(CommitCode::kWrongState));
-  EXPECT_EQ(seen, static_cast<std::uint32_t>(ObjState::kReady));
+  EXPECT_EQ(seen, static_cast<std::uint32_t>(ObjectState::kReady));
 
-  ObjHeader dead = init;  // reclaimed after a timeout: a late commit must not revive it
-  dead.state = static_cast<std::uint32_t>(ObjState::kDead);
+  ObjectHeader dead = init;  // reclaimed after a timeout: a late commit must not revive it
+  dead.state = static_cast<std::uint32_t>(ObjectState::kDead);
   CUDA_ASSERT(cudaMemcpy(h, &dead, sizeof dead, cudaMemcpyHostToDevice));
   commit(7, &code, &seen);
   EXPECT_EQ(code, static_cast<std::uint32_t>(CommitCode::kWrongState));
-  EXPECT_EQ(seen, static_cast<std::uint32_t>(ObjState::kDead));
-  EXPECT_EQ(read_state(), static_cast<std::uint32_t>(ObjState::kDead));
+  EXPECT_EQ(seen, static_cast<std::uint32_t>(ObjectState::kDead));
+  EXPECT_EQ(read_state(), static_cast<std::uint32_t>(ObjectState::kDead));
 
-  ObjHeader back{};  // the other fields are untouched
+  ObjectHeader back{};  // the other fields are untouched
   CUDA_ASSERT(cudaMemcpy(&back, h, sizeof back, cudaMemcpyDeviceToHost));
   EXPECT_EQ(back.key_hash, 0x1234u);
   EXPECT_EQ(back.epoch, 7u);
@@ -209,7 +209,7 @@ TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
     }
     first_seg.push_back(static_cast<int>(seg_off.size()));
   }
-  DeviceBuffer arena(arena_bytes), headers(kObjects * sizeof(ObjHeader)), src(max_object),
+  DeviceBuffer arena(arena_bytes), headers(kObjects * sizeof(ObjectHeader)), src(max_object),
       d_seg_ptr(seg_off.size() * sizeof(char*)), d_seg_bytes(seg_off.size() * 8),
       d_first(first_seg.size() * sizeof(int)), counts(sizeof(testing::ReaderCounts)),
       results(kObjects * 2 * sizeof(std::uint32_t));
@@ -217,7 +217,7 @@ TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
               d_first.ok() && counts.ok() && results.ok());
   std::vector<char*> seg_ptr(seg_off.size());
   for (size_t g = 0; g < seg_off.size(); ++g) seg_ptr[g] = arena.bytes_at(seg_off[g]);
-  std::vector<ObjHeader> hdrs(kObjects);
+  std::vector<ObjectHeader> hdrs(kObjects);
   for (int o = 0; o < kObjects; ++o) hdrs[o] = WritingHeader(1000 + o);
   CUDA_ASSERT(cudaMemset(arena.get(), 0, arena.size()));
   CUDA_ASSERT(cudaMemset(counts.get(), 0, counts.size()));
@@ -241,7 +241,7 @@ TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
   CUDA_ASSERT(cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking));
   CUDA_ASSERT(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking));
   // Few reader blocks, so the writer's kernels find free SMs beside them.
-  ASSERT_EQ(testing::LaunchReadyReader(headers.as<ObjHeader>(), d_seg_ptr.as<const char* const>(),
+  ASSERT_EQ(testing::LaunchReadyReader(headers.as<ObjectHeader>(), d_seg_ptr.as<const char* const>(),
                                        d_seg_bytes.as<std::uint64_t>(), d_first.as<int>(), kObjects,
                                        kSeedBase, counts.as<testing::ReaderCounts>(), 16, reader),
             0);
@@ -249,7 +249,7 @@ TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
     std::vector<Segment> segs;
     for (int g = first_seg[o]; g < first_seg[o + 1]; ++g) segs.push_back({seg_ptr[g], seg_bytes[g]});
     ASSERT_OK(StorePagesAndCommit(staged[o]->get(), segs.data(), segs.size(),
-                                  headers.as<ObjHeader>() + o, 1000 + o,
+                                  headers.as<ObjectHeader>() + o, 1000 + o,
                                   results.as<std::uint32_t>() + 2 * o, writer));
   }
   CUDA_ASSERT(cudaStreamSynchronize(writer));

@@ -1,8 +1,8 @@
 // The reader side of the READY stress: the pattern a consumer kernel follows
-// (obj_header.h): one thread acquires READY, the block syncs, then all read.
+// (nanokv/object_header.h): one thread acquires READY, the block syncs, then all read.
 #include <cstdint>
 
-#include "kernels/obj_state.cuh"
+#include "kernels/object_state.cuh"
 #include "tests/gpu/pattern.h"
 #include "tests/gpu/ready_reader.h"
 
@@ -19,7 +19,7 @@ __device__ inline std::uint64_t GlobalTimerNs() {
   return t;
 }
 
-__global__ void ReadyReader(const ObjHeader* headers, const char* const* seg_ptr,
+__global__ void ReadyReader(const ObjectHeader* headers, const char* const* seg_ptr,
                             const std::uint64_t* seg_bytes, const int* first_seg, int n_objects,
                             std::uint64_t seed_base, ReaderCounts* counts) {
   __shared__ int ready;
@@ -29,11 +29,11 @@ __global__ void ReadyReader(const ObjHeader* headers, const char* const* seg_ptr
     if (threadIdx.x == 0) {
       std::uint32_t s;
       while ((s = kernels::LoadStateAcquire(&headers[o])) !=
-             static_cast<std::uint32_t>(ObjState::kReady)) {
+             static_cast<std::uint32_t>(ObjectState::kReady)) {
         if (GlobalTimerNs() > deadline) break;
         __nanosleep(64);
       }
-      ready = s == static_cast<std::uint32_t>(ObjState::kReady);
+      ready = s == static_cast<std::uint32_t>(ObjectState::kReady);
       if (!ready) atomicAdd(&counts->timeouts, 1ull);
     }
     __syncthreads();
@@ -56,7 +56,7 @@ __global__ void ReadyReader(const ObjHeader* headers, const char* const* seg_ptr
 
 }  // namespace
 
-int LaunchReadyReader(const ObjHeader* headers, const char* const* seg_ptr,
+int LaunchReadyReader(const ObjectHeader* headers, const char* const* seg_ptr,
                       const std::uint64_t* seg_bytes, const int* first_seg, int n_objects,
                       std::uint64_t seed_base, ReaderCounts* counts, int blocks, void* stream) {
   ReadyReader<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(

@@ -18,7 +18,7 @@ struct ReaderCounts {
 // Objects o = 0..n-1: header headers[o], payload pieces seg_ptr/seg_bytes in
 // [first_seg[o], first_seg[o + 1]) holding PatternByte(seed_base + o, i) for
 // the object's byte i. All arrays are device memory. Returns a cudaError_t.
-int LaunchReadyReader(const ObjHeader* headers, const char* const* seg_ptr,
+int LaunchReadyReader(const ObjectHeader* headers, const char* const* seg_ptr,
                       const std::uint64_t* seg_bytes, const int* first_seg, int n_objects,
                       std::uint64_t seed_base, ReaderCounts* counts, int blocks, void* stream);
 

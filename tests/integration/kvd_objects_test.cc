@@ -88,9 +88,9 @@ TEST_F(KvdObjectsTest, DeviceBytesGoBetweenProcessesByteExact) {
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   auto header_at = store->HeaderPointer(*plan);
   ASSERT_TRUE(header_at.ok()) << header_at.status().ToString();
-  ObjHeader header{};
+  ObjectHeader header{};
   ASSERT_OK((*backend)->Copy(&header, *header_at, sizeof(header), gpu::CopyKind::kDeviceToHost));
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjState::kReady));
+  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kReady));
   EXPECT_EQ(header.epoch, plan->epoch);
   EXPECT_EQ(header.key_hash, plan->key_hash);
   EXPECT_EQ(header.bytes_total, bytes);

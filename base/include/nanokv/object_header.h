@@ -1,7 +1,11 @@
-// The object store's on-device header: one 64-byte record per object in the
-// owner device's header arena (the nano_mooncake seed, section 5.1). Plain
-// C++ with fixed-width fields and no CUDA headers, so kvd (host C++), the C
-// ABI and the device kernels (kv_kernels.cu, as CUDA or HIP) share one layout.
+// The object store's words that device code shares with kvd and engines, once:
+// the on-device header (one 64-byte record per object in the owner device's
+// header arena, the nano_mooncake seed, section 5.1), an object's states, its
+// pins, what a device commit reports, and the key rules. Plain C++ with
+// fixed-width fields, no CUDA headers and no std::string or containers, so
+// kvd (host C++), libkv, the C ABI and the device kernels (kernels/*.cu, as
+// CUDA or HIP) compile one copy. The records kvd and engines exchange (plans,
+// listings) are in nanokv/object_types.h.
 //
 // Who writes what:
 //   kvd (host), open_for_write: every field in one synchronous copy, state
@@ -36,40 +40,68 @@
 namespace nanokv {
 
 // 0 is "no object" so a zeroed header arena is all free slots. (The seed
-// numbers RESERVED from 0; we shift by one for that reason.)
-enum class ObjState : std::uint32_t {
+// numbers RESERVED from 0; we shift by one for that reason.) The same values
+// travel in the wire's ObjectPlan.state and ObjectEntry.state.
+enum class ObjectState : std::uint32_t {
   kFree = 0,
   kReserved = 1,  // header slot and payload allocated, plan not handed out
   kWriting = 2,   // the producer has the plan and writes payload
   kReady = 3,     // all bytes written; immutable; readable
   kDead = 4,      // removed, evicted or reclaimed; space about to be freed
 };
+inline constexpr ObjectState kLastObjectState = ObjectState::kDead;
 
-struct alignas(64) ObjHeader {
+// "READY", ... as kvd's errors and kvctl print them; "?" for a value no state has.
+constexpr const char* ObjectStateName(ObjectState state) {
+  switch (state) {
+    case ObjectState::kFree: return "FREE";
+    case ObjectState::kReserved: return "RESERVED";
+    case ObjectState::kWriting: return "WRITING";
+    case ObjectState::kReady: return "READY";
+    case ObjectState::kDead: return "DEAD";
+  }
+  return "?";
+}
+
+// What keeps a READY object from eviction (kvd's index holds it): soft pins
+// go only when nothing unpinned can, hard pins never. The wire's pin fields
+// carry these values.
+enum class ObjectPin : std::uint32_t { kNone = 0, kSoft = 1, kHard = 2 };
+inline constexpr ObjectPin kLastObjectPin = ObjectPin::kHard;
+
+// Keys are 1..kMaxObjectKeyBytes bytes of printable ASCII without space
+// (kFirstObjectKeyByte..kLastObjectKeyByte), so they print safely in kvctl
+// and logs. kvd refuses others (kInvalidArgument), the wire codec too.
+inline constexpr std::size_t kMaxObjectKeyBytes = 256;
+inline constexpr char kFirstObjectKeyByte = 0x21;  // '!'
+inline constexpr char kLastObjectKeyByte = 0x7e;   // '~'
+constexpr bool IsObjectKeyByte(char c) { return c >= kFirstObjectKeyByte && c <= kLastObjectKeyByte; }
+
+struct alignas(64) ObjectHeader {
   std::uint64_t key_hash;      // xxhash64(key), seed 0
   std::uint32_t n_pages;       // payload pages the object spans
   std::uint32_t page_bytes;     // bytes per payload page
   std::uint64_t payload_base;  // byte offset of the payload in the owner's store range
   std::uint64_t bytes_total;   // logical object bytes (<= n_pages * page_bytes)
-  std::uint32_t state;         // an ObjState; atomic access only (invariant 3)
+  std::uint32_t state;         // an ObjectState; atomic access only (invariant 3)
   std::uint32_t epoch;         // bumped when the slot is reused
   std::uint64_t last_access;   // steady-clock ns of the last get; a hint
-  std::uint32_t flags;         // pins, policy bits (kvd's store defines them)
+  std::uint32_t flags;         // the ObjectPin the header was written with
   std::uint32_t reserved0;     // zero
   std::uint64_t reserved1;     // zero; pads to 64 bytes
 };
 
-static_assert(sizeof(ObjHeader) == 64, "ObjHeader is one 64-byte record");
-static_assert(alignof(ObjHeader) == 64, "ObjHeader is 64-byte aligned");
-static_assert(offsetof(ObjHeader, key_hash) == 0);
-static_assert(offsetof(ObjHeader, n_pages) == 8);
-static_assert(offsetof(ObjHeader, page_bytes) == 12);
-static_assert(offsetof(ObjHeader, payload_base) == 16);
-static_assert(offsetof(ObjHeader, bytes_total) == 24);
-static_assert(offsetof(ObjHeader, state) == 32);
-static_assert(offsetof(ObjHeader, epoch) == 36);
-static_assert(offsetof(ObjHeader, last_access) == 40);
-static_assert(offsetof(ObjHeader, flags) == 48);
+static_assert(sizeof(ObjectHeader) == 64, "ObjectHeader is one 64-byte record");
+static_assert(alignof(ObjectHeader) == 64, "ObjectHeader is 64-byte aligned");
+static_assert(offsetof(ObjectHeader, key_hash) == 0);
+static_assert(offsetof(ObjectHeader, n_pages) == 8);
+static_assert(offsetof(ObjectHeader, page_bytes) == 12);
+static_assert(offsetof(ObjectHeader, payload_base) == 16);
+static_assert(offsetof(ObjectHeader, bytes_total) == 24);
+static_assert(offsetof(ObjectHeader, state) == 32);
+static_assert(offsetof(ObjectHeader, epoch) == 36);
+static_assert(offsetof(ObjectHeader, last_access) == 40);
+static_assert(offsetof(ObjectHeader, flags) == 48);
 
 // What a device-side commit (kv_commit_ready) reports: {code, state seen}.
 enum class CommitCode : std::uint32_t {
@@ -79,7 +111,7 @@ enum class CommitCode : std::uint32_t {
 };
 
 // Byte offset of state, for code that addresses it through a raw pointer.
-inline constexpr std::size_t kObjHeaderStateOffset = offsetof(ObjHeader, state);
+inline constexpr std::size_t kObjectHeaderStateOffset = offsetof(ObjectHeader, state);
 
 }  // namespace nanokv
 

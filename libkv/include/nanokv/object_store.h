@@ -31,54 +31,17 @@
 #include <string_view>
 #include <vector>
 
+#include "nanokv/object_header.h"
+#include "nanokv/object_types.h"
 #include "nanokv/status.h"
 
 namespace nanokv {
 
-// nanokv/object_header.h's ObjState.
-enum class ObjectState : uint32_t { kFree = 0, kReserved = 1, kWriting = 2, kReady = 3, kDead = 4 };
-enum class ObjectPin : uint32_t { kNone = 0, kSoft = 1, kHard = 2 };
-
-struct ObjectSpan {
-  uint32_t page_id = 0;
-  uint32_t offset = 0;  // bytes into the page
-  uint32_t length = 0;
-};
-
-// A WritePlan (from OpenForWrite) or an ObjMeta (from GetLocation).
-struct ObjectPlan {
-  std::string key;
-  uint64_t key_hash = 0;        // xxhash64(key), seed 0
-  int device = 0;
-  uint64_t header_offset = 0;   // bytes into the device's store range
-  uint64_t payload_offset = 0;  // bytes into the device's store range
-  std::vector<ObjectSpan> spans;
-  uint64_t page_bytes = 0;
-  uint32_t n_pages = 0;
-  uint64_t bytes_total = 0;
-  uint32_t epoch = 0;
-  ObjectState state = ObjectState::kFree;
-  uint64_t store_bytes = 0;
-  uint32_t header_page = 0;
-};
-
+// A read lease as kvd answered it: its id (for ReleaseLease) and the time
+// left on it then.
 struct ObjectLease {
   uint64_t id = 0;
   uint64_t ttl_ms = 0;
-};
-
-// One object as kvctl lists it.
-struct ObjectEntry {
-  std::string key;
-  uint64_t bytes_total = 0;
-  int device = 0;
-  ObjectState state = ObjectState::kFree;
-  uint32_t epoch = 0;
-  uint64_t age_ms = 0;
-  uint64_t idle_ms = 0;
-  uint32_t leases = 0;
-  uint64_t lease_ms = 0;
-  ObjectPin pin = ObjectPin::kNone;
 };
 
 struct ObjectStoreOptions {
@@ -97,8 +60,6 @@ struct ObjectStoreOptions {
   // host staging). Devices the backend does not have are kInvalidArgument.
   std::vector<int> access_devices;
 };
-
-const char* ObjectStateName(ObjectState state);
 
 class ObjectStore {
  public:

@@ -71,7 +71,7 @@ TEST_F(NodeRecoveryTest, HeldBackPagesAreNeitherGrantedNorFree) {
   EXPECT_EQ(node_->Grant(t, 0, 6, 2).status().code(), Code::kResourceExhausted);
   auto granted = node_->Grant(t, 0, 5, 2);
   ASSERT_TRUE(granted.ok()) << granted.status().ToString();
-  for (const GrantedPage& p : *granted) EXPECT_TRUE(p.id != 1 && p.id != 2 && p.id != 5) << p.id;
+  for (const PageGrant& p : *granted) EXPECT_TRUE(p.id != 1 && p.id != 2 && p.id != 5) << p.id;
   Check();
 }
 

@@ -43,7 +43,7 @@ class NodeStateTest : public ::testing::Test {
     return id.ok() ? *id : 0;
   }
 
-  std::vector<PageId> Ids(const std::vector<GrantedPage>& pages) {
+  std::vector<PageId> Ids(const std::vector<PageGrant>& pages) {
     std::vector<PageId> ids;
     for (const auto& p : pages) ids.push_back(p.id);
     return ids;
@@ -151,7 +151,7 @@ TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
   EXPECT_EQ(forgotten, 8u) << "group g1 must be told to drop the recycled pages";
   EXPECT_EQ(notices.size(), 1u) << "one forget notice for all pages of one device";
   for (size_t i = 0; i < 8; ++i) {
-    const GrantedPage& p = gb->at(i);
+    const PageGrant& p = gb->at(i);
     EXPECT_TRUE(p.needs_fd);
     EXPECT_GE(p.generation, 1u);
     auto fd = node_->PageFd(0, p.id);

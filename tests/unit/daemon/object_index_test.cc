@@ -1,11 +1,14 @@
-// The object store on the real host backend: every state transition and every
-// illegal one, epochs across reuse, eviction order (FIFO, LRU), leases and
-// pins against eviction, zombie reclaim, the pool's accounting, threads.
-// CheckInvariants (index, allocator, device headers, NodeState) after steps.
+// The object store's index on the real host backend: every state transition
+// and every illegal one, epochs across reuse, eviction order (FIFO, LRU),
+// leases and pins against eviction, zombie reclaim, the pool's accounting,
+// threads. CheckInvariants (index, allocator, device headers, NodeState)
+// after steps. Bytes move as a producer and a reader move them, through the
+// plan API and the backend (PutByPlan, GetUnderLease below).
 #include "daemon/objects/object_index.h"
 
 #include <atomic>
 #include <cstring>
+#include <span>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -58,6 +61,41 @@ class ObjectStoreTest : public ::testing::Test {
 
   void Check() { ASSERT_OK(store_->CheckInvariants(*node_)); }
 
+  // A producer's put: open, copy the bytes to the plan's payload through the
+  // backend, commit (revoke when the copy fails).
+  Status PutByPlan(const std::string& key, std::span<const std::byte> bytes, int device,
+                   uint64_t now_ns) {
+    NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->OpenForWrite(key, bytes.size(), device, now_ns));
+    NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
+    Status copied = backend_->Copy(reinterpret_cast<void*>(base + plan.payload_offset), bytes.data(),
+                                   bytes.size(), gpu::CopyKind::kHostToDevice);
+    if (!copied.ok()) {
+      (void)store_->Revoke(key, plan.epoch, now_ns);
+      return copied;
+    }
+    return store_->Commit(key, plan.epoch, now_ns);
+  }
+
+  // A reader's get: a lease first (the object can be neither removed nor
+  // evicted while it copies), then the copy, then the release.
+  Result<std::vector<std::byte>> GetUnderLease(const std::string& key, uint64_t now_ns) {
+    NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease, store_->AcquireLease(key, now_ns));
+    Result<std::vector<std::byte>> got = CopyOut(key, now_ns);
+    Status released = store_->ReleaseLease(key, lease.id, now_ns);
+    if (got.ok() && !released.ok()) return released;
+    return got;
+  }
+
+  // REQUIRES: `key` is leased.
+  Result<std::vector<std::byte>> CopyOut(const std::string& key, uint64_t now_ns) {
+    NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->GetLocation(key, now_ns));
+    NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
+    std::vector<std::byte> out(plan.bytes_total);
+    NANOKV_RETURN_IF_ERROR(backend_->Copy(out.data(), reinterpret_cast<const void*>(base + plan.payload_offset),
+                                          out.size(), gpu::CopyKind::kDeviceToHost));
+    return out;
+  }
+
   bool Has(const std::string& key) {
     for (const auto& info : store_->List(0)) {
       if (info.key == key) return true;
@@ -68,7 +106,7 @@ class ObjectStoreTest : public ::testing::Test {
   // Puts `count` objects of `bytes`, keys prefix0.., at times 1, 2, ... ms.
   void PutMany(const std::string& prefix, int count, uint64_t bytes, uint64_t t0 = 1) {
     for (int i = 0; i < count; ++i) {
-      ASSERT_OK(store_->Put(prefix + std::to_string(i), Pattern(bytes, uint8_t(i)), 0, (t0 + i) * kMs));
+      ASSERT_OK(PutByPlan(prefix + std::to_string(i), Pattern(bytes, uint8_t(i)), 0, (t0 + i) * kMs));
     }
   }
 
@@ -81,15 +119,15 @@ class ObjectStoreTest : public ::testing::Test {
 TEST_F(ObjectStoreTest, PutGetByteExactAndHeaderOnDevice) {
   Open();
   auto data = Pattern(3 * kMiB + 123, 9);
-  ASSERT_OK(store_->Put("sess:42:kv:L0", data, 1, 5 * kMs));
-  auto got = store_->Get("sess:42:kv:L0", 6 * kMs);
+  ASSERT_OK(PutByPlan("sess:42:kv:L0", data, 1, 5 * kMs));
+  auto got = GetUnderLease("sess:42:kv:L0", 6 * kMs);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, data);
 
   auto meta = store_->GetLocation("sess:42:kv:L0", 7 * kMs);
   ASSERT_TRUE(meta.ok());
   EXPECT_EQ(meta->device, 1);
-  EXPECT_EQ(meta->state, ObjState::kReady);
+  EXPECT_EQ(meta->state, ObjectState::kReady);
   EXPECT_EQ(meta->key_hash, KeyHash("sess:42:kv:L0"));
   EXPECT_EQ(meta->bytes_total, data.size());
   // The payload spans pages; the spans add up and start past the header arena.
@@ -102,10 +140,10 @@ TEST_F(ObjectStoreTest, PutGetByteExactAndHeaderOnDevice) {
   // The 64-byte header on the device says READY with the same layout.
   auto base = store_->StoreBase(1);
   ASSERT_TRUE(base.ok());
-  ObjHeader header;
+  ObjectHeader header;
   std::memcpy(&header, reinterpret_cast<const void*>(*base + meta->header_offset), sizeof(header));
   EXPECT_EQ(header.key_hash, meta->key_hash);
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjState::kReady));
+  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kReady));
   EXPECT_EQ(header.epoch, meta->epoch);
   EXPECT_EQ(header.payload_base, meta->payload_offset);
   EXPECT_EQ(header.bytes_total, data.size());
@@ -118,15 +156,15 @@ TEST_F(ObjectStoreTest, PutGetByteExactAndHeaderOnDevice) {
 
 TEST_F(ObjectStoreTest, SmallObjectsSharePages) {
   Open();
-  ASSERT_OK(store_->Put("a", Pattern(100, 1), 0, kMs));
-  ASSERT_OK(store_->Put("b", Pattern(300, 2), 0, kMs));
+  ASSERT_OK(PutByPlan("a", Pattern(100, 1), 0, kMs));
+  ASSERT_OK(PutByPlan("b", Pattern(300, 2), 0, kMs));
   auto a = store_->GetLocation("a", kMs), b = store_->GetLocation("b", kMs);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(a->spans.size(), 1u);
   ASSERT_EQ(b->spans.size(), 1u);
   EXPECT_EQ(a->spans[0].page_id, b->spans[0].page_id);
   EXPECT_EQ(b->payload_offset - a->payload_offset, kPayloadAlignment);
-  EXPECT_EQ(*store_->Get("b", kMs), Pattern(300, 2));
+  EXPECT_EQ(*GetUnderLease("b", kMs), Pattern(300, 2));
   Check();
 }
 
@@ -138,7 +176,7 @@ TEST_F(ObjectStoreTest, StateTransitionsAndIllegalOnes) {
   Check();
   // WRITING: not readable, not removable, not leasable; a second open is refused.
   EXPECT_EQ(store_->GetLocation("k", kMs).status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(store_->Get("k", kMs).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(GetUnderLease("k", kMs).status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->Remove("k", kMs).code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->AcquireLease("k", kMs).status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->OpenForWrite("k", 10, 0, kMs).status().code(), Code::kAlreadyExists);
@@ -149,23 +187,23 @@ TEST_F(ObjectStoreTest, StateTransitionsAndIllegalOnes) {
   std::memcpy(reinterpret_cast<void*>(*base + plan->payload_offset), data.data(), data.size());
   ASSERT_OK(store_->Commit("k", plan->epoch, 2 * kMs));
   Check();
-  EXPECT_EQ(*store_->Get("k", 3 * kMs), data);
+  EXPECT_EQ(*GetUnderLease("k", 3 * kMs), data);
 
   // READY is final: no second commit, no revoke, no new write under the key.
   EXPECT_EQ(store_->Commit("k", plan->epoch, 3 * kMs).code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->Revoke("k", plan->epoch, 3 * kMs).code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->OpenForWrite("k", 10, 0, kMs).status().code(), Code::kAlreadyExists);
-  EXPECT_EQ(store_->Put("k", Pattern(10, 1), 0, kMs).code(), Code::kAlreadyExists);
+  EXPECT_EQ(PutByPlan("k", Pattern(10, 1), 0, kMs).code(), Code::kAlreadyExists);
 
   ASSERT_OK(store_->Remove("k", 4 * kMs));
   Check();
   EXPECT_EQ(store_->Remove("k", 4 * kMs).code(), Code::kNotFound);
-  EXPECT_EQ(store_->Get("k", 4 * kMs).status().code(), Code::kNotFound);
+  EXPECT_EQ(GetUnderLease("k", 4 * kMs).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->Commit("k", plan->epoch, 4 * kMs).code(), Code::kNotFound);
   // The header was marked DEAD before its slot was freed.
-  ObjHeader header;
+  ObjectHeader header;
   std::memcpy(&header, reinterpret_cast<const void*>(*base + plan->header_offset), sizeof(header));
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjState::kDead));
+  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kDead));
 
   // Revoke: WRITING -> DEAD, then the plan is dead.
   auto again = store_->OpenForWrite("k2", 100, 0, 5 * kMs);
@@ -182,8 +220,8 @@ TEST_F(ObjectStoreTest, ACommitByTheProducersKernelIsAccepted) {
   ASSERT_TRUE(plan.ok());
   // What kv_commit_ready does on a GPU: READY stored into the header first.
   auto base = store_->StoreBase(0);
-  uint32_t ready = static_cast<uint32_t>(ObjState::kReady);
-  std::memcpy(reinterpret_cast<void*>(*base + plan->header_offset + kObjHeaderStateOffset), &ready, 4);
+  uint32_t ready = static_cast<uint32_t>(ObjectState::kReady);
+  std::memcpy(reinterpret_cast<void*>(*base + plan->header_offset + kObjectHeaderStateOffset), &ready, 4);
   Check();  // a device READY under a WRITING index entry is legal
   ASSERT_OK(store_->Commit("k", plan->epoch, kMs));
   Check();
@@ -198,22 +236,22 @@ TEST_F(ObjectStoreTest, APublishedCommitLeavesTheDeviceHeaderAlone) {
   auto base = store_->StoreBase(0);
   auto state_on_device = [&] {
     uint32_t state = 0;
-    std::memcpy(&state, reinterpret_cast<void*>(*base + plan->header_offset + kObjHeaderStateOffset), 4);
-    return static_cast<ObjState>(state);
+    std::memcpy(&state, reinterpret_cast<void*>(*base + plan->header_offset + kObjectHeaderStateOffset), 4);
+    return static_cast<ObjectState>(state);
   };
   ASSERT_OK(store_->Commit("k", plan->epoch, kMs, /*published=*/true));
-  EXPECT_EQ(state_on_device(), ObjState::kWriting);  // kvd did not write it
-  EXPECT_EQ(store_->GetLocation("k", kMs)->state, ObjState::kReady);
+  EXPECT_EQ(state_on_device(), ObjectState::kWriting);  // kvd did not write it
+  EXPECT_EQ(store_->GetLocation("k", kMs)->state, ObjectState::kReady);
   Check();
   // The same rules as any commit: twice, or with a stale epoch, is refused.
   EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
   ASSERT_OK(store_->Remove("k", kMs));
-  EXPECT_EQ(state_on_device(), ObjState::kDead);
+  EXPECT_EQ(state_on_device(), ObjectState::kDead);
   auto next = store_->OpenForWrite("k", 64, 0, kMs);
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
   ASSERT_OK(store_->Commit("k", next->epoch, kMs));
-  EXPECT_EQ(state_on_device(), ObjState::kReady);
+  EXPECT_EQ(state_on_device(), ObjectState::kReady);
   Check();
 }
 
@@ -231,7 +269,7 @@ TEST_F(ObjectStoreTest, EpochsGuardReuse) {
   EXPECT_EQ(store_->Revoke("k", first->epoch, kMs).code(), Code::kFailedPrecondition);
   ASSERT_OK(store_->Commit("k", second->epoch, kMs));
   ASSERT_OK(store_->Remove("k", kMs));
-  ASSERT_OK(store_->Put("k", Pattern(10, 1), 0, kMs));
+  ASSERT_OK(PutByPlan("k", Pattern(10, 1), 0, kMs));
   EXPECT_GT(store_->GetLocation("k", kMs)->epoch, second->epoch);
   Check();
 }
@@ -239,15 +277,15 @@ TEST_F(ObjectStoreTest, EpochsGuardReuse) {
 TEST_F(ObjectStoreTest, RefusesBadInput) {
   Open();
   EXPECT_EQ(store_->OpenForWrite("", 10, 0, 0).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(store_->OpenForWrite(std::string(kMaxKeyBytes + 1, 'x'), 10, 0, 0).status().code(),
+  EXPECT_EQ(store_->OpenForWrite(std::string(kMaxObjectKeyBytes + 1, 'x'), 10, 0, 0).status().code(),
             Code::kInvalidArgument);
-  EXPECT_TRUE(store_->OpenForWrite(std::string(kMaxKeyBytes, 'x'), 10, 0, 0).ok());
+  EXPECT_TRUE(store_->OpenForWrite(std::string(kMaxObjectKeyBytes, 'x'), 10, 0, 0).ok());
   EXPECT_EQ(store_->OpenForWrite("a b", 10, 0, 0).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->OpenForWrite(std::string("a\0b", 3), 10, 0, 0).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->OpenForWrite("k", 0, 0, 0).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->OpenForWrite("k", 10, 7, 0).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->OpenForWrite("k", 11 * kMiB, 0, 0).status().code(), Code::kResourceExhausted);
-  EXPECT_EQ(store_->SetPin("nope", PinKind::kHard).code(), Code::kNotFound);
+  EXPECT_EQ(store_->SetPin("nope", ObjectPin::kHard).code(), Code::kNotFound);
   Check();
 }
 
@@ -255,8 +293,8 @@ TEST_F(ObjectStoreTest, FifoEvictsInCreationOrderDespiteReads) {
   config_.policy = EvictionPolicy::kFifo;
   Open();
   PutMany("o", 9, kMiB);  // 9 MiB: at the high watermark, not over it
-  ASSERT_TRUE(store_->Get("o0", 20 * kMs).ok());  // a read does not matter to FIFO
-  ASSERT_OK(store_->Put("new", Pattern(kMiB, 1), 0, 21 * kMs));
+  ASSERT_TRUE(GetUnderLease("o0", 20 * kMs).ok());  // a read does not matter to FIFO
+  ASSERT_OK(PutByPlan("new", Pattern(kMiB, 1), 0, 21 * kMs));
   // Over 9 MiB: evicted down to 5 MiB - 1 MiB for the new one: o0..o4 went.
   for (int i = 0; i < 5; ++i) EXPECT_FALSE(Has("o" + std::to_string(i))) << i;
   for (int i = 5; i < 9; ++i) EXPECT_TRUE(Has("o" + std::to_string(i))) << i;
@@ -268,9 +306,9 @@ TEST_F(ObjectStoreTest, LruKeepsWhatWasRead) {
   config_.policy = EvictionPolicy::kLru;
   Open();
   PutMany("o", 9, kMiB);
-  ASSERT_TRUE(store_->Get("o0", 20 * kMs).ok());
+  ASSERT_TRUE(GetUnderLease("o0", 20 * kMs).ok());
   ASSERT_TRUE(store_->GetLocation("o1", 21 * kMs).ok());
-  ASSERT_OK(store_->Put("new", Pattern(kMiB, 1), 0, 22 * kMs));
+  ASSERT_OK(PutByPlan("new", Pattern(kMiB, 1), 0, 22 * kMs));
   EXPECT_TRUE(Has("o0"));
   EXPECT_TRUE(Has("o1"));
   for (int i = 2; i < 7; ++i) EXPECT_FALSE(Has("o" + std::to_string(i))) << i;
@@ -286,7 +324,7 @@ TEST_F(ObjectStoreTest, LeasesHoldAgainstEvictionAndRemoveUntilTheyEnd) {
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ(lease->expires_ns, 110 * kMs);
   EXPECT_EQ(store_->Remove("o0", 20 * kMs).code(), Code::kFailedPrecondition);
-  ASSERT_OK(store_->Put("new", Pattern(kMiB, 1), 0, 21 * kMs));
+  ASSERT_OK(PutByPlan("new", Pattern(kMiB, 1), 0, 21 * kMs));
   EXPECT_TRUE(Has("o0"));   // leased: skipped
   EXPECT_FALSE(Has("o5"));  // the next in line went instead
   auto listed = store_->List(30 * kMs);
@@ -310,8 +348,8 @@ TEST_F(ObjectStoreTest, PinsSoftLastHardNever) {
   config_.policy = EvictionPolicy::kFifo;
   Open();
   PutMany("o", 9, kMiB);
-  ASSERT_OK(store_->SetPin("o0", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("o1", PinKind::kSoft));
+  ASSERT_OK(store_->SetPin("o0", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("o1", ObjectPin::kSoft));
   auto freed = store_->Evict(0, 7 * kMiB, 50 * kMs);  // all but o0, o1 is 7 MiB
   ASSERT_TRUE(freed.ok());
   EXPECT_EQ(*freed, 7 * kMiB);
@@ -359,12 +397,12 @@ TEST_F(ObjectStoreTest, HeaderSlotsRunOutThenEvict) {
   config_.max_objects = 4;
   Open();
   PutMany("o", 4, 100);
-  ASSERT_OK(store_->Put("five", Pattern(100, 5), 0, 10 * kMs));  // evicts the LRU one
+  ASSERT_OK(PutByPlan("five", Pattern(100, 5), 0, 10 * kMs));  // evicts the LRU one
   EXPECT_FALSE(Has("o0"));
-  ASSERT_OK(store_->SetPin("o1", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("o2", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("o3", PinKind::kHard));
-  ASSERT_OK(store_->SetPin("five", PinKind::kHard));
+  ASSERT_OK(store_->SetPin("o1", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("o2", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("o3", ObjectPin::kHard));
+  ASSERT_OK(store_->SetPin("five", ObjectPin::kHard));
   EXPECT_EQ(store_->OpenForWrite("six", 10, 0, 11 * kMs).status().code(), Code::kResourceExhausted);
   Check();
 }
@@ -422,16 +460,16 @@ TEST_F(ObjectStoreTest, ConcurrentProducersAndReaders) {
         std::string key = "t" + std::to_string(t) + ":" + std::to_string(i);
         size_t bytes = 1 + (i * 977 + t * 131) % 20000;
         auto data = Pattern(bytes, uint8_t(i + t));
-        if (!store_->Put(key, data, t % 2, clock++).ok()) { ++failures; continue; }
+        if (!PutByPlan(key, data, t % 2, clock++).ok()) { ++failures; continue; }
         // Read back our own and a neighbour's (which may not exist yet).
-        auto got = store_->Get(key, clock++);
+        auto got = GetUnderLease(key, clock++);
         if (!got.ok() || *got != data) ++failures;
         std::string other = "t" + std::to_string((t + 1) % kThreads) + ":" + std::to_string(i);
-        auto peer = store_->Get(other, clock++);
+        auto peer = GetUnderLease(other, clock++);
         if (peer.ok() && peer->size() != 1u + static_cast<size_t>((i * 977 + ((t + 1) % kThreads) * 131) % 20000)) {
           ++failures;
         }
-        // A neighbour's Get copying this object right now holds it (invariant 3):
+        // A neighbour's lease while it copies this object holds it (invariant 3):
         // remove answers kFailedPrecondition and succeeds once the copy is done.
         if (i % 3 == 0) {
           Status removed = store_->Remove(key, clock++);

@@ -98,7 +98,7 @@ TEST(KvKernelsArgs, HeaderCallsNeedAHeader) {
   std::uint32_t* out = static_cast<std::uint32_t*>(Fake(0x7000));
   EXPECT_EQ(CommitReady(nullptr, 1, out, nullptr).code(), Code::kInvalidArgument);
   EXPECT_EQ(ReadState(nullptr, out, nullptr).code(), Code::kInvalidArgument);
-  EXPECT_EQ(ReadState(static_cast<const ObjHeader*>(Fake(0x8000)), nullptr, nullptr).code(),
+  EXPECT_EQ(ReadState(static_cast<const ObjectHeader*>(Fake(0x8000)), nullptr, nullptr).code(),
             Code::kInvalidArgument);
   EXPECT_EQ(StorePagesAndCommit(nullptr, nullptr, 0, nullptr, 1, out, nullptr).code(),
             Code::kInvalidArgument);

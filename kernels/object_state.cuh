@@ -1,8 +1,8 @@
-// Device-side access to ObjHeader::state, for kernels/ and for producers'
+// Device-side access to ObjectHeader::state, for kernels/ and for producers'
 // own kernels that write an object's payload and publish it themselves.
-// Every access is a 32-bit atomic at system scope (obj_header.h, invariant 3).
-#ifndef NANOKV_KERNELS_OBJ_STATE_CUH_
-#define NANOKV_KERNELS_OBJ_STATE_CUH_
+// Every access is a 32-bit atomic at system scope (nanokv/object_header.h, invariant 3).
+#ifndef NANOKV_KERNELS_OBJECT_STATE_CUH_
+#define NANOKV_KERNELS_OBJECT_STATE_CUH_
 
 #include <cstdint>
 
@@ -13,7 +13,7 @@ namespace nanokv::kernels {
 
 // Acquire: payload reads after it (by this thread, or by its block after a
 // __syncthreads) see every byte written before the READY release.
-__device__ inline std::uint32_t LoadStateAcquire(const ObjHeader* h) {
+__device__ inline std::uint32_t LoadStateAcquire(const ObjectHeader* h) {
   return gpu_compat::LoadAcquireSystem(&h->state);
 }
 
@@ -21,7 +21,7 @@ __device__ inline std::uint32_t LoadStateAcquire(const ObjHeader* h) {
 // thread, after every payload store of the object is done: in a later launch
 // on the same stream, or after a grid-wide barrier. Returns a CommitCode;
 // *state_seen gets the state found (READY on success).
-__device__ inline std::uint32_t CommitReadyDevice(ObjHeader* h, std::uint32_t epoch,
+__device__ inline std::uint32_t CommitReadyDevice(ObjectHeader* h, std::uint32_t epoch,
                                                   std::uint32_t* state_seen) {
   // Make the earlier stores (this grid's and, through stream order, earlier
   // grids') visible at system scope before the flag; the release below
@@ -32,10 +32,10 @@ __device__ inline std::uint32_t CommitReadyDevice(ObjHeader* h, std::uint32_t ep
     *state_seen = LoadStateAcquire(h);
     return static_cast<std::uint32_t>(CommitCode::kWrongEpoch);
   }
-  std::uint32_t expected = static_cast<std::uint32_t>(ObjState::kWriting);
+  std::uint32_t expected = static_cast<std::uint32_t>(ObjectState::kWriting);
   if (gpu_compat::CasReleaseSystem(&h->state, &expected,
-                                   static_cast<std::uint32_t>(ObjState::kReady))) {
-    *state_seen = static_cast<std::uint32_t>(ObjState::kReady);
+                                   static_cast<std::uint32_t>(ObjectState::kReady))) {
+    *state_seen = static_cast<std::uint32_t>(ObjectState::kReady);
     return static_cast<std::uint32_t>(CommitCode::kCommitted);
   }
   *state_seen = expected;
@@ -44,4 +44,4 @@ __device__ inline std::uint32_t CommitReadyDevice(ObjHeader* h, std::uint32_t ep
 
 }  // namespace nanokv::kernels
 
-#endif  // NANOKV_KERNELS_OBJ_STATE_CUH_
+#endif  // NANOKV_KERNELS_OBJECT_STATE_CUH_

@@ -1,0 +1,71 @@
+// The records of the object store that kvd and engines both speak: where an
+// object lives (ObjectPlan, what kvd's index answers to an open or a locate
+// and what an ObjectStore hands its caller) and one object as kvctl lists it
+// (ObjectEntry). The wire's messages of the same names carry them between
+// the two (ipc/proto/nanokv.proto); the words device code shares as well
+// (states, pins, the header, the key rules) are in nanokv/object_header.h.
+#ifndef NANOKV_OBJECT_TYPES_H_
+#define NANOKV_OBJECT_TYPES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanokv/object_header.h"
+
+namespace nanokv {
+
+// The part of an object's payload inside one store page: what a producer or
+// reader maps.
+struct ObjectSpan {
+  uint32_t page_id = 0;  // the pool's page id on the object's device
+  uint32_t offset = 0;   // bytes into the page
+  uint32_t length = 0;
+};
+
+// Where an object lives on its device. Offsets are bytes into the device's
+// *store range*: its store pages back to back, the header arena first, so
+// the page of range offset x is number x / page_bytes.
+struct ObjectPlan {
+  std::string key;
+  uint64_t key_hash = 0;        // xxhash64(key), seed 0 (ObjectHeader::key_hash)
+  int device = 0;
+  uint64_t header_offset = 0;   // the object's ObjectHeader
+  uint64_t payload_offset = 0;  // ObjectHeader::payload_base
+  std::vector<ObjectSpan> spans;  // in order; their lengths add up to bytes_total
+  uint64_t page_bytes = 0;
+  uint32_t n_pages = 0;         // spans.size()
+  uint64_t bytes_total = 0;
+  uint32_t epoch = 0;           // what Commit and Revoke must name
+  ObjectState state = ObjectState::kFree;  // WRITING from an open, READY from a locate
+  uint64_t store_bytes = 0;     // the size of the device's store range
+  uint32_t header_page = 0;     // the page holding the header
+};
+
+// One object as kvctl lists it; times are relative to kvd's answer.
+struct ObjectEntry {
+  std::string key;
+  uint64_t bytes_total = 0;
+  int device = 0;
+  ObjectState state = ObjectState::kFree;
+  uint32_t epoch = 0;
+  uint64_t age_ms = 0;          // since its open
+  uint64_t idle_ms = 0;         // since it was last committed, located or leased
+  uint32_t leases = 0;          // active read leases
+  uint64_t lease_ms = 0;        // until the last of them ends
+  ObjectPin pin = ObjectPin::kNone;
+};
+
+// The key rule of nanokv/object_header.h.
+constexpr bool ValidObjectKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxObjectKeyBytes) return false;
+  for (char c : key) {
+    if (!IsObjectKeyByte(c)) return false;
+  }
+  return true;
+}
+
+}  // namespace nanokv
+
+#endif  // NANOKV_OBJECT_TYPES_H_
