@@ -66,7 +66,8 @@ Status OneOf(const YamlField& field, std::initializer_list<const char*> words, s
   return field.Bad("'" + text + "' is not one of " + listed);
 }
 
-// Every top-level key of the file, each reading its value into *c.
+// Every top-level key of the file, each reading its value into *c: what a
+// file's key and a flag over it (ApplyOverride) both go through.
 using KeyReader = std::function<Status(const YamlField&)>;
 std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdConfig* c) {
   return {
@@ -164,6 +165,17 @@ Result<KvdConfig> LoadConfigFile(const std::string& path) {
   std::error_code ignored;
   std::string base_dir = std::filesystem::absolute(path, ignored).parent_path().string();
   return LoadConfigText(text.str(), path, base_dir);
+}
+
+Status ApplyOverride(const std::string& key, const YamlField& value, KvdConfig* config) {
+  const std::map<std::string, KeyReader> keys = TopLevelKeys(CurrentDirectory(), config);
+  auto it = keys.find(key);
+  if (it == keys.end()) return Status::InvalidArgument(value.key() + ": kvd's config has no key " + key);
+  try {
+    return it->second(value);
+  } catch (const YAML::Exception& e) {
+    return value.Bad(e.msg);
+  }
 }
 
 Status Validate(const KvdConfig& config) {

@@ -1,6 +1,7 @@
 // kvd's configuration: a YAML file (configs/kvd.yaml documents every key),
-// then command-line flags over it. Every error names the file, the line and
-// the key, and nothing starts on a config that did not load whole.
+// then command-line flags over it (kvd_flags.h). Every error names the file,
+// the line and the key, or the flag, and nothing starts on a config that did
+// not load whole.
 #ifndef NANOKV_DAEMON_CONFIG_CONFIG_H_
 #define NANOKV_DAEMON_CONFIG_CONFIG_H_
 
@@ -59,6 +60,13 @@ Result<KvdConfig> LoadConfigFile(const std::string& path);
 // paths resolve against `base_dir` (empty: the current directory).
 Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& origin,
                                  const std::string& base_dir = "");
+
+// Sets the top-level `key` (e.g. "page_size") from `value`, a value given
+// outside the file (a flag, kvd_flags.h), through the parser the file's key
+// gets: the same rule, and an error naming where the value came from
+// ("--page-size: '3MiB' is not a power of two"). kInvalidArgument for a key
+// the config does not have. Validate the config once every value is set.
+Status ApplyOverride(const std::string& key, const YamlField& value, KvdConfig* config);
 
 // Semantic checks that need no device: names, ranges.
 Status Validate(const KvdConfig& config);
