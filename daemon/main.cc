@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/config/config.h"
+#include "daemon/config/kvd_flags.h"
 #include "daemon/controller/controller.h"
 #include "daemon/server/fd_budget.h"
 #include "daemon/server/node_server.h"
@@ -100,89 +101,11 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
 int Main(int argc, char** argv) {
   CLI::App app{"kvd: the nanokv node daemon. It owns GPU memory as physical pages and shares "
                "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>)."};
-  std::string config_path;
-  KvdConfig flags;
-  app.add_option("-c,--config", config_path, "YAML config file (configs/kvd.yaml documents every key)")
-      ->check(CLI::ExistingFile);
-  auto* ipc_opt = app.add_option("--ipc-name", flags.ipc_name, "IPC name engines attach by");
-  auto* backend_opt = app.add_option("--backend", flags.backend, "auto, cuda, hip or host")
-      ->check(CLI::IsMember({"auto", "cuda", "hip", "host"}));
-  auto* devices_opt = app.add_option("--devices", flags.devices, "device ordinals to serve (default: all)")
-      ->delimiter(',');
-  std::string page_bytes, capacity, default_limit, host_memory, recovery_window;
-  auto* page_opt = app.add_option("--page-size", page_bytes, "page size, e.g. 2MiB");
-  auto* capacity_opt = app.add_option("--capacity", capacity, "per device: bytes (40GiB), a share (90%) or a fraction (0.9)");
-  auto* reserve_opt = app.add_option("--reserve-pages", flags.reserve_pages, "pages created ahead of demand per device");
-  auto* limit_opt = app.add_option("--default-limit", default_limit, "limit of an engine that asks none: bytes or a share");
-  auto* log_opt = app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  auto* run_opt = app.add_option("--run-dir", flags.run_dir, "socket directory (default $NANOKV_RUN_DIR or /tmp/nanokv)");
-  auto* host_dev_opt = app.add_option("--host-devices", flags.host_devices, "host backend: simulated devices")
-      ->check(CLI::Range(1, 16));
-  auto* host_mem_opt = app.add_option("--host-device-memory", host_memory, "host backend: memory per device, e.g. 1GiB");
-  auto* recovery_opt = app.add_option("--recovery-window", recovery_window,
-                                      "after a restart, how long pages engines hold wait for them "
-                                      "to reconnect, e.g. 10s");
-  auto* max_conn_opt = app.add_option("--max-connections", flags.max_connections,
-                                      "connections served at once (0: 1024, or what the open-file limit affords)");
-  auto* max_conn_pid_opt = app.add_option("--max-connections-per-process", flags.max_connections_per_process,
-                                          "connections one process may hold")
-      ->check(CLI::Range(1, 1 << 20));
-  auto* busy_poll_opt = app.add_option("--busy-poll-us", flags.busy_poll_us,
-                                       "after a request, poll this many us without sleeping (0: off)")
-      ->check(CLI::Range(0, 10'000));
-  auto* check_opt = app.add_flag("--check-invariants", flags.check_invariants,
-                                 "check NodeState's invariants after every change; exit 1 on a break (tests)");
+  KvdFlags flags(&app);
   CLI11_PARSE(app, argc, argv);
-
-  // The file first, then each flag given over it.
-  KvdConfig config;
-  if (!config_path.empty()) {
-    auto loaded = LoadConfigFile(config_path);
-    if (!loaded.ok()) return Fail(loaded.status());
-    config = *loaded;
-  }
-  auto yaml_value = [](const std::string& key, const std::string& value) {
-    return LoadConfigText(key + ": \"" + value + "\"", "--" + key);
-  };
-  if (*ipc_opt) config.ipc_name = flags.ipc_name;
-  if (*backend_opt) config.backend = flags.backend;
-  if (*devices_opt) config.devices = flags.devices;
-  if (*reserve_opt) config.reserve_pages = flags.reserve_pages;
-  if (*log_opt) config.log_level = flags.log_level;
-  if (*run_opt) config.run_dir = flags.run_dir;
-  if (*host_dev_opt) config.host_devices = flags.host_devices;
-  if (*check_opt) config.check_invariants = flags.check_invariants;
-  if (*max_conn_opt) config.max_connections = flags.max_connections;
-  if (*max_conn_pid_opt) config.max_connections_per_process = flags.max_connections_per_process;
-  if (*busy_poll_opt) config.busy_poll_us = flags.busy_poll_us;
-  if (*page_opt) {
-    auto c = yaml_value("page_size", page_bytes);
-    if (!c.ok()) return Fail(c.status());
-    config.page_bytes = c->page_bytes;
-  }
-  if (*capacity_opt) {
-    auto c = yaml_value("capacity", capacity);
-    if (!c.ok()) return Fail(c.status());
-    config.capacity = c->capacity;
-  }
-  if (*limit_opt) {
-    auto c = yaml_value("default_limit", default_limit);
-    if (!c.ok()) return Fail(c.status());
-    config.default_limit = c->default_limit;
-  }
-  if (*recovery_opt) {
-    auto c = yaml_value("recovery_window", recovery_window);
-    if (!c.ok()) return Fail(c.status());
-    config.recovery_window = c->recovery_window;
-  }
-  if (*host_mem_opt) {
-    auto c = yaml_value("host_device_memory", host_memory);
-    if (!c.ok()) return Fail(c.status());
-    config.host_device_bytes = c->host_device_bytes;
-  }
-  Status valid = Validate(config);
-  if (!valid.ok()) return Fail(valid);
+  auto loaded = flags.Load();
+  if (!loaded.ok()) return Fail(loaded.status());
+  const KvdConfig& config = *loaded;
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   // Every page kvd creates keeps an exported fd open (daemon/server/fd_budget.h).
   OpenFileLimit files = RaiseOpenFileLimit();

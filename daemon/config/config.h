@@ -1,6 +1,7 @@
 // kvd's configuration: a YAML file (configs/kvd.yaml documents every key),
-// then command-line flags over it. Every error names the file, the line and
-// the key, and nothing starts on a config that did not load whole.
+// then command-line flags over it (kvd_flags.h). Every error names the file,
+// the line and the key, or the flag, and nothing starts on a config that did
+// not load whole.
 #ifndef NANOKV_DAEMON_CONFIG_CONFIG_H_
 #define NANOKV_DAEMON_CONFIG_CONFIG_H_
 
@@ -10,45 +11,15 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "daemon/config/object_store_config.h"
 #include "base/human_size.h"
+#include "daemon/config/instance_config.h"
+#include "daemon/config/object_store_config.h"
+#include "daemon/config/yaml_field.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {
-
-// When the controller starts an instance again after it ended.
-enum class RestartPolicy {
-  kNever,      // never
-  kOnFailure,  // after a non-zero exit or a death by signal (the default)
-  kAlways,     // after any end, exit 0 included
-};
-
-// One engine kvd runs and supervises (`instances:` in the YAML; the controller,
-// daemon/controller/controller.h). Paths are resolved when the config loads: relative
-// ones against the config file's directory, a bare command name on $PATH.
-struct InstanceConfig {
-  std::string name;                   // unique; 1-48 of [A-Za-z0-9_.-]; also its tenant name
-  std::string command;                // absolute path of an executable file
-  std::vector<std::string> args;
-  std::string workdir;                // empty: kvd's working directory
-  std::vector<std::pair<std::string, std::string>> env;  // extra variables, in file order
-  std::optional<SizeOrShare> limit;   // NANOKV_LIMIT
-  std::string group;                  // NANOKV_GROUP; empty: none
-  std::optional<int> device;          // NANOKV_DEVICE (a kvd device ordinal)
-  RestartPolicy restart = RestartPolicy::kOnFailure;
-  uint32_t max_restarts = 5;          // restarts in a row before it is given up (failed)
-  std::chrono::milliseconds backoff{1000};      // first restart delay; doubles, up to 30 s
-  std::chrono::milliseconds start_delay{0};     // after kvd is ready, before the first start
-  std::chrono::milliseconds grace{10000};       // SIGTERM -> SIGKILL on kvd's stop
-  std::string log;                    // empty: <run_dir>/<ipc_name>.<name>.log
-  std::string where;                  // "<file>:<line>" of its entry, for later errors
-};
-
-// The text NANOKV_LIMIT gets for `limit`: bytes as a number, a share as "N%".
-std::string LimitText(const SizeOrShare& limit);
 
 struct KvdConfig {
   std::string ipc_name = "nanokv";
@@ -89,6 +60,13 @@ Result<KvdConfig> LoadConfigFile(const std::string& path);
 // paths resolve against `base_dir` (empty: the current directory).
 Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& origin,
                                  const std::string& base_dir = "");
+
+// Sets the top-level `key` (e.g. "page_size") from `value`, a value given
+// outside the file (a flag, kvd_flags.h), through the parser the file's key
+// gets: the same rule, and an error naming where the value came from
+// ("--page-size: '3MiB' is not a power of two"). kInvalidArgument for a key
+// the config does not have. Validate the config once every value is set.
+Status ApplyOverride(const std::string& key, const YamlField& value, KvdConfig* config);
 
 // Semantic checks that need no device: names, ranges.
 Status Validate(const KvdConfig& config);

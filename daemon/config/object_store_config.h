@@ -8,9 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include <yaml-cpp/yaml.h>
-
 #include "base/human_size.h"
+#include "daemon/config/yaml_field.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {
@@ -30,10 +29,9 @@ struct ObjectStoreConfig {
   bool enabled() const { return size.is_fraction() || size.bytes != 0; }
 };
 
-// Parses the mapping at `node` (key `key`, e.g. "object_store") into `out`,
-// over its defaults. Errors: "<origin>:<line>: object_store.<field>: <what>".
-Status ParseObjectStoreConfig(const std::string& origin, const YAML::Node& node,
-                              const std::string& key, ObjectStoreConfig* out);
+// Reads the mapping `field` (key "object_store") into `out`, over what it
+// holds. Errors: "<origin>:<line>: object_store.<field>: <what>".
+Status ParseObjectStoreConfig(const YamlField& field, ObjectStoreConfig* out);
 
 }  // namespace nanokv::kvd
 

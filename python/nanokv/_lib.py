@@ -227,3 +227,10 @@ def check(code):
 
 def call(name, *args):
     check(getattr(lib, name)(*args))
+
+
+def id_array(ids):
+    """Page ids as a ctypes uint32 array and their count (the array has one
+    element at least, so an empty list still passes a valid pointer)."""
+    ids = [int(i) for i in ids]
+    return (ctypes.c_uint32 * max(len(ids), 1))(*ids), len(ids)

@@ -3,6 +3,7 @@ import ctypes
 from dataclasses import dataclass
 
 from nanokv import _lib, memory
+from nanokv._handle import OwnedHandle
 from nanokv._lib import call
 
 DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float8_e4m3": 3, "uint8": 4}
@@ -28,7 +29,7 @@ class CacheView:
     block_size: int
 
 
-class KVCache:
+class KVCache(OwnedHandle):
     """Sequences (request ids) own blocks of block_size tokens; K and V of
     every layer live in kvd's pages, mapped when a block in them is first
     needed. k(layer) / v(layer) are zero-copy arrays shaped [blocks, heads,
@@ -39,10 +40,12 @@ class KVCache:
     blocks finished.
     """
 
+    _NAME = "cache"
+    _DESTROY = "nanokv_cache_destroy"
+
     def __init__(self, client, layers, kv_heads, head_dim, block_size=16, dtype="bfloat16",
                  num_blocks=0, max_bytes=0, layout="block_major", keep_free_groups=0, device=0):
         self._client = client
-        self._handle = None
         config = _lib.CacheConfig()
         call("nanokv_cache_config_init", ctypes.byref(config))
         dtype = memory._dtype(dtype)
@@ -62,8 +65,7 @@ class KVCache:
         config.keep_free_groups = int(keep_free_groups)
         handle = ctypes.c_void_p()
         call("nanokv_cache_create", client.handle, ctypes.byref(config), ctypes.byref(handle))
-        self._handle = handle
-        client._adopt(self)
+        self._own(handle)
         self.layers = int(layers)
         self.block_size = int(block_size)
         self.dtype = dtype
@@ -71,37 +73,6 @@ class KVCache:
         self.num_blocks = self._scalar("nanokv_cache_num_blocks", ctypes.c_uint64)
         self.layer_stride_elements = self._scalar("nanokv_cache_layer_stride_elements",
                                                   ctypes.c_int64)
-
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("nanokv: the cache is closed")
-        return self._handle
-
-    def _scalar(self, name, ctype, *args):
-        out = ctype()
-        call(name, self.handle, *args, ctypes.byref(out))
-        return out.value
-
-    def close(self):
-        """Returns every page to kvd. Idempotent. Finish GPU work first."""
-        if self._handle is None:
-            return
-        handle, self._handle = self._handle, None
-        call("nanokv_cache_destroy", handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if self._handle is not None and self._client._handle is not None:
-                self.close()
-        except Exception:
-            pass
 
     # -- sequences --------------------------------------------------------
     def allocate_for(self, request_id, tokens):

@@ -4,17 +4,13 @@ import weakref
 from collections import namedtuple
 
 from nanokv import _lib
-from nanokv._lib import call
+from nanokv._handle import OwnedHandle
+from nanokv._lib import call, id_array
 
 DeviceGeometry = namedtuple("DeviceGeometry", "device page_bytes capacity_pages")
 
 
-def _ids(ids):
-    ids = [int(i) for i in ids]
-    return (ctypes.c_uint32 * max(len(ids), 1))(*ids), len(ids)
-
-
-class Client:
+class Client(OwnedHandle):
     """Attach to kvd with explicit options (the keywords of
     nanokv::ClientOptions), or from the environment with Client.from_env()
     (ENABLE_NANOKV=1, NANOKV_IPC_NAME, NANOKV_LIMIT, ...). Use as a context
@@ -26,9 +22,11 @@ class Client:
             t.grow(4)
     """
 
+    _NAME = "client"
+    _DESTROY = "nanokv_detach"
+
     def __init__(self, ipc_name=None, tenant=None, group=None, limit_bytes=0, limit_fraction=0.0,
                  expect_page_bytes=0, devices=None, request_timeout_ms=None, _handle=None):
-        self._handle = None
         self._children = weakref.WeakSet()
         if _handle is None:
             options = _lib.Options()
@@ -49,7 +47,7 @@ class Client:
             handle = ctypes.c_void_p()
             call("nanokv_attach", ctypes.byref(options), ctypes.byref(handle))
             _handle = handle
-        self._handle = _handle
+        self._own(_handle)
         self._tenant = self._string("nanokv_client_tenant")
         self._backend = self._string("nanokv_client_backend")
 
@@ -65,32 +63,12 @@ class Client:
     def close(self):
         """Destroys this client's open tensors and caches, then detaches
         (kvd takes back every page). Idempotent. Finish GPU work first."""
-        if self._handle is None:
-            return
-        for child in list(self._children):
-            child.close()
-        handle, self._handle = self._handle, None
-        call("nanokv_detach", handle)
+        if self._handle is not None:
+            for child in list(self._children):
+                child.close()
+        super().close()
 
     detach = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter teardown, kvd gone: nothing to report to
-            pass
-
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("nanokv: the client is closed")
-        return self._handle
 
     def _adopt(self, child):
         self._children.add(child)
@@ -100,11 +78,6 @@ class Client:
         out = ctypes.c_char_p()
         call(name, self.handle, ctypes.byref(out))
         return out.value.decode()
-
-    def _scalar(self, name, ctype):
-        out = ctype()
-        call(name, self.handle, ctypes.byref(out))
-        return out.value
 
     @property
     def tenant(self):
@@ -154,11 +127,11 @@ class Client:
 
     def share(self, ids, device=0):
         """Becomes a holder of pages of this tenant's group, by id."""
-        array, n = _ids(ids)
+        array, n = id_array(ids)
         call("nanokv_share", self.handle, int(device), array, n, None)
 
     def return_pages(self, ids, device=0):
-        array, n = _ids(ids)
+        array, n = id_array(ids)
         call("nanokv_return", self.handle, int(device), array, n)
 
     def set_limit(self, limit_bytes):

@@ -2,60 +2,29 @@
 import ctypes
 
 from nanokv import memory
-from nanokv._lib import call
+from nanokv._handle import OwnedHandle
+from nanokv._lib import call, id_array
 
 
-class KVTensor:
+class KVTensor(OwnedHandle):
     """nanokv::KVTensor. Index i names the page at data_ptr + i * page_bytes.
 
     WARNING: unmap/shrink/close only after the GPU work on those pages
     finished (synchronize first); views of unmapped pages must not be touched.
     """
 
+    _NAME = "tensor"
+    _DESTROY = "nanokv_tensor_destroy"
+
     def __init__(self, client, nbytes, device=0):
         self._client = client
-        self._handle = None
         handle = ctypes.c_void_p()
         call("nanokv_tensor_create", client.handle, int(device), int(nbytes), ctypes.byref(handle))
-        self._handle = handle
-        client._adopt(self)
+        self._own(handle)
         self.data_ptr = self._scalar("nanokv_tensor_data", ctypes.c_void_p)
         self.device = self._scalar("nanokv_tensor_device", ctypes.c_int)
         self.page_bytes = self._scalar("nanokv_tensor_page_bytes", ctypes.c_uint64)
         self.page_count = self._scalar("nanokv_tensor_page_count", ctypes.c_uint64)
-
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("nanokv: the tensor is closed")
-        return self._handle
-
-    def _scalar(self, name, ctype):
-        out = ctype()
-        call(name, self.handle, ctypes.byref(out))
-        return out.value
-
-    def close(self):
-        """Unmaps every page and returns them to kvd. Idempotent."""
-        if self._handle is None:
-            return
-        handle, self._handle = self._handle, None
-        call("nanokv_tensor_destroy", handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            # The client closes its children first; a tensor dropped on its own
-            # is destroyed here while its client is still open.
-            if self._handle is not None and self._client._handle is not None:
-                self.close()
-        except Exception:
-            pass
 
     @property
     def nbytes(self):
@@ -74,10 +43,9 @@ class KVTensor:
 
     def map_shared(self, index, ids, device=None):
         """Maps pages of this tenant's group by kvd id at index, index + 1, ..."""
-        ids = [int(i) for i in ids]
-        array = (ctypes.c_uint32 * max(len(ids), 1))(*ids)
+        array, count = id_array(ids)
         call("nanokv_tensor_map_shared", self.handle, int(index),
-             self.device if device is None else int(device), array, len(ids))
+             self.device if device is None else int(device), array, count)
 
     def unmap(self, first, count):
         call("nanokv_tensor_unmap", self.handle, int(first), int(count))

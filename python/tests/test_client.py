@@ -84,6 +84,29 @@ class ClientTest(KvdTestCase):
         c.close()
         self.assertRaises(ValueError, lambda: t.handle)  # closed with its client
 
+    def test_closed_objects_say_which_is_closed(self):
+        c = self.attach("py-closed")
+        with c.tensor(PAGE) as t, c.cache(layers=1, kv_heads=1, head_dim=64, block_size=16,
+                                         dtype="float16", num_blocks=16) as cache:
+            pass
+        for obj, name in ((t, "tensor"), (cache, "cache")):
+            with self.assertRaises(ValueError) as e:
+                obj.handle
+            self.assertEqual(str(e.exception), f"nanokv: the {name} is closed")
+        c.close()
+        with self.assertRaises(ValueError) as e:
+            c.handle
+        self.assertEqual(str(e.exception), "nanokv: the client is closed")
+
+    def test_a_tensor_dropped_open_gives_its_pages_back(self):
+        c = self.attach("py-drop")
+        t = c.tensor(self.PAGES * PAGE)
+        t.grow(self.PAGES)
+        with self.assertRaises(NanoKVError):
+            c.grant(1)  # the tensor holds every page the limit allows
+        del t  # __del__ destroys it: its client is still open
+        self.assertEqual(len(c.grant(self.PAGES)), self.PAGES)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,9 +1,13 @@
 #include "daemon/config/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
+
+#include "daemon/config/kvd_flags.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -382,6 +386,107 @@ TEST(ConfigObjectStore, ErrorsNameFileLineAndKey) {
     EXPECT_NE(config.status().ToString().find(c.expect), std::string::npos)
         << config.status().ToString();
   }
+}
+
+}  // namespace
+}  // namespace nanokv::kvd
+
+namespace nanokv::kvd {
+namespace {
+
+// kvd's command line as kvd reads it: CLI11 parses, KvdFlags loads.
+Result<KvdConfig> LoadFlags(std::vector<std::string> args) {
+  CLI::App app;
+  KvdFlags flags(&app);
+  std::reverse(args.begin(), args.end());  // CLI11 takes the last argument first
+  app.parse(args);
+  return flags.Load();
+}
+
+std::string WriteConfig(const std::string& name, const std::string& text) {
+  std::string path = testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ConfigFlags, AFlagBeatsTheFileAndLeavesTheRest) {
+  std::string path = WriteConfig("flags.yaml", "page_size: 4MiB\ncapacity: 40%\ndevices: [0]\n"
+                                               "check_invariants: true\n");
+  auto config = LoadFlags({"--config", path, "--page-size", "8MiB", "--devices", "1,0",
+                           "--check-invariants=false"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->page_bytes, 8u << 20);
+  EXPECT_EQ(config->devices, (std::vector<int>{1, 0}));
+  EXPECT_FALSE(config->check_invariants);
+  EXPECT_DOUBLE_EQ(config->capacity.fraction, 0.4);  // no flag: the file's
+}
+
+TEST(ConfigFlags, EveryFlagSetsItsKey) {
+  auto config = LoadFlags({"--ipc-name", "node-b", "--backend", "host", "--devices", "2",
+                           "--page-size", "4MiB", "--capacity", "1GiB", "--reserve-pages", "3",
+                           "--default-limit", "25%", "--log-level", "warn", "--run-dir", "/tmp/r",
+                           "--host-devices", "4", "--host-device-memory", "512MiB",
+                           "--recovery-window", "1500ms", "--max-connections", "300",
+                           "--max-connections-per-process", "4", "--busy-poll-us", "40",
+                           "--check-invariants"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->ipc_name, "node-b");
+  EXPECT_EQ(config->backend, "host");
+  EXPECT_EQ(config->devices, (std::vector<int>{2}));
+  EXPECT_EQ(config->page_bytes, 4u << 20);
+  EXPECT_EQ(config->capacity.bytes, 1u << 30);
+  EXPECT_EQ(config->reserve_pages, 3u);
+  EXPECT_DOUBLE_EQ(config->default_limit.fraction, 0.25);
+  EXPECT_EQ(config->log_level, "warn");
+  EXPECT_EQ(config->run_dir, "/tmp/r");
+  EXPECT_EQ(config->host_devices, 4);
+  EXPECT_EQ(config->host_device_bytes, 512u << 20);
+  EXPECT_EQ(config->recovery_window, std::chrono::milliseconds(1500));
+  EXPECT_EQ(config->max_connections, 300u);
+  EXPECT_EQ(config->max_connections_per_process, 4u);
+  EXPECT_EQ(config->busy_poll_us, 40u);
+  EXPECT_TRUE(config->check_invariants);
+}
+
+// A flag's value is read by its key's reader: the key's rule, the flag's name.
+TEST(ConfigFlags, ErrorsNameTheFlagAndSayTheKeysRule) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* expect;
+  } cases[] = {
+      {{"--page-size", "3MiB"}, "--page-size: '3MiB' is not a power of two"},
+      {{"--backend", "tpu"}, "--backend: 'tpu' is not one of auto, cuda, hip, host"},
+      {{"--devices", "0,99"}, "--devices[1]: '99' is outside [0, 15]"},
+      {{"--reserve-pages", "many"}, "--reserve-pages: 'many' is not an integer"},
+      {{"--host-devices", "17"}, "--host-devices: '17' is outside [1, 16]"},
+      {{"--recovery-window", "5"}, "--recovery-window: '5' is not a duration like 500ms, 2s or 1m"},
+      {{"--busy-poll-us", "20000"}, "--busy-poll-us: '20000' is outside [0, 10000]"},
+      {{"--check-invariants=maybe"}, "--check-invariants: 'maybe' is not true or false"},
+  };
+  for (const Case& c : cases) {
+    auto config = LoadFlags(c.args);
+    ASSERT_FALSE(config.ok()) << c.args[0];
+    EXPECT_EQ(config.status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(config.status().message(), c.expect);
+  }
+  // The file's key says the same rule.
+  auto file = LoadConfigText("page_size: 3MiB\n", "c.yaml");
+  EXPECT_EQ(file.status().message(), "c.yaml:1: page_size: '3MiB' is not a power of two");
+}
+
+// A value is taken as given, quotes and colons included: it is never pasted
+// into YAML text to be parsed again.
+TEST(ConfigFlags, ValuesAreTakenAsGiven) {
+  auto config = LoadFlags({"--run-dir", "/tmp/a \"b\": c"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->run_dir, "/tmp/a \"b\": c");
+}
+
+TEST(ConfigFlags, TheFileIsCheckedBeforeTheFlags) {
+  std::string path = WriteConfig("bad.yaml", "page_size: 3MiB\n");
+  auto config = LoadFlags({"--config", path, "--page-size", "4MiB"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(), path + ":1: page_size: '3MiB' is not a power of two");
 }
 
 }  // namespace
