@@ -45,6 +45,11 @@ class Process {
 // Polls `done` every 10 ms until true or `timeout`; returns the last answer.
 bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 
+// Whether a Unix socket of this process is connected to a listener of
+// process `pid` (SO_PEERCRED): true as soon as connect() returned, so also
+// while the listener has not accepted the connection yet (a stopped kvd).
+bool HasConnectionTo(pid_t pid);
+
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
  public:
