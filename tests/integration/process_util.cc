@@ -132,6 +132,21 @@ bool HasConnectionTo(pid_t pid) {
   return false;
 }
 
+std::vector<std::string> RemoveKvdShm(const std::string& ipc_name) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string prefix : {"nanokv_", "nanokv-pages_"}) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string ipc = name.substr(prefix.size());
+      if (ipc != ipc_name && ipc.rfind(ipc_name + "_", 0) != 0) continue;
+      if (std::filesystem::remove(entry.path(), error)) removed.push_back(name);
+    }
+  }
+  return removed;
+}
+
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/nanokv-test-XXXXXX";
