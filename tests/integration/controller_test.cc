@@ -253,7 +253,8 @@ TEST_F(ControllerTest, KvdStopTermsThenKillsAndLeavesNothingRunning) {
                      "    grace: 10s\n"
                      "  - name: stubborn\n"
                      "    command: /bin/sh\n"
-                     "    args: [-c, \"trap 'echo stubborn: ignoring SIGTERM' TERM; while :; do sleep 0.05; done\"]\n"
+                     "    args: [-c, \"trap 'echo stubborn: ignoring SIGTERM' TERM; echo stubborn: trap set;"
+                     " while :; do sleep 0.05; done\"]\n"
                      "    grace: 3s\n"
                      "  - name: late\n"
                      "    command: /bin/sh\n"
@@ -267,6 +268,9 @@ TEST_F(ControllerTest, KvdStopTermsThenKillsAndLeavesNothingRunning) {
   ASSERT_GT(engine.pid, 0);
   ASSERT_GT(stubborn.pid, 0);
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 4; }, 20s)) << InstanceLog("engine");
+  // Running is not enough: a SIGTERM before its trap is set would end it.
+  auto trap_set = [&] { return InstanceLog("stubborn").find("\nstubborn: trap set") != std::string::npos; };
+  ASSERT_TRUE(WaitFor(trap_set, 20s)) << InstanceLog("stubborn");
   ipc::Snapshot s = Read();
   const ipc::TenantRow* tenant = FindTenant(s, "engine");
   ASSERT_NE(tenant, nullptr);
