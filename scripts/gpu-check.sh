@@ -6,6 +6,13 @@
 #
 #   scripts/gpu-check.sh [BUNDLE_DIR]     (default .device)
 #   ONLY="objects_cuda object_plan_bench" scripts/gpu-check.sh   (just those steps)
+#
+# A skip is not a pass: where nvidia-smi sees a GPU, a step whose GPU tests
+# all skipped (a broken driver or CUDA looks like no GPU to the tests) is a
+# FAIL naming the first skip's reason, and so is a step that ran none of them.
+# Which tests are a step's GPU tests: GPU_TESTS, a regex over "Suite.Test"
+# of a gtest step ("." for all); SKIP_MARK, the line a script prints when it
+# skips. A step that ran its GPU tests with some skipped says how many.
 set -uo pipefail
 B=$(realpath "${1:-.device}")
 O=${OUT:-./gpu-out}
@@ -17,20 +24,71 @@ export NANOKV_ENGINE_BINARY="$B/bin/nanokv_example_engine"
 export NANOKV_KVCTL_BINARY="$B/bin/kvctl"
 export NANOKV_OBJECT_PEER="$B/bin/object_peer"
 summary=()
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]')
+
+# gpu_tests_not_run NAME: why step NAME's GPU tests count as not run (all
+# skipped, or none ran), or nothing when they ran. Reads $O/NAME.json
+# (gtest's --gtest_output) and the skip reasons gtest printed in $O/NAME.out.
+gpu_tests_not_run() {
+  local name=$1
+  if [[ -n "${SKIP_MARK:-}" ]] && grep -q "$SKIP_MARK" "$O/$name.out"; then
+    grep -m1 "$SKIP_MARK" "$O/$name.out"
+    return
+  fi
+  [[ -n "${GPU_TESTS:-}" ]] || return 0
+  python3 - "$O/$name.json" "$GPU_TESTS" "$O/$name.out" <<'PY'
+import json, re, sys
+report, pattern, out = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3]
+try:
+    suites = json.load(open(report))["testsuites"]
+except (OSError, ValueError, KeyError) as e:
+    print(f"no gtest report ({e})")
+    sys.exit(0)
+ran = [t.get("result") for s in suites for t in s["testsuite"]
+       if t.get("status") == "RUN" and pattern.search(f'{s["name"]}.{t["name"]}')]
+skipped = ran.count("SKIPPED")
+lines = open(out, errors="replace").read().splitlines()
+reason = next((lines[i + 1] for i, l in enumerate(lines[:-1]) if l.endswith(": Skipped")), "?")
+if not ran:
+    print(f"no GPU test ran (GPU_TESTS={pattern.pattern})")
+elif skipped == len(ran):
+    print(f"all {skipped} GPU tests skipped; first skip: {reason}")
+elif skipped:
+    print(f"ok: {skipped} of {len(ran)} GPU tests skipped; first skip: {reason}")
+PY
+}
 
 step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail
   local name=$1; shift
   if [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]]; then return 0; fi
   echo "=== $name: $*" | tee -a "$O/gpu.log"
-  if "$@" >"$O/$name.out" 2>&1; then summary+=("PASS $name"); else summary+=("FAIL $name (rc=$?)"); fi
+  local report=() verdict why
+  rm -f "$O/$name.json"
+  [[ -n "${GPU_TESTS:-}" ]] && report=(--gtest_output="json:$O/$name.json")
+  if "$@" ${report[@]+"${report[@]}"} >"$O/$name.out" 2>&1; then
+    verdict="PASS $name"
+  else
+    verdict="FAIL $name (rc=$?)"
+  fi
+  if [[ $verdict == PASS* && $gpus -gt 0 ]]; then
+    why=$(gpu_tests_not_run "$name")
+    if [[ $why == ok:* ]]; then
+      verdict+=" (${why#ok: })"
+    elif [[ -n $why ]]; then
+      verdict="FAIL $name ($why)"
+    fi
+  fi
+  summary+=("$verdict")
   cat "$O/$name.out" >>"$O/gpu.log"
 }
 
 nvidia-smi -L | tee "$O/device.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$O/device.txt"
 step selfcheck "$B/bin/nanokv_selfcheck" --backend cuda
-step conformance "$B/bin/backend_conformance_test" --gtest_brief=1
-step driver_backend "$B/bin/driver_backend_test" --gtest_brief=1
+GPU_TESTS='/cuda$' step conformance "$B/bin/backend_conformance_test" --gtest_brief=1
+GPU_TESTS='^CudaDeviceTest\.' step driver_backend "$B/bin/driver_backend_test" --gtest_brief=1
+# With NANOKV_TEST_BACKEND=cuda every test of these suites is a GPU test.
+export GPU_TESTS=.
 NANOKV_TEST_BACKEND=cuda step engines_cuda "$B/bin/kvd_engines_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step controller_cuda "$B/bin/controller_test" --gtest_brief=1
@@ -39,15 +97,17 @@ NANOKV_TEST_BACKEND=cuda step objects_cuda "$B/bin/kvd_objects_test" --gtest_bri
 NANOKV_TEST_BACKEND=cuda step restart_cuda "$B/bin/kvd_restart_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kv_cache_cuda "$B/bin/kv_cache_kvd_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step limits_cuda "$B/bin/kvd_limits_test" --gtest_brief=1
+unset GPU_TESTS
 NANOKV_TEST_BACKEND=cuda step chaos_cuda "$B/bin/nanokv_chaos" --kills 200 --seed 20261122 --json \
   --kvd "$B/bin/kvd" --engine "$B/bin/nanokv_chaos_engine"
 # The Python package (host-backend suites, and the decode-loop example on cuda
 # where PyTorch sees the GPU), then the example itself on cuda.
 export NANOKV_LIBRARY="$B/lib/libnanokv.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 step python_suite python3 -m unittest discover -s python/tests -p 'test_*.py'
-step decode_loop_cuda python3 examples/python/decode_loop.py --backend cuda --kvd "$B/bin/kvd"
-step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
-step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
+SKIP_MARK='decode_loop: SKIP:' step decode_loop_cuda python3 examples/python/decode_loop.py --backend cuda \
+  --kvd "$B/bin/kvd"
+GPU_TESTS=. step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
+GPU_TESTS=. step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
 step page_pool_bench "$B/bin/page_pool_bench" --backend cuda
 step grant_bench "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 256 --batch 16 --rounds 5

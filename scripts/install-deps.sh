@@ -19,6 +19,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer builds (scripts/fuzz.sh)
   tmux                    # kvctl_test drives `kvctl top` in it (the test skips without it)
   python3 python3-numpy   # python/tests: the nanokv package over libnanokv.so
+  python3-torch           # PyTorch 1.13 (CPU): the torch views and the decode-loop example on host
 )
 
 missing=()

@@ -1,7 +1,9 @@
 """examples/python/decode_loop.py on the host backend (PyTorch on the CPU, its
 stand-in for the paged-append kernel): the paged K/V and attention match the
-reference and a second process reads the same K/V. Skipped where PyTorch is
-missing (the example then prints a SKIP line itself, checked here)."""
+reference and a second process reads the same K/V. Skipped only where PyTorch
+is missing (the example then prints a SKIP line itself, checked here); CI
+installs Debian's python3-torch, so there it runs."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -22,6 +24,8 @@ class DecodeLoopExampleTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         if "decode_loop: SKIP:" in out.stdout:
             self.assertIn("PyTorch is not installed", out.stdout)
+            self.assertIsNone(importlib.util.find_spec("torch"),
+                              "torch imports here, yet the example skipped: " + out.stdout)
             self.skipTest(out.stdout.strip())
         self.assertIn("second process", out.stdout)
         self.assertTrue(out.stdout.rstrip().endswith("decode_loop: OK"), out.stdout)

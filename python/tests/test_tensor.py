@@ -1,8 +1,13 @@
 """nanokv.KVTensor against a real kvd on the host backend: mapping, page ids,
-zero-copy numpy views over the mapped pages, copies, bad input."""
+zero-copy numpy and torch views over the mapped pages, copies, bad input."""
 import unittest
 
 import numpy as np
+
+try:
+    import torch
+except ImportError:  # the torch view test skips; CI installs python3-torch
+    torch = None
 
 from kvd_process import PAGE, KvdTestCase
 
@@ -56,6 +61,25 @@ class TensorTest(KvdTestCase):
             t.view("complex128")
         with self.assertRaises(NanoKVError):
             c.copy_to_host(t.data_ptr + 2 * PAGE, 16)  # page 2 is not mapped
+
+    @unittest.skipIf(torch is None, "PyTorch is not installed (Debian: python3-torch)")
+    def test_torch_view_is_the_mapped_memory(self):
+        c = self.attach("py-torch")
+        t = c.tensor(2 * PAGE)
+        t.grow(2)
+        halves = torch.from_numpy(t.view("float16", shape=(2, PAGE // 2)))
+        self.assertEqual(halves.data_ptr(), t.data_ptr)  # no copy
+        # torch writes, the backend's copy reads...
+        halves[1, :4] = torch.tensor([1.5, -2.0, 3.0, 0.25], dtype=torch.float16)
+        self.assertEqual(np.frombuffer(c.copy_to_host(t.data_ptr + PAGE, 8), np.float16).tolist(),
+                         [1.5, -2.0, 3.0, 0.25])
+        # ...and the backend writes, torch reads: bfloat16 reinterpreted from 16-bit
+        # words (int16: torch.from_numpy refuses the uint16 of a "bfloat16" view).
+        c.copy_to_device(t.data_ptr, torch.tensor([0.5, 8.0], dtype=torch.bfloat16).view(torch.int16)
+                         .numpy().tobytes())
+        words = torch.from_numpy(t.view("int16", shape=(PAGE,)))
+        self.assertEqual(words[:2].view(torch.bfloat16).tolist(), [0.5, 8.0])
+        self.assertEqual(halves[1, :4].sum().item(), 2.75)
 
     def test_tensor_limit_refusal_changes_nothing(self):
         c = self.attach("py-limit", limit_bytes=3 * PAGE)

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <future>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -32,8 +31,10 @@ TEST_F(KvdFdReuseTest, ANewConnectionOnADeadEnginesFdNumberSurvivesTheTurn) {
   ASSERT_TRUE(engine.Wait(std::chrono::seconds(10)).has_value());
   // Connects (the kernel queues it on the listener) and waits for the reply.
   auto attach = std::async(std::launch::async, [&] { return Client::Attach(Options("newcomer")); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let it connect
+  // Its connection waits on the listener of the stopped kvd.
+  bool connected = WaitFor([&] { return HasConnectionTo(kvd_.pid()); }, std::chrono::seconds(20));
   kvd_.Signal(SIGCONT);
+  ASSERT_TRUE(connected) << "the newcomer never connected";
 
   auto client = attach.get();
   ASSERT_TRUE(client.ok()) << client.status().ToString();

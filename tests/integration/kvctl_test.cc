@@ -564,12 +564,12 @@ TEST_F(KvctlTest, OnlyRootOrKvdsUserMayChangeTenants) {
   EXPECT_EQ(GrantedPages(), 2u) << "nothing was taken";
 }
 
-// tmux on its own socket: the test never touches a tmux server it did not start.
+// tmux on its own socket in the test's directory: no other tmux touched, no socket left.
 class Tmux {
  public:
-  Tmux() : socket_("nanokv-test-" + std::to_string(getpid())) {}
-  ~Tmux() { (void)std::system(("tmux -L " + socket_ + " kill-server >/dev/null 2>&1").c_str()); }
-  std::string Command(const std::string& args) const { return "tmux -L " + socket_ + " " + args; }
+  explicit Tmux(const std::string& dir) : socket_(Quote(dir + "/tmux.sock")) {}
+  ~Tmux() { (void)std::system(("tmux -S " + socket_ + " kill-server >/dev/null 2>&1").c_str()); }
+  std::string Command(const std::string& args) const { return "tmux -S " + socket_ + " " + args; }
 
  private:
   std::string socket_;
@@ -584,7 +584,7 @@ TEST_F(KvctlTest, TopInTmuxShowsTenantsAndQuitsOnQ) {
   Process beta = HoldingEngine("beta", 6, {{"NANOKV_GROUP", "g2"}, {"NANOKV_LIMIT", "16M"}});
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 14; }, 20s)) << alpha.Log() << beta.Log();
 
-  Tmux tmux;
+  Tmux tmux(dir_.path());
   const std::string exit_file = dir_.path() + "/top.exit";
   const std::string top = "env NANOKV_RUN_DIR=" + Quote(dir_.path()) + " " + Quote(KvctlBinary()) + " top " +
                           ipc_ + " -n 0.2; echo exit=$? > " + Quote(exit_file);

@@ -2,7 +2,9 @@
 // in the test's own directory, its segment under a unique IPC name; stopped
 // with SIGTERM (or killed) at the end. The backend is host unless
 // NANOKV_TEST_BACKEND names another (cuda on the GPU machine), so the same
-// tests run against real GPU pages there.
+// tests run against real GPU pages there. The test leaves nothing behind:
+// its directory goes, and so does what its kvds kept in /dev/shm on purpose
+// (a journal for a next kvd, a killed kvd's segment).
 #ifndef NANOKV_TESTS_INTEGRATION_KVD_FIXTURE_H_
 #define NANOKV_TESTS_INTEGRATION_KVD_FIXTURE_H_
 
@@ -37,6 +39,9 @@ class KvdFixture : public ::testing::Test {
   void TearDown() override {
     if (kvd_.started() && kvd_.Running()) StopKvd();
     if (HasFailure() && kvd_.started()) std::printf("--- kvd log ---\n%s\n", kvd_.Log().c_str());
+    // The test's processes are gone (its body's went with it): no kvd of its
+    // names needs a journal any more. Every name here starts with ipc_.
+    RemoveKvdShm(ipc_);
   }
 
   // The binaries: the build's, or $NANOKV_KVD_BINARY / $NANOKV_ENGINE_BINARY

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,6 +117,34 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeou
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
+}
+
+bool HasConnectionTo(pid_t pid) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    struct stat st{};
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    ucred peer{};
+    socklen_t length = sizeof(peer);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0 && peer.pid == pid) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> RemoveKvdShm(const std::string& ipc_name) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string prefix : {"nanokv_", "nanokv-pages_"}) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string ipc = name.substr(prefix.size());
+      if (ipc != ipc_name && ipc.rfind(ipc_name + "_", 0) != 0) continue;
+      if (std::filesystem::remove(entry.path(), error)) removed.push_back(name);
+    }
+  }
+  return removed;
 }
 
 TempDir::TempDir() {

@@ -45,6 +45,17 @@ class Process {
 // Polls `done` every 10 ms until true or `timeout`; returns the last answer.
 bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 
+// Whether a Unix socket of this process is connected to a listener of
+// process `pid` (SO_PEERCRED): true as soon as connect() returned, so also
+// while the listener has not accepted the connection yet (a stopped kvd).
+bool HasConnectionTo(pid_t pid);
+
+// Removes what kvds named `ipc_name`, or `ipc_name` + "_<anything>", left in
+// /dev/shm: state segments (nanokv_<name>) and page journals
+// (nanokv-pages_<name>, daemon/node/page_journal.h). For a test's end, when
+// no kvd of those names runs or comes back. Returns the names removed.
+std::vector<std::string> RemoveKvdShm(const std::string& ipc_name);
+
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
  public:

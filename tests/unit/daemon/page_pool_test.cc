@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu/backend.h"
+#include "tests/util/thread_sleeps.h"
 
 namespace nanokv::alloc {
 namespace {
@@ -305,13 +307,19 @@ TEST_F(PagePoolTest, RefillBacksOffWhileDeviceIsFull) {
   }
   ASSERT_EQ(squatters.size(), 28u);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool->Allocate().ok());  // empties the reserve
-  ASSERT_TRUE(WaitFor([&] { return pool->stats().create_failures >= 1; }));
-  // Each refill attempt fails; the back-off doubles from 1 ms, so in the next
-  // 300 ms there are about 9 attempts. A thread that spins would make
-  // thousands. A slow machine makes fewer attempts, never more: no flakes.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Each refill attempt fails, and the refill thread sleeps before the next
+  // (its back-off) where a spinning one would retry at once: over four more
+  // failed attempts it went to sleep at least three times. Counted from the
+  // sixth failure on, when each wait is long enough (32 ms) to block for sure.
+  ASSERT_TRUE(WaitFor([&] { return pool->stats().create_failures >= 6; }));
+  std::optional<uint64_t> sleeps_before = nanokv::testing::VoluntarySwitches("nanokv-refill");
+  const uint64_t failures_before = pool->stats().create_failures;
+  ASSERT_TRUE(WaitFor([&] { return pool->stats().create_failures >= failures_before + 4; }));
+  const uint64_t failures = pool->stats().create_failures - failures_before;
+  std::optional<uint64_t> sleeps_after = nanokv::testing::VoluntarySwitches("nanokv-refill");
+  ASSERT_TRUE(sleeps_before && sleeps_after) << "no single thread named nanokv-refill";
+  EXPECT_GE(*sleeps_after - *sleeps_before, failures - 1) << "the refill thread retries without waiting";
   PagePool::Stats s = pool->stats();
-  EXPECT_LE(s.create_failures, 30u);
   EXPECT_EQ(s.created_pages, 4u);
   EXPECT_OK(pool->CheckInvariants());
   // Room comes back: the refill thread recovers on its own.

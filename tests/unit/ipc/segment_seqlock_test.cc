@@ -21,20 +21,27 @@
 #include "ipc/segment/seqlock.h"
 #include "ipc/segment/shm_file.h"
 #include "tests/unit/ipc/segment_test_util.h"
+#include "tests/util/stall_watch.h"
 
 namespace nanokv::ipc {
 namespace {
 
 // Each publish rewrites the ~68 KiB segment word by word; under TSan every
-// word is an instrumented atomic, and 30000 took the whole deadline once on
-// a loaded 2-core machine. A tenth still races readers thousands of times.
+// word is an instrumented atomic, and 30000 once took over two minutes on a
+// loaded 2-core machine. A tenth still races readers thousands of times.
 #if defined(__SANITIZE_THREAD__)
 constexpr uint64_t kPublishes = 3000;
 #else
 constexpr uint64_t kPublishes = 30000;
 #endif
 constexpr int kMinReads = 2000;
-constexpr auto kDeadline = std::chrono::seconds(120);
+// The loops run until their work is done, however long that takes; only
+// this long without any progress toward it fails them (a stuck writer or a
+// starved reader), never a slow machine.
+constexpr auto kPatience = std::chrono::seconds(60);
+
+// How far a loop is toward `n` of something: counts past the goal are not progress.
+uint64_t Toward(uint64_t count, uint64_t n) { return count < n ? count : n; }
 
 struct ReadCounts {
   int accepted = 0;        // stable copies
@@ -76,18 +83,20 @@ TEST(SeqlockTest, NoTornCopiesBetweenThreads) {
   });
   ReadCounts counts;
   auto copy = std::make_unique<Segment>();
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while ((counts.accepted < kMinReads || published.load() < kPublishes / 3) &&
-         std::chrono::steady_clock::now() < deadline) {
+  nanokv::testing::StallWatch watch(kPatience);
+  bool stalled = false;
+  while ((counts.accepted < kMinReads || published.load() < kPublishes / 3) && !stalled) {
     if (SeqlockTryRead(shared.get(), copy.get())) {
       counts.Accept(*copy);
     } else {
       counts.Reject(*copy);
     }
+    stalled = watch.Stalled(Toward(counts.accepted, kMinReads) + Toward(published.load(), kPublishes / 3));
   }
   stop = true;
   writer.join();
   Report("threads", counts);
+  EXPECT_FALSE(stalled) << "no progress for " << kPatience.count() << " s";
   EXPECT_EQ(counts.torn_accepted, 0);
   EXPECT_GE(counts.accepted, kMinReads);
   EXPECT_GE(published.load(), kPublishes / 3);
@@ -143,8 +152,9 @@ TEST(SeqlockTest, NoTornReadsAcrossProcesses) {
   int busy = 0;
   bool writer_done = false;
   auto copy = std::make_unique<Segment>();
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (!(writer_done && api.accepted >= kMinReads) && std::chrono::steady_clock::now() < deadline) {
+  nanokv::testing::StallWatch watch(kPatience);
+  bool stalled = false;
+  while (!(writer_done && api.accepted >= kMinReads) && !stalled) {
     // The public reader, as kvctl uses it.
     auto snapshot = ReadSegment(name);
     if (snapshot.ok()) {
@@ -160,7 +170,11 @@ TEST(SeqlockTest, NoTornReadsAcrossProcesses) {
       raw.Reject(*copy);
     }
     if (!writer_done && Readable(ready[0])) writer_done = read(ready[0], &byte, 1) == 1 && byte == 'd';
+    // The writer's progress shows in the publish counts the reader accepts.
+    stalled = watch.Stalled(Toward(api.accepted, kMinReads) + Toward(api.last, kPublishes) +
+                            Toward(raw.last, kPublishes) + (writer_done ? 1 : 0));
   }
+  EXPECT_FALSE(stalled) << "no progress for " << kPatience.count() << " s";
   // The writer has done at least kPublishes: a reader sees that far, whole.
   bool read_last = false;
   for (int attempt = 0; attempt < 100 && !read_last; ++attempt) {
