@@ -6,14 +6,31 @@
 # after the suite (.ci/run does), while no kvd and no other suite runs on the
 # machine: a live kvd's segment is listed too.
 #
-#   scripts/check-leftovers.sh
+#   scripts/check-leftovers.sh                  everything found is a leftover
+#   scripts/check-leftovers.sh --record FILE    note what is there before a run
+#   scripts/check-leftovers.sh --since FILE     only what is new since --record
+# (.ci/run records first: a machine that ran suites before may hold files
+# another run left, which are not this run's to answer for.)
 set -euo pipefail
 shopt -s nullglob
+mode=${1:-}
+record=${2:-}
 
 tmp=${TMPDIR:-/tmp}
 left=(/dev/shm/nanokv*
       "$tmp"/nanokv-test-* "$tmp"/nanokv_py_* "$tmp"/nanokv_decode_*
       /tmp/nanokv/*.sock)
+
+if [ "$mode" = --record ]; then
+  printf '%s\n' "${left[@]}" >"$record"
+  echo "check-leftovers: ${#left[@]} file(s) there before the run"
+  exit 0
+fi
+if [ "$mode" = --since ]; then
+  new=()
+  for f in "${left[@]}"; do grep -qxF -- "$f" "$record" || new+=("$f"); done
+  left=("${new[@]}")
+fi
 
 if [ ${#left[@]} -eq 0 ]; then
   echo "check-leftovers: nothing left behind"
