@@ -70,13 +70,13 @@ int main(int argc, char** argv) {
     g->set_more(true);
   }
   {
-    ShareRequest* s = add("share").mutable_share();
+    DevicePages* s = add("share").mutable_share();
     s->set_device(0);
     s->add_page_ids(4);
     s->add_page_ids(5);
   }
   {
-    ReturnRequest* r = add("return_pages").mutable_return_pages();
+    DevicePages* r = add("return_pages").mutable_return_pages();
     r->set_device(0);
     r->add_page_ids(1);
     r->add_page_ids(2);

@@ -156,7 +156,7 @@ class ObjectIndex {
   // The device memory of a device's store range mapped in kvd (for tests).
   Result<uintptr_t> StoreBase(int device) const;
   // Whether `id` is one of the store's pages on `device`: the only pages
-  // kvd hands out by ObjectPagesRequest.
+  // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
   // REQUIRES: `node` is not being changed by another thread.
   Status CheckInvariants(const NodeState& node) const;

@@ -101,7 +101,7 @@ void Client::Impl::ReturnAbandoned(int device, std::vector<uint32_t> ids) {
     pending->abandoned = true;  // nobody waits: the reader drops the reply
     wire::Message message;
     message.set_request_id(next_request_id_++);
-    wire::ReturnRequest* request = message.mutable_return_pages();
+    wire::DevicePages* request = message.mutable_return_pages();
     request->set_device(device);
     for (size_t i = first; i < first + n; ++i) request->add_page_ids(ids[i]);
     {

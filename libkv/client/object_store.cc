@@ -163,7 +163,7 @@ class ObjectStore::Impl {
     auto it = wanted.begin();
     while (it != wanted.end()) {
       wire::Message request;
-      wire::ObjectPagesRequest* r = request.mutable_object_pages();
+      wire::DevicePages* r = request.mutable_object_pages();
       r->set_device(plan.device);
       std::vector<uint64_t> indexes;
       for (; it != wanted.end() && indexes.size() < wire::kMaxObjectPageFds; ++it) {
