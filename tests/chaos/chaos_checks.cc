@@ -165,4 +165,24 @@ Findings CheckDrained(const ipc::Segment& s, const std::string& probe) {
   return f;
 }
 
+void CountDevices(const ipc::Segment& s, DeviceUses* uses) {
+  for (uint32_t d = 0; d < s.header.device_count; ++d) (void)(*uses)[s.devices[d].device];
+}
+
+void CountHeld(const Report& report, DeviceUses* uses) {
+  for (const HeldPage& p : report.pages) {
+    DeviceUse& use = (*uses)[p.device];
+    ++(p.owned ? use.granted_page_rounds : use.shared_page_rounds);
+  }
+}
+
+void CountKill(const ipc::Segment& s, int pid, DeviceUses* uses) {
+  for (uint32_t i = 0; i < s.header.tenant_count; ++i) {
+    if (s.tenants[i].pid != pid) continue;
+    for (uint32_t d = 0; d < s.header.device_count; ++d) {
+      if (s.tenants[i].used_pages[d] > 0) ++(*uses)[s.devices[d].device].kills_holding;
+    }
+  }
+}
+
 }  // namespace nanokv::chaos

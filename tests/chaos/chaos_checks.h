@@ -5,6 +5,7 @@
 #define NANOKV_TESTS_CHAOS_CHAOS_CHECKS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,23 @@ Findings CheckBarrier(const ipc::Segment& segment, const std::vector<EngineView>
 // After every engine left: nothing granted, no tenant but the probe, and
 // free + granted == created on every device.
 Findings CheckDrained(const ipc::Segment& segment, const std::string& probe);
+
+// What the run did on each device (kvd's ordinal): the pages engines held
+// at the barriers, as granted and as shared, and the kills of an engine kvd
+// showed holding pages there. The proof that every device kvd serves was used.
+struct DeviceUse {
+  uint64_t granted_page_rounds = 0;
+  uint64_t shared_page_rounds = 0;
+  uint64_t kills_holding = 0;
+};
+using DeviceUses = std::map<int, DeviceUse>;
+
+// A row for every device the segment lists (zero where nothing happens).
+void CountDevices(const ipc::Segment& segment, DeviceUses* uses);
+// The pages of one barrier report.
+void CountHeld(const Report& report, DeviceUses* uses);
+// A kill of `pid`: one on each device where the segment shows it holding pages.
+void CountKill(const ipc::Segment& segment, int pid, DeviceUses* uses);
 
 }  // namespace nanokv::chaos
 

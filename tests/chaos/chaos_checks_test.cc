@@ -172,6 +172,31 @@ TEST(ChaosPatternTest, ClassifyTellsZerosAndTornPages) {
   EXPECT_NE(Classify(zeros, true).kind, Classify(torn, true).kind);
 }
 
+// Two devices: what engines held and where the killed one held pages, per
+// device ordinal (not per row index), and a row for a device nothing used.
+TEST_F(ChaosChecksTest, DeviceUseCountsEachDevice) {
+  segment_->header.device_count = 3;
+  segment_->devices[1].device = 1;
+  segment_->devices[2].device = 2;
+  EngineView& a = AddEngine("a", 0, 10, {1, 2});
+  a.report.pages.push_back({1, 5, false, {PageContent::Kind::kTagged, MakeTag(0, 0, 1, 5)}});
+  segment_->tenants[0].used_pages[1] = 1;
+  AddEngine("b", 1, 11, {3});
+  DeviceUses uses;
+  CountDevices(*segment_, &uses);
+  for (const EngineView& e : engines_) CountHeld(e.report, &uses);
+  CountKill(*segment_, 10, &uses);
+  CountKill(*segment_, 99, &uses);  // not a tenant: nothing
+  ASSERT_EQ(uses.size(), 3u);
+  EXPECT_EQ(uses[0].granted_page_rounds, 3u);
+  EXPECT_EQ(uses[0].shared_page_rounds, 0u);
+  EXPECT_EQ(uses[1].granted_page_rounds, 0u);
+  EXPECT_EQ(uses[1].shared_page_rounds, 1u);
+  EXPECT_EQ(uses[0].kills_holding, 1u);
+  EXPECT_EQ(uses[1].kills_holding, 1u);
+  EXPECT_EQ(uses[2].granted_page_rounds + uses[2].shared_page_rounds + uses[2].kills_holding, 0u);
+}
+
 TEST(ChaosFilesTest, ReportsRoundTrip) {
   char dir_template[] = "/tmp/chaos-files-XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);

@@ -9,6 +9,8 @@
 // checks kvd's segment against what the engines hold (chaos_checks.h); at the
 // end every engine leaves and every page must be back.
 //
+// Every device kvd serves is used (host: --devices; a GPU: every GPU it
+// sees), each engine keeping a tensor on each; `devices` in the JSON says so.
 // Prints one JSON object; exits 0 when nothing was lost, doubled or
 // corrupted and kvd never crashed, 1 otherwise, 2 on bad usage.
 #include <fcntl.h>
@@ -94,6 +96,7 @@ struct Totals {
   uint64_t kvd_crashes = 0, invariant_breaks = 0, hangs = 0;
   uint64_t by_phase[kPhaseCount] = {};
   uint64_t by_mode[static_cast<int>(KillMode::kCount)] = {};
+  DeviceUses devices;
   std::vector<std::string> notes;
 
   bool clean() const {
@@ -178,6 +181,7 @@ bool Driver::StartKvd() {
     return false;
   }
   probe_ = std::move(client).value();
+  if (auto s = ipc::ReadSegment(ipc_); s.ok()) CountDevices(s->segment, &t_.devices);
   return true;
 }
 
@@ -253,6 +257,8 @@ bool Driver::WaitPhase(const EngineSlot& e, Phase phase, milliseconds timeout) {
 int Driver::KillOne() {
   EngineSlot& e = engines_[Rand(0, static_cast<uint32_t>(engines_.size() - 1))];
   auto mode = static_cast<KillMode>(Rand(0, static_cast<uint32_t>(KillMode::kCount) - 1));
+  // Read before the mode's wait, so the kill's moment is not moved.
+  if (auto s = ipc::ReadSegment(ipc_); s.ok()) CountKill(s->segment, e.process.pid(), &t_.devices);
   switch (mode) {
     case KillMode::kRandom:
       SleepUs(Rand(0, 30'000));
@@ -365,6 +371,7 @@ bool Driver::Barrier(uint64_t epoch, const std::vector<int>& killed) {
       continue;
     }
     e.reports[report->pid] = *report;
+    CountHeld(*report, &t_.devices);
     views.push_back({e.name, e.group, *report});
   }
   if (!KvdAlive()) return false;
@@ -480,6 +487,12 @@ void Driver::Print(double seconds) {
     j.Field(ModeName(static_cast<KillMode>(m)), t_.by_mode[m]);
   }
   j.EndObject();
+  j.Key("devices").BeginArray();
+  for (const auto& [device, use] : t_.devices) {
+    j.BeginObject().Field("device", static_cast<int64_t>(device)).Field("granted_page_rounds", use.granted_page_rounds)
+        .Field("shared_page_rounds", use.shared_page_rounds).Field("kills_holding_pages", use.kills_holding).EndObject();
+  }
+  j.EndArray();
   j.Key("notes").BeginArray();
   for (const std::string& note : t_.notes) j.String(note);
   j.EndArray();
@@ -537,7 +550,7 @@ int Main(int argc, char** argv) {
   app.add_option("--kills", o.kills, "SIGKILLs in all")->check(CLI::Range(1u, 1'000'000u));
   app.add_option("--engines", o.engines, "engine processes")->check(CLI::Range(1, 64));
   app.add_option("--groups", o.groups, "tenant groups (engine i is in group i % groups)")->check(CLI::Range(1, 64));
-  app.add_option("--devices", o.devices, "host backend: simulated devices")->check(CLI::Range(1, 16));
+  app.add_option("--devices", o.devices, "host backend: simulated devices (a GPU backend: every GPU)")->check(CLI::Range(1, 16));
   app.add_option("--pages", o.pages, "pool pages per device (2 MiB each)")->check(CLI::Range(4, 4096));
   app.add_option("--slots", o.slots, "most pages an engine holds per device")->check(CLI::Range(1, 1024));
   app.add_option("--max-batch", o.max_batch, "most pages per grant")->check(CLI::Range(1, 4096));
