@@ -7,10 +7,13 @@
 // synchronize). Objects of 0.5 to 64 MiB; the median of --samples. Each put
 // is of a fresh key; the Remove of the one before is untimed.
 //
-// With two GPUs it also times the cross-GPU push: a producer on GPU 0
-// (access_devices {0, 1}) puts from its own memory an object owned by GPU 1,
-// the kernels storing peer-to-peer into GPU 1's pages, against
-// cudaMemcpyPeerAsync of the same bytes (peer access enabled).
+// With two GPUs it also times the cross-GPU push, both ways (GPU 0 -> GPU 1,
+// GPU 1 -> GPU 0), 1 to 64 MiB: a producer on one GPU (access_devices
+// {0, 1}, its own stream, its device current) puts from its own memory an
+// object owned by the other, the kernels storing peer-to-peer into the
+// other's pages, against cudaMemcpyPeerAsync of the same bytes on the same
+// stream in the same run (peer access enabled both ways); each direction's
+// last object is read back and compared.
 //
 //   object_put_get_bench [--kvd PATH] [--samples 15] [--spin-us 50] [--busy-poll-us 0]
 #include <algorithm>
@@ -58,6 +61,73 @@ bool SameBytes(const void* a, const void* b, uint64_t bytes) {
   CudaCheck(cudaMemcpy(ha.data(), a, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
   CudaCheck(cudaMemcpy(hb.data(), b, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
   return ha == hb;
+}
+
+// The push from GPU `from` into objects owned by GPU `to` (the header's
+// comment), one JSON object per size. Exits 1 where an object comes back
+// different.
+bench::JsonObject PeerPush(ObjectStore& store, int from, int to, const std::vector<unsigned char>& pattern,
+                          int samples, int* serial) {
+  const uint64_t max_object = pattern.size();
+  void *landing = nullptr, *src = nullptr, *check = nullptr;
+  CudaCheck(cudaSetDevice(to), "cudaSetDevice");
+  CudaCheck(cudaMalloc(&landing, max_object), "cudaMalloc");
+  CudaCheck(cudaSetDevice(from), "cudaSetDevice");  // as the producer's thread would have it
+  cudaError_t enabled = cudaDeviceEnablePeerAccess(to, 0);
+  if (enabled == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+  else CudaCheck(enabled, "cudaDeviceEnablePeerAccess");
+  CudaCheck(cudaMalloc(&src, max_object), "cudaMalloc");
+  CudaCheck(cudaMalloc(&check, max_object), "cudaMalloc");
+  CudaCheck(cudaMemcpy(src, pattern.data(), max_object, cudaMemcpyHostToDevice), "cudaMemcpy");
+  cudaStream_t stream;
+  CudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  bench::JsonObject sizes;
+  for (int mib : {1, 4, 16, 64}) {
+    const uint64_t bytes = uint64_t(mib) << 20;
+    std::string last;
+    double push_us = MedianUs(
+        samples,
+        [&] {
+          last = "peer:" + std::to_string(from) + ":" + std::to_string((*serial)++);
+          StatusCheck(store.PutFromDevice(last, src, bytes, to, stream), "PutFromDevice (peer)");
+        },
+        [&] {
+          if (!last.empty()) StatusCheck(store.Remove(last), "Remove");
+        });
+    auto where = store.GetLocation(last);  // a preference kvd could pass over: a local put is no push
+    StatusCheck(where.status(), "GetLocation (peer)");
+    if (where->device != to) {
+      std::fprintf(stderr, "object_put_get_bench: peer object %s landed on GPU %d, not %d\n", last.c_str(),
+                   where->device, to);
+      std::exit(1);
+    }
+    CudaCheck(cudaMemset(check, 0, bytes), "cudaMemset");
+    auto got = store.GetToDevice(last, check, max_object, stream);
+    StatusCheck(got.status(), "GetToDevice (peer)");
+    if (*got != bytes || !SameBytes(src, check, bytes)) {
+      std::fprintf(stderr, "object_put_get_bench: peer object %s (GPU %d -> GPU %d) came back different\n",
+                   last.c_str(), from, to);
+      std::exit(1);
+    }
+    StatusCheck(store.Remove(last), "Remove");
+    double peer_us = MedianUs(samples, [&] {
+      CudaCheck(cudaMemcpyPeerAsync(landing, to, src, from, bytes, stream), "cudaMemcpyPeerAsync");
+      CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    });
+    bench::JsonObject r;
+    r.Add("push_GBps", bench::GBps(static_cast<double>(bytes), push_us))
+        .Add("memcpy_peer_GBps", bench::GBps(static_cast<double>(bytes), peer_us))
+        .Add("push_over_memcpy_peer", peer_us / push_us)
+        .Add("push_us", push_us)
+        .Add("memcpy_peer_us", peer_us);
+    sizes.Add(std::to_string(mib) + "MiB", r);
+  }
+  CudaCheck(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  CudaCheck(cudaFree(src), "cudaFree");
+  CudaCheck(cudaFree(check), "cudaFree");
+  CudaCheck(cudaFree(landing), "cudaFree");
+  CudaCheck(cudaSetDevice(0), "cudaSetDevice");
+  return sizes;
 }
 
 int Main(int argc, char** argv) {
@@ -210,48 +280,9 @@ int Main(int argc, char** argv) {
   if (gpus < 2) {
     json.Add("peer", "skipped: one GPU");
   } else {
-    // The push: kernels on GPU 0 (this thread's device, which has access)
-    // store into GPU 1's pages.
-    void* peer_dst = nullptr;
-    CudaCheck(cudaSetDevice(1), "cudaSetDevice");
-    CudaCheck(cudaMalloc(&peer_dst, max_object), "cudaMalloc");
-    CudaCheck(cudaSetDevice(0), "cudaSetDevice");
-    cudaError_t enabled = cudaDeviceEnablePeerAccess(1, 0);
-    if (enabled != cudaSuccess && enabled != cudaErrorPeerAccessAlreadyEnabled) CudaCheck(enabled, "cudaDeviceEnablePeerAccess");
     bench::JsonObject peer;
-    for (double mib : {0.5, 4.0, 64.0}) {
-      const auto bytes = static_cast<uint64_t>(mib * (1 << 20));
-      std::string last;
-      double push_us = MedianUs(
-          samples,
-          [&] {
-            last = "peer:" + std::to_string(serial++);
-            StatusCheck(store.PutFromDevice(last, src, bytes, 1, stream), "PutFromDevice (peer)");
-          },
-          [&] {
-            if (!last.empty()) StatusCheck(store.Remove(last), "Remove");
-          });
-      auto got = store.GetToDevice(last, dst, max_object, stream);
-      StatusCheck(got.status(), "GetToDevice (peer)");
-      if (!SameBytes(src, dst, bytes)) {
-        std::fprintf(stderr, "object_put_get_bench: peer object %s came back different\n", last.c_str());
-        return 1;
-      }
-      StatusCheck(store.Remove(last), "Remove");
-      double peer_us = MedianUs(samples, [&] {
-        CudaCheck(cudaMemcpyPeerAsync(peer_dst, 1, src, 0, bytes, stream), "cudaMemcpyPeerAsync");
-        CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      });
-      bench::JsonObject r;
-      r.Add("push_GBps", bench::GBps(static_cast<double>(bytes), push_us))
-          .Add("memcpy_peer_GBps", bench::GBps(static_cast<double>(bytes), peer_us))
-          .Add("push_over_memcpy_peer", peer_us / push_us)
-          .Add("push_us", push_us)
-          .Add("memcpy_peer_us", peer_us);
-      char key[32];
-      std::snprintf(key, sizeof key, "%gMiB", mib);
-      peer.Add(key, r);
-    }
+    peer.Add("gpu0_to_gpu1", PeerPush(store, 0, 1, pattern, samples, &serial))
+        .Add("gpu1_to_gpu0", PeerPush(store, 1, 0, pattern, samples, &serial));
     json.Add("peer", peer);
   }
   std::printf("%s\n", json.str().c_str());
