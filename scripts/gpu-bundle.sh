@@ -10,14 +10,19 @@ bins=(nanokv_selfcheck backend_conformance_test backend_peer driver_backend_test
       page_pool_bench grant_bench controller_test kvctl_test kvctl
       paged_append_gpu_test object_pages_gpu_test paged_append_bench object_pages_bench
       kvd_objects_test object_peer object_plan_bench kvd_restart_test kv_cache_kvd_test
-      nanokv_chaos nanokv_chaos_engine block_alloc_bench kvd_limits_test object_put_get_bench)
+      nanokv_chaos nanokv_chaos_engine block_alloc_bench kvd_limits_test object_put_get_bench
+      kvd_ledger_test cross_gpu_ready_gpu_test)
 cmake --build "$BUILD" -j "$(nproc)" --target "${bins[@]}" nanokv_capi
 rm -rf .device
 paths=()
 for b in "${bins[@]}"; do paths+=("$(find "$BUILD" -type f -name "$b" -perm -u+x | head -n 1)"); done
 # libnanokv.so, the C ABI the Python package loads (python/ travels with the tree).
 paths+=("$(find "$BUILD" -type f -name 'libnanokv.so*' | head -n 1)")
-../shared/tools/device-bundle .device "${paths[@]}"
+# The tool sits in shared/ beside the main checkout (a worktree's git common
+# dir is that checkout's .git).
+tool=../shared/tools/device-bundle
+[[ -x $tool ]] || tool=$(git rev-parse --path-format=absolute --git-common-dir)/../../shared/tools/device-bundle
+"$tool" .device "${paths[@]}"
 # Debug info would not fit the 64 MiB the device tool carries.
 strip --strip-debug .device/bin/* .device/lib/*
 du -sh .device

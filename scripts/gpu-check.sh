@@ -6,6 +6,13 @@
 #
 #   scripts/gpu-check.sh [BUNDLE_DIR]     (default .device)
 #   ONLY="objects_cuda object_plan_bench" scripts/gpu-check.sh   (just those steps)
+#   ONLY=TWO_GPU scripts/gpu-check.sh     (every step of the TWO_GPU section)
+#
+# The TWO_GPU section (issue 18) runs only where nvidia-smi lists two or more
+# GPUs: the suites whose cases span two devices, the cross-GPU READY stress,
+# chaos over both GPUs, the peer push both ways, and an engine under
+# CUDA_VISIBLE_DEVICES=1 (scripts/gpu-masked-engine.sh). Elsewhere the
+# summary says SKIP TWO_GPU and why.
 #
 # A skip is not a pass: where nvidia-smi sees a GPU, a step whose GPU tests
 # all skipped (a broken driver or CUDA looks like no GPU to the tests) is a
@@ -58,9 +65,15 @@ elif skipped:
 PY
 }
 
+# selected NAME: without ONLY every step runs; with it, those it names and
+# those of a section it names ($SECTION, set while a section's steps run).
+selected() {
+  [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* || ( -n "${SECTION:-}" && " $ONLY " == *" $SECTION "* ) ]]
+}
+
 step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail
   local name=$1; shift
-  if [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]]; then return 0; fi
+  selected "$name" || return 0
   echo "=== $name: $*" | tee -a "$O/gpu.log"
   local report=() verdict why
   rm -f "$O/$name.json"
@@ -120,14 +133,53 @@ step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/
 step object_put_get_bench "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
 step object_put_get_bench_busy "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd" --busy-poll-us 50
 
+# The chaos run on cuda, whose JSON must then show grants, shares and kills
+# on every device kvd served, and two of them.
+chaos_on_both_gpus() {
+  "$B/bin/nanokv_chaos" --kills 200 --seed 20261122 --json --kvd "$B/bin/kvd" \
+    --engine "$B/bin/nanokv_chaos_engine" | tee "$O/chaos_2gpu.json" || return 1
+  python3 - "$O/chaos_2gpu.json" <<'PY'
+import json, sys
+devices = json.load(open(sys.argv[1]))["devices"]
+print("; ".join(f"device {d['device']}: granted {d['granted_page_rounds']}, shared "
+                f"{d['shared_page_rounds']}, kills holding pages {d['kills_holding_pages']}" for d in devices))
+unused = [d for d in devices if 0 in (d["granted_page_rounds"], d["shared_page_rounds"], d["kills_holding_pages"])]
+sys.exit(1 if len(devices) < 2 or unused else 0)
+PY
+}
+
+SECTION=TWO_GPU
+if (( gpus >= 2 )); then
+  export NANOKV_TEST_BACKEND=cuda  # kvd serves every GPU on cuda: both here
+  # The objects suite again, its two-device case as the GPU test: skipped is a FAIL.
+  GPU_TESTS='\.AProducerWritesAnotherDevicesObject$' step objects_2gpu "$B/bin/kvd_objects_test" --gtest_brief=1
+  # Grants, shares, returns, detaches and a kill -9 on both devices, against a ledger.
+  GPU_TESTS=. step ledger_2gpu "$B/bin/kvd_ledger_test" --gtest_brief=1
+  # These take pages of device 0, with kvd serving both.
+  GPU_TESTS=. step engines_2gpu "$B/bin/kvd_engines_test" --gtest_brief=1
+  GPU_TESTS=. step kv_cache_2gpu "$B/bin/kv_cache_kvd_test" --gtest_brief=1
+  GPU_TESTS=. step cross_gpu_ready_2gpu "$B/bin/cross_gpu_ready_gpu_test" --gtest_brief=1
+  step chaos_2gpu chaos_on_both_gpus
+  # Its peer push both ways; "skipped" anywhere in its JSON is a FAIL.
+  SKIP_MARK=skipped step object_put_get_bench_2gpu "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
+  # Records which GPU an engine under CUDA_VISIBLE_DEVICES=1 gets (issue 18: find out, not fix).
+  step masked_engine_2gpu scripts/gpu-masked-engine.sh "$B/bin"
+  unset NANOKV_TEST_BACKEND
+elif [[ -z "${ONLY:-}" || " $ONLY " == *" TWO_GPU "* ]]; then
+  summary+=("SKIP TWO_GPU (nvidia-smi lists $gpus GPU(s); it needs two)")
+fi
+unset SECTION
+
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
-         objects_cuda restart_cuda kv_cache_cuda limits_cuda paged_append_gpu object_pages_gpu; do
+         objects_cuda restart_cuda kv_cache_cuda limits_cuda paged_append_gpu object_pages_gpu \
+         objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy \
-         object_put_get_bench object_put_get_bench_busy; do
+         object_put_get_bench object_put_get_bench_busy chaos_2gpu object_put_get_bench_2gpu \
+         masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done
 printf '%s\n' "${summary[@]}"
