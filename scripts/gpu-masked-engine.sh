@@ -34,7 +34,7 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-for _ in $(seq 200); do [[ -S $dir/$ipc.sock ]] && break; sleep 0.1; done
+for _ in $(seq 200); do [[ -S $dir/$ipc.sock ]] || ! kill -0 "$kvd" 2>/dev/null && break; sleep 0.1; done
 if [[ ! -S $dir/$ipc.sock ]]; then
   echo "kvd did not come up:"; cat "$dir/kvd.log"; exit 1
 fi
