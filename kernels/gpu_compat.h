@@ -21,6 +21,8 @@
 #define cudaStreamSynchronize hipStreamSynchronize
 #define cudaGetDevice hipGetDevice
 #define cudaSetDevice hipSetDevice
+#define cudaDeviceEnablePeerAccess hipDeviceEnablePeerAccess
+#define cudaErrorPeerAccessAlreadyEnabled hipErrorPeerAccessAlreadyEnabled
 #else
 #include <cuda/atomic>
 #include <cuda_runtime.h>

@@ -214,4 +214,14 @@ Status SetCurrentDevice(int device) {
   return FromRuntime(detail::SetDevice(device), "cudaSetDevice");
 }
 
+Result<int> PointerDevice(const void* pointer) {
+  int device = -1;
+  NANOKV_RETURN_IF_ERROR(FromRuntime(detail::PointerDevice(pointer, &device), "cudaPointerGetAttributes"));
+  return device;
+}
+
+Status EnablePeerAccess(int peer) {
+  return FromRuntime(detail::EnablePeerAccess(peer), "cudaDeviceEnablePeerAccess");
+}
+
 }  // namespace nanokv::kernels

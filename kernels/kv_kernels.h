@@ -142,6 +142,13 @@ Status SetCurrentDevice(int device);
 // The device a stream's work runs on (nullptr: the current device); -1
 // where the runtime cannot tell (HIP).
 Result<int> StreamDevice(void* stream);
+// The device whose memory `pointer` is: -1 for host or managed memory, or
+// where the runtime cannot tell (HIP).
+Result<int> PointerDevice(const void* pointer);
+// Lets kernels on the current device read and write device `peer`'s memory
+// (peer-to-peer over NVLink or PCIe). OK when already enabled; the
+// runtime's error (e.g. cudaErrorPeerAccessUnsupported) otherwise.
+Status EnablePeerAccess(int peer);
 
 }  // namespace nanokv::kernels
 

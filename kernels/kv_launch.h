@@ -59,6 +59,12 @@ int GetDevice(int* device);
 int SetDevice(int device);
 // The device `stream` belongs to; *device = -1 where the runtime cannot say (HIP).
 int StreamDevice(void* stream, int* device);
+// The device whose memory `pointer` is; *device = -1 for host or managed
+// memory, or where the runtime cannot say (HIP).
+int PointerDevice(const void* pointer, int* device);
+// Lets kernels of the current device access device `peer`'s memory;
+// already enabled is success.
+int EnablePeerAccess(int peer);
 
 // "cudaErrorInvalidValue" (or HIP's name) for a code the launchers returned.
 const char* ErrorName(int code);

@@ -142,6 +142,29 @@ int StreamDevice(void* stream, int* device) {
 #endif
 }
 
+int PointerDevice(const void* pointer, int* device) {
+  *device = -1;
+#if defined(NANOKV_HIP)
+  (void)pointer;
+  return 0;
+#else
+  cudaPointerAttributes attributes{};
+  cudaError_t error = cudaPointerGetAttributes(&attributes, pointer);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  if (attributes.type == cudaMemoryTypeDevice) *device = attributes.device;
+  return 0;
+#endif
+}
+
+int EnablePeerAccess(int peer) {
+  cudaError_t error = cudaDeviceEnablePeerAccess(peer, 0);
+  if (error == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // not sticky, but clear it: the next launch checks it
+    return 0;
+  }
+  return static_cast<int>(error);
+}
+
 const char* ErrorName(int code) { return cudaGetErrorName(static_cast<cudaError_t>(code)); }
 
 }  // namespace nanokv::kernels::detail
