@@ -62,7 +62,7 @@ NodeState::NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions
       page_bytes_(page_bytes),
       default_limit_(options.default_limit_bytes),
       default_limit_fraction_(options.default_limit_fraction) {
-  groups_.push_back(kDefaultGroup);
+  groups_.push_back({kDefaultGroup, false});
 }
 
 NodeState::~NodeState() = default;  // the pools release their pages and fds
@@ -103,11 +103,11 @@ std::vector<const Tenant*> NodeState::Tenants() const {
   return out;
 }
 
-int NodeState::GroupIndex(const std::string& name) {
+int NodeState::GroupIndex(const std::string& name, bool kvd_owned) {
   for (size_t i = 0; i < groups_.size(); ++i) {
-    if (groups_[i] == name) return static_cast<int>(i);
+    if (groups_[i].name == name && groups_[i].kvd_owned == kvd_owned) return static_cast<int>(i);
   }
-  groups_.push_back(name);
+  groups_.push_back({name, kvd_owned});
   int index = static_cast<int>(groups_.size() - 1);
   if (journal_ != nullptr) journal_->SetGroup(index, name);
   return index;
@@ -145,7 +145,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.id = next_tenant_++;
   tenant.name = params.name;
   tenant.group = group;
-  tenant.group_index = GroupIndex(group);
+  tenant.group_index = GroupIndex(group, params.kvd_owned);
   tenant.pid = params.pid;
   tenant.uid = params.uid;
   tenant.limit_bytes = limit;

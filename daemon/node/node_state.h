@@ -48,6 +48,11 @@ struct AttachParams {
   uid_t uid = 0;
   uint64_t limit_bytes = 0;  // 0: the node's default limit
   double limit_fraction = 0;  // used when limit_bytes is 0 and this is > 0
+  // kvd's own tenant (the object store): set only by kvd's code, never from
+  // a message. Its group is kvd's, apart from any engine group of the same
+  // name, and its pages die with kvd: the journal never lists them as held,
+  // since no engine could hand them back after a restart.
+  bool kvd_owned = false;
 };
 
 struct Tenant {
@@ -212,6 +217,7 @@ class NodeState {
   std::vector<std::vector<RecoveredPage>> RecoveredByPool(const NodeOptions& options) const;
   void ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages);
   Status AdoptOne(Tenant& tenant, size_t d, const AdoptPage& page, std::string* why);
+  // Whether the page's group is kvd's own (AttachParams::kvd_owned).
   bool KvdOwned(const PageInfo& page) const;
   // Writes page `id`'s current state to the journal, if there is one.
   void Journal(size_t d, PageId id);
@@ -219,7 +225,9 @@ class NodeState {
   void ReclaimExcess(Tenant& tenant);
   Result<size_t> DeviceIndex(int device) const;
   Tenant* MutableTenant(TenantId tenant);
-  int GroupIndex(const std::string& name);
+  // The index of the group `name` of engines (kvd_owned false) or of kvd's
+  // own tenants, made on first use: the two never share an index.
+  int GroupIndex(const std::string& name, bool kvd_owned);
   // Takes one page for group `group` on device index `d`: its own free list,
   // then a never-used pool page, then another group's free page, recycled.
   Result<PageId> TakePage(size_t d, int group);
@@ -240,7 +248,11 @@ class NodeState {
   std::vector<std::unique_ptr<alloc::PagePool>> pools_;
   std::vector<DeviceState> devices_;  // parallel to pools_
   std::map<TenantId, Tenant> tenants_;
-  std::vector<std::string> groups_;   // index -> name
+  struct Group {
+    std::string name;
+    bool kvd_owned = false;
+  };
+  std::vector<Group> groups_;  // by group index
   TenantId next_tenant_ = 1;
   std::vector<Notice> notices_;
   PageJournal* journal_ = nullptr;

@@ -12,7 +12,6 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/node/node_state.h"
-#include "daemon/objects/object_index.h"
 
 namespace nanokv::kvd {
 
@@ -54,7 +53,8 @@ std::vector<std::vector<RecoveredPage>> NodeState::RecoveredByPool(
 void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages) {
   for (const RecoveredPage& recovered : pages) {
     PageInfo& page = devices_[d].pages[recovered.id];
-    page.group = GroupIndex(recovered.group);
+    // Only engines' pages are journaled as held, so these are engine groups.
+    page.group = GroupIndex(recovered.group, /*kvd_owned=*/false);
     page.generation = recovered.generation;
     page.recovering = true;
     ++devices_[d].recovering;
@@ -66,9 +66,9 @@ void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages)
 }
 
 bool NodeState::KvdOwned(const PageInfo& page) const {
-  // The object store's pages: their only handles are kvd's own, so they die
-  // with kvd and nobody can hand them back after a restart.
-  return page.group >= 0 && groups_[page.group] == kStoreTenant;
+  // Pages of kvd's own tenants (the object store): their only handles are
+  // kvd's, so they die with kvd and nobody can hand them back after a restart.
+  return page.group >= 0 && groups_[page.group].kvd_owned;
 }
 
 void NodeState::Journal(size_t d, PageId id) {
@@ -81,7 +81,9 @@ void NodeState::Journal(size_t d, PageId id) {
 void NodeState::SetJournal(PageJournal* journal) {
   journal_ = journal;
   if (journal_ == nullptr) return;
-  for (size_t g = 0; g < groups_.size(); ++g) journal_->SetGroup(static_cast<int>(g), groups_[g]);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    journal_->SetGroup(static_cast<int>(g), groups_[g].name);
+  }
   for (size_t d = 0; d < devices_.size(); ++d) {
     for (PageId id = 0; id < devices_[d].pages.size(); ++id) Journal(d, id);
   }

@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -251,6 +253,54 @@ TEST_F(NodeStateTest, NamesAndLimitsAreChecked) {
   share.limit_fraction = 0.25;
   id = node_->Attach(share, 1);
   EXPECT_EQ(node_->FindTenant(*id)->limit_bytes, node_->capacity_bytes() / 4);
+}
+
+// kvd's own tenants (AttachParams::kvd_owned, set only by kvd's code) are the
+// only ones whose pages the journal leaves out. An engine that names itself
+// and its group kvd.objects, as the object store's tenant is named, is an
+// engine like any other: its pages are journaled as held, and it shares no
+// group with kvd's tenant of that group name.
+TEST_F(NodeStateTest, OnlyKvdsFlagMakesATenantKvdOwned) {
+  const std::string ipc_name = "node_state_test_" + std::to_string(getpid());
+  auto journal = PageJournal::Create(ipc_name, kPage, {{0, 8}, {1, 8}}, 0600, std::nullopt);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  node_->SetJournal(journal->get());
+  TenantId impostor = AttachAs("kvd.objects", "kvd.objects");
+  auto engine_pages = node_->Grant(impostor, 0, 2, 1);
+  ASSERT_TRUE(engine_pages.ok()) << engine_pages.status().ToString();
+  EXPECT_TRUE(node_->HoldsPages()) << "an engine's pages must survive a kvd restart";
+
+  AttachParams store;
+  store.name = "store";
+  store.group = "kvd.objects";
+  store.kvd_owned = true;
+  auto kvd_tenant = node_->Attach(store, 1);
+  ASSERT_TRUE(kvd_tenant.ok()) << kvd_tenant.status().ToString();
+  auto kvd_pages = node_->Grant(*kvd_tenant, 0, 3, 1);
+  ASSERT_TRUE(kvd_pages.ok()) << kvd_pages.status().ToString();
+  EXPECT_EQ(node_->Share(impostor, 0, Ids(*kvd_pages), 2).status().code(),
+            Code::kPermissionDenied);
+  EXPECT_EQ(node_->Share(*kvd_tenant, 0, Ids(*engine_pages), 2).status().code(),
+            Code::kPermissionDenied);
+  Check();
+
+  node_->SetJournal(nullptr);
+  journal->reset();
+  std::optional<Recovery> recovery = PageJournal::TakeOver(ipc_name);
+  ASSERT_TRUE(recovery.has_value());
+  ASSERT_EQ(recovery->devices.size(), 2u);
+  std::set<PageId> journaled;
+  for (const RecoveredPage& page : recovery->devices[0].pages) {
+    journaled.insert(page.id);
+    EXPECT_EQ(page.group, "kvd.objects");
+  }
+  std::vector<PageId> engine_ids = Ids(*engine_pages);
+  EXPECT_EQ(journaled, std::set<PageId>(engine_ids.begin(), engine_ids.end()))
+      << "the journal lists the engine's pages as held, and only those";
+  // With the engine gone only kvd's own pages are held: nothing to recover.
+  ASSERT_TRUE(node_->Detach(impostor).ok());
+  EXPECT_FALSE(node_->HoldsPages());
+  Check();
 }
 
 }  // namespace
