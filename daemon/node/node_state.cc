@@ -180,8 +180,7 @@ void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
   if (Tenant* tenant = MutableTenant(tenant_id)) --tenant->used_pages[d];
   if (page.holders.empty()) {
     --devices_[d].held;
-    page.in_group_free = true;
-    devices_[d].group_free[page.group].push_back(id);
+    PutBack(d, id);
     Journal(d, id);
   }
 }
@@ -194,56 +193,37 @@ size_t NodeState::Obtainable(size_t d) const {
 }
 
 Result<PageId> NodeState::TakePage(size_t d, int group) {
-  DeviceState& device = devices_[d];
-  auto own = device.group_free.find(group);
-  if (own != device.group_free.end() && !own->second.empty()) {
-    PageId id = own->second.back();
-    own->second.pop_back();
-    device.pages[id].in_group_free = false;
-    return id;
+  PageId recycled = alloc::kNoPage;
+  Result<PageId> id = pools_[d]->Allocate(static_cast<alloc::GroupId>(group), &recycled);
+  if (recycled != alloc::kNoPage) {
+    ForgetOldPage(d, recycled);
+    if (!id.ok()) {
+      // The old page is gone and no new one came: the pool took the id back
+      // as uncreated.
+      devices_[d].pages[recycled].group = -1;
+      Journal(d, recycled);
+      spdlog::warn("kvd: recycling page {} of device {} failed: {}", recycled,
+                   pools_[d]->device(), id.status().ToString());
+    }
   }
-  auto fresh = pools_[d]->Allocate();
-  if (fresh.ok()) {
-    PageInfo& page = device.pages[*fresh];
-    page.group = group;
-    return *fresh;
-  }
-  if (fresh.status().code() != Code::kResourceExhausted) return fresh.status();
-  // The pool is all owned by groups: take another group's free page and give
-  // it a new physical page first, so its old bytes never cross (invariant 2).
-  for (auto& [other, stack] : device.group_free) {
-    if (other == group || stack.empty()) continue;
-    PageId id = stack.back();
-    stack.pop_back();
-    device.pages[id].in_group_free = false;
-    NANOKV_RETURN_IF_ERROR(Recycle(d, id));
-    device.pages[id].group = group;
-    return id;
-  }
-  return fresh.status();
+  if (!id.ok()) return id.status();
+  devices_[d].pages[*id].group = group;
+  return *id;
 }
 
-Status NodeState::Recycle(size_t d, PageId id) {
+void NodeState::ForgetOldPage(size_t d, PageId id) {
   PageInfo& page = devices_[d].pages[id];
-  int old_group = page.group;
-  Status recycled = pools_[d]->Recycle(id);
   ++page.generation;
   // Processes of the old group may still hold a handle of the old page: tell
   // them to drop it, so the old memory is freed once they do.
   for (auto& [tenant_id, tenant] : tenants_) {
-    if (tenant.group_index != old_group) continue;
+    if (tenant.group_index != page.group) continue;
     auto it = tenant.imported[d].find(id);
     if (it == tenant.imported[d].end()) continue;
     tenant.imported[d].erase(it);
     QueueForget(tenant_id, pools_[d]->device(), id);
   }
   Journal(d, id);  // the new generation, still unheld
-  if (!recycled.ok()) {
-    page.group = -1;  // the pool took the id back as uncreated
-    spdlog::warn("kvd: recycling page {} of device {} failed: {}", id, pools_[d]->device(),
-                 recycled.ToString());
-  }
-  return recycled;
 }
 
 void NodeState::QueueForget(TenantId tenant, int device, PageId id) {
@@ -261,9 +241,21 @@ void NodeState::QueueForget(TenantId tenant, int device, PageId id) {
 }
 
 void NodeState::PutBack(size_t d, PageId id) {
-  PageInfo& page = devices_[d].pages[id];
-  page.in_group_free = true;
-  devices_[d].group_free[page.group].push_back(id);
+  Status freed = pools_[d]->Free(id);
+  // Only a granted page reaches here: a failure is a bug, kept visible.
+  if (!freed.ok()) spdlog::error("kvd: giving page {} back: {}", id, freed.ToString());
+}
+
+bool NodeState::OnGroupFreeList(size_t d, PageId id, int group) const {
+  const alloc::PagePool::Owner owner = pools_[d]->owner(id);
+  return owner.free && owner.group == static_cast<alloc::GroupId>(group);
+}
+
+void NodeState::TakeGroupFree(size_t d, PageId id) {
+  const auto group = static_cast<alloc::GroupId>(devices_[d].pages[id].group);
+  Status taken = pools_[d]->TakeGroupFree(id, group);
+  // Callers checked OnGroupFreeList first: a failure is a bug, kept visible.
+  if (!taken.ok()) spdlog::error("kvd: {}", taken.ToString());
 }
 
 Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
@@ -339,7 +331,7 @@ Result<std::vector<GrantedPage>> NodeState::Share(TenantId tenant_id, int device
     std::string which = "page " + std::to_string(id) + " of device " + std::to_string(device);
     if (id >= state.pages.size()) return Status::InvalidArgument(which + " does not exist");
     const PageInfo& page = state.pages[id];
-    bool owned = !page.holders.empty() || page.in_group_free;
+    bool owned = !page.holders.empty() || OnGroupFreeList(d, id, page.group);
     if (!owned || page.group != tenant->group_index) {
       // Do not tell a tenant whether another group holds it: same answer.
       return Status::PermissionDenied(which + " is not owned by group '" + tenant->group + "'");
@@ -351,12 +343,7 @@ Result<std::vector<GrantedPage>> NodeState::Share(TenantId tenant_id, int device
   std::vector<GrantedPage> out;
   out.reserve(ids.size());
   for (PageId id : ids) {
-    PageInfo& page = state.pages[id];
-    if (page.in_group_free) {
-      auto& stack = state.group_free[page.group];
-      stack.erase(std::find(stack.begin(), stack.end(), id));
-      page.in_group_free = false;
-    }
+    if (state.pages[id].holders.empty()) TakeGroupFree(d, id);
     AddHolder(d, id, *tenant, &out);
   }
   tenant->last_activity_unix_ns = now_unix_ns;
@@ -447,11 +434,9 @@ std::vector<DeviceCounts> NodeState::Counts() const {
     c.created_pages = stats.created_pages;
     c.reserve_pages = stats.reserve_pages;
     c.recovering_pages = devices_[d].recovering;
-    for (const auto& page : devices_[d].pages) {
-      if (!page.holders.empty()) ++c.held_pages;
-      if (page.in_group_free) ++c.group_free_pages;
-    }
-    c.free_pages = stats.free_pages + c.group_free_pages;
+    c.held_pages = devices_[d].held;
+    c.free_pages = stats.free_pages;  // the group free lists included
+    c.group_free_pages = stats.group_free_pages;
     out.push_back(c);
   }
   return out;

@@ -7,13 +7,17 @@
 // tenants that may share pages (docs/ARCHITECTURE.md, "kvd"). A page id is *group-owned* from the
 // first time it is granted to a tenant of that group until it is recycled.
 //
+// Free pages are the pool's, each group's free list included (page_pool.h):
+// NodeState keeps who holds a page, never which pages are free.
+//
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. A page is owned by at most one group; every holder of a page is a
-//      tenant of its owner group. For each device:
-//        free (pool free + uncreated-in-reserve + group free lists) + held
-//        == created pages, where held = pages with at least one holder.
-//   2. A page reaches a tenant of another group only after Recycle (release +
-//      fresh create, generation + 1): its old memory never crosses groups.
+//      tenant of its owner group. For each device the pool grants exactly
+//      the held pages (held = pages with at least one holder), to their
+//      owner group, and keeps every other created page free: free (its free
+//      stack + group free lists) + held == created pages.
+//   2. A page reaches a tenant of another group only after a recycle (release
+//      + fresh create, generation + 1): its old memory never crosses groups.
 //   3. A tenant's used pages are exactly the pages listing it as a holder.
 //   4. A tenant over its limit is given no new page until it is back under.
 #ifndef NANOKV_DAEMON_NODE_NODE_STATE_H_
@@ -200,7 +204,6 @@ class NodeState {
   struct PageInfo {
     int group = -1;                  // owner group index, -1: none yet
     uint32_t generation = 0;
-    bool in_group_free = false;
     bool recovering = false;         // held back for Adopt (kvd restart)
     std::vector<TenantId> holders;   // tenants of `group` holding it now
   };
@@ -208,7 +211,6 @@ class NodeState {
     std::vector<PageInfo> pages;               // by page id
     size_t held = 0;                           // pages with at least one holder
     size_t recovering = 0;                     // pages held back for Adopt
-    std::map<int, std::vector<PageId>> group_free;  // group index -> free stack
   };
 
   NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options);
@@ -228,12 +230,21 @@ class NodeState {
   // The index of the group `name` of engines (kvd_owned false) or of kvd's
   // own tenants, made on first use: the two never share an index.
   int GroupIndex(const std::string& name, bool kvd_owned);
-  // Takes one page for group `group` on device index `d`: its own free list,
-  // then a never-used pool page, then another group's free page, recycled.
+  // Takes one page for group `group` on device index `d` from the pool: its
+  // own free list, then a never-used page, then another group's free page,
+  // recycled (ForgetOldPage runs for it).
   Result<PageId> TakePage(size_t d, int group);
-  // Undoes TakePage for a grant that failed part-way.
+  // A page no tenant holds goes back to its group's free list in the pool
+  // (also how a grant that failed part-way undoes its TakePage calls).
   void PutBack(size_t d, PageId id);
-  Status Recycle(size_t d, PageId id);
+  // The pool released the memory of page `id` (another group's free page)
+  // for a grant: generation + 1, and the old group's processes are told to
+  // drop their handles of it.
+  void ForgetOldPage(size_t d, PageId id);
+  // Whether page `id` is on group `group`'s free list in the pool.
+  bool OnGroupFreeList(size_t d, PageId id, int group) const;
+  // Grants page `id`, on its group's free list, to that group again.
+  void TakeGroupFree(size_t d, PageId id);
   void QueueForget(TenantId tenant, int device, PageId id);
   size_t Obtainable(size_t d) const;
   void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<GrantedPage>* out);

@@ -15,23 +15,32 @@ Status NodeState::CheckInvariants() const {
     size_t held = 0, group_free = 0, recovering = 0;
     for (PageId id = 0; id < device.pages.size(); ++id) {
       const PageInfo& page = device.pages[id];
+      const alloc::PagePool::Owner owner = pools_[d]->owner(id);
       std::string where = "device " + std::to_string(pools_[d]->device()) + " page " +
                           std::to_string(id) + ": ";
-      if (!page.holders.empty() && page.in_group_free) {
-        return Status::Internal(where + "held and on a group free list");
-      }
       if (page.recovering) {
         ++recovering;
-        if (!page.holders.empty() || page.in_group_free) {
-          return Status::Internal(where + "held back for adoption, yet held or free");
-        }
-        if (pools_[d]->handle(id).valid()) {
-          return Status::Internal(where + "held back for adoption, yet granted by the pool");
+        if (!page.holders.empty() || owner.group != alloc::kNoGroup) {
+          return Status::Internal(where + "held back for adoption, yet held, or granted or "
+                                  "group-free in the pool");
         }
       }
-      if (!page.holders.empty() || page.in_group_free) {
-        if (!pools_[d]->handle(id).valid()) return Status::Internal(where + "owned but not granted by the pool");
+      if (!page.holders.empty()) {
+        if (owner.group == alloc::kNoGroup || owner.free) {
+          return Status::Internal(where + "held but not granted by the pool");
+        }
+        ++held;
+      } else if (owner.group != alloc::kNoGroup) {
+        if (!owner.free) return Status::Internal(where + "granted by the pool, held by no tenant");
+        ++group_free;
+      }
+      if (owner.group != alloc::kNoGroup) {
         if (page.group < 0) return Status::Internal(where + "owned by no group");
+        if (owner.group != static_cast<alloc::GroupId>(page.group)) {
+          return Status::Internal(where + "owned by group " + std::to_string(page.group) +
+                                  ", the pool says group " + std::to_string(owner.group) +
+                                  (owner.free ? " (free list)" : " (granted)"));
+        }
       }
       for (TenantId holder : page.holders) {
         const Tenant* tenant = FindTenant(holder);
@@ -41,8 +50,6 @@ Status NodeState::CheckInvariants() const {
                                   "' outside its owner group");
         }
       }
-      held += page.holders.empty() ? 0 : 1;
-      group_free += page.in_group_free ? 1 : 0;
     }
     if (held != device.held) return Status::Internal("held page count drifted");
     if (recovering != device.recovering || recovering != stats.held_back_pages) {
@@ -51,14 +58,12 @@ Status NodeState::CheckInvariants() const {
                               std::to_string(device.recovering) + ", pool " +
                               std::to_string(stats.held_back_pages) + ")");
     }
-    size_t listed = 0;
-    for (const auto& [group, stack] : device.group_free) listed += stack.size();
-    if (listed != group_free) return Status::Internal("group free lists disagree with page states");
-    if (held + group_free != stats.granted_pages) {
+    if (group_free != stats.group_free_pages || held != stats.granted_pages) {
       return Status::Internal("device " + std::to_string(pools_[d]->device()) + ": held " +
-                              std::to_string(held) + " + group free " +
-                              std::to_string(group_free) + " != pool granted " +
-                              std::to_string(stats.granted_pages));
+                              std::to_string(held) + " and group free " +
+                              std::to_string(group_free) + " pages, the pool grants " +
+                              std::to_string(stats.granted_pages) + " and keeps " +
+                              std::to_string(stats.group_free_pages) + " on group free lists");
     }
   }
   for (const auto& [id, tenant] : tenants_) {

@@ -137,7 +137,8 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
       *why = which + ": import failed: " + handle.status().ToString();
       return handle.status();
     }
-    Status adopted = pools_[d]->Adopt(in.id, *handle, pool_fd);
+    Status adopted =
+        pools_[d]->Adopt(in.id, static_cast<alloc::GroupId>(page.group), *handle, pool_fd);
     if (!adopted.ok()) {
       Status released = backend_.ReleasePage(*handle);
       if (!released.ok()) spdlog::warn("kvd: {}", released.ToString());
@@ -148,16 +149,12 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
     --devices_[d].recovering;
   } else {
     close(in.fd);  // a group-mate handed this page back already: we have it
-    bool owned = !page.holders.empty() || page.in_group_free;
-    if (!owned) {
+    const bool group_free = OnGroupFreeList(d, in.id, page.group);
+    if (page.holders.empty() && !group_free) {
       *why = which + ": not held back for adoption (its recovery window ended?)";
       return Status::FailedPrecondition(*why);
     }
-    if (page.in_group_free) {
-      auto& stack = devices_[d].group_free[page.group];
-      stack.erase(std::find(stack.begin(), stack.end(), in.id));
-      page.in_group_free = false;
-    }
+    if (group_free) TakeGroupFree(d, in.id);
   }
   AddHolder(d, in.id, tenant, &ignored);
   return Status::OK();

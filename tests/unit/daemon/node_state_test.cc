@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/daemon/page_pool_test_util.h"
 #include "tests/unit/gpu/backend_test_util.h"
 
 namespace nanokv::kvd {
@@ -179,6 +180,58 @@ TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
   }
   ASSERT_TRUE(backend_->FreeRange(*base, 8 * kPage).ok());
   Check();
+}
+
+// A recycle whose fresh page cannot be made still tells the old group to drop
+// the old page at once: the engines' handles of it may be what keeps the
+// device full. The id then comes back as a fresh page, at a new generation.
+TEST_F(NodeStateTest, AFailedRecycleStillTellsTheOldGroupToForget) {
+  alloc::testing::CreateFailingBackend failing(*backend_);
+  NodeOptions options;
+  alloc::PagePoolConfig pool;
+  pool.page_bytes = kPage;
+  pool.capacity_bytes = 2 * kPage;
+  pool.reserve_pages = 0;
+  options.pools.push_back(pool);
+  auto made = NodeState::Create(failing, options);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  NodeState& node = **made;
+  auto a = node.Attach({.name = "a", .group = "g1"}, 1);
+  auto b = node.Attach({.name = "b", .group = "g2"}, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ga = node.Grant(*a, 0, 2, 1);
+  ASSERT_TRUE(ga.ok()) << ga.status().ToString();
+  ASSERT_TRUE(node.Return(*a, 0, Ids(*ga), 2).ok());
+
+  failing.FailCreates(1);
+  auto refused = node.Grant(*b, 0, 1, 3);
+  EXPECT_EQ(refused.status().code(), Code::kOutOfMemory) << refused.status().ToString();
+  std::vector<Notice> notices = node.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].kind, Notice::Kind::kForget);
+  EXPECT_EQ(notices[0].tenant, *a);
+  ASSERT_EQ(notices[0].page_ids.size(), 1u);
+  const PageId lost = notices[0].page_ids[0];
+  EXPECT_EQ(lost, ga->at(1).id) << "the newest free page of g1 is the one recycled";
+  DeviceCounts counts = node.Counts()[0];
+  EXPECT_EQ(counts.created_pages, 1u);
+  EXPECT_EQ(counts.group_free_pages, 1u);
+  EXPECT_EQ(counts.free_pages, 1u);
+  EXPECT_EQ(counts.held_pages, 0u);
+  ASSERT_TRUE(node.CheckInvariants().ok()) << node.CheckInvariants().ToString();
+
+  auto gb = node.Grant(*b, 0, 1, 4);
+  ASSERT_TRUE(gb.ok()) << gb.status().ToString();
+  EXPECT_EQ(gb->at(0).id, lost);
+  EXPECT_EQ(gb->at(0).generation, ga->at(1).generation + 1);
+  EXPECT_TRUE(gb->at(0).needs_fd);
+  // g1 keeps its other page, still imported: no fd needed.
+  auto again = node.Grant(*a, 0, 1, 5);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->at(0).id, ga->at(0).id);
+  EXPECT_FALSE(again->at(0).needs_fd);
+  EXPECT_TRUE(node.TakeNotices().empty());
+  ASSERT_TRUE(node.CheckInvariants().ok()) << node.CheckInvariants().ToString();
 }
 
 TEST_F(NodeStateTest, LoweredLimitAsksForReclaimAndBlocksGrants) {
