@@ -178,9 +178,8 @@ Result<PageId> PagePool::Allocate(GroupId group, PageId* recycled) {
   lock_.lock();
   // A group with no list yet (its first grant) goes the slow way.
   if (group < group_count_) [[likely]] {
-    const PageId own = group_heads_[group];
-    if (own != kNoPage) {
-      RegrantGroupFreeLocked(own);
+    if (group_heads_[group] != kNoPage) {
+      const PageId own = PopGroupFreeLocked(group);
       lock_.unlock();
       return own;
     }
@@ -227,8 +226,8 @@ Status PagePool::Free(PageId id) {
     uint32_t granted = 0;
     lock_.lock();
     // Refilled or given back between our two looks.
-    if (const PageId own = group_heads_[group]; own != kNoPage) {
-      RegrantGroupFreeLocked(own);
+    if (group_heads_[group] != kNoPage) {
+      const PageId own = PopGroupFreeLocked(group);
       lock_.unlock();
       return own;
     }

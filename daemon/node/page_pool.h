@@ -186,7 +186,8 @@ class PagePool {
     // The group it is granted to or free for (kGranted, kGroupFree; the group
     // it will be granted to while kRecycling); kNoGroup in the other states.
     GroupId group = kNoGroup;
-    // kGroupFree: the neighbours on the group's free list, newest first.
+    // kGroupFree: the neighbours on the group's free list, newest first
+    // (stale in the other states).
     PageId prev = kNoPage;
     PageId next = kNoPage;
   };
@@ -204,6 +205,9 @@ class PagePool {
   void UnlinkGroupFreeLocked(PageId id);
   // Grants a group-free id to its group again. REQUIRES: lock_ held.
   void RegrantGroupFreeLocked(PageId id);
+  // Grants the newest page of `group`'s free list to it again, and returns
+  // it. REQUIRES: lock_ held, the list is not empty.
+  PageId PopGroupFreeLocked(GroupId group);
   // Another group's free page for Allocate to recycle: the newest of the
   // lowest-numbered group that has one; kNoPage if none. REQUIRES: lock_ held.
   PageId FindOtherGroupsFreeLocked(GroupId group) const;
@@ -307,9 +311,19 @@ inline void PagePool::UnlinkGroupFreeLocked(PageId id) {
     slots_[slot.prev].next = slot.next;
   }
   if (slot.next != kNoPage) slots_[slot.next].prev = slot.prev;
-  slot.prev = kNoPage;
-  slot.next = kNoPage;
   --group_free_;
+}
+
+inline PageId PagePool::PopGroupFreeLocked(GroupId group) {
+  // The head has no prev: only the next page's link changes.
+  const PageId id = group_heads_[group];
+  Slot& slot = slots_[id];
+  group_heads_[group] = slot.next;
+  if (slot.next != kNoPage) slots_[slot.next].prev = kNoPage;
+  slot.state = SlotState::kGranted;  // its links mean nothing from here on
+  --group_free_;
+  ++granted_;
+  return id;
 }
 
 inline void PagePool::RegrantGroupFreeLocked(PageId id) {

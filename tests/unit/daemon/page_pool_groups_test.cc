@@ -52,7 +52,7 @@ TEST_F(PagePoolTest, AFreedPageStaysWithItsGroup) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_NE(*b, *a);
   // A gets its own page back first, the same memory.
-  PageId recycled = 0;
+  PageId recycled = kNoPage;
   auto again = pool->Allocate(kGroupA, &recycled);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, *a);
@@ -183,6 +183,7 @@ TEST_F(PagePoolTest, AFailedRecycleStillNamesTheReleasedPage) {
   EXPECT_EQ(s.recycles, 0u);
   EXPECT_OK(pool.CheckInvariants());
   // The id is uncreated now: the next grant makes a fresh page under it.
+  recycled = kNoPage;
   auto again = pool.Allocate(kGroupB, &recycled);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, *a);
