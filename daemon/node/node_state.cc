@@ -1,16 +1,10 @@
 #include "daemon/node/node_state.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
+#include <cstdio>
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/objects/object_index.h"
 #include "ipc/wire/codec.h"
 
 namespace nanokv::kvd {
@@ -63,61 +57,12 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
   return node;
 }
 
-std::vector<std::vector<RecoveredPage>> NodeState::RecoveredByPool(
-    const NodeOptions& options) const {
-  std::vector<std::vector<RecoveredPage>> out(options.pools.size());
-  if (!options.recovery) return out;
-  const Recovery& recovery = *options.recovery;
-  if (recovery.page_bytes != page_bytes_) {
-    spdlog::warn("kvd: the previous kvd used pages of {} bytes, this one {}: {} pages engines "
-                 "may still hold cannot be re-adopted",
-                 recovery.page_bytes, page_bytes_, recovery.page_count());
-    return out;
-  }
-  for (const Recovery::Device& device : recovery.devices) {
-    size_t p = 0;
-    while (p < options.pools.size() && options.pools[p].device != device.device) ++p;
-    if (p == options.pools.size()) {
-      if (!device.pages.empty()) {
-        spdlog::warn("kvd: device {} is not served any more: its {} held pages cannot be "
-                     "re-adopted", device.device, device.pages.size());
-      }
-      continue;
-    }
-    const size_t capacity = options.pools[p].capacity_bytes / page_bytes_;
-    for (const RecoveredPage& page : device.pages) {
-      // capacity_bytes 0 means a utilization: the pool checks the bound then.
-      if (capacity != 0 && page.id >= capacity) {
-        spdlog::warn("kvd: page {} of device {} is beyond the capacity now: not re-adopted",
-                     page.id, device.device);
-        continue;
-      }
-      out[p].push_back(page);
-    }
-  }
-  return out;
-}
-
-void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages) {
-  for (const RecoveredPage& recovered : pages) {
-    PageInfo& page = devices_[d].pages[recovered.id];
-    page.group = GroupIndex(recovered.group);
-    page.generation = recovered.generation;
-    page.recovering = true;
-    ++devices_[d].recovering;
-  }
-  if (!pages.empty()) {
-    spdlog::info("kvd: device {}: {} pages held back for the engines of the previous kvd",
-                 pools_[d]->device(), pages.size());
-  }
-}
-
 NodeState::NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options)
     : backend_(backend),
       page_bytes_(page_bytes),
       default_limit_(options.default_limit_bytes),
       default_limit_fraction_(options.default_limit_fraction) {
-  groups_.push_back(kDefaultGroup);
+  groups_.push_back({kDefaultGroup, false});
 }
 
 NodeState::~NodeState() = default;  // the pools release their pages and fds
@@ -158,11 +103,11 @@ std::vector<const Tenant*> NodeState::Tenants() const {
   return out;
 }
 
-int NodeState::GroupIndex(const std::string& name) {
+int NodeState::GroupIndex(const std::string& name, bool kvd_owned) {
   for (size_t i = 0; i < groups_.size(); ++i) {
-    if (groups_[i] == name) return static_cast<int>(i);
+    if (groups_[i].name == name && groups_[i].kvd_owned == kvd_owned) return static_cast<int>(i);
   }
-  groups_.push_back(name);
+  groups_.push_back({name, kvd_owned});
   int index = static_cast<int>(groups_.size() - 1);
   if (journal_ != nullptr) journal_->SetGroup(index, name);
   return index;
@@ -200,7 +145,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.id = next_tenant_++;
   tenant.name = params.name;
   tenant.group = group;
-  tenant.group_index = GroupIndex(group);
+  tenant.group_index = GroupIndex(group, params.kvd_owned);
   tenant.pid = params.pid;
   tenant.uid = params.uid;
   tenant.limit_bytes = limit;
@@ -235,8 +180,7 @@ void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
   if (Tenant* tenant = MutableTenant(tenant_id)) --tenant->used_pages[d];
   if (page.holders.empty()) {
     --devices_[d].held;
-    page.in_group_free = true;
-    devices_[d].group_free[page.group].push_back(id);
+    PutBack(d, id);
     Journal(d, id);
   }
 }
@@ -249,56 +193,37 @@ size_t NodeState::Obtainable(size_t d) const {
 }
 
 Result<PageId> NodeState::TakePage(size_t d, int group) {
-  DeviceState& device = devices_[d];
-  auto own = device.group_free.find(group);
-  if (own != device.group_free.end() && !own->second.empty()) {
-    PageId id = own->second.back();
-    own->second.pop_back();
-    device.pages[id].in_group_free = false;
-    return id;
+  PageId recycled = alloc::kNoPage;
+  Result<PageId> id = pools_[d]->Allocate(static_cast<alloc::GroupId>(group), &recycled);
+  if (recycled != alloc::kNoPage) {
+    ForgetOldPage(d, recycled);
+    if (!id.ok()) {
+      // The old page is gone and no new one came: the pool took the id back
+      // as uncreated.
+      devices_[d].pages[recycled].group = -1;
+      Journal(d, recycled);
+      spdlog::warn("kvd: recycling page {} of device {} failed: {}", recycled,
+                   pools_[d]->device(), id.status().ToString());
+    }
   }
-  auto fresh = pools_[d]->Allocate();
-  if (fresh.ok()) {
-    PageInfo& page = device.pages[*fresh];
-    page.group = group;
-    return *fresh;
-  }
-  if (fresh.status().code() != Code::kResourceExhausted) return fresh.status();
-  // The pool is all owned by groups: take another group's free page and give
-  // it a new physical page first, so its old bytes never cross (invariant 2).
-  for (auto& [other, stack] : device.group_free) {
-    if (other == group || stack.empty()) continue;
-    PageId id = stack.back();
-    stack.pop_back();
-    device.pages[id].in_group_free = false;
-    NANOKV_RETURN_IF_ERROR(Recycle(d, id));
-    device.pages[id].group = group;
-    return id;
-  }
-  return fresh.status();
+  if (!id.ok()) return id.status();
+  devices_[d].pages[*id].group = group;
+  return *id;
 }
 
-Status NodeState::Recycle(size_t d, PageId id) {
+void NodeState::ForgetOldPage(size_t d, PageId id) {
   PageInfo& page = devices_[d].pages[id];
-  int old_group = page.group;
-  Status recycled = pools_[d]->Recycle(id);
   ++page.generation;
   // Processes of the old group may still hold a handle of the old page: tell
   // them to drop it, so the old memory is freed once they do.
   for (auto& [tenant_id, tenant] : tenants_) {
-    if (tenant.group_index != old_group) continue;
+    if (tenant.group_index != page.group) continue;
     auto it = tenant.imported[d].find(id);
     if (it == tenant.imported[d].end()) continue;
     tenant.imported[d].erase(it);
     QueueForget(tenant_id, pools_[d]->device(), id);
   }
   Journal(d, id);  // the new generation, still unheld
-  if (!recycled.ok()) {
-    page.group = -1;  // the pool took the id back as uncreated
-    spdlog::warn("kvd: recycling page {} of device {} failed: {}", id, pools_[d]->device(),
-                 recycled.ToString());
-  }
-  return recycled;
 }
 
 void NodeState::QueueForget(TenantId tenant, int device, PageId id) {
@@ -316,9 +241,21 @@ void NodeState::QueueForget(TenantId tenant, int device, PageId id) {
 }
 
 void NodeState::PutBack(size_t d, PageId id) {
-  PageInfo& page = devices_[d].pages[id];
-  page.in_group_free = true;
-  devices_[d].group_free[page.group].push_back(id);
+  Status freed = pools_[d]->Free(id);
+  // Only a granted page reaches here: a failure is a bug, kept visible.
+  if (!freed.ok()) spdlog::error("kvd: giving page {} back: {}", id, freed.ToString());
+}
+
+bool NodeState::OnGroupFreeList(size_t d, PageId id, int group) const {
+  const alloc::PagePool::Owner owner = pools_[d]->owner(id);
+  return owner.free && owner.group == static_cast<alloc::GroupId>(group);
+}
+
+void NodeState::TakeGroupFree(size_t d, PageId id) {
+  const auto group = static_cast<alloc::GroupId>(devices_[d].pages[id].group);
+  Status taken = pools_[d]->TakeGroupFree(id, group);
+  // Callers checked OnGroupFreeList first: a failure is a bug, kept visible.
+  if (!taken.ok()) spdlog::error("kvd: {}", taken.ToString());
 }
 
 Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
@@ -351,7 +288,7 @@ void NodeState::AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageG
 }
 
 Result<std::vector<PageGrant>> NodeState::Grant(TenantId tenant_id, int device, uint32_t count,
-                                                uint64_t now_unix_ns) {
+                                                  uint64_t now_unix_ns) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
@@ -382,8 +319,8 @@ Result<std::vector<PageGrant>> NodeState::Grant(TenantId tenant_id, int device, 
 }
 
 Result<std::vector<PageGrant>> NodeState::Share(TenantId tenant_id, int device,
-                                                std::span<const PageId> ids,
-                                                uint64_t now_unix_ns) {
+                                                  std::span<const PageId> ids,
+                                                  uint64_t now_unix_ns) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
@@ -394,7 +331,7 @@ Result<std::vector<PageGrant>> NodeState::Share(TenantId tenant_id, int device,
     std::string which = "page " + std::to_string(id) + " of device " + std::to_string(device);
     if (id >= state.pages.size()) return Status::InvalidArgument(which + " does not exist");
     const PageInfo& page = state.pages[id];
-    bool owned = !page.holders.empty() || page.in_group_free;
+    bool owned = !page.holders.empty() || OnGroupFreeList(d, id, page.group);
     if (!owned || page.group != tenant->group_index) {
       // Do not tell a tenant whether another group holds it: same answer.
       return Status::PermissionDenied(which + " is not owned by group '" + tenant->group + "'");
@@ -406,12 +343,7 @@ Result<std::vector<PageGrant>> NodeState::Share(TenantId tenant_id, int device,
   std::vector<PageGrant> out;
   out.reserve(ids.size());
   for (PageId id : ids) {
-    PageInfo& page = state.pages[id];
-    if (page.in_group_free) {
-      auto& stack = state.group_free[page.group];
-      stack.erase(std::find(stack.begin(), stack.end(), id));
-      page.in_group_free = false;
-    }
+    if (state.pages[id].holders.empty()) TakeGroupFree(d, id);
     AddHolder(d, id, *tenant, &out);
   }
   tenant->last_activity_unix_ns = now_unix_ns;
@@ -486,156 +418,6 @@ Result<int> NodeState::PageFd(int device, PageId id) {
   return fd;
 }
 
-// ---- kvd restart: the journal and adoption. ----
-
-bool NodeState::KvdOwned(const PageInfo& page) const {
-  // The object store's pages: their only handles are kvd's own, so they die
-  // with kvd and nobody can hand them back after a restart.
-  return page.group >= 0 && groups_[page.group] == kStoreTenant;
-}
-
-void NodeState::Journal(size_t d, PageId id) {
-  if (journal_ == nullptr) return;
-  const PageInfo& page = devices_[d].pages[id];
-  bool held = (!page.holders.empty() && !KvdOwned(page)) || page.recovering;
-  journal_->SetPage(d, id, page.generation, page.group, held);
-}
-
-void NodeState::SetJournal(PageJournal* journal) {
-  journal_ = journal;
-  if (journal_ == nullptr) return;
-  for (size_t g = 0; g < groups_.size(); ++g) journal_->SetGroup(static_cast<int>(g), groups_[g]);
-  for (size_t d = 0; d < devices_.size(); ++d) {
-    for (PageId id = 0; id < devices_[d].pages.size(); ++id) Journal(d, id);
-  }
-}
-
-bool NodeState::HoldsPages() const {
-  for (const DeviceState& device : devices_) {
-    if (device.recovering > 0) return true;
-    for (const PageInfo& page : device.pages) {
-      if (!page.holders.empty() && !KvdOwned(page)) return true;
-    }
-  }
-  return false;
-}
-
-size_t NodeState::recovering_pages() const {
-  size_t n = 0;
-  for (const DeviceState& device : devices_) n += device.recovering;
-  return n;
-}
-
-Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::string* why) {
-  const std::string which = "page " + std::to_string(in.id) + " of device " +
-                            std::to_string(pools_[d]->device());
-  auto refuse = [&](const std::string& reason) {
-    close(in.fd);
-    *why = which + ": " + reason;
-    return Status::FailedPrecondition(*why);
-  };
-  if (in.id >= devices_[d].pages.size()) return refuse("no such page");
-  PageInfo& page = devices_[d].pages[in.id];
-  if (page.group != tenant.group_index) {
-    return refuse("not held by group '" + tenant.group + "' when kvd stopped");
-  }
-  if (page.generation != in.generation) {
-    return refuse("generation " + std::to_string(in.generation) + " is not the page's " +
-                  std::to_string(page.generation));
-  }
-  if (std::find(page.holders.begin(), page.holders.end(), tenant.id) != page.holders.end()) {
-    return refuse("already held by this tenant");
-  }
-  std::vector<PageGrant> ignored;
-  if (page.recovering) {
-    // The first engine of the group to hand it back: its fd becomes the
-    // page. One copy for the pool to hand out, one to import here.
-    int pool_fd = fcntl(in.fd, F_DUPFD_CLOEXEC, 0);
-    if (pool_fd < 0) return refuse("dup: " + std::string(strerror(errno)));
-    auto handle = backend_.ImportPage(in.fd, pools_[d]->device(), page_bytes_);
-    if (!handle.ok()) {
-      close(pool_fd);
-      *why = which + ": import failed: " + handle.status().ToString();
-      return handle.status();
-    }
-    Status adopted = pools_[d]->Adopt(in.id, *handle, pool_fd);
-    if (!adopted.ok()) {
-      Status released = backend_.ReleasePage(*handle);
-      if (!released.ok()) spdlog::warn("kvd: {}", released.ToString());
-      *why = which + ": " + adopted.ToString();
-      return adopted;
-    }
-    page.recovering = false;
-    --devices_[d].recovering;
-  } else {
-    close(in.fd);  // a group-mate handed this page back already: we have it
-    bool owned = !page.holders.empty() || page.in_group_free;
-    if (!owned) {
-      *why = which + ": not held back for adoption (its recovery window ended?)";
-      return Status::FailedPrecondition(*why);
-    }
-    if (page.in_group_free) {
-      auto& stack = devices_[d].group_free[page.group];
-      stack.erase(std::find(stack.begin(), stack.end(), in.id));
-      page.in_group_free = false;
-    }
-  }
-  AddHolder(d, in.id, tenant, &ignored);
-  return Status::OK();
-}
-
-Result<AdoptResult> NodeState::Adopt(TenantId tenant_id, int device,
-                                     std::span<const AdoptPage> pages, uint64_t now_unix_ns) {
-  Tenant* tenant = MutableTenant(tenant_id);
-  auto d = DeviceIndex(device);
-  if (tenant == nullptr || !d.ok()) {
-    for (const AdoptPage& page : pages) close(page.fd);
-    if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
-    return d.status();
-  }
-  AdoptResult out;
-  for (const AdoptPage& page : pages) {
-    std::string why;
-    if (AdoptOne(*tenant, *d, page, &why).ok()) {
-      out.adopted.push_back(page.id);
-    } else {
-      out.refused.push_back(page.id);
-      if (out.reason.empty()) out.reason = why;
-      spdlog::warn("kvd: tenant '{}' handed back {}", tenant->name, why);
-    }
-  }
-  tenant->last_activity_unix_ns = now_unix_ns;
-  ReclaimExcess(*tenant);
-  return out;
-}
-
-void NodeState::ReclaimExcess(Tenant& tenant) {
-  uint64_t used = UsedBytes(tenant);
-  if (used <= tenant.limit_bytes || tenant.state == TenantState::kReclaiming) return;
-  tenant.state = TenantState::kReclaiming;
-  auto pages = static_cast<uint32_t>((used - tenant.limit_bytes + page_bytes_ - 1) / page_bytes_);
-  notices_.push_back({Notice::Kind::kReclaim, tenant.id, -1, pages, tenant.limit_bytes, {}});
-}
-
-size_t NodeState::ExpireRecovery() {
-  size_t released = 0;
-  for (size_t d = 0; d < devices_.size(); ++d) {
-    for (PageId id = 0; id < devices_[d].pages.size() && devices_[d].recovering > 0; ++id) {
-      PageInfo& page = devices_[d].pages[id];
-      if (!page.recovering) continue;
-      Status status = pools_[d]->ReleaseHeldBack(id);
-      if (!status.ok()) spdlog::error("kvd: {}", status.ToString());
-      page.recovering = false;
-      page.group = -1;
-      ++page.generation;  // a late claim of the old page is refused
-      --devices_[d].recovering;
-      Journal(d, id);
-      ++released;
-    }
-  }
-  return released;
-}
-
 std::vector<Notice> NodeState::TakeNotices() {
   std::vector<Notice> out;
   out.swap(notices_);
@@ -652,84 +434,12 @@ std::vector<DeviceCounts> NodeState::Counts() const {
     c.created_pages = stats.created_pages;
     c.reserve_pages = stats.reserve_pages;
     c.recovering_pages = devices_[d].recovering;
-    for (const auto& page : devices_[d].pages) {
-      if (!page.holders.empty()) ++c.held_pages;
-      if (page.in_group_free) ++c.group_free_pages;
-    }
-    c.free_pages = stats.free_pages + c.group_free_pages;
+    c.held_pages = devices_[d].held;
+    c.free_pages = stats.free_pages;  // the group free lists included
+    c.group_free_pages = stats.group_free_pages;
     out.push_back(c);
   }
   return out;
-}
-
-Status NodeState::CheckInvariants() const {
-  for (size_t d = 0; d < pools_.size(); ++d) {
-    NANOKV_RETURN_IF_ERROR(pools_[d]->CheckInvariants());
-    alloc::PagePool::Stats stats = pools_[d]->stats();
-    const DeviceState& device = devices_[d];
-    size_t held = 0, group_free = 0, recovering = 0;
-    for (PageId id = 0; id < device.pages.size(); ++id) {
-      const PageInfo& page = device.pages[id];
-      std::string where = "device " + std::to_string(pools_[d]->device()) + " page " +
-                          std::to_string(id) + ": ";
-      if (!page.holders.empty() && page.in_group_free) {
-        return Status::Internal(where + "held and on a group free list");
-      }
-      if (page.recovering) {
-        ++recovering;
-        if (!page.holders.empty() || page.in_group_free) {
-          return Status::Internal(where + "held back for adoption, yet held or free");
-        }
-        if (pools_[d]->handle(id).valid()) {
-          return Status::Internal(where + "held back for adoption, yet granted by the pool");
-        }
-      }
-      if (!page.holders.empty() || page.in_group_free) {
-        if (!pools_[d]->handle(id).valid()) return Status::Internal(where + "owned but not granted by the pool");
-        if (page.group < 0) return Status::Internal(where + "owned by no group");
-      }
-      for (TenantId holder : page.holders) {
-        const Tenant* tenant = FindTenant(holder);
-        if (tenant == nullptr) return Status::Internal(where + "held by a gone tenant");
-        if (tenant->group_index != page.group) {
-          return Status::Internal(where + "held by tenant '" + tenant->name +
-                                  "' outside its owner group");
-        }
-      }
-      held += page.holders.empty() ? 0 : 1;
-      group_free += page.in_group_free ? 1 : 0;
-    }
-    if (held != device.held) return Status::Internal("held page count drifted");
-    if (recovering != device.recovering || recovering != stats.held_back_pages) {
-      return Status::Internal("held-back page counts disagree (pages " +
-                              std::to_string(recovering) + ", device " +
-                              std::to_string(device.recovering) + ", pool " +
-                              std::to_string(stats.held_back_pages) + ")");
-    }
-    size_t listed = 0;
-    for (const auto& [group, stack] : device.group_free) listed += stack.size();
-    if (listed != group_free) return Status::Internal("group free lists disagree with page states");
-    if (held + group_free != stats.granted_pages) {
-      return Status::Internal("device " + std::to_string(pools_[d]->device()) + ": held " +
-                              std::to_string(held) + " + group free " +
-                              std::to_string(group_free) + " != pool granted " +
-                              std::to_string(stats.granted_pages));
-    }
-  }
-  for (const auto& [id, tenant] : tenants_) {
-    for (size_t d = 0; d < pools_.size(); ++d) {
-      uint32_t holding = 0;
-      for (const auto& page : devices_[d].pages) {
-        holding += std::count(page.holders.begin(), page.holders.end(), id) > 0 ? 1 : 0;
-      }
-      if (holding != tenant.used_pages[d]) {
-        return Status::Internal("tenant '" + tenant.name + "' counts " +
-                                std::to_string(tenant.used_pages[d]) + " pages, holds " +
-                                std::to_string(holding));
-      }
-    }
-  }
-  return Status::OK();
 }
 
 }  // namespace nanokv::kvd

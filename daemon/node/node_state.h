@@ -7,13 +7,17 @@
 // tenants that may share pages (docs/ARCHITECTURE.md, "kvd"). A page id is *group-owned* from the
 // first time it is granted to a tenant of that group until it is recycled.
 //
+// Free pages are the pool's, each group's free list included (page_pool.h):
+// NodeState keeps who holds a page, never which pages are free.
+//
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. A page is owned by at most one group; every holder of a page is a
-//      tenant of its owner group. For each device:
-//        free (pool free + uncreated-in-reserve + group free lists) + held
-//        == created pages, where held = pages with at least one holder.
-//   2. A page reaches a tenant of another group only after Recycle (release +
-//      fresh create, generation + 1): its old memory never crosses groups.
+//      tenant of its owner group. For each device the pool grants exactly
+//      the held pages (held = pages with at least one holder), to their
+//      owner group, and keeps every other created page free: free (its free
+//      stack + group free lists) + held == created pages.
+//   2. A page reaches a tenant of another group only after a recycle (release
+//      + fresh create, generation + 1): its old memory never crosses groups.
 //   3. A tenant's used pages are exactly the pages listing it as a holder.
 //   4. A tenant over its limit is given no new page until it is back under.
 #ifndef NANOKV_DAEMON_NODE_NODE_STATE_H_
@@ -48,6 +52,11 @@ struct AttachParams {
   uid_t uid = 0;
   uint64_t limit_bytes = 0;  // 0: the node's default limit
   double limit_fraction = 0;  // used when limit_bytes is 0 and this is > 0
+  // kvd's own tenant (the object store): set only by kvd's code, never from
+  // a message. Its group is kvd's, apart from any engine group of the same
+  // name, and its pages die with kvd: the journal never lists them as held,
+  // since no engine could hand them back after a restart.
+  bool kvd_owned = false;
 };
 
 struct Tenant {
@@ -197,7 +206,6 @@ class NodeState {
   struct PageInfo {
     int group = -1;                  // owner group index, -1: none yet
     uint32_t generation = 0;
-    bool in_group_free = false;
     bool recovering = false;         // held back for Adopt (kvd restart)
     std::vector<TenantId> holders;   // tenants of `group` holding it now
   };
@@ -205,7 +213,6 @@ class NodeState {
     std::vector<PageInfo> pages;               // by page id
     size_t held = 0;                           // pages with at least one holder
     size_t recovering = 0;                     // pages held back for Adopt
-    std::map<int, std::vector<PageId>> group_free;  // group index -> free stack
   };
 
   NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options);
@@ -214,6 +221,7 @@ class NodeState {
   std::vector<std::vector<RecoveredPage>> RecoveredByPool(const NodeOptions& options) const;
   void ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages);
   Status AdoptOne(Tenant& tenant, size_t d, const AdoptPage& page, std::string* why);
+  // Whether the page's group is kvd's own (AttachParams::kvd_owned).
   bool KvdOwned(const PageInfo& page) const;
   // Writes page `id`'s current state to the journal, if there is one.
   void Journal(size_t d, PageId id);
@@ -221,13 +229,24 @@ class NodeState {
   void ReclaimExcess(Tenant& tenant);
   Result<size_t> DeviceIndex(int device) const;
   Tenant* MutableTenant(TenantId tenant);
-  int GroupIndex(const std::string& name);
-  // Takes one page for group `group` on device index `d`: its own free list,
-  // then a never-used pool page, then another group's free page, recycled.
+  // The index of the group `name` of engines (kvd_owned false) or of kvd's
+  // own tenants, made on first use: the two never share an index.
+  int GroupIndex(const std::string& name, bool kvd_owned);
+  // Takes one page for group `group` on device index `d` from the pool: its
+  // own free list, then a never-used page, then another group's free page,
+  // recycled (ForgetOldPage runs for it).
   Result<PageId> TakePage(size_t d, int group);
-  // Undoes TakePage for a grant that failed part-way.
+  // A page no tenant holds goes back to its group's free list in the pool
+  // (also how a grant that failed part-way undoes its TakePage calls).
   void PutBack(size_t d, PageId id);
-  Status Recycle(size_t d, PageId id);
+  // The pool released the memory of page `id` (another group's free page)
+  // for a grant: generation + 1, and the old group's processes are told to
+  // drop their handles of it.
+  void ForgetOldPage(size_t d, PageId id);
+  // Whether page `id` is on group `group`'s free list in the pool.
+  bool OnGroupFreeList(size_t d, PageId id, int group) const;
+  // Grants page `id`, on its group's free list, to that group again.
+  void TakeGroupFree(size_t d, PageId id);
   void QueueForget(TenantId tenant, int device, PageId id);
   size_t Obtainable(size_t d) const;
   void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageGrant>* out);
@@ -242,7 +261,11 @@ class NodeState {
   std::vector<std::unique_ptr<alloc::PagePool>> pools_;
   std::vector<DeviceState> devices_;  // parallel to pools_
   std::map<TenantId, Tenant> tenants_;
-  std::vector<std::string> groups_;   // index -> name
+  struct Group {
+    std::string name;
+    bool kvd_owned = false;
+  };
+  std::vector<Group> groups_;  // by group index
   TenantId next_tenant_ = 1;
   std::vector<Notice> notices_;
   PageJournal* journal_ = nullptr;

@@ -132,7 +132,8 @@ PagePool::~PagePool() {
   for (uint32_t id = 0; id < capacity_; ++id) {
     Slot& slot = slots_[id];
     if (slot.state == SlotState::kUncreated || slot.state == SlotState::kHeldBack) continue;
-    if (slot.state != SlotState::kFree && slot.state != SlotState::kGranted) {
+    if (slot.state != SlotState::kFree && slot.state != SlotState::kGroupFree &&
+        slot.state != SlotState::kGranted) {
       // Only possible if a method still runs on another thread (a caller bug).
       spdlog::error("page pool on device {}: page id {} is mid-creation at teardown; left alone",
                     device_, id);
@@ -155,10 +156,12 @@ PagePool::~PagePool() {
 // ---- The hot path: a pop and a push under the spinlock. ----
 
 // Inlined into Allocate: a call here would cost as much as the pop itself.
-[[gnu::always_inline]] inline PageId PagePool::PopFreeLocked(bool* wake) {
+[[gnu::always_inline]] inline PageId PagePool::PopFreeLocked(GroupId group, bool* wake) {
   const PageId id = free_ids_[--free_count_];
-  assert(slots_[id].state == SlotState::kFree);
-  slots_[id].state = SlotState::kGranted;
+  Slot& slot = slots_[id];
+  assert(slot.state == SlotState::kFree && slot.group == kNoGroup);
+  slot.state = SlotState::kGranted;
+  slot.group = group;
   ++granted_;
   // Wake the refill thread once per dip below the reserve, not per grant:
   // refill_active_ stays set until the thread finds the reserve full again.
@@ -169,17 +172,26 @@ PagePool::~PagePool() {
   return id;
 }
 
-Result<PageId> PagePool::Allocate() {
+Result<PageId> PagePool::Allocate(GroupId group, PageId* recycled) {
+  if (recycled != nullptr) *recycled = kNoPage;
   bool wake = false;
   lock_.lock();
-  if (free_count_ == 0) [[unlikely]] {
-    lock_.unlock();
-    return AllocateSlow();
+  // A group with no list yet (its first grant) goes the slow way.
+  if (group < group_count_) [[likely]] {
+    if (group_heads_[group] != kNoPage) {
+      const PageId own = PopGroupFreeLocked(group);
+      lock_.unlock();
+      return own;
+    }
+    if (free_count_ != 0) [[likely]] {
+      const PageId id = PopFreeLocked(group, &wake);
+      lock_.unlock();
+      if (wake) [[unlikely]] WakeRefill();
+      return id;
+    }
   }
-  const PageId id = PopFreeLocked(&wake);
   lock_.unlock();
-  if (wake) [[unlikely]] WakeRefill();
-  return id;
+  return AllocateSlow(group, recycled);
 }
 
 Status PagePool::Free(PageId id) {
@@ -187,12 +199,10 @@ Status PagePool::Free(PageId id) {
   SlotState state;
   {
     std::lock_guard<SpinLock> guard(lock_);
-    Slot& slot = slots_[id];
-    state = slot.state;
+    state = slots_[id].state;
     if (state == SlotState::kGranted) [[likely]] {
-      slot.state = SlotState::kFree;
-      free_ids_[free_count_++] = id;
       --granted_;
+      PushGroupFreeLocked(id);  // a granted id's group always has a list
       return Status::OK();
     }
   }
@@ -201,16 +211,28 @@ Status PagePool::Free(PageId id) {
 
 // ---- Slow paths, out of line so the hot ones stay small. ----
 
-[[gnu::noinline]] Result<PageId> PagePool::AllocateSlow() {
+[[gnu::noinline]] Result<PageId> PagePool::AllocateSlow(GroupId group, PageId* recycled) {
+  if (group == kNoGroup) return NoGroup("Allocate");
+  EnsureGroupList(group);
   for (;;) {
     bool wake = false;
     bool claimed = false;
     bool in_flight = false;
-    PageId id = 0;
+    PageId id = kNoPage;
+    PageId other = kNoPage;  // another group's free page, to recycle
+    GroupId other_group = kNoGroup;
+    gpu::PageHandle old;
+    int old_fd = -1;
     uint32_t granted = 0;
     lock_.lock();
-    if (free_count_ > 0) {  // refilled between our two looks
-      id = PopFreeLocked(&wake);
+    // Refilled or given back between our two looks.
+    if (group_heads_[group] != kNoPage) {
+      const PageId own = PopGroupFreeLocked(group);
+      lock_.unlock();
+      return own;
+    }
+    if (free_count_ > 0) {
+      id = PopFreeLocked(group, &wake);
       lock_.unlock();
       if (wake) WakeRefill();
       return id;
@@ -223,14 +245,32 @@ Status PagePool::Free(PageId id) {
         refill_active_ = true;
         wake = true;
       }
+    } else if (creating_ == 0) {
+      // Every page is created and none is free for this group: recycle the
+      // free page of another group, its bytes released first (invariant 5).
+      other = FindOtherGroupsFreeLocked(group);
+      if (other != kNoPage) {
+        Slot& slot = slots_[other];
+        other_group = slot.group;
+        UnlinkGroupFreeLocked(other);
+        slot.state = SlotState::kRecycling;  // granted to `group` once fresh
+        slot.group = group;
+        ++granted_;
+        old = slot.handle;
+        old_fd = std::exchange(slot.fd, -1);
+      }
     }
     in_flight = creating_ > 0;
     granted = granted_;
     lock_.unlock();
     if (wake) WakeRefill();
     if (claimed) {
-      NANOKV_RETURN_IF_ERROR(CreateClaimed(id, /*grant=*/true));
+      NANOKV_RETURN_IF_ERROR(CreateClaimed(id, group));
       return id;
+    }
+    if (other != kNoPage) {
+      NANOKV_RETURN_IF_ERROR(RecycleSlot(other, old, old_fd, other_group, recycled));
+      return other;
     }
     if (!in_flight) return Exhausted(granted);
     // Every id is created or being created and none is free: a CreatePage
@@ -270,7 +310,7 @@ Status PagePool::DropPage(gpu::PageHandle handle, int fd) {
   return backend_.ReleasePage(handle);
 }
 
-Status PagePool::CreateClaimed(PageId id, bool grant) {
+Status PagePool::CreateClaimed(PageId id, GroupId group) {
   Result<NewPage> page = MakePage();
   uint32_t created = 0;
   {
@@ -283,8 +323,9 @@ Status PagePool::CreateClaimed(PageId id, bool grant) {
       slot.handle = page->handle;
       slot.fd = page->fd;
       ++created_;
-      if (grant) {
+      if (group != kNoGroup) {
         slot.state = SlotState::kGranted;
+        slot.group = group;
         ++granted_;
         ++sync_creates_;
       } else {
@@ -302,113 +343,6 @@ Status PagePool::CreateClaimed(PageId id, bool grant) {
   return CreateError(page.status(), id, created);
 }
 
-Status PagePool::Recycle(PageId id) {
-  if (id >= capacity_) return BadId("Recycle", id);
-  gpu::PageHandle old;
-  int old_fd = -1;
-  SlotState state;
-  {
-    std::lock_guard<SpinLock> guard(lock_);
-    Slot& slot = slots_[id];
-    state = slot.state;
-    if (state == SlotState::kGranted) {
-      slot.state = SlotState::kRecycling;  // Free, handle and Recycle now refuse it
-      old = slot.handle;
-      old_fd = std::exchange(slot.fd, -1);
-    }
-  }
-  if (state != SlotState::kGranted) return NotGranted("Recycle", id, state);
-  if (old_fd >= 0) close(old_fd);  // the old page's fd must not reach anyone again
-  return RecycleSlot(id, old);
-}
-
-Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old) {
-  // Release first: on a full device there may be no room for a second page.
-  Status released = backend_.ReleasePage(old);
-  if (!released.ok()) {
-    // The old page is still held: put the id back as it was.
-    {
-      std::lock_guard<SpinLock> guard(lock_);
-      slots_[id].state = SlotState::kGranted;
-    }
-    return Status(released.code(),
-                  "page pool on device " + std::to_string(device_) + ": recycling page id " +
-                      std::to_string(id) + ", releasing the old page: " +
-                      std::string(released.message()),
-                  released.call(), released.error_name());
-  }
-  Result<NewPage> fresh = MakePage();
-  uint32_t created = 0;
-  {
-    std::lock_guard<SpinLock> guard(lock_);
-    Slot& slot = slots_[id];
-    assert(slot.state == SlotState::kRecycling);
-    if (fresh.ok()) {
-      slot.handle = fresh->handle;
-      slot.fd = fresh->fd;
-      slot.state = SlotState::kGranted;
-      ++recycles_;
-      return Status::OK();
-    }
-    // The old page is gone and no new one came: the id leaves the grant.
-    slot.handle = {};
-    slot.state = SlotState::kUncreated;
-    uncreated_ids_[uncreated_count_++] = id;
-    --created_;
-    --granted_;
-    ++create_failures_;
-    created = created_;
-  }
-  Status error = CreateError(fresh.status(), id, created);
-  return Status(error.code(),
-                std::string(error.message()) + " (recycle: the old page was released, so id " +
-                    std::to_string(id) + " is no longer granted)",
-                error.call(), error.error_name());
-}
-
-// ---- Held-back ids (kvd restart). ----
-
-Status PagePool::Adopt(PageId id, gpu::PageHandle handle, int fd) {
-  if (id >= capacity_) {
-    if (fd >= 0) close(fd);
-    return BadId("Adopt", id);
-  }
-  SlotState state;
-  {
-    std::lock_guard<SpinLock> guard(lock_);
-    Slot& slot = slots_[id];
-    state = slot.state;
-    if (state == SlotState::kHeldBack) {
-      slot.handle = handle;
-      slot.fd = fd;
-      slot.state = SlotState::kGranted;
-      --held_back_;
-      ++created_;
-      ++granted_;
-      return Status::OK();
-    }
-  }
-  if (fd >= 0) close(fd);
-  return NotHeldBack("Adopt", id, state);
-}
-
-Status PagePool::ReleaseHeldBack(PageId id) {
-  if (id >= capacity_) return BadId("ReleaseHeldBack", id);
-  SlotState state;
-  {
-    std::lock_guard<SpinLock> guard(lock_);
-    Slot& slot = slots_[id];
-    state = slot.state;
-    if (state == SlotState::kHeldBack) {
-      slot.state = SlotState::kUncreated;
-      uncreated_ids_[uncreated_count_++] = id;
-      --held_back_;
-      return Status::OK();
-    }
-  }
-  return NotHeldBack("ReleaseHeldBack", id, state);
-}
-
 // ---- Background refill. ----
 
 Status PagePool::FillReserve() {
@@ -424,7 +358,7 @@ Status PagePool::FillReserve() {
     }
     // On failure refill_active_ stays set, so grants do not wake us during
     // the back-off; RefillLoop retries on its own.
-    NANOKV_RETURN_IF_ERROR(CreateClaimed(id, /*grant=*/false));
+    NANOKV_RETURN_IF_ERROR(CreateClaimed(id, /*group=*/kNoGroup));
   }
 }
 
@@ -471,6 +405,15 @@ void PagePool::RefillLoop() {
 
 // ---- Queries. ----
 
+PagePool::Owner PagePool::owner(PageId id) const {
+  if (id >= capacity_) return {};
+  std::lock_guard<SpinLock> guard(lock_);
+  const Slot& slot = slots_[id];
+  if (slot.state == SlotState::kGranted) return {slot.group, false};
+  if (slot.state == SlotState::kGroupFree) return {slot.group, true};
+  return {};
+}
+
 gpu::PageHandle PagePool::handle(PageId id) const {
   if (id >= capacity_) return {};
   std::lock_guard<SpinLock> guard(lock_);
@@ -492,7 +435,8 @@ PagePool::Stats PagePool::stats() const {
   out.reserve_pages = reserve_;
   std::lock_guard<SpinLock> guard(lock_);
   out.created_pages = created_;
-  out.free_pages = free_count_;
+  out.free_pages = free_count_ + group_free_;
+  out.group_free_pages = group_free_;
   out.granted_pages = granted_;
   out.creating_pages = creating_;
   out.background_creates = background_creates_;

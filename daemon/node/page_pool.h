@@ -1,29 +1,34 @@
 // The page pool of ONE device: physical pages created ahead of demand and
-// granted by dense page id. kvd keeps one per GPU it owns.
+// granted by dense page id to tenant groups. kvd keeps one per GPU it owns.
+// The pool owns every free page: never-used ones on its free stack, and the
+// pages each group gave back on that group's free list; NodeState keeps
+// tenants, holders and quotas. docs/ARCHITECTURE.md, "The page pool", says
+// why and states invariants 1 and 5 below for the whole node.
 //
 // Invariants (CheckInvariants() walks the state and verifies each; tests call it):
-//   1. free_pages + granted_pages == created_pages <= capacity_pages (the
-//      pool's part of invariant 1, docs/ARCHITECTURE.md "Invariants"; the
+//   1. free_pages + granted_pages == created_pages <= capacity_pages, where
+//      free_pages counts the free stack and every group's free list (the
 //      object store's pages are granted pages, held by its own tenant).
 //   2. Every page id is in exactly one state: uncreated (on the uncreated
 //      stack), creating (claimed by one CreatePage in flight), free (on the
-//      free stack, exactly once), granted, recycling (granted, its physical
-//      page being replaced), or held back (a restarted kvd waits for the
-//      engine holding it to hand it back: Adopt).
-//   3. A created id (free, granted) holds a valid handle, never another id's;
-//      an uncreated one holds none.
+//      free stack, exactly once), granted (to one group), group-free (on its
+//      group's free list, exactly once), recycling (its physical page being
+//      replaced), or held back (a restarted kvd waits for the engine holding
+//      it to hand it back: Adopt).
+//   3. A created id (free, group-free, granted) holds a valid handle, never
+//      another id's; an uncreated one holds none.
 //   4. The pool never creates more than capacity_pages pages: an id must be
 //      claimed from the uncreated stack before CreatePage is called for it.
+//   5. A page that belonged to one group reaches another only through
+//      RecycleSlot (release + fresh create under the same id), so its old
+//      bytes never cross groups. The free stack holds only pages no group
+//      has had since they were created.
 //
 // Threads: every method is safe to call from many threads. Pages are created
-// outside any lock. The free stack is guarded by a spinlock held for a few
+// outside any lock. The free stack and the group free lists (intrusive lists
+// through the slots: no allocation) are guarded by a spinlock held for a few
 // instructions; a mutex and condition variable are used only to wake the
-// refill thread, and only when the free count drops below the reserve.
-//
-// Room left for later (DESIGN.md): per-tenant-group free lists become one
-// free stack per group, and a page that changes group goes through
-// RecycleSlot (release + fresh create under the same id) so its old memory
-// never reaches the new group (invariant 2 of DESIGN.md).
+// refill thread, and only when the free stack drops below the reserve.
 #ifndef NANOKV_DAEMON_NODE_PAGE_POOL_H_
 #define NANOKV_DAEMON_NODE_PAGE_POOL_H_
 
@@ -67,7 +72,8 @@ class PagePool {
     size_t capacity_pages = 0;
     size_t page_bytes = 0;
     size_t created_pages = 0;  // live physical pages: free + granted
-    size_t free_pages = 0;
+    size_t free_pages = 0;     // the free stack + every group's free list
+    size_t group_free_pages = 0;  // of free_pages, on a group's free list
     size_t granted_pages = 0;
     size_t reserve_pages = 0;
     size_t creating_pages = 0;  // CreatePage calls in flight right now
@@ -77,7 +83,9 @@ class PagePool {
     // non-zero means the reserve is too small for the grant rate.
     uint64_t sync_creates = 0;
     uint64_t create_failures = 0;  // CreatePage errors, all paths
-    uint64_t recycles = 0;         // successful Recycle calls
+    // Successful recycles: Recycle calls, and grants that took another
+    // group's free page.
+    uint64_t recycles = 0;
     size_t held_back_pages = 0;    // ids awaiting Adopt or ReleaseHeldBack
   };
 
@@ -96,21 +104,35 @@ class PagePool {
   // REQUIRES: no other thread is inside a method of this pool.
   ~PagePool();
 
-  // Grants a page. Hot path: pop an id from the free stack under the
-  // spinlock; no syscall, no driver call, no allocation. Only when the free
-  // count first drops below the reserve does it wake the refill thread (a
-  // mutex and a futex wake, once per dip, not per grant).
-  // If the free stack is empty it falls to an out-of-line slow path that
-  // creates a page synchronously (counted in sync_creates).
-  // Errors: kResourceExhausted when all capacity_pages are granted; the
-  // backend's error (e.g. kOutOfMemory) when a needed page cannot be created.
-  Result<PageId> Allocate();
+  // Grants a page to `group`. Hot path: pop the group's own free list (its
+  // processes may have the page imported already), else the free stack,
+  // under the spinlock; no syscall, no driver call, no allocation. Only when
+  // the free stack first drops below the reserve does it wake the refill
+  // thread (a mutex and a futex wake, once per dip, not per grant).
+  // Out of line, when both are empty: a page created synchronously (counted
+  // in sync_creates), else another group's free page recycled (RecycleSlot;
+  // it then ends in `*recycled`). The first grant to a group also goes there,
+  // to size the group lists (the one allocation, outside the lock).
+  // `recycled` (may be null) is set to kNoPage, or to the id of the other
+  // group's free page whose old memory this call released: also when it then
+  // fails to create the fresh page (the id is then uncreated), because either
+  // way that group's processes must be told to drop their handles of it.
+  // Errors: kInvalidArgument for kNoGroup; kResourceExhausted when all
+  // capacity_pages are granted; the backend's error (e.g. kOutOfMemory) when
+  // a needed page cannot be created or recycled.
+  Result<PageId> Allocate(GroupId group, PageId* recycled = nullptr);
 
-  // Gives a granted page back (O(1), no syscall). The page keeps its memory
-  // and contents: callers that need it clean must clear or Recycle it.
+  // Gives a granted page back onto its group's free list (O(1), no syscall).
+  // The page keeps its memory and contents for that group: the pool recycles
+  // it before any other group gets it.
   // kInvalidArgument for an id outside the pool, kFailedPrecondition for an
   // id that is not granted (double free, never allocated, being recycled).
   Status Free(PageId id);
+
+  // Grants `id` again, taking it off `group`'s free list: a tenant shares or
+  // hands back a page its group gave back earlier. kInvalidArgument for an id
+  // outside the pool; kFailedPrecondition if it is not on that group's list.
+  Status TakeGroupFree(PageId id, GroupId group);
 
   // Replaces the physical page under a granted id with a freshly created one
   // (zero-filled by the driver or memfd) and keeps the id granted. The old
@@ -121,15 +143,24 @@ class PagePool {
   // and the backend's error is returned.
   Status Recycle(PageId id);
 
-  // Takes a held-back id into service as granted, with a page that already
-  // exists: `handle` (imported from an engine's fd) and `fd` (an fd of it the
-  // pool will hand out as exported_fd; owned by the pool from here on, also
-  // on error). kFailedPrecondition if the id is not held back.
-  Status Adopt(PageId id, gpu::PageHandle handle, int fd);
+  // Takes a held-back id into service as granted to `group`, with a page
+  // that already exists: `handle` (imported from an engine's fd) and `fd` (an
+  // fd of it the pool will hand out as exported_fd; owned by the pool from
+  // here on, also on error). kFailedPrecondition if the id is not held back,
+  // kInvalidArgument for kNoGroup.
+  Status Adopt(PageId id, GroupId group, gpu::PageHandle handle, int fd);
   // Gives up on a held-back id: it joins the uncreated ids, so a fresh page
   // is created under it when needed. kFailedPrecondition if not held back.
   Status ReleaseHeldBack(PageId id);
 
+  // Which group page `id` belongs to: granted to it, or (free true) on its
+  // free list; group kNoGroup for an id no group has (free, uncreated, held
+  // back, being created or recycled) or one outside the pool.
+  struct Owner {
+    GroupId group = kNoGroup;
+    bool free = false;
+  };
+  Owner owner(PageId id) const;
   // The handle of a granted page; an invalid handle (value 0) otherwise.
   gpu::PageHandle handle(PageId id) const;
   // With export_fds: the fd of a granted page, owned by the pool (callers
@@ -145,31 +176,61 @@ class PagePool {
   size_t capacity_pages() const { return capacity_; }
 
  private:
-  enum class SlotState : uint8_t { kUncreated, kCreating, kFree, kGranted, kRecycling, kHeldBack };
+  enum class SlotState : uint8_t {
+    kUncreated, kCreating, kFree, kGranted, kRecycling, kHeldBack, kGroupFree
+  };
   struct Slot {
     gpu::PageHandle handle;
     int fd = -1;  // exported fd, with export_fds
     SlotState state = SlotState::kUncreated;
+    // The group it is granted to or free for (kGranted, kGroupFree; the group
+    // it will be granted to while kRecycling); kNoGroup in the other states.
+    GroupId group = kNoGroup;
+    // kGroupFree: the neighbours on the group's free list, newest first
+    // (stale in the other states).
+    PageId prev = kNoPage;
+    PageId next = kNoPage;
   };
 
   PagePool(gpu::Backend& backend, int device, size_t page_bytes, uint32_t capacity,
            uint32_t reserve, bool export_fds, const std::vector<PageId>& held_back);
 
-  // REQUIRES: lock_ held and free_count_ > 0. Sets *wake when the refill
-  // thread must be woken (after lock_ is released).
-  PageId PopFreeLocked(bool* wake);
+  // REQUIRES: lock_ held and free_count_ > 0. Grants the top of the free
+  // stack to `group`. Sets *wake when the refill thread must be woken (after
+  // lock_ is released).
+  PageId PopFreeLocked(GroupId group, bool* wake);
+  // The group free lists, all O(1). REQUIRES: lock_ held; for Push, the id
+  // is granted and its group < group_count_; for Unlink, it is group-free.
+  void PushGroupFreeLocked(PageId id);
+  void UnlinkGroupFreeLocked(PageId id);
+  // Grants a group-free id to its group again. REQUIRES: lock_ held.
+  void RegrantGroupFreeLocked(PageId id);
+  // Grants the newest page of `group`'s free list to it again, and returns
+  // it. REQUIRES: lock_ held, the list is not empty.
+  PageId PopGroupFreeLocked(GroupId group);
+  // Another group's free page for Allocate to recycle: the newest of the
+  // lowest-numbered group that has one; kNoPage if none. REQUIRES: lock_ held.
+  PageId FindOtherGroupsFreeLocked(GroupId group) const;
+  // Makes the group lists hold `group` (allocating outside the lock).
+  // REQUIRES: lock_ not held; group != kNoGroup.
+  void EnsureGroupList(GroupId group);
   // Claims an uncreated id for one CreatePage. REQUIRES: lock_ held, one exists.
   PageId ClaimUncreatedLocked();
   // Creates the physical page of a claimed id outside the lock, then
-  // publishes it as granted (sync path) or free (ahead of demand). On failure
-  // the id goes back to the uncreated stack.
-  Status CreateClaimed(PageId id, bool grant);
+  // publishes it as granted to `group` (sync path) or free (ahead of demand:
+  // group kNoGroup). On failure the id goes back to the uncreated stack.
+  Status CreateClaimed(PageId id, GroupId group);
   // Releases the physical page of an id this caller holds in kRecycling
-  // state (`old` is its handle) and creates a fresh one under the same id,
-  // which ends granted. The building block for moving a page between tenant
-  // groups. On a create failure the id goes back to the uncreated stack.
-  Status RecycleSlot(PageId id, gpu::PageHandle old);
-  Result<PageId> AllocateSlow();
+  // state (`old` its handle, `old_fd` its exported fd, taken off the slot)
+  // and creates a fresh one under the same id, which ends granted to its
+  // slot's group: the one way a page moves between groups. If the release
+  // fails the id goes back as it was, fd included: granted, or with
+  // `back_to` != kNoGroup, on that group's free list. Once the release is
+  // done, *released (may be null) = id. On a create failure the id goes
+  // back to the uncreated stack.
+  Status RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId back_to,
+                     PageId* released);
+  Result<PageId> AllocateSlow(GroupId group, PageId* recycled);
   // Creates one physical page (and exports it, with export_fds) outside the
   // lock; on an export failure the page is released again.
   struct NewPage {
@@ -186,6 +247,8 @@ class PagePool {
   Status BadId(const char* call, PageId id) const;
   Status NotGranted(const char* call, PageId id, SlotState state) const;
   Status NotHeldBack(const char* call, PageId id, SlotState state) const;
+  Status NotGroupFree(PageId id, GroupId group, SlotState state, GroupId owner) const;
+  Status NoGroup(const char* call) const;
   Status Exhausted(uint32_t granted) const;
   Status CreateError(const Status& cause, PageId id, uint32_t created) const;
 
@@ -200,9 +263,14 @@ class PagePool {
   alignas(64) mutable SpinLock lock_;
   uint32_t free_count_ = 0;  // size of the free stack
   uint32_t granted_ = 0;
+  uint32_t group_free_ = 0;   // pages on the group free lists, all groups
+  uint32_t group_count_ = 0;  // entries of group_heads_
   bool refill_active_ = false;          // refill thread woken, not yet idle again
   std::unique_ptr<PageId[]> free_ids_;  // free stack, capacity_ entries
   std::unique_ptr<Slot[]> slots_;       // indexed by PageId
+  // By group: the newest page of its free list, kNoPage when empty. Grown
+  // (doubling) by EnsureGroupList, never shrunk.
+  std::unique_ptr<PageId[]> group_heads_;
   // The cold state, also guarded by lock_.
   std::unique_ptr<PageId[]> uncreated_ids_;  // stack of ids with no page yet
   uint32_t uncreated_count_ = 0;
@@ -221,6 +289,48 @@ class PagePool {
   bool stop_ = false;  // guarded by refill_mu_
   std::thread refill_thread_;
 };
+
+// ---- The group free lists: inline, as Allocate and Free use them. ----
+
+inline void PagePool::PushGroupFreeLocked(PageId id) {
+  Slot& slot = slots_[id];
+  const PageId head = group_heads_[slot.group];
+  slot.state = SlotState::kGroupFree;
+  slot.prev = kNoPage;
+  slot.next = head;
+  if (head != kNoPage) slots_[head].prev = id;
+  group_heads_[slot.group] = id;
+  ++group_free_;
+}
+
+inline void PagePool::UnlinkGroupFreeLocked(PageId id) {
+  Slot& slot = slots_[id];
+  if (slot.prev == kNoPage) {
+    group_heads_[slot.group] = slot.next;
+  } else {
+    slots_[slot.prev].next = slot.next;
+  }
+  if (slot.next != kNoPage) slots_[slot.next].prev = slot.prev;
+  --group_free_;
+}
+
+inline PageId PagePool::PopGroupFreeLocked(GroupId group) {
+  // The head has no prev: only the next page's link changes.
+  const PageId id = group_heads_[group];
+  Slot& slot = slots_[id];
+  group_heads_[group] = slot.next;
+  if (slot.next != kNoPage) slots_[slot.next].prev = kNoPage;
+  slot.state = SlotState::kGranted;  // its links mean nothing from here on
+  --group_free_;
+  ++granted_;
+  return id;
+}
+
+inline void PagePool::RegrantGroupFreeLocked(PageId id) {
+  UnlinkGroupFreeLocked(id);
+  slots_[id].state = SlotState::kGranted;
+  ++granted_;
+}
 
 }  // namespace nanokv::alloc
 

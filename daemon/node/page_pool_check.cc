@@ -13,7 +13,8 @@ namespace nanokv::alloc {
 Status PagePool::CheckInvariants() const {
   // Scratch is allocated before taking the spinlock, which must never be
   // held across an allocation.
-  std::vector<uint8_t> listed(capacity_, 0);  // 1: on the free stack, 2: on the uncreated one
+  // 1: on the free stack, 2: on the uncreated one, 4: on a group free list.
+  std::vector<uint8_t> listed(capacity_, 0);
   std::vector<uint64_t> handles;
   handles.reserve(capacity_);
   char error[256] = "";
@@ -49,7 +50,34 @@ Status PagePool::CheckInvariants() const {
       }
       listed[id] |= 2;
     }
+    // Each group's list: ids of that group, linked both ways, no cycle (a
+    // walk longer than the pool is one).
+    uint32_t n_listed_group_free = 0;
+    for (GroupId group = 0; group < group_count_; ++group) {
+      PageId prev = kNoPage;
+      uint32_t steps = 0;
+      for (PageId id = group_heads_[group]; id != kNoPage; id = slots_[id].next) {
+        if (id >= capacity_) {
+          fail("group free list holds an id out of range (group, id)", group, id);
+          break;
+        }
+        if (listed[id] & 4 || ++steps > capacity_) {
+          fail("id twice on the group free lists, or a cycle (group, id)", group, id);
+          break;
+        }
+        listed[id] |= 4;
+        const Slot& slot = slots_[id];
+        if (slot.state != SlotState::kGroupFree) {
+          fail("group free list holds an id not group-free (id, state)", id, state_of(id));
+        }
+        if (slot.group != group) fail("id on another group's free list (id, group)", id, group);
+        if (slot.prev != prev) fail("group free list links disagree (id, prev)", id, slot.prev);
+        prev = id;
+        ++n_listed_group_free;
+      }
+    }
     uint32_t n_uncreated = 0, n_creating = 0, n_free = 0, n_granted = 0, n_held_back = 0;
+    uint32_t n_group_free = 0;
     for (uint32_t id = 0; id < capacity_; ++id) {
       const Slot& slot = slots_[id];
       switch (slot.state) {
@@ -59,8 +87,19 @@ Status PagePool::CheckInvariants() const {
         case SlotState::kGranted:
         case SlotState::kRecycling: ++n_granted; break;
         case SlotState::kHeldBack: ++n_held_back; break;
+        case SlotState::kGroupFree: ++n_group_free; break;
       }
-      const bool created = slot.state == SlotState::kFree || slot.state == SlotState::kGranted;
+      const bool created = slot.state == SlotState::kFree || slot.state == SlotState::kGranted ||
+                           slot.state == SlotState::kGroupFree;
+      const bool of_a_group = slot.state == SlotState::kGranted ||
+                              slot.state == SlotState::kGroupFree ||
+                              slot.state == SlotState::kRecycling;
+      if (of_a_group && slot.group >= group_count_) {
+        fail("id of a group that has no list (id, group)", id, slot.group);
+      }
+      if (!of_a_group && slot.group != kNoGroup) {
+        fail("id of no group names a group (id, group)", id, slot.group);
+      }
       if (created && !slot.handle.valid()) {
         fail("created id without a handle (id, state)", id, state_of(id));
       }
@@ -78,8 +117,13 @@ Status PagePool::CheckInvariants() const {
     }
     if (n_creating != creating_) fail("creating ids vs creations in flight", n_creating, creating_);
     if (n_granted != granted_) fail("granted ids vs granted count", n_granted, granted_);
-    if (free_count_ + granted_ != created_) {
-      fail("free + granted != created", free_count_ + granted_, created_);
+    if (n_group_free != group_free_) fail("group-free ids vs count", n_group_free, group_free_);
+    if (n_listed_group_free != group_free_) {
+      fail("group free lists vs group-free count", n_listed_group_free, group_free_);
+    }
+    if (free_count_ + group_free_ + granted_ != created_) {
+      fail("free + group free + granted != created", free_count_ + group_free_ + granted_,
+           created_);
     }
     if (created_ > capacity_) fail("created > capacity", created_, capacity_);
     if (n_held_back != held_back_) fail("held-back ids vs held-back count", n_held_back, held_back_);
@@ -118,6 +162,7 @@ const char* StateText(int state) {
     case 3: return "granted";
     case 4: return "being recycled";
     case 5: return "held back for a restarted kvd's engines";
+    case 6: return "free on its group's free list (double free?)";
   }
   return "unknown";
 }
@@ -136,6 +181,21 @@ Status PagePool::NotHeldBack(const char* call, PageId id, SlotState state) const
                                     " on device " + std::to_string(device_) +
                                     " is not held back: it is " +
                                     StateText(static_cast<int>(state)));
+}
+
+Status PagePool::NotGroupFree(PageId id, GroupId group, SlotState state, GroupId owner) const {
+  std::string is = state == SlotState::kGroupFree
+                       ? "on the free list of group " + std::to_string(owner)
+                       : StateText(static_cast<int>(state));
+  return Status::FailedPrecondition("TakeGroupFree: page id " + std::to_string(id) +
+                                    " on device " + std::to_string(device_) +
+                                    " is not on the free list of group " +
+                                    std::to_string(group) + ": it is " + is);
+}
+
+Status PagePool::NoGroup(const char* call) const {
+  return Status::InvalidArgument(std::string(call) + " on device " + std::to_string(device_) +
+                                 ": kNoGroup is not a group");
 }
 
 Status PagePool::Exhausted(uint32_t granted) const {

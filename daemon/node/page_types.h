@@ -12,6 +12,10 @@
 //             libkv/cache/ places them in pages).
 //   OS page   a 4 KiB page of the operating system. Never called just "page".
 //   grant     a page handed out by Allocate and not yet given back by Free.
+//   group     a tenant group (kvd's word): the tenants that may see each
+//             other's bytes. Every grant is to a group; a freed page stays on
+//             its group's free list, its bytes intact, until the group takes
+//             it again or another group needs it, and then only recycled.
 //   reserve   pages created ahead of demand and kept free, so a grant never
 //             waits on CreatePage (~18 us on an H200).
 #ifndef NANOKV_DAEMON_NODE_PAGE_TYPES_H_
@@ -24,6 +28,10 @@
 namespace nanokv::alloc {
 
 using PageId = uint32_t;
+using GroupId = uint32_t;  // kvd's tenant group index
+
+inline constexpr PageId kNoPage = UINT32_MAX;
+inline constexpr GroupId kNoGroup = UINT32_MAX;
 
 // A test-and-test-and-set spinlock for critical sections of a few dozen
 // instructions (push/pop on a free stack). Why not std::mutex: uncontended,

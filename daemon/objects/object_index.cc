@@ -48,6 +48,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
   params.pid = getpid();
   params.uid = getuid();
   params.limit_bytes = node.capacity_bytes();
+  params.kvd_owned = true;  // its pages die with kvd: not journaled as held
   NANOKV_ASSIGN_OR_RETURN(store->tenant_, node.Attach(params, 0));
 
   for (const DeviceCounts& counts : node.Counts()) {

@@ -162,7 +162,7 @@ TEST_F(NodeRecoveryTest, PoolRefusesBadHeldBackIds) {
   EXPECT_EQ((*made)->stats().held_back_pages, 2u);
   EXPECT_EQ((*made)->ReleaseHeldBack(1).code(), Code::kFailedPrecondition);
   EXPECT_TRUE((*made)->ReleaseHeldBack(3).ok());
-  EXPECT_EQ((*made)->Adopt(3, {}, -1).code(), Code::kFailedPrecondition);
+  EXPECT_EQ((*made)->Adopt(3, 0, {}, -1).code(), Code::kFailedPrecondition);
   EXPECT_TRUE((*made)->CheckInvariants().ok()) << (*made)->CheckInvariants().ToString();
 }
 

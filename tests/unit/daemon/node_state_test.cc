@@ -4,10 +4,13 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/daemon/page_pool_test_util.h"
 #include "tests/unit/gpu/backend_test_util.h"
 
 namespace nanokv::kvd {
@@ -179,6 +182,58 @@ TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
   Check();
 }
 
+// A recycle whose fresh page cannot be made still tells the old group to drop
+// the old page at once: the engines' handles of it may be what keeps the
+// device full. The id then comes back as a fresh page, at a new generation.
+TEST_F(NodeStateTest, AFailedRecycleStillTellsTheOldGroupToForget) {
+  alloc::testing::CreateFailingBackend failing(*backend_);
+  NodeOptions options;
+  alloc::PagePoolConfig pool;
+  pool.page_bytes = kPage;
+  pool.capacity_bytes = 2 * kPage;
+  pool.reserve_pages = 0;
+  options.pools.push_back(pool);
+  auto made = NodeState::Create(failing, options);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  NodeState& node = **made;
+  auto a = node.Attach({.name = "a", .group = "g1"}, 1);
+  auto b = node.Attach({.name = "b", .group = "g2"}, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ga = node.Grant(*a, 0, 2, 1);
+  ASSERT_TRUE(ga.ok()) << ga.status().ToString();
+  ASSERT_TRUE(node.Return(*a, 0, Ids(*ga), 2).ok());
+
+  failing.FailCreates(1);
+  auto refused = node.Grant(*b, 0, 1, 3);
+  EXPECT_EQ(refused.status().code(), Code::kOutOfMemory) << refused.status().ToString();
+  std::vector<Notice> notices = node.TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].kind, Notice::Kind::kForget);
+  EXPECT_EQ(notices[0].tenant, *a);
+  ASSERT_EQ(notices[0].page_ids.size(), 1u);
+  const PageId lost = notices[0].page_ids[0];
+  EXPECT_EQ(lost, ga->at(1).id) << "the newest free page of g1 is the one recycled";
+  DeviceCounts counts = node.Counts()[0];
+  EXPECT_EQ(counts.created_pages, 1u);
+  EXPECT_EQ(counts.group_free_pages, 1u);
+  EXPECT_EQ(counts.free_pages, 1u);
+  EXPECT_EQ(counts.held_pages, 0u);
+  ASSERT_TRUE(node.CheckInvariants().ok()) << node.CheckInvariants().ToString();
+
+  auto gb = node.Grant(*b, 0, 1, 4);
+  ASSERT_TRUE(gb.ok()) << gb.status().ToString();
+  EXPECT_EQ(gb->at(0).id, lost);
+  EXPECT_EQ(gb->at(0).generation, ga->at(1).generation + 1);
+  EXPECT_TRUE(gb->at(0).needs_fd);
+  // g1 keeps its other page, still imported: no fd needed.
+  auto again = node.Grant(*a, 0, 1, 5);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->at(0).id, ga->at(0).id);
+  EXPECT_FALSE(again->at(0).needs_fd);
+  EXPECT_TRUE(node.TakeNotices().empty());
+  ASSERT_TRUE(node.CheckInvariants().ok()) << node.CheckInvariants().ToString();
+}
+
 TEST_F(NodeStateTest, LoweredLimitAsksForReclaimAndBlocksGrants) {
   TenantId a = AttachAs("a");
   auto ga = node_->Grant(a, 0, 4, 1);
@@ -251,6 +306,54 @@ TEST_F(NodeStateTest, NamesAndLimitsAreChecked) {
   share.limit_fraction = 0.25;
   id = node_->Attach(share, 1);
   EXPECT_EQ(node_->FindTenant(*id)->limit_bytes, node_->capacity_bytes() / 4);
+}
+
+// kvd's own tenants (AttachParams::kvd_owned, set only by kvd's code) are the
+// only ones whose pages the journal leaves out. An engine that names itself
+// and its group kvd.objects, as the object store's tenant is named, is an
+// engine like any other: its pages are journaled as held, and it shares no
+// group with kvd's tenant of that group name.
+TEST_F(NodeStateTest, OnlyKvdsFlagMakesATenantKvdOwned) {
+  const std::string ipc_name = "node_state_test_" + std::to_string(getpid());
+  auto journal = PageJournal::Create(ipc_name, kPage, {{0, 8}, {1, 8}}, 0600, std::nullopt);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  node_->SetJournal(journal->get());
+  TenantId impostor = AttachAs("kvd.objects", "kvd.objects");
+  auto engine_pages = node_->Grant(impostor, 0, 2, 1);
+  ASSERT_TRUE(engine_pages.ok()) << engine_pages.status().ToString();
+  EXPECT_TRUE(node_->HoldsPages()) << "an engine's pages must survive a kvd restart";
+
+  AttachParams store;
+  store.name = "store";
+  store.group = "kvd.objects";
+  store.kvd_owned = true;
+  auto kvd_tenant = node_->Attach(store, 1);
+  ASSERT_TRUE(kvd_tenant.ok()) << kvd_tenant.status().ToString();
+  auto kvd_pages = node_->Grant(*kvd_tenant, 0, 3, 1);
+  ASSERT_TRUE(kvd_pages.ok()) << kvd_pages.status().ToString();
+  EXPECT_EQ(node_->Share(impostor, 0, Ids(*kvd_pages), 2).status().code(),
+            Code::kPermissionDenied);
+  EXPECT_EQ(node_->Share(*kvd_tenant, 0, Ids(*engine_pages), 2).status().code(),
+            Code::kPermissionDenied);
+  Check();
+
+  node_->SetJournal(nullptr);
+  journal->reset();
+  std::optional<Recovery> recovery = PageJournal::TakeOver(ipc_name);
+  ASSERT_TRUE(recovery.has_value());
+  ASSERT_EQ(recovery->devices.size(), 2u);
+  std::set<PageId> journaled;
+  for (const RecoveredPage& page : recovery->devices[0].pages) {
+    journaled.insert(page.id);
+    EXPECT_EQ(page.group, "kvd.objects");
+  }
+  std::vector<PageId> engine_ids = Ids(*engine_pages);
+  EXPECT_EQ(journaled, std::set<PageId>(engine_ids.begin(), engine_ids.end()))
+      << "the journal lists the engine's pages as held, and only those";
+  // With the engine gone only kvd's own pages are held: nothing to recover.
+  ASSERT_TRUE(node_->Detach(impostor).ok());
+  EXPECT_FALSE(node_->HoldsPages());
+  Check();
 }
 
 }  // namespace

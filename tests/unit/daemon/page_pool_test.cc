@@ -2,7 +2,6 @@
 // per-device memory accounting), on a small simulated device of 64 MiB =
 // 32 pages of 2 MiB. Waits on the refill thread are bounded polls of exact
 // counts; nothing here asserts a duration.
-#include "tests/util/status_matchers.h"
 #include "daemon/node/page_pool.h"
 
 #include <atomic>
@@ -19,56 +18,20 @@
 #include <gtest/gtest.h>
 
 #include "gpu/backend.h"
+#include "tests/unit/daemon/page_pool_test_util.h"
+#include "tests/util/status_matchers.h"
 #include "tests/util/thread_sleeps.h"
 
 namespace nanokv::alloc {
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kPage = 2 * kMiB;
-constexpr size_t kDeviceBytes = 64 * kMiB;  // 32 pages
-
-// Polls `done` until it holds or a generous deadline passes (a slow CI
-// machine only makes this take longer, never fail while the code is right).
-template <typename Pred>
-bool WaitFor(Pred done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
-class PagePoolTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    backend_ = gpu::MakeHostBackend(
-        gpu::HostBackendOptions{.devices = 1, .granularity = kPage, .device_bytes = kDeviceBytes});
-  }
-
-  std::unique_ptr<PagePool> MakePool(PagePoolConfig config) {
-    auto pool = PagePool::Create(*backend_, config);
-    EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-    return pool.ok() ? std::move(pool).value() : nullptr;
-  }
-
-  static PagePoolConfig Config(size_t capacity_pages, size_t reserve_pages) {
-    PagePoolConfig config;
-    config.page_bytes = kPage;
-    config.capacity_bytes = capacity_pages * kPage;
-    config.reserve_pages = reserve_pages;
-    return config;
-  }
-
-  size_t DeviceFreeBytes() {
-    auto free_bytes = backend_->GetFreeMemory(0);
-    EXPECT_TRUE(free_bytes.ok()) << free_bytes.status().ToString();
-    return free_bytes.ok() ? *free_bytes : 0;
-  }
-
-  std::unique_ptr<gpu::Backend> backend_;
-};
+using testing::kDeviceBytes;
+using testing::kGroup;
+using testing::kMiB;
+using testing::kPage;
+using testing::Mapping;
+using testing::PagePoolTest;
+using testing::WaitFor;
 
 TEST_F(PagePoolTest, ReserveIsCreatedUpFront) {
   auto pool = MakePool(Config(16, 4));
@@ -91,7 +54,7 @@ TEST_F(PagePoolTest, RefillsReserveInBackground) {
   ASSERT_NE(pool, nullptr);
   std::vector<PageId> held;
   for (int i = 0; i < 4; ++i) {
-    auto id = pool->Allocate();
+    auto id = pool->Allocate(kGroup);
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     EXPECT_TRUE(pool->handle(*id).valid());
     held.push_back(*id);
@@ -109,7 +72,7 @@ TEST_F(PagePoolTest, RefillsReserveInBackground) {
   EXPECT_OK(pool->CheckInvariants());
   // A second dip below the reserve wakes the thread again (no lost wake-up).
   for (int i = 0; i < 4; ++i) {
-    auto id = pool->Allocate();
+    auto id = pool->Allocate(kGroup);
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     held.push_back(*id);
   }
@@ -130,11 +93,11 @@ TEST_F(PagePoolTest, ZeroReserveCreatesSynchronouslyAndCountsIt) {
   auto pool = MakePool(Config(4, 0));
   ASSERT_NE(pool, nullptr);
   EXPECT_EQ(pool->stats().created_pages, 0u);
-  auto a = pool->Allocate();
+  auto a = pool->Allocate(kGroup);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(pool->stats().sync_creates, 1u);
   EXPECT_OK(pool->Free(*a));
-  auto b = pool->Allocate();  // reuses the freed page
+  auto b = pool->Allocate(kGroup);  // reuses the freed page
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(*b, *a);
   PagePool::Stats s = pool->stats();
@@ -149,11 +112,11 @@ TEST_F(PagePoolTest, ExhaustedAtCapacity) {
   ASSERT_NE(pool, nullptr);
   std::vector<PageId> held;
   for (int i = 0; i < 16; ++i) {
-    auto id = pool->Allocate();
+    auto id = pool->Allocate(kGroup);
     ASSERT_TRUE(id.ok()) << "grant " << i << ": " << id.status().ToString();
     held.push_back(*id);
   }
-  auto over = pool->Allocate();
+  auto over = pool->Allocate(kGroup);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), Code::kResourceExhausted) << over.status().ToString();
   const std::string message(over.status().message());
@@ -175,7 +138,7 @@ TEST_F(PagePoolTest, ExhaustedAtCapacity) {
   EXPECT_OK(pool->CheckInvariants());
   // Exhaustion is not sticky: a freed page is granted again.
   ASSERT_OK(pool->Free(held.back()));
-  auto again = pool->Allocate();
+  auto again = pool->Allocate(kGroup);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, held.back());
   EXPECT_OK(pool->CheckInvariants());
@@ -257,7 +220,7 @@ TEST_F(PagePoolTest, DeviceMemoryRunsOutBeforeCapacity) {
   // stop only once nothing is free and no creation is in flight.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline && held.size() <= 64) {
-    auto id = pool->Allocate();
+    auto id = pool->Allocate(kGroup);
     if (id.ok()) {
       held.push_back(*id);
       continue;
@@ -283,7 +246,7 @@ TEST_F(PagePoolTest, DeviceMemoryRunsOutBeforeCapacity) {
   // Freed pages are granted again, and the pool stays consistent.
   ASSERT_OK(pool->Free(held.back()));
   held.pop_back();
-  auto again = pool->Allocate();
+  auto again = pool->Allocate(kGroup);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   held.push_back(*again);
   EXPECT_OK(pool->CheckInvariants());
@@ -306,7 +269,7 @@ TEST_F(PagePoolTest, RefillBacksOffWhileDeviceIsFull) {
     squatters.push_back(*page);
   }
   ASSERT_EQ(squatters.size(), 28u);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool->Allocate().ok());  // empties the reserve
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool->Allocate(kGroup).ok());  // empties the reserve
   // Each refill attempt fails, and the refill thread sleeps before the next
   // (its back-off) where a spinning one would retry at once: over four more
   // failed attempts it went to sleep at least three times. Counted from the
@@ -340,7 +303,7 @@ TEST_F(PagePoolTest, CreateFailsWhenReserveDoesNotFit) {
 TEST_F(PagePoolTest, DoubleFreeAndBadIdsAreRefused) {
   auto pool = MakePool(Config(8, 2));
   ASSERT_NE(pool, nullptr);
-  auto id = pool->Allocate();
+  auto id = pool->Allocate(kGroup);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   ASSERT_OK(pool->Free(*id));
   Status twice = pool->Free(*id);
@@ -361,48 +324,10 @@ TEST_F(PagePoolTest, DoubleFreeAndBadIdsAreRefused) {
   EXPECT_OK(pool->CheckInvariants());
 }
 
-// A page of the pool mapped at a reserved address with access for device 0.
-class Mapping {
- public:
-  Mapping(gpu::Backend& backend, gpu::PageHandle page) : backend_(backend) {
-    auto base = backend_.ReserveRange(kPage, 0);
-    EXPECT_TRUE(base.ok()) << base.status().ToString();
-    if (!base.ok()) return;
-    base_ = *base;
-    const int devices[] = {0};
-    status_ = backend_.Map(base_, kPage, page);
-    if (status_.ok()) {
-      mapped_ = true;
-      status_ = backend_.SetAccess(base_, kPage, devices);
-    }
-  }
-  ~Mapping() {
-    if (mapped_) EXPECT_OK(backend_.Unmap(base_, kPage));
-    if (base_ != 0) EXPECT_OK(backend_.FreeRange(base_, kPage));
-  }
-  const Status& status() const { return status_; }
-  Status Write(uint8_t value) {
-    return backend_.Fill(reinterpret_cast<void*>(base_), value, 1);
-  }
-  Result<uint8_t> Read() {
-    uint8_t byte = 0xEE;
-    Status status = backend_.Copy(&byte, reinterpret_cast<const void*>(base_), 1,
-                                  gpu::CopyKind::kDeviceToHost);
-    if (!status.ok()) return status;
-    return byte;
-  }
-
- private:
-  gpu::Backend& backend_;
-  uintptr_t base_ = 0;
-  bool mapped_ = false;
-  Status status_ = Status::Internal("not mapped");
-};
-
 TEST_F(PagePoolTest, RecycleGivesAFreshPhysicalPage) {
   auto pool = MakePool(Config(8, 2));
   ASSERT_NE(pool, nullptr);
-  auto id = pool->Allocate();
+  auto id = pool->Allocate(kGroup);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   const gpu::PageHandle old_handle = pool->handle(*id);
   ASSERT_TRUE(old_handle.valid());
@@ -443,7 +368,7 @@ TEST_F(PagePoolTest, RecycleGivesAFreshPhysicalPage) {
 TEST_F(PagePoolTest, RecycleWorksOnAFullDevice) {
   auto pool = MakePool(Config(32, 32));  // every byte of the device
   ASSERT_NE(pool, nullptr);
-  auto id = pool->Allocate();
+  auto id = pool->Allocate(kGroup);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   EXPECT_EQ(DeviceFreeBytes(), 0u);
   EXPECT_OK(pool->Recycle(*id));  // releases first, so there is room
@@ -454,7 +379,7 @@ TEST_F(PagePoolTest, DestructorReleasesEveryPageGrantedOrNot) {
   {
     auto pool = MakePool(Config(16, 4));
     ASSERT_NE(pool, nullptr);
-    for (int i = 0; i < 10; ++i) ASSERT_TRUE(pool->Allocate().ok());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(pool->Allocate(kGroup).ok());
     EXPECT_LT(DeviceFreeBytes(), kDeviceBytes);
   }
   EXPECT_EQ(DeviceFreeBytes(), kDeviceBytes);
@@ -478,7 +403,7 @@ TEST_F(PagePoolTest, ConcurrentAllocateFreeNeverSharesAPage) {
     for (int op = 0; op < kOpsPerThread; ++op) {
       const uint32_t dice = rng() % 100;
       if (held.empty() || (dice < 52 && held.size() < 8)) {
-        auto id = pool->Allocate();
+        auto id = pool->Allocate(kGroup);
         if (!id.ok()) {
           (id.status().code() == Code::kResourceExhausted ? exhausted : errors)++;
           continue;
