@@ -181,6 +181,10 @@ int Main(int argc, char** argv) {
   server_options.allowed_gids = config.allowed_gids;
   server_options.segment_name = "nanokv_" + config.ipc_name;
   server_options.backend_name = std::string((*backend)->name());
+  for (int device = 0; device < (*backend)->device_count(); ++device) {
+    auto uuid = (*backend)->GetDeviceUuid(device);
+    server_options.device_uuids.push_back(uuid.ok() ? *uuid : std::string());
+  }
   server_options.check_invariants = config.check_invariants;
   server_options.recovery_window_ms = static_cast<uint32_t>(config.recovery_window.count());
   // Measured now, with the reserve pages and the store's share created.

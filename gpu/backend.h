@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nanokv/status.h"
 
@@ -54,6 +55,13 @@ struct DeviceInfo {
   std::string name;          // "NVIDIA H200", "host"
   size_t granularity = 0;    // the VMM granularity: page sizes are multiples of it
   size_t total_bytes = 0;    // device memory, for capacity as a fraction
+  // A stable identity of the physical device, the same in every process of
+  // the node whatever its ordinal there (CUDA_VISIBLE_DEVICES renumbers):
+  // "GPU-<8>-<4>-<4>-<4>-<12>" hex as nvidia-smi prints it (cuda, hip),
+  // "host-<physical index>" for a simulated device. At most kMaxUuidBytes
+  // printable bytes; empty where the driver cannot tell.
+  std::string uuid = {};
+  static constexpr size_t kMaxUuidBytes = 64;
 };
 
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
@@ -71,6 +79,13 @@ class Backend {
 
   // kNotFound for an ordinal outside [0, device_count()).
   virtual Result<DeviceInfo> GetDeviceInfo(int device) = 0;
+  // The device's uuid (DeviceInfo::uuid) without readying it: no context is
+  // created, so a process can match devices without a context on each.
+  // kNotFound for an ordinal outside [0, device_count()).
+  virtual Result<std::string> GetDeviceUuid(int device) {
+    NANOKV_ASSIGN_OR_RETURN(DeviceInfo info, GetDeviceInfo(device));
+    return info.uuid;
+  }
   // Device memory free right now, in bytes.
   virtual Result<size_t> GetFreeMemory(int device) = 0;
 
@@ -118,9 +133,13 @@ class Backend {
 };
 
 struct HostBackendOptions {
-  int devices = 1;                  // simulated devices
+  int devices = 1;                  // simulated devices (the "physical" ones)
   size_t granularity = 2u << 20;    // CUDA's on Hopper, so sizes behave alike
   size_t device_bytes = 0;          // memory per device; 0: physical RAM
+  // The simulated devices this process sees, by physical index, in order:
+  // ordinal i is physical device visible[i] (uuid "host-<visible[i]>"), as
+  // CUDA_VISIBLE_DEVICES renumbers GPUs. Empty: all of them, in order.
+  std::vector<int> visible = {};
 };
 
 // The host backend is always available.
@@ -133,8 +152,15 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend();
 Result<std::unique_ptr<Backend>> MakeHipBackend();
 
 // Host options from the environment: NANOKV_HOST_DEVICES simulates several
-// devices, NANOKV_HOST_DEVICE_MEMORY (a size, "8GiB") sets memory per device.
+// devices, NANOKV_HOST_DEVICE_MEMORY (a size, "8GiB") sets memory per device,
+// NANOKV_HOST_VISIBLE_DEVICES ("1", "1,0") masks them as CUDA_VISIBLE_DEVICES
+// does GPUs (HostBackendOptions::visible; as CUDA, an entry that is not a
+// device ends the list).
 HostBackendOptions HostOptionsFromEnvironment();
+
+// This process's ordinal of the device whose uuid is `uuid`; kNotFound when
+// no device this process sees has it.
+Result<int> FindDeviceByUuid(Backend& backend, std::string_view uuid);
 
 // Opens a backend by name: "host", "cuda", "hip", or "auto" (cuda when a
 // VMM-capable device is found, else hip likewise, else host with

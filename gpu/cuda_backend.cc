@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <bit>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -48,7 +49,7 @@ constexpr int kMaxDevices = VmmRegistry::kMaxDevices;
 // that cuGetProcAddress wants.
 #define NANOKV_CUDA_ENTRY_POINTS(X)                                                         \
   X(cuGetErrorName) X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) \
-  X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)                      \
+  X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)    \
   X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)    \
   X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemGetAllocationGranularity) X(cuMemCreate)     \
   X(cuMemRelease) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)       \
@@ -147,6 +148,7 @@ Result<Driver> ResolveDriver(void* library) {
 struct DeviceProbe {
   CUdevice handle = 0;
   std::string name;
+  std::string uuid;
   size_t total_bytes = 0;
 };
 
@@ -159,6 +161,12 @@ Result<DeviceProbe> ProbeDevice(const Driver& driver, int ordinal) {
       NANOKV_CU(driver, cuDeviceGetName, where(), name, static_cast<int>(sizeof(name) - 1),
                 probe.handle));
   probe.name = name;
+  CUuuid uuid = {};
+  NANOKV_RETURN_IF_ERROR(NANOKV_CU(driver, cuDeviceGetUuid, where(), &uuid, probe.handle));
+  unsigned char bytes[16];
+  static_assert(sizeof(uuid.bytes) == sizeof(bytes));
+  std::memcpy(bytes, uuid.bytes, sizeof(bytes));
+  probe.uuid = FormatGpuUuid(bytes);
   NANOKV_RETURN_IF_ERROR(
       NANOKV_CU(driver, cuDeviceTotalMem, where(), &probe.total_bytes, probe.handle));
   int vmm = 0;
@@ -245,6 +253,7 @@ class CudaBackend final : public DriverBackend {
       auto device = std::make_unique<Device>();
       device->handle = probe.handle;
       device->name = std::move(probe.name);
+      device->uuid = std::move(probe.uuid);
       device->total_bytes = probe.total_bytes;
       devices_.push_back(std::move(device));
     }
@@ -264,7 +273,14 @@ class CudaBackend final : public DriverBackend {
     info.name = d.name;
     info.granularity = d.granularity;
     info.total_bytes = d.total_bytes;
+    info.uuid = d.uuid;
     return info;
+  }
+
+  // Read when the device was probed: no context.
+  Result<std::string> GetDeviceUuid(int device) override {
+    NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+    return devices_[device]->uuid;
   }
 
   Result<size_t> GetFreeMemory(int device) override {
@@ -282,6 +298,7 @@ class CudaBackend final : public DriverBackend {
   struct Device {
     CUdevice handle = 0;
     std::string name;
+    std::string uuid;  // "GPU-...", as nvidia-smi prints it
     size_t total_bytes = 0;
     std::mutex init_mu;             // serializes EnsureDevice's slow path
     std::atomic<bool> ready{false};  // context and granularity are set

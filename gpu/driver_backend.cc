@@ -11,6 +11,13 @@
 
 namespace nanokv::gpu {
 
+std::string FormatGpuUuid(const unsigned char (&b)[16]) {
+  return fmt::format("GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+                     "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                     b[12], b[13], b[14], b[15]);
+}
+
 Status DriverBackend::CheckDevice(int device) const {
   if (device < 0 || device >= device_count()) {
     return Status::NotFound(

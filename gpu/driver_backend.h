@@ -21,12 +21,17 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <string>
 
 #include "gpu/backend.h"
 #include "gpu/vmm_registry.h"
 #include "nanokv/status.h"
 
 namespace nanokv::gpu {
+
+// A device uuid's 16 bytes as nvidia-smi prints them:
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (DeviceInfo::uuid).
+std::string FormatGpuUuid(const unsigned char (&bytes)[16]);
 
 class DriverBackend : public Backend {
  public:

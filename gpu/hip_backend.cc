@@ -29,6 +29,7 @@
 #include <hip/hip_version.h>
 
 #include <bit>
+#include <cstring>
 #include <vector>
 
 #include <spdlog/fmt/fmt.h>
@@ -78,7 +79,8 @@ constexpr auto kVmmSupportedAttribute = static_cast<hipDeviceAttribute_t>(89);
 // Entry points whose header prototype matches the runtime we require.
 #define NANOKV_HIP_ENTRY_POINTS(X)                                                            \
   X(hipGetErrorName) X(hipInit) X(hipGetDeviceCount) X(hipGetDevice) X(hipSetDevice)        \
-  X(hipDeviceGetAttribute) X(hipDeviceGetName) X(hipDeviceTotalMem) X(hipDeviceSynchronize) \
+  X(hipDeviceGetAttribute) X(hipDeviceGetName) X(hipDeviceGetUuid) X(hipDeviceTotalMem)    \
+  X(hipDeviceSynchronize)                                                                    \
   X(hipMemGetInfo) X(hipMemRelease) X(hipMemExportToShareableHandle)                        \
   X(hipMemImportFromShareableHandle) X(hipMemAddressReserve) X(hipMemAddressFree)           \
   X(hipMemMap) X(hipMemUnmap) X(hipMemSetAccess) X(hipMemGetAccess) X(hipMemcpyHtoD)        \
@@ -248,6 +250,7 @@ class ScopedDevice {
 
 struct DeviceProbe {
   std::string name;
+  std::string uuid;
   size_t total_bytes = 0;
   size_t granularity = 0;
 };
@@ -271,6 +274,12 @@ Result<DeviceProbe> ProbeDevice(const Runtime& runtime, int device) {
   NANOKV_RETURN_IF_ERROR(NANOKV_HIP(runtime, hipDeviceGetName, where(), name,
                                     static_cast<int>(sizeof(name) - 1), device));
   probe.name = name;
+  hipUUID uuid = {};
+  NANOKV_RETURN_IF_ERROR(NANOKV_HIP(runtime, hipDeviceGetUuid, where(), &uuid, device));
+  unsigned char bytes[16];
+  static_assert(sizeof(uuid.bytes) == sizeof(bytes));
+  std::memcpy(bytes, uuid.bytes, sizeof(bytes));
+  probe.uuid = FormatGpuUuid(bytes);
   NANOKV_RETURN_IF_ERROR(
       NANOKV_HIP(runtime, hipDeviceTotalMem, where(), &probe.total_bytes, device));
   ScopedDevice scope(runtime);
@@ -331,6 +340,7 @@ class HipBackend final : public DriverBackend {
     info.name = devices_[device].name;
     info.granularity = devices_[device].granularity;
     info.total_bytes = devices_[device].total_bytes;
+    info.uuid = devices_[device].uuid;
     return info;
   }
 

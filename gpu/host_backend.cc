@@ -13,6 +13,11 @@
 // The rules are enforced with the record the GPU backends keep (VmmRegistry),
 // so host refuses what CUDA refuses, with the same codes and messages.
 //
+// Devices: options.devices simulated "physical" devices, of which this
+// process sees options.visible (all when empty), renumbered from 0 as
+// CUDA_VISIBLE_DEVICES renumbers GPUs; a device's uuid follows its physical
+// index ("host-1"), so processes under different masks agree on it.
+//
 // "Device memory" is accounted per simulated device: CreatePage fails with
 // kOutOfMemory once the pages created by this backend exceed device_bytes,
 // as cuMemCreate does when the GPU is full.
@@ -55,7 +60,20 @@ class HostBackend final : public Backend {
     if (options_.devices > VmmRegistry::kMaxDevices) options_.devices = VmmRegistry::kMaxDevices;
     if (options_.granularity == 0) options_.granularity = sysconf(_SC_PAGE_SIZE);
     if (options_.device_bytes == 0) options_.device_bytes = PhysicalMemoryBytes();
-    created_bytes_.assign(options_.devices, 0);
+    // Ordinal -> physical index. A mask entry outside the physical devices
+    // or repeated ends the list (CUDA's rule for CUDA_VISIBLE_DEVICES); a
+    // mask that leaves nothing is ignored (a backend has >= 1 device).
+    for (int physical : options_.visible) {
+      if (physical < 0 || physical >= options_.devices ||
+          std::find(physical_.begin(), physical_.end(), physical) != physical_.end()) {
+        break;
+      }
+      physical_.push_back(physical);
+    }
+    if (physical_.empty()) {
+      for (int physical = 0; physical < options_.devices; ++physical) physical_.push_back(physical);
+    }
+    created_bytes_.assign(physical_.size(), 0);
   }
 
   ~HostBackend() override {
@@ -65,7 +83,7 @@ class HostBackend final : public Backend {
   }
 
   std::string_view name() const override { return "host"; }
-  int device_count() const override { return options_.devices; }
+  int device_count() const override { return static_cast<int>(physical_.size()); }
 
   Result<DeviceInfo> GetDeviceInfo(int device) override {
     NANOKV_RETURN_IF_ERROR(CheckDevice(device));
@@ -74,6 +92,7 @@ class HostBackend final : public Backend {
     info.name = "host";
     info.granularity = options_.granularity;
     info.total_bytes = options_.device_bytes;
+    info.uuid = "host-" + std::to_string(physical_[device]);
     return info;
   }
 
@@ -275,9 +294,9 @@ class HostBackend final : public Backend {
   };
 
   Status CheckDevice(int device) const {
-    if (device < 0 || device >= options_.devices) {
+    if (device < 0 || device >= device_count()) {
       return Status::NotFound("no device " + std::to_string(device) + " (host backend has " +
-                              std::to_string(options_.devices) + ")");
+                              std::to_string(device_count()) + ")");
     }
     return Status::OK();
   }
@@ -323,6 +342,7 @@ class HostBackend final : public Backend {
   }
 
   HostBackendOptions options_;
+  std::vector<int> physical_;  // by ordinal: the simulated device's physical index
   std::mutex mu_;
   uint64_t next_id_ = 1;                           // GUARDED_BY(mu_); 0 is never a handle
   std::unordered_map<uint64_t, Page> pages_;       // GUARDED_BY(mu_)

@@ -1,6 +1,7 @@
 // Backend selection: by name, or "auto" (the first GPU backend that finds a
 // VMM-capable device, else host). Why a GPU backend was passed over is logged,
 // so "why am I on host?" has an answer in the engine's log.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -17,6 +18,25 @@ HostBackendOptions HostOptionsFromEnvironment() {
     int n = std::atoi(devices);
     if (n > 0) options.devices = n;
   }
+  if (const char* visible = std::getenv("NANOKV_HOST_VISIBLE_DEVICES"); visible && *visible) {
+    // "1" or "1,0": physical indexes; the backend ends the list at the first
+    // entry that is not a device, as CUDA does.
+    std::string text(visible);
+    size_t at = 0;
+    while (at <= text.size()) {
+      size_t comma = std::min(text.find(',', at), text.size());
+      std::string item = text.substr(at, comma - at);
+      char* end = nullptr;
+      long index = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || index < 0 || index > 1024) {
+        spdlog::warn("nanokv: NANOKV_HOST_VISIBLE_DEVICES='{}': '{}' is not a device index, the "
+                     "list ends before it", text, item);
+        break;
+      }
+      options.visible.push_back(static_cast<int>(index));
+      at = comma + 1;
+    }
+  }
   if (const char* memory = std::getenv("NANOKV_HOST_DEVICE_MEMORY")) {
     auto bytes = ParseBytes(memory);
     if (bytes.ok()) {
@@ -26,6 +46,18 @@ HostBackendOptions HostOptionsFromEnvironment() {
     }
   }
   return options;
+}
+
+Result<int> FindDeviceByUuid(Backend& backend, std::string_view uuid) {
+  if (!uuid.empty()) {
+    for (int device = 0; device < backend.device_count(); ++device) {
+      auto mine = backend.GetDeviceUuid(device);
+      if (mine.ok() && *mine == uuid) return device;
+    }
+  }
+  return Status::NotFound("no " + std::string(backend.name()) + " device with uuid '" +
+                          std::string(uuid) + "' is visible to this process (" +
+                          std::to_string(backend.device_count()) + " devices)");
 }
 
 Result<std::unique_ptr<Backend>> OpenBackend(std::string_view name,

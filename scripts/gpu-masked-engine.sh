@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # An example engine started under CUDA_VISIBLE_DEVICES=1 against a kvd that
 # serves both GPUs (issue 18): which GPU's pages does it get, and do they
-# verify? libkv takes kvd's device ordinals as its own today, and under that
-# mask the engine's only GPU, its ordinal 0, is kvd's GPU 1. This records what
-# happens, not what should: once asking for kvd's device 1 (what an instance
-# with `device: 1` gets as NANOKV_DEVICE), once for device 0 (the engine's own
-# first GPU). gpu-check.sh runs it in its TWO_GPU section.
+# verify? Under that mask the engine's only GPU, its ordinal 0, is kvd's GPU 1;
+# libkv matches kvd's devices to its own by uuid, so asking for kvd's device 1
+# (what an instance with `device: 1` gets as NANOKV_DEVICE) should hold and
+# verify pages there, and asking for kvd's device 0 should fail with "not
+# visible to this process" (before the uuid match it silently used GPU 1).
+# This records what happens in both cases. gpu-check.sh runs it in its
+# TWO_GPU section.
 #
 #   scripts/gpu-masked-engine.sh BIN_DIR    (holding kvd, kvctl, nanokv_example_engine)
 #
@@ -13,7 +15,8 @@
 # the GPU nvidia-smi shows its process on, whether the engine verified its
 # pages; then the engine's log. Exits 0 only when the engine asking for kvd's
 # device 1 held its pages there and verified them; 1 otherwise.
-# MASKED_BACKEND=host runs the same steps on two simulated devices (no GPU).
+# MASKED_BACKEND=host runs the same steps on two simulated devices (no GPU),
+# the mask given as NANOKV_HOST_VISIBLE_DEVICES=1 too.
 set -uo pipefail
 BIN=$(realpath "${1:?usage: gpu-masked-engine.sh BIN_DIR}")
 backend=${MASKED_BACKEND:-cuda}
@@ -55,7 +58,7 @@ for t in json.load(sys.stdin).get("tenants", []):
 # Prints its line; returns 0 when it held 8 pages on kvd's device 1 and verified them.
 run_case() {
   local device=$1 name=masked-d$1 log=$dir/masked-d$1.log pages="" gpu="not listed" rc verified=no
-  CUDA_VISIBLE_DEVICES=1 ENABLE_NANOKV=1 NANOKV_IPC_NAME=$ipc NANOKV_TENANT=$name NANOKV_DEVICE=$device \
+  CUDA_VISIBLE_DEVICES=1 NANOKV_HOST_VISIBLE_DEVICES=1 ENABLE_NANOKV=1 NANOKV_IPC_NAME=$ipc NANOKV_TENANT=$name NANOKV_DEVICE=$device \
     "$BIN/nanokv_example_engine" --pages 8 --step 4 --rounds 1 --hold-ms 2000 --seed 7 >"$log" 2>&1 &
   local pid=$!
   # While it holds its 8 pages: kvd's view of where they are, nvidia-smi's of its context.

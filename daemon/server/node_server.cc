@@ -320,8 +320,15 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
     g->set_device(counts.device);
     g->set_page_bytes(node_.page_bytes());
     g->set_capacity_pages(static_cast<uint32_t>(counts.capacity_pages));
+    g->set_uuid(DeviceUuid(counts.device));
   }
   Send(c, reply);
+}
+
+const std::string& NodeServer::DeviceUuid(int device) const {
+  static const std::string kNone;
+  if (device < 0 || static_cast<size_t>(device) >= options_.device_uuids.size()) return kNone;
+  return options_.device_uuids[device];
 }
 
 void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,

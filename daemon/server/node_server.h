@@ -35,6 +35,10 @@ struct ServerOptions {
   std::vector<gid_t> allowed_gids;
   std::string segment_name;         // told to engines at attach
   std::string backend_name;         // told to engines: they open the same
+  // By kvd's ordinal: each device's uuid (gpu::DeviceInfo::uuid), told to
+  // engines at attach and in object plans so that one under another device
+  // mask finds its own ordinal for it. Missing or empty: none sent.
+  std::vector<std::string> device_uuids;
   uint32_t max_faults = 16;         // protocol faults before a connection is closed
   bool check_invariants = false;    // NodeState::CheckInvariants after each change; Run fails on a break
   // After a restart, how long pages held back for the previous kvd's engines
@@ -139,6 +143,8 @@ class NodeServer {
   void Fault(Connection& c, uint64_t request_id, const Status& status);
   void DeliverNotices();
   void CloseConnection(int fd, const std::string& reason);
+  // options_.device_uuids[device], or "" when there is none.
+  const std::string& DeviceUuid(int device) const;
   void Shutdown();
 
   NodeState& node_;  // must remain live while the server exists

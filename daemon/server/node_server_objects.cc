@@ -19,9 +19,10 @@ uint64_t SteadyNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void FillPlan(const ObjectPlan& plan, wire::ObjectPlan* out) {
+void FillPlan(const ObjectPlan& plan, const std::string& device_uuid, wire::ObjectPlan* out) {
   out->set_key_hash(plan.key_hash);
   out->set_device(plan.device);
+  out->set_device_uuid(device_uuid);
   out->set_header_offset(plan.header_offset);
   out->set_payload_offset(plan.payload_offset);
   for (const ObjectSpan& span : plan.spans) {
@@ -61,13 +62,13 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       const auto& r = m.object_open();
       auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now);
       if (!plan.ok()) return SendError(c, rid, plan.status());
-      FillPlan(*plan, reply.mutable_object_plan());
+      FillPlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
       break;
     }
     case wire::Message::kObjectLocate: {
       auto plan = store.GetLocation(m.object_locate().key(), now);
       if (!plan.ok()) return SendError(c, rid, plan.status());
-      FillPlan(*plan, reply.mutable_object_plan());
+      FillPlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
       break;
     }
     case wire::Message::kObjectCommit:

@@ -87,6 +87,11 @@ Status CheckBody(const Message& m) {
       for (const auto& g : m.attach_reply().devices()) {
         NANOKV_RETURN_IF_ERROR(CheckDevice(g.device(), "attach_reply"));
         if (g.page_bytes() == 0) return Fault("attach_reply: page_bytes 0");
+        if (!ValidDeviceUuid(g.uuid())) {
+          return Fault("attach_reply: device " + std::to_string(g.device()) + ": uuid of " +
+                       std::to_string(g.uuid().size()) + " bytes is not 0-" +
+                       std::to_string(kMaxDeviceUuidBytes) + " of printable ASCII");
+        }
       }
       return Status::OK();
     case Message::kError:
@@ -130,6 +135,14 @@ bool ValidName(const std::string& name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.' || c == ':' || c == '@' || c == '-';
     if (!ok) return false;
+  }
+  return true;
+}
+
+bool ValidDeviceUuid(const std::string& uuid) {
+  if (uuid.size() > kMaxDeviceUuidBytes) return false;
+  for (char c : uuid) {
+    if (c < 0x21 || c > 0x7e) return false;
   }
   return true;
 }

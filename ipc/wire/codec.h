@@ -20,6 +20,8 @@ inline constexpr size_t kMaxNameBytes = 63;          // tenant and group names
 inline constexpr size_t kMaxDevices = 16;            // devices one kvd serves
 inline constexpr uint32_t kMaxPagesPerRequest = 4096;  // 8 GiB of 2 MiB pages
 inline constexpr size_t kMaxErrorBytes = 1024;
+// A device's uuid (gpu::DeviceInfo::uuid) in an attach reply or a plan.
+inline constexpr size_t kMaxDeviceUuidBytes = 64;
 // Pages (each with an fd) in one AdoptRequest: well under the 250 fds a
 // datagram may carry, so a kvd near its fd limit takes a few at a time.
 inline constexpr uint32_t kMaxAdoptPages = 64;
@@ -42,6 +44,10 @@ const char* BodyName(const Message& message);
 // Whether a name is acceptable for a tenant or group: 1..kMaxNameBytes of
 // [A-Za-z0-9_.:@-], so it prints safely in kvctl and logs.
 bool ValidName(const std::string& name);
+
+// Whether a device uuid is acceptable: at most kMaxDeviceUuidBytes of
+// printable ASCII (0x21-0x7e); empty means "unknown" (a kvd that sends none).
+bool ValidDeviceUuid(const std::string& uuid);
 
 }  // namespace nanokv::wire
 

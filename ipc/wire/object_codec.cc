@@ -29,6 +29,10 @@ Status Device(int32_t device, bool any_allowed, const char* where) {
 Status Plan(const ObjectPlan& p) {
   NANOKV_RETURN_IF_ERROR(Device(p.device(), false, "object_plan"));
   if (p.page_bytes() == 0) return Fault("object_plan: page_bytes 0");
+  if (!ValidDeviceUuid(p.device_uuid())) {
+    return Fault("object_plan: device uuid of " + std::to_string(p.device_uuid().size()) +
+                 " bytes is not 0-" + std::to_string(kMaxDeviceUuidBytes) + " of printable ASCII");
+  }
   if (static_cast<uint32_t>(p.spans_size()) > kMaxObjectSpans) return Fault("object_plan: too many spans");
   if (static_cast<uint32_t>(p.spans_size()) != p.n_pages()) return Fault("object_plan: n_pages disagrees with spans");
   uint64_t sum = 0;

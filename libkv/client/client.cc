@@ -108,7 +108,9 @@ namespace {
 
 // The backend kvd uses, opened in this process. For "host" the simulated
 // device count must cover kvd's ordinals (ImportPage checks the device), so
-// it is taken from the attach reply, not from NANOKV_HOST_DEVICES.
+// it is taken from the attach reply, not from NANOKV_HOST_DEVICES; a mask
+// (NANOKV_HOST_VISIBLE_DEVICES) then picks among those, as
+// CUDA_VISIBLE_DEVICES does among GPUs.
 Result<std::unique_ptr<gpu::Backend>> OpenSameBackend(const std::string& name,
                                                       const std::vector<DeviceGeometry>& devices) {
   if (name == "host") {
@@ -161,7 +163,8 @@ Result<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions&
 
   if (reply.devices_size() == 0) return Status::ProtocolError("kvd's attach reply lists no device");
   for (const wire::DeviceGeometry& g : reply.devices()) {
-    impl->devices_.push_back({g.device(), static_cast<size_t>(g.page_bytes()), g.capacity_pages()});
+    impl->devices_.push_back(
+        {g.device(), static_cast<size_t>(g.page_bytes()), g.capacity_pages(), g.uuid(), -1});
   }
   impl->page_bytes_ = impl->devices_.front().page_bytes;
   for (const DeviceGeometry& g : impl->devices_) {
@@ -181,15 +184,31 @@ Result<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions&
   impl->limit_bytes_ = reply.limit_bytes();
 
   NANOKV_ASSIGN_OR_RETURN(impl->backend_, OpenSameBackend(impl->backend_name_, impl->devices_));
-  for (const DeviceGeometry& g : impl->devices_) {
-    auto info = impl->backend_->GetDeviceInfo(g.device);
+  for (DeviceGeometry& g : impl->devices_) {
+    // kvd numbers devices as it sees them; this process may see them under
+    // other numbers, or not at all (CUDA_VISIBLE_DEVICES): the uuid says
+    // which of ours is kvd's. A kvd that sends none (ordinals agree) keeps
+    // the old rule, same ordinal. A device not found is not fatal: requests
+    // for it are refused here (kNotFound), never sent to another GPU.
+    Result<int> local = g.uuid.empty()
+                            ? (g.device < impl->backend_->device_count()
+                                   ? Result<int>(g.device)
+                                   : Result<int>(Status::NotFound("no such ordinal here")))
+                            : gpu::FindDeviceByUuid(*impl->backend_, g.uuid);
+    if (!local.ok()) {
+      // Expected under a mask (an engine on one GPU of eight): not a warning.
+      spdlog::info("nanokv: kvd's device {}{} is not visible to this process (it sees {})",
+                   g.device, g.uuid.empty() ? "" : " (" + g.uuid + ")",
+                   impl->backend_->device_count());
+      continue;
+    }
+    auto info = impl->backend_->GetDeviceInfo(*local);
     if (!info.ok()) {
-      // Not fatal: kvd numbers devices as it sees them, and this process may
-      // see fewer (CUDA_VISIBLE_DEVICES). Requests for it are refused here.
       spdlog::warn("nanokv: kvd serves device {}, which this process cannot use: {}", g.device,
                    info.status().ToString());
       continue;
     }
+    g.local_device = *local;
     if (info->granularity == 0 || g.page_bytes % info->granularity != 0) {
       return Status::Unsupported("kvd's page size " + std::to_string(g.page_bytes) +
                                  " is not a multiple of device " + std::to_string(g.device) +

@@ -67,8 +67,13 @@ class Client::Impl {
   const std::vector<DeviceGeometry>& devices() const { return devices_; }
   const std::string& segment_name() const { return segment_name_; }
   bool ServesDevice(int device) const;
-  // kInvalidArgument for a device kvd does not serve or this process cannot see.
+  // kInvalidArgument for a device kvd does not serve, kNotFound for one this
+  // process cannot see (matched by uuid: under CUDA_VISIBLE_DEVICES its
+  // ordinals are not kvd's).
   Status CheckDevice(int device) const;
+  // This process's ordinal of kvd's device `device`: what every backend call
+  // takes, while requests to kvd keep kvd's ordinal. Errors as CheckDevice.
+  Result<int> LocalDevice(int device) const;
 
   uint64_t limit_bytes() const { return limit_bytes_.load(std::memory_order_relaxed); }
   uint32_t pending_reclaim_pages() const {

@@ -73,7 +73,7 @@ Status Client::Impl::Resume(ipc::Channel channel) {
   }
   for (int i = 0; i < reply.devices_size(); ++i) {
     if (reply.devices(i).device() != devices_[i].device ||
-        reply.devices(i).page_bytes() != page_bytes_) {
+        reply.devices(i).page_bytes() != page_bytes_ || reply.devices(i).uuid() != devices_[i].uuid) {
       return Status::FailedPrecondition("kvd came back with another page size or devices: the "
                                         "pages this engine holds cannot be handed back");
     }

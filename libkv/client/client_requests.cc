@@ -141,16 +141,19 @@ Result<std::vector<client::ImportedPage>> Client::Impl::FinishGrant(
   return status;
 }
 
-Status Client::Impl::CheckDevice(int device) const {
-  if (!ServesDevice(device)) {
-    return Status::InvalidArgument("kvd does not serve device " + std::to_string(device));
+Status Client::Impl::CheckDevice(int device) const { return LocalDevice(device).status(); }
+
+Result<int> Client::Impl::LocalDevice(int device) const {
+  for (const DeviceGeometry& g : devices_) {
+    if (g.device != device) continue;
+    if (g.local_device >= 0) return g.local_device;
+    std::string which = "kvd's device " + std::to_string(device);
+    if (!g.uuid.empty()) which += " (" + g.uuid + ")";
+    return Status::NotFound(which + " is not visible to this process (" +
+                            std::to_string(backend_->device_count()) +
+                            " devices here; CUDA_VISIBLE_DEVICES or another device mask?)");
   }
-  if (device >= backend_->device_count()) {
-    return Status::InvalidArgument("device " + std::to_string(device) +
-                                   " is not visible to this process (" +
-                                   std::to_string(backend_->device_count()) + " devices)");
-  }
-  return Status::OK();
+  return Status::InvalidArgument("kvd does not serve device " + std::to_string(device));
 }
 
 Result<std::vector<client::ImportedPage>> Client::Impl::GrantPages(int device, uint32_t pages) {
@@ -406,7 +409,8 @@ Status Client::Impl::DispatchGrantReply(const wire::Message& message,
   // and forgets exactly. An import failure drops the connection too: kvd
   // now believes this process holds the handle and will never resend its fd.
   std::vector<client::ImportedPage> imported;
-  NANOKV_RETURN_IF_ERROR(cache_->Apply(reply.device(), incoming, fds, &imported));
+  NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDevice(reply.device()));
+  NANOKV_RETURN_IF_ERROR(cache_->Apply(reply.device(), local_device, incoming, fds, &imported));
 
   std::vector<uint32_t> unwanted;
   {

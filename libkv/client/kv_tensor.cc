@@ -189,7 +189,10 @@ Status KVTensor::PlaceLocked(const std::vector<size_t>& indices, int page_device
   }
   // Access after every map (backend rule 1), once per contiguous run: the
   // indices are ascending, so a run ends where the next index is not +1.
-  const int access[] = {device_};
+  // The backend numbers devices as this process sees them, not as kvd does.
+  Result<int> local = client_.impl_->LocalDevice(device_);
+  if (!local.ok() && failure.ok()) failure = local.status();
+  const int access[] = {local.ok() ? *local : 0};
   for (size_t start = 0; start < indices.size() && failure.ok();) {
     size_t end = start + 1;
     while (end < indices.size() && indices[end] == indices[end - 1] + 1) ++end;

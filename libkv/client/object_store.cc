@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -84,7 +85,21 @@ class ObjectStore::Impl {
 
   gpu::Backend& backend() { return *backend_; }
 
-  // The devices MapOne gives access to a page of `device`.
+  // Notes the uuid kvd gave with a plan of its device `device`.
+  void NoteDevice(int device, const std::string& uuid) {
+    std::lock_guard lock(call_mu_);
+    if (uuid.empty() || uuids_[device] == uuid) return;
+    uuids_[device] = uuid;
+    local_.erase(device);  // a kvd restarted on other devices: match again
+  }
+
+  // This process's ordinal of kvd's device `device`, by the uuid of its plans.
+  Result<int> LocalDevice(int device) {
+    std::lock_guard lock(call_mu_);
+    return LocalDeviceLocked(device);
+  }
+
+  // The devices MapOne gives access to a page of `device` (a local ordinal).
   std::vector<int> AccessOf(int device) const {
     std::vector<int> access = {device};
     for (int other : access_devices_) {
@@ -135,7 +150,30 @@ class ObjectStore::Impl {
   }
 
   // Imports and maps the plan's header and payload pages not mapped yet.
+  // REQUIRES: call_mu_ held.
+  Result<int> LocalDeviceLocked(int device) {
+    if (auto it = local_.find(device); it != local_.end()) return it->second;
+    auto known = uuids_.find(device);
+    if (known == uuids_.end() || known->second.empty()) {
+      // A kvd that sends no uuid numbers devices as this process does.
+      if (device >= 0 && device < backend_->device_count()) return device;
+      return Status::NotFound("nanokv objects: kvd's device " + std::to_string(device) +
+                              " is not visible to this process (" +
+                              std::to_string(backend_->device_count()) + " devices here)");
+    }
+    auto local = gpu::FindDeviceByUuid(*backend_, known->second);
+    if (!local.ok()) {
+      return Status::NotFound("nanokv objects: kvd's device " + std::to_string(device) + " (" +
+                              known->second + ") is not visible to this process (" +
+                              std::to_string(backend_->device_count()) +
+                              " devices here; CUDA_VISIBLE_DEVICES or another device mask?)");
+    }
+    local_[device] = *local;
+    return *local;
+  }
+
   Status MapPlan(const ObjectPlan& plan) {
+    NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
     DeviceMap& map = maps_[plan.device];
     if (map.base == 0) {
       if (plan.store_bytes == 0 || plan.page_bytes == 0 || plan.store_bytes % plan.page_bytes != 0) {
@@ -178,7 +216,7 @@ class ObjectStore::Impl {
                                      " page fds for " + std::to_string(indexes.size()) + " pages");
       }
       for (size_t i = 0; i < indexes.size(); ++i) {
-        Status s = MapOne(map, plan.device, indexes[i], fds[i]);
+        Status s = MapOne(map, local_device, indexes[i], fds[i]);
         fds[i] = -1;  // taken by ImportPage
         if (!s.ok()) {
           for (size_t j = i + 1; j < fds.size(); ++j) close(fds[j]);
@@ -189,6 +227,7 @@ class ObjectStore::Impl {
     return Status::OK();
   }
 
+  // `device`: this process's ordinal.
   Status MapOne(DeviceMap& map, int device, uint64_t index, int fd) {
     NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle handle, backend_->ImportPage(fd, device, map.page_bytes));
     uintptr_t at = map.base + index * map.page_bytes;
@@ -207,7 +246,9 @@ class ObjectStore::Impl {
   uint32_t spin_us_;
   std::vector<int> access_devices_;  // besides each page's own device
   uint64_t next_rid_ = 1;
-  std::map<int, DeviceMap> maps_;
+  std::map<int, DeviceMap> maps_;  // by kvd's ordinal
+  std::map<int, std::string> uuids_;  // kvd's ordinal -> uuid, from its plans
+  std::map<int, int> local_;          // kvd's ordinal -> this process's, once matched
 };
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions& options) {
@@ -240,6 +281,7 @@ Result<ObjectPlan> ObjectStore::OpenForWrite(std::string_view key, uint64_t byte
   r->set_preferred_device(preferred_device);
   NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
   if (reply.body_case() != wire::Message::kObjectPlan) return Status::ProtocolError("open: not a plan");
+  impl_->NoteDevice(reply.object_plan().device(), reply.object_plan().device_uuid());
   return PlanFrom(key, reply.object_plan());
 }
 
@@ -284,6 +326,7 @@ Result<ObjectPlan> ObjectStore::GetLocation(std::string_view key) {
   m.mutable_object_locate()->set_key(std::string(key));
   NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
   if (reply.body_case() != wire::Message::kObjectPlan) return Status::ProtocolError("locate: not a plan");
+  impl_->NoteDevice(reply.object_plan().device(), reply.object_plan().device_uuid());
   return PlanFrom(key, reply.object_plan());
 }
 
@@ -341,11 +384,12 @@ Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
 }
 
 namespace {
-// The plan's pages mapped here, as the transfers see them.
-Result<client::ObjectPieces> PiecesOf(ObjectStore& store, const ObjectPlan& plan,
+// The plan's pages mapped here, as the transfers see them: `local_device`
+// and `access` are this process's ordinals.
+Result<client::ObjectPieces> PiecesOf(ObjectStore& store, const ObjectPlan& plan, int local_device,
                                       std::vector<int> access) {
   client::ObjectPieces pieces;
-  pieces.device = plan.device;
+  pieces.device = local_device;
   pieces.bytes = plan.bytes_total;
   pieces.epoch = plan.epoch;
   pieces.access = std::move(access);
@@ -367,7 +411,9 @@ Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_
   if (src == nullptr) return Status::InvalidArgument("put of " + std::string(key) + " from a null address");
   if (bytes == 0) return Status::InvalidArgument("put of " + std::string(key) + ": 0 bytes");
   NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes, preferred_device));
-  auto pieces = PiecesOf(*this, plan, impl_->AccessOf(plan.device));
+  auto local = impl_->LocalDevice(plan.device);
+  auto pieces = local.ok() ? PiecesOf(*this, plan, *local, impl_->AccessOf(*local))
+                           : Result<client::ObjectPieces>(local.status());
   Result<bool> published = pieces.ok() ? client::StoreObject(impl_->backend(), src, *pieces, stream)
                                        : Result<bool>(pieces.status());
   if (!published.ok()) {
@@ -390,7 +436,9 @@ Result<uint64_t> ObjectStore::GetToDevice(std::string_view key, void* dst, uint6
     out = Status::InvalidArgument("object " + std::string(key) + " holds " + std::to_string(plan->bytes_total) +
                                   " bytes, the destination " + std::to_string(capacity));
   } else {
-    auto pieces = PiecesOf(*this, *plan, impl_->AccessOf(plan->device));
+    auto local = impl_->LocalDevice(plan->device);
+    auto pieces = local.ok() ? PiecesOf(*this, *plan, *local, impl_->AccessOf(*local))
+                             : Result<client::ObjectPieces>(local.status());
     Status loaded = pieces.ok() ? client::LoadObject(impl_->backend(), dst, *pieces, stream) : pieces.status();
     out = loaded.ok() ? Result<uint64_t>(plan->bytes_total) : Result<uint64_t>(loaded);
   }

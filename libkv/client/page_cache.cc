@@ -35,8 +35,8 @@ void PageCache::ReleaseLocked(const Key& key, const Entry& entry) {
   ++stats_.pages_released;
 }
 
-Status PageCache::Apply(int device, std::span<const IncomingPage> pages, std::vector<int>* fds,
-                        std::vector<ImportedPage>* out) {
+Status PageCache::Apply(int device, int local_device, std::span<const IncomingPage> pages,
+                        std::vector<int>* fds, std::vector<ImportedPage>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   // Check everything before changing anything, so a malformed reply leaves
   // the cache as it was.
@@ -82,7 +82,7 @@ Status PageCache::Apply(int device, std::span<const IncomingPage> pages, std::ve
                    "cannot be handed back if kvd restarts; raise the open-file limit",
                    page.id, device, Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno).ToString());
     }
-    auto handle = backend_.ImportPage(fd, device, page_bytes_);
+    auto handle = backend_.ImportPage(fd, local_device, page_bytes_);
     if (!handle.ok()) {
       if (kept >= 0) close(kept);
       CloseFds(fds);  // the ones not reached yet (consumed ones are -1)

@@ -66,8 +66,10 @@ class PageCache {
   // a page without an fd is not cached with that generation; then nothing is
   // changed. An import failure returns the backend's error; the pages before
   // it stay imported (kvd counts them as imported either way).
-  Status Apply(int device, std::span<const IncomingPage> pages, std::vector<int>* fds,
-               std::vector<ImportedPage>* out);
+  // `device` is kvd's ordinal (the cache's key), `local_device` this
+  // process's ordinal of the same device (the backend's).
+  Status Apply(int device, int local_device, std::span<const IncomingPage> pages,
+               std::vector<int>* fds, std::vector<ImportedPage>* out);
 
   // kvd recycled these ids: releases their handles. Mappings of the old pages
   // keep their memory until unmapped (backend rule 3). Unknown ids are ignored.

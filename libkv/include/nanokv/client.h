@@ -71,10 +71,15 @@ struct ClientOptions {
 Result<std::optional<ClientOptions>> OptionsFromEnvironment();
 
 // One device kvd serves, as the attach reply describes it.
+// `device` is what every call of this API names; `local_device` is the same
+// GPU as this process numbers it (its CUDA_VISIBLE_DEVICES may renumber):
+// the ordinal for the engine's own work on the pages (streams, kernels).
 struct DeviceGeometry {
   int device = 0;  // kvd's ordinal
   size_t page_bytes = 0;
   uint32_t capacity_pages = 0;
+  std::string uuid;       // the device's identity (gpu::DeviceInfo::uuid); "" if kvd sent none
+  int local_device = -1;  // this process's ordinal for it; -1: not visible to this process
 };
 
 // One page of a grant. `id` names it within its device; `generation` bumps

@@ -58,6 +58,8 @@ struct ObjectStoreOptions {
   // page's own: a producer on GPU a that writes objects owned by GPU b lists
   // a here and its kernels store into b's pages peer-to-peer (one hop, no
   // host staging). Devices the backend does not have are kInvalidArgument.
+  // These are this process's ordinals (its CUDA_VISIBLE_DEVICES numbering);
+  // a plan's `device` is kvd's, matched to ours by the device's uuid.
   std::vector<int> access_devices;
 };
 
