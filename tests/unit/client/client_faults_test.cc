@@ -61,6 +61,35 @@ TEST_F(ClientFaultTest, UnknownPageWithoutFdIsProtocolError) {
   EXPECT_NE(pages.status().ToString().find("without an fd"), std::string::npos);
 }
 
+// A page this process imported, granted again at a newer generation but
+// without an fd: the cached handle is the old physical page, so using it would
+// read another group's old bytes or a freed page. A protocol error, not a map.
+TEST_F(ClientFaultTest, NewerGenerationWithoutFdIsProtocolError) {
+  auto client = Start();
+  ASSERT_NE(client, nullptr);
+  auto first = client->Grant(0, 1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(client->Return(0, testing::Ids(*first)));
+  const uint32_t id = (*first)[0].id;
+  const uint32_t generation = (*first)[0].generation + 1;
+  MisbehavingKvd* kvd = kvd_.get();
+  kvd->SetHook([kvd, id, generation](const wire::Message& request) {
+    if (!request.has_grant()) return false;
+    wire::Message reply;
+    reply.set_request_id(request.request_id());
+    wire::PageGrant* g = reply.mutable_grant_reply()->add_pages();
+    g->set_page_id(id);
+    g->set_generation(generation);  // and fd_attached false: "you have it"
+    kvd->Send(reply);
+    return true;
+  });
+  auto again = client->Grant(0, 1);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kProtocolError) << again.status().ToString();
+  EXPECT_NE(again.status().ToString().find("holds generation"), std::string::npos)
+      << again.status().ToString();
+}
+
 TEST_F(ClientFaultTest, ReplyToNobodyDropsTheConnection) {
   auto client = Start();
   ASSERT_NE(client, nullptr);

@@ -313,6 +313,10 @@ TEST_F(PagePoolTest, DoubleFreeAndBadIdsAreRefused) {
   EXPECT_EQ(pool->Free(8).code(), Code::kInvalidArgument);
   EXPECT_EQ(pool->Free(UINT32_MAX).code(), Code::kInvalidArgument);
   EXPECT_EQ(pool->Free(7).code(), Code::kFailedPrecondition);  // never created
+  // The reserve made ids 0 and 1 (7 is never created): the one not granted
+  // sits on the free stack, no group's, and is not anyone's to free.
+  const PageId never_granted = *id == 0 ? 1 : 0;
+  EXPECT_EQ(pool->Free(never_granted).code(), Code::kFailedPrecondition);
   EXPECT_EQ(pool->Recycle(*id).code(), Code::kFailedPrecondition);  // free, not granted
   EXPECT_EQ(pool->Recycle(8).code(), Code::kInvalidArgument);
   EXPECT_FALSE(pool->handle(*id).valid());
