@@ -49,13 +49,7 @@ std::string InstanceStateName(const ipc::InstanceRow& row, bool kvd_alive) {
   const auto state = static_cast<ipc::InstanceState>(row.state);
   const bool ended = state == ipc::InstanceState::kExited || state == ipc::InstanceState::kFailed;
   if (!kvd_alive && !ended) return "stale";
-  switch (state) {
-    case ipc::InstanceState::kStarting: return "starting";
-    case ipc::InstanceState::kRunning: return "running";
-    case ipc::InstanceState::kRestarting: return "restarting";
-    case ipc::InstanceState::kExited: return "exited";
-    case ipc::InstanceState::kFailed: return "failed";
-  }
+  if (const char* name = ipc::InstanceStateName(state)) return name;
   return kvd_alive ? "unknown(" + std::to_string(row.state) + ")" : "stale";
 }
 

@@ -45,14 +45,8 @@ std::string Seconds(Clock::duration d) {
 }
 
 const char* StateName(ipc::InstanceState state) {
-  switch (state) {
-    case ipc::InstanceState::kStarting: return "starting";
-    case ipc::InstanceState::kRunning: return "running";
-    case ipc::InstanceState::kRestarting: return "restarting";
-    case ipc::InstanceState::kExited: return "exited";
-    case ipc::InstanceState::kFailed: return "failed";
-  }
-  return "?";
+  const char* name = ipc::InstanceStateName(state);
+  return name != nullptr ? name : "?";
 }
 
 }  // namespace

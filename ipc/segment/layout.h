@@ -71,6 +71,19 @@ enum class InstanceState : uint32_t {
   kFailed = 5,
 };
 
+// The word kvd logs and kvctl shows for a state; nullptr for a value no
+// state has (a row from another layout, or scribbled).
+constexpr const char* InstanceStateName(InstanceState state) {
+  switch (state) {
+    case InstanceState::kStarting: return "starting";
+    case InstanceState::kRunning: return "running";
+    case InstanceState::kRestarting: return "restarting";
+    case InstanceState::kExited: return "exited";
+    case InstanceState::kFailed: return "failed";
+  }
+  return nullptr;
+}
+
 struct SegmentHeader {
   // Frozen prefix (invariant 3): the same offsets in every layout_version.
   uint64_t magic;           // kSegmentMagic

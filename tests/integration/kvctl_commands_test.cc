@@ -30,6 +30,7 @@ TEST_F(KvctlTest, LimitChangesWhatAnEngineHolds) {
   EXPECT_EQ(row->limit_bytes, 2 * kPage);
   EXPECT_EQ(row->used_bytes, 2 * kPage);
   EXPECT_TRUE(engine.Running()) << "the engine gave pages back and lives on";
+  ExpectLedger(PageLedger{}, {"held"}, {{0, 2}});  // the engine's two pages, nobody else's
 
   // A share is of the kvd's capacity; the IPC name may come from the environment.
   Ran share = Kvctl({"limit", "held", "50%"}, {{"NANOKV_IPC_NAME", ipc_}});
@@ -61,6 +62,7 @@ TEST_F(KvctlTest, EvictTakesPagesBackAndReportsWhatCameBack) {
   EXPECT_EQ(doc["returned_bytes"].u64(), 3 * kPage);
   EXPECT_TRUE(doc["complete"].boolean);
   EXPECT_EQ(TenantUsed("victim"), 5 * kPage);
+  ExpectLedger(PageLedger{}, {"victim"}, {{0, 5}});
   EXPECT_EQ(FindRow(Read(), "victim")->limit_bytes, limit_before) << "evict leaves the limit alone";
 
   Ran all = Kvctl({"evict", ipc_, "victim"});
@@ -68,6 +70,7 @@ TEST_F(KvctlTest, EvictTakesPagesBackAndReportsWhatCameBack) {
   EXPECT_NE(all.out.find("asked tenant 'victim' for 5 pages (10.0 MiB)"), std::string::npos) << all.out;
   EXPECT_NE(all.out.find("10.0 MiB came back"), std::string::npos) << all.out;
   EXPECT_EQ(TenantUsed("victim"), 0u);
+  ExpectLedger(PageLedger{}, {"victim"}, {{0, 0}});
   EXPECT_TRUE(engine.Running());
   Ran nothing = Kvctl({"evict", ipc_, "victim"});
   EXPECT_EQ(nothing.code, 0) << nothing.err;

@@ -66,11 +66,13 @@ class KvdFixture : public ::testing::Test {
     argv.insert(argv.begin(), kvd_prefix_.begin(), kvd_prefix_.end());
     kvd_ = Process::Start(argv, {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/kvd.log");
     ASSERT_TRUE(kvd_.started());
-    // This kvd's segment (not a killed one's), then its socket accepting.
+    // This kvd's segment (not a killed one's), published, then its socket accepting.
     bool up = WaitFor(
         [&] {
+          // Published at least once: tests read its devices right after.
           auto s = ipc::ReadSegment(ipc_);
           return s.ok() && s->segment.header.kvd_pid == kvd_.pid() &&
+                 s->segment.header.publish_count > 0 &&
                  ipc::Channel::Connect(SocketPath()).ok();
         },
         std::chrono::seconds(20));

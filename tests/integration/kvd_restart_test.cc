@@ -109,12 +109,21 @@ TEST_F(KvdRestartTest, EngineKeepsItsKvAcrossKill9) {
   ASSERT_TRUE(granted.ok()) << granted.status().ToString();
   for (const GrantedPage& page : *granted) EXPECT_EQ(before.count(page.id), 0u) << page.id;
   EXPECT_EQ(other->Grant(0, 1).status().code(), Code::kResourceExhausted);
+  PageLedger ledger;  // the engine's pages came back as its own, the rest are other's
+  ledger.Attach("engine", "prefill");
+  ledger.Attach("other", "decode");
+  const std::vector<uint32_t> engine_ids(before.begin(), before.end());
+  ledger.Hold("engine", 0, engine_ids);
+  ledger.Hold("other", 0, *granted);
+  ExpectLedger(ledger);
 
   // The engine works as before: it writes, and gives its pages back.
   WritePattern(*engine, **tensor, 8, 99);
   ExpectPattern(*engine, **tensor, 8, 99);
   ASSERT_TRUE((*tensor)->Unmap(0, 8).ok());
   EXPECT_TRUE(WaitFor([&] { return GrantedPages() == kPages - 8; }, std::chrono::seconds(5)));
+  ledger.Release("engine", 0, engine_ids);
+  ExpectLedger(ledger);
 }
 
 TEST_F(KvdRestartTest, PagesSharedInAGroupComeBackOnce) {
@@ -148,6 +157,12 @@ TEST_F(KvdRestartTest, PagesSharedInAGroupComeBackOnce) {
   ASSERT_NE(TenantNamed(s, "b"), nullptr);
   EXPECT_EQ(TenantNamed(s, "a")->used_pages[0], 4u);
   EXPECT_EQ(TenantNamed(s, "b")->used_pages[0], 4u);
+  PageLedger ledger;  // the same four pages, held by both, counted once
+  ledger.Attach("a", "g");
+  ledger.Attach("b", "g");
+  ledger.Hold("a", 0, ids);
+  ledger.Hold("b", 0, ids);
+  ExpectLedger(ledger);
   // b reads a's bytes through its own mapping of the same pages.
   std::vector<uint8_t> ours(kPage), theirs(kPage);
   ASSERT_TRUE(a->CopyToHost(ours.data(), (*ta)->data(), kPage).ok());
@@ -168,6 +183,11 @@ TEST_F(KvdRestartTest, CleanStopWithPagesHeldAlsoHandsThemBack) {
   ASSERT_TRUE(WaitConnected(*engine)) << kvd_.Log();
   EXPECT_TRUE(WaitFor([&] { return GrantedPages() == 6; }, std::chrono::seconds(5)));
   ExpectPattern(*engine, **tensor, 6, 42);
+  PageLedger ledger;
+  ledger.Attach("engine", "");
+  const std::set<uint32_t> held = Ids(**tensor);
+  ledger.Hold("engine", 0, std::vector<uint32_t>(held.begin(), held.end()));
+  ExpectLedger(ledger);
 }
 
 // Pages of an engine that does not come back are held back for the new
