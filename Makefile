@@ -45,7 +45,7 @@ SAN_CMAKE_FLAGS = $(CMAKE_FLAGS) -DNANOKV_BUILD_BENCH=OFF -DNANOKV_CUDA_KERNELS=
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp"
 
 test-asan: deps
 	cmake -S . -B build-asan $(SAN_CMAKE_FLAGS) -DNANOKV_ASAN=ON
