@@ -162,6 +162,12 @@ HostBackendOptions HostOptionsFromEnvironment();
 // no device this process sees has it.
 Result<int> FindDeviceByUuid(Backend& backend, std::string_view uuid);
 
+// This process's ordinal of kvd's device `kvd_device`, which kvd names by
+// `uuid`: the device with that uuid, or, where kvd sent none (the ordinals
+// agree), the same ordinal. kNotFound "kvd's device N (uuid) is not visible
+// to this process ..." when there is none (CUDA_VISIBLE_DEVICES, a mask).
+Result<int> LocalOrdinal(Backend& backend, int kvd_device, std::string_view uuid);
+
 // Opens a backend by name: "host", "cuda", "hip", or "auto" (cuda when a
 // VMM-capable device is found, else hip likewise, else host with
 // `host_options`). An empty name means the environment's NANOKV_BACKEND,

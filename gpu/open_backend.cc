@@ -60,6 +60,19 @@ Result<int> FindDeviceByUuid(Backend& backend, std::string_view uuid) {
                           std::to_string(backend.device_count()) + " devices)");
 }
 
+Result<int> LocalOrdinal(Backend& backend, int kvd_device, std::string_view uuid) {
+  if (uuid.empty() && kvd_device >= 0 && kvd_device < backend.device_count()) return kvd_device;
+  if (!uuid.empty()) {
+    auto found = FindDeviceByUuid(backend, uuid);
+    if (found.ok()) return found;
+  }
+  std::string which = "kvd's device " + std::to_string(kvd_device);
+  if (!uuid.empty()) which += " (" + std::string(uuid) + ")";
+  return Status::NotFound(which + " is not visible to this process (" +
+                          std::to_string(backend.device_count()) +
+                          " devices here; CUDA_VISIBLE_DEVICES or another device mask?)");
+}
+
 Result<std::unique_ptr<Backend>> OpenBackend(std::string_view name,
                                              const HostBackendOptions& host_options) {
   std::string chosen(name);

@@ -190,16 +190,10 @@ Result<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions&
     // which of ours is kvd's. A kvd that sends none (ordinals agree) keeps
     // the old rule, same ordinal. A device not found is not fatal: requests
     // for it are refused here (kNotFound), never sent to another GPU.
-    Result<int> local = g.uuid.empty()
-                            ? (g.device < impl->backend_->device_count()
-                                   ? Result<int>(g.device)
-                                   : Result<int>(Status::NotFound("no such ordinal here")))
-                            : gpu::FindDeviceByUuid(*impl->backend_, g.uuid);
+    Result<int> local = gpu::LocalOrdinal(*impl->backend_, g.device, g.uuid);
     if (!local.ok()) {
       // Expected under a mask (an engine on one GPU of eight): not a warning.
-      spdlog::info("nanokv: kvd's device {}{} is not visible to this process (it sees {})",
-                   g.device, g.uuid.empty() ? "" : " (" + g.uuid + ")",
-                   impl->backend_->device_count());
+      spdlog::info("nanokv: {}", local.status().message());
       continue;
     }
     auto info = impl->backend_->GetDeviceInfo(*local);

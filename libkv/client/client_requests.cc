@@ -147,11 +147,7 @@ Result<int> Client::Impl::LocalDevice(int device) const {
   for (const DeviceGeometry& g : devices_) {
     if (g.device != device) continue;
     if (g.local_device >= 0) return g.local_device;
-    std::string which = "kvd's device " + std::to_string(device);
-    if (!g.uuid.empty()) which += " (" + g.uuid + ")";
-    return Status::NotFound(which + " is not visible to this process (" +
-                            std::to_string(backend_->device_count()) +
-                            " devices here; CUDA_VISIBLE_DEVICES or another device mask?)");
+    return gpu::LocalOrdinal(*backend_, device, g.uuid).status();  // why it is not here
   }
   return Status::InvalidArgument("kvd does not serve device " + std::to_string(device));
 }

@@ -154,20 +154,8 @@ class ObjectStore::Impl {
   Result<int> LocalDeviceLocked(int device) {
     if (auto it = local_.find(device); it != local_.end()) return it->second;
     auto known = uuids_.find(device);
-    if (known == uuids_.end() || known->second.empty()) {
-      // A kvd that sends no uuid numbers devices as this process does.
-      if (device >= 0 && device < backend_->device_count()) return device;
-      return Status::NotFound("nanokv objects: kvd's device " + std::to_string(device) +
-                              " is not visible to this process (" +
-                              std::to_string(backend_->device_count()) + " devices here)");
-    }
-    auto local = gpu::FindDeviceByUuid(*backend_, known->second);
-    if (!local.ok()) {
-      return Status::NotFound("nanokv objects: kvd's device " + std::to_string(device) + " (" +
-                              known->second + ") is not visible to this process (" +
-                              std::to_string(backend_->device_count()) +
-                              " devices here; CUDA_VISIBLE_DEVICES or another device mask?)");
-    }
+    auto local = gpu::LocalOrdinal(*backend_, device, known == uuids_.end() ? "" : known->second);
+    if (!local.ok()) return Status(local.status().code(), "nanokv objects: " + std::string(local.status().message()));
     local_[device] = *local;
     return *local;
   }
