@@ -13,6 +13,9 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc  # the master's API (gRPC), the etcd client
+  etcd-server etcd-client # the master's election; tests start etcd for real
+  libucx-dev ucx-utils    # the data path between nodes (UCX); ucx_perftest is its floor
   libxxhash-dev
   libamdhip64-dev         # ROCm 5.2 headers: the hip backend compiles and links here
   hipcc rocm-device-libs  # HIP compile check of kernels/ (NANOKV_HIP_KERNELS, gfx90a, clang-15)
