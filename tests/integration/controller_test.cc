@@ -154,12 +154,16 @@ TEST_F(ControllerTest, CrashingInstanceRestartsAndItsPagesComeBackEachTime) {
     const ipc::InstanceRow* row = FindInstance(*s, "crasher");
     if (row == nullptr) return false;
     last = *row;
-    uint64_t granted = s->segment.devices[0].granted_pages;
+    // The ledger: while a life holds its pages, crasher is the one tenant
+    // listed and its 4 pages are every page granted; once it is dead, kvd
+    // lists nobody and counts no page granted.
+    const bool holding = PageLedger{}.Diff(*s, {"crasher"}, {{0, 4}}).empty();
+    const bool nothing_held = PageLedger{}.Diff(*s).empty();
     if (StateOf(*row) == InstanceState::kRunning) {
       pids.insert(row->pid);
       const ipc::TenantRow* tenant = FindTenant(*s, "crasher");
-      if (granted == 4 && tenant != nullptr && tenant->pid == row->pid) lives_holding.insert(row->restarts);
-    } else if (granted == 0) {
+      if (holding && tenant != nullptr && tenant->pid == row->pid) lives_holding.insert(row->restarts);
+    } else if (nothing_held) {
       // Dead: kRestarting counts the restart to come, kFailed does not.
       uint32_t life = StateOf(*row) == InstanceState::kRestarting ? row->restarts - 1 : row->restarts;
       if (StateOf(*row) != InstanceState::kStarting) lives_returned.insert(life);
@@ -186,7 +190,7 @@ TEST_F(ControllerTest, CrashingInstanceRestartsAndItsPagesComeBackEachTime) {
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(StateOf(*row), InstanceState::kFailed);
   EXPECT_EQ(row->restarts, 2u);
-  EXPECT_EQ(GrantedPages(), 0u);
+  ExpectLedger(PageLedger{});
 
   // Failed stays failed, to kvd's end: after the stop, kvd's own record of
   // crasher's states still ends at failed (a restart pending at the stop
@@ -268,6 +272,7 @@ TEST_F(ControllerTest, KvdStopTermsThenKillsAndLeavesNothingRunning) {
   ASSERT_GT(engine.pid, 0);
   ASSERT_GT(stubborn.pid, 0);
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 4; }, 20s)) << InstanceLog("engine");
+  ExpectLedger(PageLedger{}, {"engine"}, {{0, 4}});  // the engine's 4 pages, nobody else's
   // Running is not enough: a SIGTERM before its trap is set would end it.
   auto trap_set = [&] { return InstanceLog("stubborn").find("\nstubborn: trap set") != std::string::npos; };
   ASSERT_TRUE(WaitFor(trap_set, 20s)) << InstanceLog("stubborn");

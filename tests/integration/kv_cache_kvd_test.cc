@@ -40,8 +40,12 @@ class KVCacheKvdTest : public KvdFixture {
     }
     return UINT32_MAX;
   }
+  // The tenant's row counts `pages` on device 0, and the ledger agrees: it is
+  // the one tenant kvd lists and its pages are every page kvd counts granted.
   bool UsedPagesBecome(const std::string& tenant, uint32_t pages) {
-    return WaitFor([&] { return UsedPages(tenant) == pages; }, 5s);
+    bool used = WaitFor([&] { return UsedPages(tenant) == pages; }, 5s);
+    ExpectLedger(PageLedger{}, {tenant}, {{0, pages}});
+    return used;
   }
 };
 

@@ -15,6 +15,7 @@ TEST_F(KvctlTest, ListAndTenantsShowWhatTheSegmentSays) {
   Process alpha = HoldingEngine("alpha", 8);
   Process beta = HoldingEngine("beta", 6, {{"NANOKV_GROUP", "g2"}, {"NANOKV_LIMIT", "16M"}});
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 14; }, 20s)) << alpha.Log() << beta.Log();
+  ExpectLedger(PageLedger{}, {"alpha", "beta"}, {{0, 14}});  // theirs, nobody else's
 
   Ran list = Kvctl({"list"});
   ASSERT_EQ(list.code, 0) << list.err;
@@ -180,7 +181,7 @@ TEST_F(KvctlTest, InstancesShowWhatKvdsControllerPublished) {
   EXPECT_EQ((*crasher_json)["signal"].type, Json::Type::kNull);
   EXPECT_EQ((*crasher_json)["restarts"].u64(), 1u);
   EXPECT_EQ((*crasher_json)["pid"].i64(), 0);
-  EXPECT_TRUE(WaitFor([&] { return GrantedPages() == 0; }, 10s)) << "every engine's pages came back";
+  ExpectLedger(PageLedger{});  // every engine's pages came back
 
   // watch shows them after the tenants; top --once between devices and tenants.
   Ran watch = Kvctl({"watch", ipc_, "-n", "0.2", "--count", "1"});
@@ -203,6 +204,7 @@ TEST_F(KvctlTest, WatchAndTopOnceRefreshTheSameFigures) {
   StartKvd(32);
   Process alpha = HoldingEngine("alpha", 4);
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 4; }, 20s)) << alpha.Log();
+  ExpectLedger(PageLedger{}, {"alpha"}, {{0, 4}});
   Ran watch = Kvctl({"watch", ipc_, "-n", "0.2", "--count", "2", "--json"});
   ASSERT_EQ(watch.code, 0) << watch.err;
   std::istringstream lines(watch.out);
@@ -249,6 +251,7 @@ TEST_F(KvctlTest, TopInTmuxShowsTenantsAndQuitsOnQ) {
   Process alpha = HoldingEngine("alpha", 8);
   Process beta = HoldingEngine("beta", 6, {{"NANOKV_GROUP", "g2"}, {"NANOKV_LIMIT", "16M"}});
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 14; }, 20s)) << alpha.Log() << beta.Log();
+  ExpectLedger(PageLedger{}, {"alpha", "beta"}, {{0, 14}});  // theirs, nobody else's
 
   Tmux tmux(dir_.path());
   const std::string exit_file = dir_.path() + "/top.exit";

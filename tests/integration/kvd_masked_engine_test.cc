@@ -95,8 +95,12 @@ TEST_F(KvdMaskedEngineTest, AMaskedClientWritesAndReadsKvdsDevice1) {
   std::vector<std::byte> back(pattern.size());
   ASSERT_OK(client->CopyToHost(back.data(), (*tensor)->data(), back.size()));
   EXPECT_EQ(back, pattern);
-  EXPECT_TRUE(WaitFor([&] { return UsedPages("masked", 1) == 4; }, 5s));
-  EXPECT_EQ(UsedPages("masked", 0), 0u);
+  PageLedger ledger;  // the tensor's four pages, on kvd's device 1 only
+  ledger.Attach("masked", "");
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < 4; ++i) ids.push_back(*(*tensor)->page_id(i));
+  ledger.Hold("masked", 1, ids);
+  ExpectLedger(ledger);
 
   // kvd's device 0 is not this process's: a clear refusal, nothing sent.
   auto granted = client->Grant(0, 1);
@@ -105,7 +109,7 @@ TEST_F(KvdMaskedEngineTest, AMaskedClientWritesAndReadsKvdsDevice1) {
             std::string::npos)
       << granted.status().ToString();
   EXPECT_EQ(KVTensor::Create(*client, 0, kPage).status().code(), Code::kNotFound);
-  EXPECT_EQ(UsedPages("masked", 0), 0u);
+  ExpectLedger(ledger);
 }
 
 // An engine process started under the mask, as kvd's instances or a
@@ -119,11 +123,12 @@ TEST_F(KvdMaskedEngineTest, AnEngineUnderAMaskAttachesToTheRightDevice) {
   Process right = StartEngine("right", {"--pages", "8", "--step", "4", "--rounds", "1",
                                         "--hold-ms", "60000"}, env);
   ASSERT_TRUE(WaitFor([&] { return UsedPages("right", 1) == 8; }, 20s)) << right.Log();
-  EXPECT_EQ(UsedPages("right", 0), 0u);
+  ExpectLedger(PageLedger{}, {"right"}, {{1, 8}});  // kvd's device 1 only, nobody else's
   EXPECT_TRUE(WaitFor([&] { return right.Log().find("mapped and verified") != std::string::npos; }, 20s))
       << right.Log();
   right.Signal(SIGKILL);
   ASSERT_EQ(right.Wait(5s), 128 + SIGKILL);
+  ExpectLedger(PageLedger{});  // every page of the killed engine came back
 
   env["NANOKV_DEVICE"] = "0";
   Process wrong = StartEngine("wrong", {"--pages", "8", "--step", "4", "--rounds", "1"}, env);
@@ -131,7 +136,7 @@ TEST_F(KvdMaskedEngineTest, AnEngineUnderAMaskAttachesToTheRightDevice) {
   ASSERT_TRUE(code.has_value());
   EXPECT_NE(*code, 0);
   EXPECT_NE(wrong.Log().find("not visible to this process"), std::string::npos) << wrong.Log();
-  EXPECT_EQ(UsedPages("wrong", 0), 0u);
+  ExpectLedger(PageLedger{});  // the refused engine holds nothing
 }
 
 // The object store's own connection maps kvd's device by the plan's uuid.

@@ -47,11 +47,19 @@ class KvdProtocolTest : public KvdFixture {
     EXPECT_NE(reply.error().message().find(fault), std::string::npos) << reply.error().message();
   }
 
-  void ExpectKvdServes() {
+  // kvd still serves: a new tenant gets a page, and kvd's rows show that
+  // page held by it, besides what `ledger` says the test's peers hold (a
+  // refused request took nothing).
+  void ExpectKvdServes(PageLedger ledger = {}) {
     EXPECT_TRUE(kvd_.Running()) << kvd_.Log();
-    auto client = AttachClient("after-" + std::to_string(++probes_));
+    const std::string tenant = "after-" + std::to_string(++probes_);
+    auto client = AttachClient(tenant);
     ASSERT_TRUE(client);
-    EXPECT_TRUE(client->Grant(0, 1).ok());
+    auto granted = client->Grant(0, 1);
+    ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+    ledger.Attach(tenant, "");
+    ledger.Hold(tenant, 0, *granted);
+    ExpectLedger(ledger);
   }
 
   static std::vector<std::byte> Bytes(wire::Message m, bool set_version = true) {
@@ -125,8 +133,13 @@ TEST_F(KvdProtocolTest, MalformedMessagesGetErrorsAndKvdCarriesOn) {
 
   // After all that, the same connection still works.
   ASSERT_TRUE(c.Send(Bytes(grant)).ok());
-  EXPECT_TRUE(Reply(c).has_grant_reply());
-  ExpectKvdServes();
+  wire::Message granted = Reply(c);
+  ASSERT_TRUE(granted.has_grant_reply()) << granted.DebugString();
+  ASSERT_EQ(granted.grant_reply().pages_size(), 1);
+  PageLedger ledger;  // raw holds that one page: none of the refused requests took any
+  ledger.Attach("raw", "");
+  ledger.Hold("raw", 0, std::vector<uint32_t>{granted.grant_reply().pages(0).page_id()});
+  ExpectKvdServes(ledger);
 }
 
 TEST_F(KvdProtocolTest, AConnectionThatKeepsFaultingIsClosed) {

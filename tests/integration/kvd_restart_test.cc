@@ -219,10 +219,20 @@ TEST_F(KvdRestartTest, PagesNotHandedBackAreFreedWhenTheWindowEnds) {
       continue;  // asked too late: `other` detaches, and its pages serve the next round
     }
     EXPECT_EQ(early.status().code(), Code::kResourceExhausted) << early.status().ToString();
-    // ...and once it closes they are free again.
-    bool all = WaitFor([&] { return other->Grant(0, kPages).ok(); }, window + std::chrono::seconds(10));
-    EXPECT_TRUE(all) << kvd_.Log();
+    // ...and once it closes they are free again: `other` holds every page.
+    std::vector<GrantedPage> all;
+    bool freed = WaitFor([&] {
+      auto granted_all = other->Grant(0, kPages);
+      if (granted_all.ok()) all = *granted_all;
+      return granted_all.ok();
+    }, window + std::chrono::seconds(10));
+    EXPECT_TRUE(freed) << kvd_.Log();
     EXPECT_FALSE((*engine)->connected());
+    PageLedger ledger;  // the engine that never came back is listed no more
+    ledger.Attach("other", "elsewhere");
+    ledger.Hold("other", 0, all);
+    EXPECT_EQ(ledger.Held("other", 0).size(), kPages);
+    ExpectLedger(ledger);
     break;
   }
 }
@@ -249,6 +259,9 @@ TEST_F(KvdRestartTest, AStaleEngineCannotClaimPagesItDoesNotHold) {
   ipc::Snapshot s = Read();
   ExpectCountsExact(s);
   EXPECT_EQ(s.segment.devices[0].granted_pages, 0u);
+  PageLedger ledger;  // attached again, holding nothing
+  ledger.Attach("late", "late-group");
+  ExpectLedger(ledger);
 }
 
 }  // namespace
