@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)  # JSON log lines (ops/logging.cc), tests that parse JSON
 find_package(Boost 1.74 REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(PkgConfig REQUIRED)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The house's rules, checked from the source (CI runs this; docs/ARCHITECTURE.md,
 # "Layout", says why each holds):
-#   1. the ground floor (base/, gpu/, ipc/, kernels/) includes nothing from the
+#   1. the ground floor (base/, gpu/, ipc/, kernels/, ops/) includes nothing from the
 #      floors above it (libkv/, daemon/, master/, kvctl/), and base/ includes
 #      nothing of ours but itself;
 #   2. libkv/ (what engines link) includes nothing of daemon/, master/, kvctl/,
@@ -26,8 +26,8 @@ includes() {
 }
 
 upper='libkv/|daemon/|master/|kvctl/|nanokv/(client|kv_tensor|kv_cache|layer_cache_handle|object_store|nanokv)\.h'
-includes base "ipc/|gpu/|kernels/|$upper" "base/ includes nothing of ours above it"
-for floor in gpu ipc kernels; do
+includes base "ipc/|gpu/|kernels/|ops/|$upper" "base/ includes nothing of ours above it"
+for floor in gpu ipc kernels ops; do
   includes "$floor" "$upper" "$floor/ is ground floor: it may include base/ and its neighbours only"
 done
 includes libkv "daemon/|master/|kvctl/" "libkv/ (what engines link) may not include kvd's or kvctl's code"

@@ -10,6 +10,8 @@ packages=(
   libspdlog-dev libfmt-dev
   libcli11-dev
   libyaml-cpp-dev
+  nlohmann-json3-dev      # JSON log lines (ops/logging.cc); tests parse JSON with it
+  prometheus              # kvd_prometheus_test scrapes kvd with a real Prometheus; promtool checks /metrics
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libprotobuf-dev protobuf-compiler
