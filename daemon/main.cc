@@ -17,8 +17,10 @@
 
 #include "daemon/config/config.h"
 #include "daemon/config/kvd_flags.h"
+#include "daemon/config/observability_keys.h"
 #include "daemon/controller/controller.h"
 #include "daemon/server/fd_budget.h"
+#include "daemon/server/kvd_metrics.h"
 #include "daemon/server/node_server.h"
 #include "daemon/node/node_state.h"
 #include "daemon/objects/object_index.h"
@@ -27,6 +29,10 @@
 #include "base/naming.h"
 #include "ipc/uds/channel.h"
 #include "base/open_file_limit.h"
+#include "ops/http_server.h"
+#include "ops/metrics.h"
+#include "ops/sd_notify.h"
+#include "ops/version.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -102,11 +108,30 @@ int Main(int argc, char** argv) {
   CLI::App app{"kvd: the nanokv node daemon. It owns GPU memory as physical pages and shares "
                "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>)."};
   KvdFlags flags(&app);
+  app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
   CLI11_PARSE(app, argc, argv);
+  // Every line to stderr (before the config is read too), and as the config
+  // says: a file besides, text or JSON lines (ops/logging.h).
+  (void)ops::SetUpLogging({});
   auto loaded = flags.Load();
   if (!loaded.ok()) return Fail(loaded.status());
   const KvdConfig& config = *loaded;
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  Status logging = ops::SetUpLogging(LogOptionsOf(config));
+  if (!logging.ok()) return Fail(logging);
+  spdlog::info("{}", ops::VersionLine("kvd"));
+
+  // /metrics, when a port is configured: bound first, so a port in use stops
+  // kvd before it made anything. Its own thread renders `registry`; kvd's
+  // series join it once the node exists. Declared before everything the
+  // render reads, so the server (and its thread) goes first at the end.
+  ops::Registry registry;
+  std::unique_ptr<KvdMetrics> metrics;
+  std::unique_ptr<ops::MetricsServer> metrics_server;
+  if (config.metrics_port) {
+    auto started = ops::MetricsServer::Start(MetricsOptionsOf(config), [&registry] { return registry.Render(); });
+    if (!started.ok()) return Fail(started.status());
+    metrics_server = std::move(started).value();
+  }
   // Every page kvd creates keeps an exported fd open (daemon/server/fd_budget.h).
   OpenFileLimit files = RaiseOpenFileLimit();
   if (files.after != files.before) {
@@ -203,8 +228,20 @@ int Main(int argc, char** argv) {
                  server_options.max_connections, server_options.max_connections_per_process);
   }
   NodeServer server(**node, std::move(*listener), server_options);
-  server.SetPublisher([&](const NodeState& n) { publisher.Publish(n); });
   server.SetObjectStore(objects.get());
+  if (metrics_server) {
+    std::vector<int> ordinals;
+    for (size_t d = 0; d < (*node)->device_count(); ++d) ordinals.push_back((*node)->device_ordinal(d));
+    metrics = std::make_unique<KvdMetrics>(registry, config.ipc_name, ordinals, objects != nullptr);
+    server.SetMetrics(metrics.get());
+  }
+  server.SetPublisher([&](const NodeState& n) {
+    publisher.Publish(n);
+    if (metrics) {  // what /metrics reads that the segment does not hold
+      metrics->PublishServer(server.connection_count(), server.shed_connections());
+      if (objects) metrics->PublishObjects(objects->Stats());
+    }
+  });
 
   // The controller, when the config lists instances. It starts them only
   // once the socket listens (Bind above listens; the server accepts what
@@ -235,6 +272,10 @@ int Main(int argc, char** argv) {
   }
   spdlog::info("kvd: ready: ipc name '{}', socket {}, segment /dev/shm/nanokv_{}", config.ipc_name,
                socket_path, config.ipc_name);
+  if (metrics_server) spdlog::info("kvd: metrics at {}", metrics_server->url());
+  // systemd's Type=notify: ready once the socket accepts (no-op elsewhere).
+  Status notified = ops::SdNotify("READY=1\nSTATUS=serving " + socket_path);
+  if (!notified.ok()) spdlog::warn("kvd: sd_notify: {}", notified.ToString());
   if (controller) {
     Status started = controller->Start();
     if (!started.ok()) {
@@ -246,6 +287,7 @@ int Main(int argc, char** argv) {
     spdlog::info("kvd: controller: {} instance(s)", config.instances.size());
   }
   Status ran = server.Run();
+  (void)ops::SdNotify("STOPPING=1");
   // Stopped by the controller after its instances ended, or the server
   // failed by itself: then the instances are stopped now (a no-op otherwise).
   if (controller) controller->Stop();

@@ -22,6 +22,7 @@
 #include "kvctl/top.h"
 #include "kvctl/views.h"
 #include "kvctl/watch.h"
+#include "ops/version.h"
 #include "base/human_size.h"
 
 namespace nanokv::kvctl {
@@ -323,6 +324,7 @@ int Main(int argc, char** argv) {
                "kvctl"};
   Flags flags;
   Commands commands = Define(app, flags);
+  app.set_version_flag("--version", ops::VersionLine("kvctl"), "print kvctl's version, commit and backends, and exit");
   std::vector<const char*> raw;
   for (const std::string& arg : args) raw.push_back(arg.c_str());
   try {

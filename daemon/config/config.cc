@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "base/naming.h"
+#include "daemon/config/observability_keys.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -70,7 +71,7 @@ Status OneOf(const YamlField& field, std::initializer_list<const char*> words, s
 // file's key and a flag over it (ApplyOverride) both go through.
 using KeyReader = std::function<Status(const YamlField&)>;
 std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdConfig* c) {
-  return {
+  std::map<std::string, KeyReader> keys = {
       {"ipc_name", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->ipc_name, f.Scalar()); return Status::OK(); }},
       {"backend", [c](const YamlField& f) { return OneOf(f, {"auto", "cuda", "hip", "host"}, &c->backend); }},
       {"devices", [c](const YamlField& f) {
@@ -120,6 +121,8 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
          else return f.Bad("'" + text + "' is not true or false");
          return Status::OK(); }},
   };
+  AddObservabilityKeys(base_dir, c, &keys);  // log_file, log_format, metrics_*
+  return keys;
 }
 
 Status Apply(const std::string& origin, const std::string& base_dir, const YAML::Node& root,

@@ -49,6 +49,11 @@ struct KvdConfig {
   uint32_t max_connections = 0;
   uint32_t max_connections_per_process = 64;
   uint32_t busy_poll_us = 0;             // poll without sleeping after a request (0: off)
+  // What operators see (observability_keys.h, docs/OPERATIONS.md).
+  std::string log_file;                  // empty: stderr only; else stderr and appended here
+  std::string log_format = "text";       // text | json (one JSON object per line)
+  std::optional<uint16_t> metrics_port;  // unset: no /metrics; 0: a free port, logged
+  std::string metrics_address = "127.0.0.1";
 };
 
 // Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/server/kvd_metrics.h"
 #include "ipc/uds/fd_passing.h"
 #include "ipc/wire/codec.h"
 #include "ipc/wire/object_codec.h"
@@ -186,9 +187,11 @@ void NodeServer::OnReadable(int fd) {
 
 void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
                         std::vector<int>* fds) {
+  RequestTimer timed(metrics_);  // latency and refusals for /metrics, when on
   wire::Message m;
   Status decoded = wire::Decode(data, &m);
   if (!decoded.ok()) return Fault(c, m.request_id(), decoded);
+  timed.SetKind(m.body_case());
   uint64_t rid = m.request_id();
   uint64_t now = NowUnixNs();
   if (m.body_case() == wire::Message::kAdopt && c.tenant != 0) return HandleAdopt(c, m, fds);
@@ -234,6 +237,7 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
       reply.set_request_id(rid);
       reply.mutable_return_reply()->set_returned(static_cast<uint32_t>(ids.size()));
       Send(c, reply);
+      if (metrics_ != nullptr) metrics_->PagesReturned(m.return_pages().device(), ids.size());
       return;
     }
     case wire::Message::kSetLimit:
@@ -370,6 +374,7 @@ void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
     std::span<const int> batch(fds.data() + batch_start, next_fd - batch_start);
     if (!Send(c, reply, batch)) return;
   } while (i < pages.size());
+  if (metrics_ != nullptr) metrics_->PagesGranted(device, pages.size());
 }
 
 void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
@@ -419,6 +424,7 @@ void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
   Status evicted = node_.Evict(t->id, static_cast<uint32_t>(wanted));
   if (!evicted.ok()) return SendError(c, rid, evicted);
   spdlog::info("kvd: evict: asked tenant '{}' for {} of its {} pages", t->name, asked, held);
+  if (metrics_ != nullptr) metrics_->EvictRequested(asked);
   wire::Message reply;
   reply.set_request_id(rid);
   reply.mutable_evict_reply()->set_pages_requested(asked);
@@ -437,6 +443,7 @@ bool NodeServer::Send(Connection& c, const wire::Message& m, std::span<const int
 }
 
 void NodeServer::SendError(Connection& c, uint64_t request_id, const Status& status) {
+  if (metrics_ != nullptr) metrics_->Refused(status.code());
   Send(c, wire::ErrorReply(request_id, status));
 }
 
@@ -460,9 +467,11 @@ void NodeServer::DeliverNotices() {
       m.mutable_reclaim()->set_device(notice.device);
       m.mutable_reclaim()->set_pages(notice.pages);
       m.mutable_reclaim()->set_limit_bytes(notice.limit_bytes);
+      if (metrics_ != nullptr) metrics_->ReclaimNotice(notice.pages);
     } else {
       m.mutable_forget()->set_device(notice.device);
       for (PageId id : notice.page_ids) m.mutable_forget()->add_page_ids(id);
+      if (metrics_ != nullptr) metrics_->ForgetNotice();
     }
     Send(*c->second, m);
   }
@@ -478,6 +487,7 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
     std::string name = t != nullptr ? t->name : "?";
     Status detached = node_.Detach(c.tenant);
     tenant_fds_.erase(c.tenant);
+    if (metrics_ != nullptr) metrics_->EngineLost(used / node_.page_bytes());
     spdlog::info("kvd: tenant '{}' (pid {}) gone ({}): {} bytes back in the pool", name,
                  c.peer.pid, reason, used);
     if (!detached.ok()) spdlog::error("kvd: detach: {}", detached.ToString());
@@ -502,6 +512,7 @@ void NodeServer::Shutdown() {
   // Engines keep the pages they mapped past kvd's stop and reconnect to the
   // next kvd: the journal keeps saying they hold them.
   pages_held_at_stop_ = node_.HoldsPages();
+  metrics_ = nullptr;  // engines let go at the stop are not lost ones
   node_.SetJournal(nullptr);
   wire::Message notice;
   notice.mutable_shutdown()->set_reason("kvd is stopping");

@@ -28,6 +28,7 @@
 
 namespace nanokv::kvd {
 
+class KvdMetrics;
 class ObjectIndex;
 
 struct ServerOptions {
@@ -73,6 +74,10 @@ class NodeServer {
   // The object store object requests go to (daemon/server/node_server_objects.cc);
   // nullptr: they are answered kUnavailable. `store` must outlive the server.
   void SetObjectStore(ObjectIndex* store) { objects_ = store; }
+  // Where the server counts requests, refusals and pages for /metrics
+  // (kvd_metrics.h); nullptr (the default): metrics off, nothing counted.
+  // `metrics` must outlive the server.
+  void SetMetrics(KvdMetrics* metrics) { metrics_ = metrics; }
 
   // Runs until Stop() (from any thread or a signal handler's thread). On
   // return every engine was told kvd is stopping and every connection closed.
@@ -149,6 +154,7 @@ class NodeServer {
 
   NodeState& node_;  // must remain live while the server exists
   ObjectIndex* objects_ = nullptr;
+  KvdMetrics* metrics_ = nullptr;
   ipc::Listener listener_;
   ServerOptions options_;
   std::function<void(const NodeState&)> publish_;

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/server/kvd_metrics.h"
 #include "daemon/server/node_server.h"
 #include "ipc/wire/codec.h"
 
@@ -103,6 +104,7 @@ void NodeServer::Accept() {
       }
     }
     ++per_process_[c->peer.pid];
+    if (metrics_ != nullptr) metrics_->ConnectionAccepted();
     spdlog::debug("kvd: connection from pid {} uid {}", c->peer.pid, c->peer.uid);
     connections_[fd] = std::move(c);
   }
@@ -115,6 +117,7 @@ void NodeServer::Refuse(std::unique_ptr<Connection> c, const Status& why) {
   // hangs up (OnReadable drains it, then closes), so the peer's first send
   // does not fail before it could read why. Closing with unread data would
   // reset the peer's end.
+  if (metrics_ != nullptr) metrics_->ConnectionRefused(why.code());
   SendError(*c, 0, why);
   c->refused = true;
   c->refusal = why;
