@@ -7,11 +7,18 @@
 // `make demo` run it; kvd's controller runs it from configs/demo.yaml, and an
 // instance's `device` reaches it as NANOKV_DEVICE (the default of --device).
 //
+// When kvd goes away (killed, or restarted), the engine keeps its pages and
+// their bytes (the mappings outlive kvd), waits while libkv reconnects to the
+// next kvd of the same IPC name, checks every page still holds what it wrote,
+// and carries on; it gives up after --reconnect-wait-ms.
+//
 // Exit codes: 0 all held; 1 an error (named on stderr); 2 bad usage or
 // nanokv not enabled; 3 a page did not hold the bytes this engine wrote.
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -46,10 +53,16 @@ struct Options {
   uint32_t write_seed = 0;
   std::string ids_out;     // grow mode: write the page ids held at full size here
   int exit_holding = -1;   // >= 0: exit with this code while holding round 0's pages
+  int reconnect_wait_ms = 90'000;  // how long to wait for a restarted kvd (libkv tries for 60 s)
 };
 
 using examples::PageTag;
 using examples::PageWords;
+
+// SIGUSR1 ends the hold in progress and skips later ones: a test (or a demo)
+// moves the engine on at the moment it chooses, not when a timer says.
+std::atomic<bool> g_hurry{false};
+void OnHurry(int) { g_hurry = true; }
 
 class Engine {
  public:
@@ -59,6 +72,31 @@ class Engine {
   int RunShare();
 
  private:
+  // Runs `request` (one that asks kvd something); while it fails because kvd
+  // went away, waits for the reconnect, then runs it again.
+  // (kUnavailable may also be a hung kvd's timeout: a few tries, not forever.)
+  Status WithKvd(const std::function<Status()>& request) {
+    for (int attempt = 1;; ++attempt) {
+      Status s = request();
+      if (s.code() != Code::kUnavailable || attempt == 5) return s;
+      NANOKV_RETURN_IF_ERROR(AwaitKvd());
+    }
+  }
+  // Unmaps the last `pages` pages and returns them. With kvd gone the return
+  // cannot be sent, but the pages are this engine's no more all the same:
+  // libkv leaves them out of what it hands the next kvd, which frees them.
+  // So no retry (that would give back pages twice).
+  Status GiveBack(size_t pages) {
+    Status s = tensor_->Shrink(pages);
+    return s.code() == Code::kUnavailable ? Status::OK() : s;
+  }
+  // After kvd went away: waits until libkv has reconnected (or gives up),
+  // then checks the KV survived. The pages stay mapped meanwhile.
+  Status AwaitKvd();
+  // In a hold: notices a restart that libkv handled in the background.
+  Status NoticeRestart() { return client_.connected() ? Reconnected() : AwaitKvd(); }
+  Status Reconnected();
+
   uint64_t Tag(size_t index) const { return PageTag(seed(), index); }
   uint32_t seed() const { return o_.seed != 0 ? o_.seed : static_cast<uint32_t>(getpid()); }
   void* PageAddress(size_t index) const {
@@ -92,7 +130,7 @@ class Engine {
       std::printf("engine %d: kvd asked for %u pages back, returning %zu\n", getpid(), wanted, give);
       std::fflush(stdout);
     }
-    return tensor_->Shrink(give);
+    return GiveBack(give);
   }
   void Pause(int ms) {
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -102,7 +140,41 @@ class Engine {
   const Options& o_;
   std::unique_ptr<KVTensor> tensor_;
   std::atomic<uint32_t> reclaim_{0};
+  uint64_t reconnects_seen_ = 0;
 };
+
+Status Engine::AwaitKvd() {
+  if (client_.connected()) return Reconnected();  // back already
+  const size_t held = tensor_ ? tensor_->mapped_prefix() : 0;
+  std::printf("engine %d: kvd went away; holding %zu pages, waiting for it to come back\n", getpid(), held);
+  std::fflush(stdout);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.reconnect_wait_ms);
+  while (!client_.connected()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Unavailable("kvd did not come back within " + std::to_string(o_.reconnect_wait_ms) +
+                                 " ms (--reconnect-wait-ms)");
+    }
+    Pause(20);
+  }
+  return Reconnected();
+}
+
+Status Engine::Reconnected() {
+  const uint64_t reconnects = client_.stats().reconnects;
+  if (reconnects == reconnects_seen_) return Status::OK();  // it never went away (a slow kvd)
+  reconnects_seen_ = reconnects;
+  if (uint64_t lost = client_.stats().pages_forfeited; lost > 0) {
+    // The new kvd did not take them back (its recovery window ended first):
+    // their ids may be another engine's now.
+    return Status::FailedPrecondition("the restarted kvd did not take back " + std::to_string(lost) +
+                                      " of this engine's pages");
+  }
+  NANOKV_RETURN_IF_ERROR(CheckAll());
+  std::printf("engine %d: reconnected to kvd; its %zu pages hold their bytes, carrying on\n", getpid(),
+              tensor_ ? tensor_->mapped_prefix() : size_t{0});
+  std::fflush(stdout);
+  return Status::OK();
+}
 
 int Report(const Status& status) {
   std::fprintf(stderr, "engine %d: %s\n", getpid(), status.ToString().c_str());
@@ -122,7 +194,7 @@ int Engine::RunGrowShrink() {
       if (!s.ok()) return Report(s);
       size_t at = tensor_->mapped_prefix();
       size_t grow = std::min(o_.step, o_.pages - at);
-      s = tensor_->Grow(grow);
+      s = WithKvd([&] { return tensor_->Grow(grow); });
       if (s.code() == Code::kResourceExhausted) {
         // Over a limit or the device is full. A real engine would preempt a
         // request; this one waits a little for pages to come free, then
@@ -164,13 +236,15 @@ int Engine::RunGrowShrink() {
     }
     // Hold, answering kvd's reclaim requests as they come.
     auto hold_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.hold_ms);
-    while (std::chrono::steady_clock::now() < hold_end) {
+    while (std::chrono::steady_clock::now() < hold_end && !g_hurry) {
+      if (!(s = NoticeRestart()).ok()) return Report(s);
       if (!(s = AnswerReclaim()).ok()) return Report(s);
       Pause(5);
     }
     while (tensor_->mapped_prefix() > 0) {
       if (!(s = CheckAll()).ok()) return Report(s);
-      if (!(s = tensor_->Shrink(std::min(o_.step, tensor_->mapped_prefix()))).ok()) return Report(s);
+      const size_t give = std::min(o_.step, tensor_->mapped_prefix());
+      if (!(s = GiveBack(give)).ok()) return Report(s);
       Pause(o_.step_ms);
     }
     reclaim_ = 0;  // an empty tensor has answered any reclaim
@@ -182,7 +256,7 @@ int Engine::RunShare() {
   auto tensor = KVTensor::Create(client_, o_.device, o_.share_ids.size() * client_.page_bytes());
   if (!tensor.ok()) return Report(tensor.status());
   tensor_ = std::move(tensor).value();
-  Status s = tensor_->MapShared(0, o_.device, o_.share_ids);
+  Status s = WithKvd([&] { return tensor_->MapShared(0, o_.device, o_.share_ids); });
   if (!s.ok()) return Report(s);
   for (size_t i = 0; i < o_.share_ids.size(); ++i) {
     if (!(s = Check(i, PageTag(o_.expect_seed, i))).ok()) return Report(s);
@@ -200,7 +274,7 @@ int Main(int argc, char** argv) {
   app.add_option("--pages", o.pages, "tensor size in pages, and how far each round grows")->check(CLI::PositiveNumber);
   app.add_option("--step", o.step, "pages per grant")->check(CLI::PositiveNumber);
   app.add_option("--rounds", o.rounds, "grow/shrink rounds")->check(CLI::NonNegativeNumber);
-  app.add_option("--hold-ms", o.hold_ms, "time held at full size each round");
+  app.add_option("--hold-ms", o.hold_ms, "time held at full size each round (SIGUSR1 ends the holds)");
   app.add_option("--step-ms", o.step_ms, "pause between steps");
   app.add_option("--seed", o.seed, "pattern seed (default: pid)");
   app.add_option("--ids-out", o.ids_out, "write the page ids held at full size to this file");
@@ -210,8 +284,12 @@ int Main(int argc, char** argv) {
   app.add_option("--exit-holding", o.exit_holding,
                  "exit with this code after the first round's hold, pages still held (a crash, for tests)")
       ->check(CLI::Range(0, 255));
+  app.add_option("--reconnect-wait-ms", o.reconnect_wait_ms,
+                 "when kvd goes away, how long to wait for it to come back before giving up")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", o.quiet, "print only errors");
   CLI11_PARSE(app, argc, argv);
+  signal(SIGUSR1, OnHurry);
 
   auto client = Client::AttachFromEnv();
   if (!client.ok()) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -262,6 +263,56 @@ TEST_F(KvdRestartTest, AStaleEngineCannotClaimPagesItDoesNotHold) {
   PageLedger ledger;  // attached again, holding nothing
   ledger.Attach("late", "late-group");
   ExpectLedger(ledger);
+}
+
+// The example engine (issue 21, item 10): kvd is killed while the engine
+// holds its KV; the engine waits, libkv reconnects it to the next kvd, which
+// takes its pages back under their ids, and the engine finds every page's
+// bytes intact, then (SIGUSR1 ends its hold) finishes its rounds and exits 0.
+TEST_F(KvdRestartTest, ExampleEngineSurvivesKill9WithItsKvIntact) {
+  StartKvd(kPages);
+  Process engine = StartEngine("engine", {"--pages", "8", "--step", "2", "--rounds", "2", "--hold-ms", "600000",
+                                          "--seed", "77", "--ids-out", dir_.path() + "/ids"});
+  ASSERT_TRUE(WaitFor([&] { return engine.Log().find("round 0:") != std::string::npos; },
+                      std::chrono::seconds(30))) << engine.Log();
+  std::vector<uint32_t> ids;  // the 8 pages it holds now, as it wrote them down
+  {
+    std::ifstream in(dir_.path() + "/ids");
+    for (uint32_t id; in >> id;) {
+      ids.push_back(id);
+      unsigned long long tag;
+      in >> tag;
+    }
+  }
+  ASSERT_EQ(ids.size(), 8u);
+  KillKvd();
+  ASSERT_TRUE(WaitFor([&] { return engine.Log().find("kvd went away") != std::string::npos; },
+                      std::chrono::seconds(30))) << engine.Log();
+  EXPECT_TRUE(engine.Running()) << engine.Log();  // it waits, it does not exit
+
+  StartKvd(kPages);
+  // The engine is back with its own page ids, counted exactly.
+  ASSERT_TRUE(WaitFor([&] {
+    ipc::Snapshot s = Read();
+    const ipc::TenantRow* row = TenantNamed(s, "engine");
+    return row != nullptr && row->used_pages[0] == 8;
+  }, std::chrono::seconds(20))) << engine.Log() << kvd_.Log();
+  PageLedger ledger;
+  ledger.Attach("engine", "");
+  ledger.Hold("engine", 0, ids);
+  ExpectLedger(ledger);
+  ASSERT_TRUE(WaitFor([&] { return engine.Log().find("reconnected to kvd") != std::string::npos; },
+                      std::chrono::seconds(20))) << engine.Log();
+  engine.Signal(SIGUSR1);  // on with its rounds: grow again from the new kvd, verify, shrink
+
+  auto code = engine.Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value()) << "the engine never finished:\n" << engine.Log();
+  EXPECT_EQ(*code, 0) << engine.Log();  // 3 would be a page that lost its bytes
+  EXPECT_NE(engine.Log().find("reconnected to kvd; its 8 pages hold their bytes"), std::string::npos)
+      << engine.Log();
+  EXPECT_NE(engine.Log().find("round 1:"), std::string::npos) << engine.Log();
+  EXPECT_TRUE(WaitFor([&] { return GrantedPages() == 0; }, std::chrono::seconds(10)));
+  ExpectLedger(PageLedger{});
 }
 
 }  // namespace
