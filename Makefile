@@ -14,7 +14,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 endif
 
-.PHONY: deps build demo test test-asan test-tsan clean
+.PHONY: deps build demo test test-asan test-tsan install clean
 
 deps:
 	@scripts/install-deps.sh
@@ -30,6 +30,13 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# kvd, kvctl, the libraries and headers engines build against, the Python
+# package, configs and systemd units (docs/OPERATIONS.md, "Install"), under
+# PREFIX (default /usr/local). DESTDIR=... stages it for a package.
+PREFIX ?=
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 # Sanitizers (docs/RELIABILITY.md): a build directory each, benchmarks and
 # kernels/ left out (nvcc is slow, the kernels' tests need a GPU, and the plain

@@ -18,7 +18,7 @@ record=${2:-}
 
 tmp=${TMPDIR:-/tmp}
 left=(/dev/shm/nanokv*
-      "$tmp"/nanokv-test-* "$tmp"/nanokv_py_* "$tmp"/nanokv_decode_*
+      "$tmp"/nanokv-test-* "$tmp"/nanokv_py_* "$tmp"/nanokv_decode_* "$tmp"/nanokv-install.*
       /tmp/nanokv/*.sock)
 
 if [ "$mode" = --record ]; then

@@ -6,6 +6,10 @@
 #include <arpa/inet.h>
 #include <signal.h>
 
+#include <cctype>
+#include <cstring>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/metrics_fixture.h"
@@ -135,6 +139,58 @@ TEST_F(KvdPrometheusTest, PrometheusScrapesWhatTheSegmentSays) {
     return pages["nanokv_granted_pages_total{device=0,request=grant}"] == 8 &&
            grants["nanokv_request_duration_seconds_count{request=grant}"] == 2;
   }, 30s));
+}
+
+// The Grafana dashboard (packaging/grafana) asks only for series kvd
+// serves, in PromQL that Prometheus accepts.
+TEST_F(KvdPrometheusTest, TheDashboardsQueriesAreValidAndNameKvdsSeries) {
+  const std::string config = dir_.path() + "/kvd.yaml";
+  std::ofstream(config) << "object_store:\n  size: 4MiB\n";  // its series too
+  StartKvdWithMetrics(8, {"--config", config});
+  StartPrometheus();
+  if (IsSkipped() || HasFatalFailure()) return;
+  auto scraped = Scrape();
+  ASSERT_TRUE(scraped.ok());
+  std::set<std::string> families;  // "# TYPE <name> <type>"
+  std::istringstream lines(*scraped);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("# TYPE ")) families.insert(line.substr(7, line.find(' ', 7) - 7));
+  }
+  std::ifstream file(std::string(NANOKV_SOURCE_DIR) + "/packaging/grafana/nanokv-dashboard.json");
+  nlohmann::json dashboard = nlohmann::json::parse(file);
+  int queries = 0;
+  for (const auto& panel : dashboard["panels"]) {
+    if (!panel.contains("targets")) continue;
+    for (const auto& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      ++queries;
+      for (size_t at = expr.find("nanokv_"); at != std::string::npos; at = expr.find("nanokv_", at + 1)) {
+        size_t end = expr.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", at);
+        std::string name = expr.substr(at, end - at);
+        for (const char* suffix : {"_bucket", "_count", "_sum"}) {
+          if (!families.count(name) && name.ends_with(suffix)) name.resize(name.size() - std::strlen(suffix));
+        }
+        EXPECT_TRUE(families.count(name)) << panel["title"] << ": kvd serves no " << name;
+      }
+      for (auto [from, to] : {std::pair<std::string, std::string>{"$instance", ".*"}, {"$__rate_interval", "1m"}}) {
+        for (size_t at; (at = expr.find(from)) != std::string::npos;) expr.replace(at, from.size(), to);
+      }
+      std::string encoded;
+      for (unsigned char c : expr) {
+        if (std::isalnum(c) || c == '_' || c == '.' || c == '-') {
+          encoded += static_cast<char>(c);
+        } else {
+          char hex[4];
+          std::snprintf(hex, sizeof(hex), "%%%02X", c);
+          encoded += hex;
+        }
+      }
+      auto reply = HttpGet("127.0.0.1", api_port_, "/api/v1/query?query=" + encoded, 5s);
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      EXPECT_EQ(reply->status, 200) << panel["title"] << ": " << expr << "\n" << reply->body;
+    }
+  }
+  EXPECT_GE(queries, 20);
 }
 
 }  // namespace
