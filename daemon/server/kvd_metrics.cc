@@ -48,6 +48,7 @@ KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std:
     kind_by_case_[static_cast<size_t>(kind.body_case)] = static_cast<uint8_t>(kind_names_.size());
     kind_names_.push_back(kind.name);
   }
+  share_kind_ = static_cast<int>(KindIndex(wire::Message::kShare));
   other_ = kind_names_.size();
   kind_names_.push_back("other");  // undecodable, or nothing kvd takes
   for (const std::string& kind : kind_names_) {
@@ -143,8 +144,7 @@ void KvdMetrics::ConnectionRefused(Code code) {
 
 void KvdMetrics::PagesGranted(int device, size_t pages) {
   if (device < 0 || static_cast<size_t>(device) >= kDeviceSlots) return;
-  const bool share = current_ >= 0 && kind_names_[static_cast<size_t>(current_)] == "share";
-  ops::Counter* counter = share ? shared_[device] : granted_[device];
+  ops::Counter* counter = current_ == share_kind_ ? shared_[device] : granted_[device];
   if (counter != nullptr) counter->Add(pages);
 }
 

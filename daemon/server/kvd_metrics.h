@@ -79,6 +79,7 @@ class KvdMetrics {
 
   const std::string ipc_name_;
   size_t other_ = 0;                           // the "other" kind's index
+  int share_kind_ = -1;                        // share's index: its pages count as shared
   std::array<uint8_t, 64> kind_by_case_{};     // body case -> kind index
   std::vector<std::string> kind_names_;
   std::vector<ops::Histogram*> latency_;       // by kind

@@ -91,6 +91,9 @@ TEST_F(KvdOpsTest, MetricsSayWhatTheSegmentAndTheRequestsSay) {
   EXPECT_EQ(a->Grant(0, 2).status().code(), Code::kResourceExhausted);  // over its 4-page limit
   ASSERT_TRUE(b->Grant(0, 2).ok());
   ASSERT_TRUE(a->Return(0, std::vector<uint32_t>{(*granted)[0].id}).ok());
+  auto a2 = AttachClient("a2", "g1");  // a's group-mate shares one of its pages
+  ASSERT_NE(a2, nullptr);
+  ASSERT_TRUE(a2->Share(0, std::vector<uint32_t>{(*granted)[1].id}).ok());
   // An engine that dies holding 4 pages: kvd takes them back.
   Process dying = StartEngine("dying", {"--pages", "4", "--step", "4", "--rounds", "1", "--exit-holding", "3"});
   ASSERT_EQ(dying.Wait(30s).value_or(-1), 3) << dying.Log();
@@ -118,15 +121,18 @@ TEST_F(KvdOpsTest, MetricsSayWhatTheSegmentAndTheRequestsSay) {
     return FindSample(*samples, name, labels).value_or(-1);
   };
   // What the test itself did: 3 grants (one refused) plus the engine's one,
-  // 2 + 3 + 4 pages granted, 1 returned, 4 taken back from the dead engine.
+  // 2 + 3 + 4 pages granted, 1 shared, 1 returned, 4 taken back from the
+  // dead engine.
   EXPECT_EQ(value("nanokv_request_duration_seconds_count", {{"request", "grant"}}), 4);
-  EXPECT_EQ(value("nanokv_request_duration_seconds_count", {{"request", "attach"}}), 3);
+  EXPECT_EQ(value("nanokv_request_duration_seconds_count", {{"request", "attach"}}), 4);
+  EXPECT_EQ(value("nanokv_request_duration_seconds_count", {{"request", "share"}}), 1);
+  EXPECT_EQ(value("nanokv_granted_pages_total", {{"device", "0"}, {"request", "share"}}), 1);
   EXPECT_EQ(value("nanokv_request_duration_seconds_count", {{"request", "return"}}), 1);
   EXPECT_EQ(value("nanokv_refusals_total", {{"request", "grant"}, {"code", "ResourceExhausted"}}), 1);
   EXPECT_EQ(value("nanokv_granted_pages_total", {{"device", "0"}, {"request", "grant"}}), 9);
   EXPECT_EQ(value("nanokv_returned_pages_total", {{"device", "0"}}), 1);
   EXPECT_EQ(value("nanokv_lost_engine_pages_total"), 4);
-  EXPECT_EQ(value("nanokv_connections"), 2);  // a and b
+  EXPECT_EQ(value("nanokv_connections"), 3);  // a, a2 and b
   EXPECT_EQ(value("nanokv_segment_up"), 1);
   EXPECT_EQ(value("nanokv_kvd_info", {{"ipc_name", ipc_}, {"backend", Backend()}}), 1);
 
