@@ -327,6 +327,24 @@ TEST_F(KvdTrustTest, RefusalsAtConnectNameTheirCauseAndTheConfigKey) {
   EXPECT_EQ(code, 0) << "1: attached; 2: another code; 3-4: the message lacks a part";
 }
 
+// Issue 21 item 2: the socket's own mode keeps a user out before kvd is
+// asked; the engine is told which of kvd's keys say who may connect.
+TEST_F(KvdTrustTest, ASocketModeThatKeepsAUserOutNamesItsKeys) {
+  NANOKV_SKIP_UNLESS_ROOT();
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  StartKvd(16);  // socket_mode 0660, group root's
+  int code = RunAs(kNobody, kNobody, [&] {
+    auto intruder = Client::Attach(Options("intruder"));
+    if (intruder.status().code() != Code::kPermissionDenied) return 1;
+    const std::string_view message = intruder.status().message();
+    if (message.find("may not connect to kvd's socket " + SocketPath()) == std::string_view::npos) return 2;
+    if (message.find("mode 0660") == std::string_view::npos) return 3;
+    if (message.find("kvd's config keys socket_mode and group") == std::string_view::npos) return 4;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "1: another code; 2-4: the message lacks a part";
+}
+
 // Issue 21 item 2 and finding 2 with two users besides root: each kvd's
 // default run directory is its user's own (/tmp/nanokv-<uid> without
 // XDG_RUNTIME_DIR), so two users' kvds start side by side; one squatted by
