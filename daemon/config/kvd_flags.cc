@@ -34,7 +34,7 @@ constexpr FlagSpec kFlags[] = {
      "limit of an engine that asks none: bytes or a share"},
     {"--log-level", "log_level", FlagKind::kValue, "TEXT:{trace,debug,info,warn,error,critical,off}",
      "trace, debug, info, warn, error"},
-    {"--run-dir", "run_dir", FlagKind::kValue, "TEXT", "socket directory (default $NANOKV_RUN_DIR or /tmp/nanokv)"},
+    {"--run-dir", "run_dir", FlagKind::kValue, "TEXT", "kvd's directory: socket, lock, journal (default $NANOKV_RUN_DIR, else per user: /run/nanokv for root)"},
     {"--host-devices", "host_devices", FlagKind::kValue, "INT:INT in [1 - 16]", "host backend: simulated devices"},
     {"--host-device-memory", "host_device_memory", FlagKind::kValue, "TEXT",
      "host backend: memory per device, e.g. 1GiB"},
