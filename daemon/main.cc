@@ -27,8 +27,9 @@
 #include "daemon/node/page_journal.h"
 #include "daemon/node/segment_publisher.h"
 #include "base/naming.h"
-#include "ipc/uds/channel.h"
 #include "base/open_file_limit.h"
+#include "base/run_dir.h"
+#include "ipc/uds/channel.h"
 #include "ops/http_server.h"
 #include "ops/metrics.h"
 #include "ops/sd_notify.h"
@@ -55,10 +56,29 @@ int Fail(const Status& status) {
   return 1;
 }
 
-Status MakeDirectory(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return Status::OK();
-  return Status::FromErrno("mkdir", errno, dir);
-}
+// The journal at a start that fails after it was made: kept if it records
+// pages engines still hold (the previous kvd's, held back for them), so the
+// next start can still hand them back; else removed: nothing left behind.
+class JournalOnFailure {
+ public:
+  JournalOnFailure(PageJournal& journal, NodeState& node) : journal_(journal), node_(node) {}
+  ~JournalOnFailure() {
+    if (disarmed_) return;
+    node_.SetJournal(nullptr);
+    if (node_.HoldsPages()) {
+      journal_.MarkStopped();
+      spdlog::info("kvd: the page journal stays: it holds pages engines still hold");
+    } else {
+      journal_.Remove();
+    }
+  }
+  void Disarm() { disarmed_ = true; }
+
+ private:
+  PageJournal& journal_;
+  NodeState& node_;
+  bool disarmed_ = false;
+};
 
 // Every instance's device must be one this kvd serves.
 Status CheckInstanceDevices(const KvdConfig& config, const NodeState& node) {
@@ -138,6 +158,19 @@ int Main(int argc, char** argv) {
     spdlog::debug("kvd: open-file limit raised from {} to {}", files.before, files.after);
   }
 
+  // kvd's own directory first, and the lock that makes this kvd the only one
+  // serving its IPC name from it: nothing else is touched before both hold
+  // (base/run_dir.h, docs/ARCHITECTURE.md "Security").
+  const std::string run_dir = config.run_dir.empty() ? ipc::RunDir() : config.run_dir;
+  Status owned = PrepareRunDirectory(run_dir);
+  if (!owned.ok()) return Fail(owned);
+  auto lock = RunDirLock::Acquire(ipc::LockPathIn(run_dir, config.ipc_name));
+  if (!lock.ok()) {
+    return Fail(Status(lock.status().code(), "IPC name " + config.ipc_name + " in " + run_dir +
+                                                 ": " + std::string(lock.status().message())));
+  }
+  const std::string socket_path = ipc::SocketPathIn(run_dir, config.ipc_name);
+
   gpu::HostBackendOptions host = gpu::HostOptionsFromEnvironment();
   host.devices = config.host_devices;
   if (config.host_device_bytes != 0) host.device_bytes = config.host_device_bytes;
@@ -157,9 +190,11 @@ int Main(int argc, char** argv) {
   segment.gid = config.group;
   segment.backend = std::string((*backend)->name());
   segment.page_bytes = config.page_bytes;
+  segment.socket_path = socket_path;
   auto writer = ipc::SegmentWriter::Create(segment);
   if (!writer.ok()) return Fail(writer.status());
-  options->recovery = PageJournal::TakeOver(config.ipc_name);
+  const std::string journal_path = ipc::JournalPathIn(run_dir, config.ipc_name);
+  options->recovery = PageJournal::TakeOver(journal_path);
   if (options->recovery) {
     spdlog::info("kvd: the previous kvd of '{}' left a page journal: {} pages held by engines",
                  config.ipc_name, options->recovery->page_count());
@@ -180,10 +215,14 @@ int Main(int argc, char** argv) {
   for (const DeviceCounts& c : (*node)->Counts()) {
     journal_devices.push_back({c.device, static_cast<uint32_t>(c.capacity_pages)});
   }
-  auto journal = PageJournal::Create(config.ipc_name, config.page_bytes, journal_devices,
-                                     config.segment_mode, config.group);
+  auto journal = PageJournal::Create(journal_path, config.page_bytes, journal_devices,
+                                     static_cast<uint64_t>(config.recovery_window.count()));
   if (!journal.ok()) return Fail(journal.status());
   (*node)->SetJournal(journal->get());
+  // Whole now: it replaces the previous kvd's (whose pages it records too).
+  JournalOnFailure journal_on_failure(**journal, **node);
+  Status installed = (*journal)->Install();
+  if (!installed.ok()) return Fail(installed);
   // The object store's share of each device, held by kvd itself
   // (daemon/objects/object_index.h); destroyed before the node, after the server.
   std::unique_ptr<ObjectIndex> objects;
@@ -194,10 +233,6 @@ int Main(int argc, char** argv) {
   }
   SegmentPublisher publisher(std::move(*writer), **backend, **node);
 
-  std::string run_dir = config.run_dir.empty() ? ipc::RunDir() : config.run_dir;
-  Status made = MakeDirectory(run_dir);
-  if (!made.ok()) return Fail(made);
-  std::string socket_path = run_dir + "/" + config.ipc_name + ".sock";
   auto listener = ipc::Listener::Bind(socket_path, config.socket_mode, config.group);
   if (!listener.ok()) return Fail(listener.status());
 
@@ -286,6 +321,7 @@ int Main(int argc, char** argv) {
     }
     spdlog::info("kvd: controller: {} instance(s)", config.instances.size());
   }
+  journal_on_failure.Disarm();  // from here the stop below decides
   Status ran = server.Run();
   (void)ops::SdNotify("STOPPING=1");
   // Stopped by the controller after its instances ended, or the server
@@ -298,7 +334,9 @@ int Main(int argc, char** argv) {
   // the next kvd take them back. With nothing held it has nothing to say.
   (*node)->SetJournal(nullptr);
   if (server.pages_held_at_stop()) {
-    spdlog::info("kvd: engines still hold pages: the page journal stays for the next kvd");
+    (*journal)->MarkStopped();
+    spdlog::info("kvd: engines still hold pages: the page journal {} stays for the next kvd",
+                 journal_path);
   } else {
     (*journal)->Remove();
   }

@@ -72,10 +72,22 @@ Result<Kvd> ReadKvd(std::string_view ipc_name, uint64_t now_unix_ns) {
     return kvd;
   }
   if (snapshot.status().code() == Code::kNotFound) {
-    auto names = ipc::ListSegments();
-    std::string known = names.ok() && !names->empty() ? "; kvds on this node: " + Names(*names)
-                                                      : "; no kvd runs on this node";
+    auto entries = ipc::ListSegments();
+    std::vector<std::string> names;
+    if (entries.ok()) {
+      for (const ipc::SegmentEntry& entry : *entries) {
+        if (entry.kind != ipc::SegmentEntry::Kind::kUntrusted) names.push_back(entry.ipc_name);
+      }
+    }
+    std::string known = !names.empty() ? "; kvds on this node: " + Names(names)
+                                       : "; no kvd runs on this node";
     return Status::NotFound("no kvd named '" + std::string(ipc_name) + "'" + known);
+  }
+  if (snapshot.status().code() == Code::kPermissionDenied) {
+    // Not ours to read (its mode), or not a kvd's (its owner): said as such,
+    // and a command on it exits with the permission code.
+    kvd.error = snapshot.status();
+    return kvd;
   }
   if (snapshot.status().code() == Code::kInvalidArgument) {
     // Named right, but what is there is not a segment we can read: an error
@@ -86,16 +98,28 @@ Result<Kvd> ReadKvd(std::string_view ipc_name, uint64_t now_unix_ns) {
   return kvd;
 }
 
-Result<std::vector<Kvd>> DiscoverKvds(uint64_t now_unix_ns) {
-  NANOKV_ASSIGN_OR_RETURN(std::vector<std::string> names, ipc::ListSegments());
+Result<std::vector<Kvd>> DiscoverKvds(uint64_t now_unix_ns,
+                                      std::vector<ipc::SegmentEntry>* skipped) {
+  NANOKV_ASSIGN_OR_RETURN(std::vector<ipc::SegmentEntry> entries, ipc::ListSegments());
   std::vector<Kvd> kvds;
-  for (const std::string& name : names) {
-    auto kvd = ReadKvd(name, now_unix_ns);
+  for (ipc::SegmentEntry& entry : entries) {
+    if (entry.kind == ipc::SegmentEntry::Kind::kUntrusted) {
+      if (skipped != nullptr) skipped->push_back(std::move(entry));
+      continue;
+    }
+    if (entry.kind == ipc::SegmentEntry::Kind::kUnreadable) {
+      Kvd unreadable;
+      unreadable.ipc_name = entry.ipc_name;
+      unreadable.error = entry.why;
+      kvds.push_back(std::move(unreadable));
+      continue;
+    }
+    auto kvd = ReadKvd(entry.ipc_name, now_unix_ns);
     if (kvd.ok()) {
       kvds.push_back(std::move(kvd).value());
     } else if (kvd.status().code() != Code::kNotFound) {  // not gone since the listing
       Kvd unreadable;
-      unreadable.ipc_name = name;
+      unreadable.ipc_name = entry.ipc_name;
       unreadable.error = kvd.status();
       kvds.push_back(std::move(unreadable));
     }
@@ -137,7 +161,11 @@ Status RequireRunning(const Kvd& kvd) {
     case KvdState::kUnreadable:
       break;
   }
-  return Status::Unavailable("kvd '" + kvd.ipc_name + "': " + kvd.error.ToString());
+  // Keep the cause's code: a segment we may not read is a permission matter
+  // (exit 5), not a kvd that is not running.
+  const Code code = kvd.error.code() == Code::kPermissionDenied ? Code::kPermissionDenied
+                                                                : Code::kUnavailable;
+  return Status(code, "kvd '" + kvd.ipc_name + "': " + std::string(kvd.error.message()));
 }
 
 }  // namespace nanokv::kvctl

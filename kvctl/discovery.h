@@ -24,7 +24,7 @@ enum class KvdState {
   kLive,        // its process is alive and it published recently
   kHung,        // its process is alive but has not published for kHungAfterNs
   kStale,       // its process is gone: the figures are the last it published
-  kUnreadable,  // no stable copy (e.g. stopped mid-publish) or not ours to read
+  kUnreadable,  // no stable copy (stopped mid-publish), truncated, or we may not read it
 };
 const char* KvdStateName(KvdState state);
 
@@ -44,8 +44,11 @@ uint64_t CapacityBytes(const ipc::Segment& segment);
 uint64_t UsedBytes(const ipc::Segment& segment);  // granted + object pages
 
 // Every kvd segment on this node, sorted by IPC name; an unreadable one is
-// listed with its error, not dropped.
-Result<std::vector<Kvd>> DiscoverKvds(uint64_t now_unix_ns);
+// listed with its error, not dropped. Segments whose owner is not a uid
+// trusted as kvd's (base/kvd_identity.h) are never read: they go to
+// *skipped, if given, for the caller to say so.
+Result<std::vector<Kvd>> DiscoverKvds(uint64_t now_unix_ns,
+                                      std::vector<ipc::SegmentEntry>* skipped = nullptr);
 
 // One kvd's segment. kNotFound (no such segment, naming those that exist),
 // kInvalidArgument (a malformed name), else ReadSegment's error.
@@ -58,7 +61,8 @@ Result<Kvd> ReadKvd(std::string_view ipc_name, uint64_t now_unix_ns);
 Result<std::string> ResolveIpcName(std::string_view given);
 
 // For a command that needs kvd to answer: OK if `kvd` is live or hung
-// (a hung kvd may still answer), kUnavailable saying why not otherwise.
+// (a hung kvd may still answer), else why not: kPermissionDenied when we may
+// not read its segment (or do not trust its owner), kUnavailable otherwise.
 Status RequireRunning(const Kvd& kvd);
 
 }  // namespace nanokv::kvctl

@@ -12,7 +12,7 @@ inline constexpr int kExitError = 1;          // anything not below
 inline constexpr int kExitUsage = 2;          // bad arguments, or which kvd is meant is unclear
 inline constexpr int kExitNotFound = 3;       // no such kvd (segment) or tenant
 inline constexpr int kExitNotRunning = 4;     // kvd not running, stale, or not answering
-inline constexpr int kExitPermission = 5;     // kvd or the OS refused: not root or kvd's user
+inline constexpr int kExitPermission = 5;     // kvd or the OS refused, or not a uid trusted as kvd's
 inline constexpr int kExitIncomplete = 6;     // evict/limit --wait: not all came back in time
 
 // The text of `kvctl --help`'s footer.
@@ -23,7 +23,8 @@ inline constexpr const char* kExitCodesHelp =
     "  2  usage: bad arguments, or several kvds run and none was named\n"
     "  3  no such kvd or tenant\n"
     "  4  kvd not running, stale, or not answering\n"
-    "  5  permission denied (only root or kvd's user may limit, evict, clean up)\n"
+    "  5  permission denied: only root or kvd's user may limit, evict, clean up;\n"
+    "     or this user may not read kvd's segment; or the socket's listener is not kvd\n"
     "  6  evict or limit --wait timed out before the tenant gave the pages back";
 
 // The exit code a failed command's Status stands for.

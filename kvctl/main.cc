@@ -46,6 +46,7 @@ struct Flags {
   bool objects = false;   // evict: the object store, not a tenant
   int device = -1;        // evict --objects: one device (-1: all)
   bool dry_run = false;
+  bool logs = false;      // cleanup: instance logs too
   bool once = false;
   bool wait = false;
   double interval = 2.0;
@@ -126,7 +127,9 @@ Commands Define(CLI::App& app, Flags& f) {
   app.add_flag("--json", f.json, "JSON output (one document per line)");
   app.add_option("--color,--colour", f.colour, "auto (a terminal, NO_COLOR unset), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  app.add_option("--run-dir", f.run_dir, "kvd socket directory (default $NANOKV_RUN_DIR or /tmp/nanokv)");
+  app.add_option("--run-dir", f.run_dir,
+                 "kvd's run directory (default: where each kvd's segment says it listens; "
+                 "$NANOKV_RUN_DIR overrides)");
   app.add_flag("-v,--verbose", f.verbose, "log diagnostics to stderr");
   const auto seconds = CLI::Range(0.1, 86400.0);
   const auto timeout = CLI::Range(0.0, 86400.0);
@@ -176,9 +179,11 @@ Commands Define(CLI::App& app, Flags& f) {
       ->check(timeout);
   c.objects = app.add_subcommand("objects", "a row per object of a kvd's object store: objects [IPC]");
   c.objects->add_option("ipc", f.ipc, "kvd IPC name");
-  c.cleanup = app.add_subcommand("cleanup", "remove the segments and sockets of dead kvds");
+  c.cleanup = app.add_subcommand(
+      "cleanup", "remove what dead kvds left: segments, sockets, locks, journals past their recovery window");
   c.cleanup->add_option("ipc", f.cleanup_names, "only these IPC names (default: every dead kvd)");
   c.cleanup->add_flag("--dry-run", f.dry_run, "say what would be removed, remove nothing");
+  c.cleanup->add_flag("--logs", f.logs, "also the logs of their instances");
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
   return c;
 }
@@ -186,9 +191,22 @@ Commands Define(CLI::App& app, Flags& f) {
 int RunViews(const Flags& f, const Commands& c) {
   ViewOptions view = MakeViewOptions(f);
   if (c.list->parsed()) {
-    auto kvds = DiscoverKvds(view.now_unix_ns);
+    std::vector<ipc::SegmentEntry> skipped;
+    auto kvds = DiscoverKvds(view.now_unix_ns, &skipped);
     if (!kvds.ok()) return Fail(kvds.status());
-    Print(ListView(*kvds, view));
+    Print(ListView(*kvds, view, skipped));
+    if (!f.json) {
+      // Said, not silently dropped: why a row is unreadable, what was skipped.
+      for (const Kvd& kvd : *kvds) {
+        if (kvd.state == KvdState::kUnreadable) {
+          std::fprintf(stderr, "kvctl: kvd '%s' is unreadable: %s\n", kvd.ipc_name.c_str(),
+                       std::string(kvd.error.message()).c_str());
+        }
+      }
+      for (const ipc::SegmentEntry& entry : skipped) {
+        std::fprintf(stderr, "kvctl: skipped %s\n", std::string(entry.why.message()).c_str());
+      }
+    }
     return kExitOk;
   }
   view.with_ipc = f.all;
@@ -295,6 +313,7 @@ int RunObjectsCommand(const Flags& f) {
 int RunCleanupCommand(const Flags& f) {
   CleanupOptions options;
   options.dry_run = f.dry_run;
+  options.logs = f.logs;
   for (const std::string& name : f.cleanup_names) {
     if (!ipc::ValidIpcName(name)) return Usage("'" + name + "' is not an IPC name");
   }

@@ -17,9 +17,10 @@ namespace nanokv::kvctl {
 
 class OperatorChannel {
  public:
-  // Connects to <run dir>/<ipc name>.sock. kUnavailable when nothing listens
-  // there (kvd not running, or another --run-dir), kPermissionDenied when
-  // the socket's mode keeps us out.
+  // Connects to kvd's socket: <--run-dir>/<ipc name>.sock when given, else
+  // where kvd's segment says (ipc/uds/kvd_socket.h). kUnavailable when
+  // nothing listens there (kvd not running), kPermissionDenied when the
+  // socket's mode keeps us out or the listener is not a uid trusted as kvd's.
   static Result<OperatorChannel> Connect(std::string_view ipc_name);
 
   // Sends `request` and returns kvd's reply to it (ipc::Call). An Error

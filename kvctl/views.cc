@@ -106,10 +106,23 @@ void WriteTenantJson(JsonWriter& json, const ipc::Segment& segment, const ipc::T
 
 }  // namespace
 
-void WriteListJson(JsonWriter& json, const std::vector<Kvd>& kvds) {
+void WriteListJson(JsonWriter& json, const std::vector<Kvd>& kvds,
+                   const std::vector<ipc::SegmentEntry>& skipped) {
   json.BeginObject().Key("kvds").BeginArray();
   for (const Kvd& kvd : kvds) WriteKvdJson(json, kvd);
-  json.EndArray().EndObject();
+  json.EndArray();
+  if (!skipped.empty()) {
+    json.Key("skipped").BeginArray();
+    for (const ipc::SegmentEntry& entry : skipped) {
+      json.BeginObject()
+          .Field("ipc", entry.ipc_name)
+          .Field("owner_uid", static_cast<uint64_t>(entry.owner_uid))
+          .Field("error", entry.why.ToString())
+          .EndObject();
+    }
+    json.EndArray();
+  }
+  json.EndObject();
 }
 
 void WriteTenantsJson(JsonWriter& json, const Kvd& kvd, SortKey sort) {
@@ -125,10 +138,11 @@ void WriteTenantsJson(JsonWriter& json, const Kvd& kvd, SortKey sort) {
   json.EndArray().EndObject();
 }
 
-std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options) {
+std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options,
+                     const std::vector<ipc::SegmentEntry>& skipped) {
   if (options.json) {
     JsonWriter json;
-    WriteListJson(json, kvds);
+    WriteListJson(json, kvds, skipped);
     return json.str() + "\n";
   }
   Table table({{"IPC"}, {"PID", Align::kRight}, {"BACKEND"}, {"DEVICES"}, {"CAPACITY", Align::kRight},

@@ -27,7 +27,10 @@ struct ViewOptions {
 
 // Each returns the whole output, ending in '\n': a table (just the header
 // when there are no rows) or one line of JSON.
-std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options);
+// `skipped`: segments not read because their owner is not trusted as kvd's;
+// JSON lists them ("skipped"), a table leaves them to the caller's note.
+std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options,
+                     const std::vector<ipc::SegmentEntry>& skipped = {});
 std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options);
 std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options);
 // Rows in kvd's order (its YAML's); options.sort does not apply.
@@ -35,7 +38,9 @@ std::string InstancesView(const std::vector<Kvd>& kvds, const ViewOptions& optio
 
 // The JSON pieces, for documents that combine them (watch).
 // {"kvds":[kvd...]}: each kvd as WriteKvdJson writes it.
-void WriteListJson(JsonWriter& json, const std::vector<Kvd>& kvds);
+// With skipped segments: "skipped":[{"ipc","owner_uid","error"}...].
+void WriteListJson(JsonWriter& json, const std::vector<Kvd>& kvds,
+                   const std::vector<ipc::SegmentEntry>& skipped = {});
 // {"ipc":..., "state":..., ..., "devices":[...]}: a kvd, its totals, its devices.
 void WriteKvdJson(JsonWriter& json, const Kvd& kvd);
 // {"ipc":..., "state":..., "tenants":[...]}: one kvd's tenants.

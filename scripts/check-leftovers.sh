@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fails, listing them, when the test suite left files behind: kvd state
-# segments and page journals in /dev/shm (nanokv*), the tests' temporary
-# directories (tests/integration/process_util.h, python/tests) and sockets in
-# kvd's default run directory. Passing tests clean what they made, so run it
+# segments in /dev/shm (nanokv*), the tests' temporary directories
+# (tests/integration/process_util.h, python/tests), and sockets, locks and
+# page journals in kvd's default run directories (base/naming.h). Passing tests clean what they made, so run it
 # after the suite (.ci/run does), while no kvd and no other suite runs on the
 # machine: a live kvd's segment is listed too.
 #
@@ -19,7 +19,7 @@ record=${2:-}
 tmp=${TMPDIR:-/tmp}
 left=(/dev/shm/nanokv*
       "$tmp"/nanokv-test-* "$tmp"/nanokv_py_* "$tmp"/nanokv_decode_* "$tmp"/nanokv-install.*
-      /tmp/nanokv/*.sock)
+      /run/nanokv/* /tmp/nanokv-[0-9]*/*)
 
 if [ "$mode" = --record ]; then
   printf '%s\n' "${left[@]}" >"$record"

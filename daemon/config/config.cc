@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "base/naming.h"
+#include "base/run_dir.h"
 #include "daemon/config/observability_keys.h"
 
 namespace nanokv::kvd {
@@ -92,7 +93,15 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
       {"allowed_uids", [c](const YamlField& f) { return f.List(&c->allowed_uids, UserId); }},
       {"allowed_gids", [c](const YamlField& f) { return f.List(&c->allowed_gids, GroupId); }},
       {"socket_mode", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->socket_mode, Mode(f)); return Status::OK(); }},
-      {"segment_mode", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->segment_mode, Mode(f)); return Status::OK(); }},
+      {"segment_mode", [c](const YamlField& f) {
+         NANOKV_ASSIGN_OR_RETURN(c->segment_mode, Mode(f));
+         // Only kvd writes its segment: a reader that could write one odd
+         // word into seq would make every kvctl answer "busy" (issue 19).
+         if ((c->segment_mode & 022) != 0) {
+           return f.Bad("'" + ModeText(c->segment_mode) + "' lets others write the segment; "
+                        "readers need read access only (e.g. \"0640\")");
+         }
+         return Status::OK(); }},
       {"group", [c](const YamlField& f) {
          if (f.node().IsScalar() && f.node().Scalar().empty()) { c->group.reset(); return Status::OK(); }
          NANOKV_ASSIGN_OR_RETURN(c->group, GroupId(f));
@@ -103,7 +112,12 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
          NANOKV_ASSIGN_OR_RETURN(c->recovery_window, f.Duration(std::chrono::milliseconds(0),
                                                                 std::chrono::minutes(60), "[0, 60m]"));
          return Status::OK(); }},
-      {"run_dir", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->run_dir, f.Scalar()); return Status::OK(); }},
+      {"run_dir", [c](const YamlField& f) {
+         NANOKV_ASSIGN_OR_RETURN(c->run_dir, f.Scalar());
+         // Published in the segment for engines and kvctl: it must not
+         // depend on kvd's working directory.
+         if (!c->run_dir.empty() && c->run_dir[0] != '/') return f.Bad("'" + c->run_dir + "' is not an absolute path");
+         return Status::OK(); }},
       {"host_devices", [c](const YamlField& f) {
          NANOKV_ASSIGN_OR_RETURN(int64_t v, f.Integer(1, 16));
          c->host_devices = static_cast<int>(v);

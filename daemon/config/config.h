@@ -32,10 +32,10 @@ struct KvdConfig {
   std::vector<uid_t> allowed_uids;       // empty: kvd's own uid and root
   std::vector<gid_t> allowed_gids;       // a peer in one of these groups is allowed too
   mode_t socket_mode = 0660;
-  mode_t segment_mode = 0660;
+  mode_t segment_mode = 0640;            // no write bits but the owner's (readers only read)
   std::optional<gid_t> group;            // owner group of socket and segment
   std::string log_level = "info";
-  std::string run_dir;                   // empty: $NANOKV_RUN_DIR or /tmp/nanokv
+  std::string run_dir;                   // empty: $NANOKV_RUN_DIR, else per user (base/naming.h)
   int host_devices = 1;                  // host backend: simulated devices
   uint64_t host_device_bytes = 0;        // host backend: memory per device (0: RAM)
   std::vector<InstanceConfig> instances; // engines the controller runs (configs/demo.yaml)

@@ -40,7 +40,7 @@ constexpr FlagSpec kFlags[] = {
      "serve Prometheus metrics on this TCP port (0: a free one, logged; default: off)"},
     {"--metrics-address", "metrics_address", FlagKind::kValue, "IP",
      "the address /metrics binds (default 127.0.0.1; 0.0.0.0 for every interface)"},
-    {"--run-dir", "run_dir", FlagKind::kValue, "TEXT", "socket directory (default $NANOKV_RUN_DIR or /tmp/nanokv)"},
+    {"--run-dir", "run_dir", FlagKind::kValue, "TEXT", "kvd's directory: socket, lock, journal (default $NANOKV_RUN_DIR, else per user: /run/nanokv for root)"},
     {"--host-devices", "host_devices", FlagKind::kValue, "INT:INT in [1 - 16]", "host backend: simulated devices"},
     {"--host-device-memory", "host_device_memory", FlagKind::kValue, "TEXT",
      "host backend: memory per device, e.g. 1GiB"},

@@ -1,41 +1,65 @@
 #include "daemon/node/page_journal.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
-#include "ipc/segment/layout.h"
-#include "ipc/segment/shm_file.h"
+#include "base/run_dir.h"
+#include "ipc/wire/codec.h"
 
 namespace nanokv::kvd {
 namespace {
 
-// "NKVPJ001" read as a little-endian uint64.
-constexpr uint64_t kJournalMagic = 0x3130304A50564B4EULL;
-constexpr uint32_t kJournalVersion = 1;
-constexpr size_t kGroupNameBytes = 64;
+using ipc::JournalHeader;
+using ipc::kJournalEntriesOffset;
+using ipc::kJournalGroupNameBytes;
+using ipc::kJournalGroupTableOffset;
 
-struct JournalHeader {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t device_count;
-  uint64_t page_bytes;
-  uint64_t total_bytes;
-  int32_t ordinals[ipc::kMaxDevices];
-  uint32_t capacities[ipc::kMaxDevices];
-};
-static_assert(sizeof(JournalHeader) == 160);
-
-constexpr size_t kGroupTableOffset = sizeof(JournalHeader);
-constexpr size_t kEntriesOffset =
-    kGroupTableOffset + PageJournal::kMaxGroups * kGroupNameBytes;
+// Entry bits: held (bit 0), group index + 1 (bits 16-31), generation (32-63).
+constexpr uint64_t kHeldBit = 1;
+constexpr uint64_t kReservedBits = 0xfffe;
 
 uint64_t PackEntry(uint32_t generation, int group, bool held) {
   const uint64_t g = group >= 0 && group < PageJournal::kMaxGroups ? group + 1 : 0;
-  return uint64_t{generation} << 32 | g << 16 | (held ? 1 : 0);
+  return uint64_t{generation} << 32 | g << 16 | (held ? kHeldBit : 0);
 }
+
+// A journal of every device at most this big can exist; a file larger is
+// refused before anything is read into memory.
+constexpr uint64_t kMaxJournalBytes =
+    kJournalEntriesOffset + uint64_t{ipc::kMaxDevices} * ipc::kJournalMaxPagesPerDevice * 8;
+
+Status Bad(const std::string& what) { return Status::InvalidArgument(what); }
+
+// Group `g`'s name, if the table holds a valid one there.
+Result<std::string> GroupName(std::span<const std::byte> bytes, size_t g) {
+  const char* raw =
+      reinterpret_cast<const char*>(bytes.data() + kJournalGroupTableOffset + g * kJournalGroupNameBytes);
+  const size_t length = strnlen(raw, kJournalGroupNameBytes);
+  std::string name(raw, length);
+  if (length == kJournalGroupNameBytes || !wire::ValidName(name)) {
+    return Bad("group " + std::to_string(g) + " of the table has no valid name");
+  }
+  return name;
+}
+
+uint64_t UnixNanos() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+JournalHeader& HeaderAt(void* base) { return *static_cast<JournalHeader*>(base); }
 
 }  // namespace
 
@@ -45,121 +69,196 @@ size_t Recovery::page_count() const {
   return n;
 }
 
-std::string PageJournal::ShmName(const std::string& ipc_name) {
-  return "nanokv-pages_" + ipc_name;
-}
-
-std::optional<Recovery> PageJournal::TakeOver(const std::string& ipc_name) {
-  const std::string name = ShmName(ipc_name);
-  auto mapping = ipc::ShmMapping::OpenReadOnly(name);
-  if (!mapping.ok()) {
-    if (mapping.status().code() != Code::kNotFound) {
-      spdlog::warn("kvd: cannot read the page journal /dev/shm/{}: {}", name,
-                   mapping.status().ToString());
-    }
-    return std::nullopt;
-  }
-  std::optional<Recovery> out;
-  const auto* bytes = static_cast<const std::byte*>((*mapping)->data());
-  const size_t size = (*mapping)->size();
+Result<Recovery> PageJournal::Decode(std::span<const std::byte> bytes) {
   JournalHeader header{};
-  if (size >= sizeof(header)) std::memcpy(&header, bytes, sizeof(header));
-  if (size < kEntriesOffset || header.magic != kJournalMagic ||
-      header.version != kJournalVersion || header.total_bytes != size ||
-      header.device_count > ipc::kMaxDevices) {
-    spdlog::warn("kvd: the page journal /dev/shm/{} is not one this kvd can read ({} bytes); "
-                 "ignoring it: pages engines still hold will not be re-adopted",
-                 name, size);
-  } else {
-    Recovery recovery;
-    recovery.page_bytes = header.page_bytes;
-    size_t offset = kEntriesOffset;
-    bool ok = true;
-    for (uint32_t d = 0; d < header.device_count && ok; ++d) {
-      Recovery::Device device;
-      device.device = header.ordinals[d];
-      device.capacity_pages = header.capacities[d];
-      if (offset + size_t{device.capacity_pages} * 8 > size) {
-        ok = false;
-        break;
-      }
-      for (uint32_t id = 0; id < device.capacity_pages; ++id) {
-        uint64_t entry;
-        std::memcpy(&entry, bytes + offset + size_t{id} * 8, 8);
-        const auto group = static_cast<int>((entry >> 16) & 0xffff) - 1;
-        if ((entry & 1) == 0 || group < 0) continue;
-        const char* raw =
-            reinterpret_cast<const char*>(bytes + kGroupTableOffset + group * kGroupNameBytes);
-        std::string group_name(raw, strnlen(raw, kGroupNameBytes));
-        device.pages.push_back({id, static_cast<uint32_t>(entry >> 32), std::move(group_name)});
-      }
-      offset += size_t{device.capacity_pages} * 8;
-      recovery.devices.push_back(std::move(device));
-    }
-    if (ok) {
-      out = std::move(recovery);
-    } else {
-      spdlog::warn("kvd: the page journal /dev/shm/{} is truncated; ignoring it", name);
-    }
+  if (bytes.size() < kJournalEntriesOffset) {
+    return Bad("it is " + std::to_string(bytes.size()) + " bytes, shorter than a journal's header (" +
+               std::to_string(kJournalEntriesOffset) + ")");
   }
-  mapping->reset();
-  Status removed = ipc::RemoveShm(name);
-  if (!removed.ok() && removed.code() != Code::kNotFound) {
-    spdlog::warn("kvd: removing the old page journal: {}", removed.ToString());
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (header.magic != ipc::kJournalMagic) return Bad("it is not a page journal (wrong magic)");
+  if (header.version != ipc::kJournalVersion) {
+    return Bad("version " + std::to_string(header.version) + "; this kvd reads version " +
+               std::to_string(ipc::kJournalVersion));
   }
-  return out;
+  if (header.device_count == 0 || header.device_count > ipc::kMaxDevices) {
+    return Bad(std::to_string(header.device_count) + " devices (1 to " +
+               std::to_string(ipc::kMaxDevices) + ")");
+  }
+  if (header.page_bytes < 4096 || (header.page_bytes & (header.page_bytes - 1)) != 0 ||
+      header.page_bytes > (uint64_t{1} << 40)) {
+    return Bad("page size " + std::to_string(header.page_bytes) + " is not a power of two from 4 KiB");
+  }
+  uint64_t expected = kJournalEntriesOffset;
+  for (uint32_t d = 0; d < header.device_count; ++d) {
+    const int32_t ordinal = header.ordinals[d];
+    if (ordinal < 0 || static_cast<uint32_t>(ordinal) >= ipc::kMaxDevices) {
+      return Bad("device " + std::to_string(d) + " has ordinal " + std::to_string(ordinal));
+    }
+    for (uint32_t e = 0; e < d; ++e) {
+      if (header.ordinals[e] == ordinal) return Bad("device " + std::to_string(ordinal) + " twice");
+    }
+    if (header.capacities[d] > ipc::kJournalMaxPagesPerDevice) {
+      return Bad("device " + std::to_string(ordinal) + " has " + std::to_string(header.capacities[d]) +
+                 " pages (at most " + std::to_string(ipc::kJournalMaxPagesPerDevice) + ")");
+    }
+    expected += uint64_t{header.capacities[d]} * 8;
+  }
+  if (header.total_bytes != expected || bytes.size() != expected) {
+    return Bad("it is " + std::to_string(bytes.size()) + " bytes and says " +
+               std::to_string(header.total_bytes) + "; its devices make " + std::to_string(expected));
+  }
+  Recovery recovery;
+  recovery.page_bytes = header.page_bytes;
+  std::vector<std::string> names(kMaxGroups);  // filled as entries name them
+  size_t offset = kJournalEntriesOffset;
+  for (uint32_t d = 0; d < header.device_count; ++d) {
+    Recovery::Device device;
+    device.device = header.ordinals[d];
+    device.capacity_pages = header.capacities[d];
+    for (uint32_t id = 0; id < device.capacity_pages; ++id, offset += 8) {
+      uint64_t entry;
+      std::memcpy(&entry, bytes.data() + offset, 8);
+      const std::string where = "page " + std::to_string(id) + " of device " + std::to_string(device.device);
+      if ((entry & kReservedBits) != 0) return Bad(where + ": reserved bits set");
+      const uint64_t group = (entry >> 16) & 0xffff;
+      if (group > static_cast<uint64_t>(kMaxGroups)) {
+        return Bad(where + ": group index " + std::to_string(group - 1) + " is beyond the table's " +
+                   std::to_string(kMaxGroups));
+      }
+      if ((entry & kHeldBit) == 0) continue;
+      if (group == 0) return Bad(where + ": held by no group");
+      std::string& name = names[group - 1];
+      if (name.empty()) {
+        auto found = GroupName(bytes, group - 1);
+        if (!found.ok()) return Bad(where + ": " + std::string(found.status().message()));
+        name = std::move(found).value();
+      }
+      device.pages.push_back({id, static_cast<uint32_t>(entry >> 32), name});
+    }
+    recovery.devices.push_back(std::move(device));
+  }
+  return recovery;
 }
 
-Result<std::unique_ptr<PageJournal>> PageJournal::Create(const std::string& ipc_name,
-                                                         size_t page_bytes,
+std::optional<Recovery> PageJournal::TakeOver(const std::string& path) {
+  auto fd = OpenOwnFile(path, "page journal");
+  Status fault;
+  std::vector<std::byte> bytes;
+  if (!fd.ok()) {
+    if (fd.status().code() == Code::kNotFound) return std::nullopt;
+    fault = fd.status();
+  } else {
+    struct stat st{};
+    if (fstat(*fd, &st) != 0) {
+      fault = Status::FromErrno("fstat", errno, path);
+    } else if (static_cast<uint64_t>(st.st_size) > kMaxJournalBytes) {
+      fault = Bad("page journal " + path + " is " + std::to_string(st.st_size) +
+                  " bytes, more than any journal (" + std::to_string(kMaxJournalBytes) + ")");
+    } else {
+      bytes.resize(static_cast<size_t>(st.st_size));
+      size_t done = 0;
+      while (done < bytes.size()) {
+        ssize_t n = pread(*fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+      }
+      bytes.resize(done);
+    }
+    close(*fd);
+  }
+  if (fault.ok()) {
+    auto recovery = Decode(bytes);
+    if (recovery.ok()) return std::move(recovery).value();
+    fault = Status::InvalidArgument("page journal " + path + " is refused: " +
+                                    std::string(recovery.status().message()));
+  }
+  // Never trusted, and never met again: removed (the run directory is ours).
+  spdlog::warn("kvd: {}; removing it: pages engines still hold will not be re-adopted",
+               fault.message());
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    spdlog::warn("kvd: removing {}: {}", path, Status::FromErrno("unlink", errno, path).ToString());
+  }
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<PageJournal>> PageJournal::Create(const std::string& path, size_t page_bytes,
                                                          const std::vector<JournalDevice>& devices,
-                                                         mode_t mode, std::optional<gid_t> gid) {
-  if (devices.size() > ipc::kMaxDevices) {
-    return Status::InvalidArgument("page journal: more than " +
-                                   std::to_string(ipc::kMaxDevices) + " devices");
+                                                         uint64_t recovery_window_ms) {
+  if (devices.empty() || devices.size() > ipc::kMaxDevices) {
+    return Status::InvalidArgument("page journal: " + std::to_string(devices.size()) +
+                                   " devices (1 to " + std::to_string(ipc::kMaxDevices) + ")");
   }
   std::vector<uint64_t> offsets;
   std::vector<uint32_t> capacities;
-  size_t total = kEntriesOffset;
+  size_t total = kJournalEntriesOffset;
   for (const JournalDevice& d : devices) {
+    if (d.capacity_pages > ipc::kJournalMaxPagesPerDevice) {
+      return Status::InvalidArgument("page journal: device " + std::to_string(d.device) + " has " +
+                                     std::to_string(d.capacity_pages) + " pages, more than " +
+                                     std::to_string(ipc::kJournalMaxPagesPerDevice));
+    }
     offsets.push_back(total);
     capacities.push_back(d.capacity_pages);
     total += size_t{d.capacity_pages} * 8;
   }
-  const std::string name = ShmName(ipc_name);
-  auto mapping = ipc::ShmMapping::CreateReadWrite(name, total, mode, gid);
-  if (!mapping.ok()) {
-    const Status& s = mapping.status();
-    return Status(s.code(), "creating the page journal /dev/shm/" + name + ": " +
-                                std::string(s.message()),
-                  s.call(), s.error_name());
+  const std::string private_path = path + ".new" + std::to_string(getpid());
+  unlink(private_path.c_str());  // a dead kvd's of the same pid: ours to replace
+  int fd = open(private_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno("open", errno, "creating the page journal " + private_path);
+  void* base = MAP_FAILED;
+  Status failed;
+  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    failed = Status::FromErrno("ftruncate", errno, private_path);
+  } else {
+    base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) failed = Status::FromErrno("mmap", errno, private_path);
+  }
+  close(fd);  // the mapping keeps the file
+  if (!failed.ok()) {
+    unlink(private_path.c_str());
+    return failed;
   }
   JournalHeader header{};
-  header.magic = 0;  // stored last: a journal without magic is ignored
-  header.version = kJournalVersion;
+  header.magic = 0;  // stored last: a journal without magic is refused
+  header.version = ipc::kJournalVersion;
   header.device_count = static_cast<uint32_t>(devices.size());
   header.page_bytes = page_bytes;
   header.total_bytes = total;
+  header.recovery_window_ms = recovery_window_ms;
   for (size_t d = 0; d < devices.size(); ++d) {
     header.ordinals[d] = devices[d].device;
     header.capacities[d] = devices[d].capacity_pages;
   }
-  auto* base = static_cast<std::byte*>((*mapping)->data());
   std::memcpy(base, &header, sizeof(header));
-  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base))
-      .store(kJournalMagic, std::memory_order_release);
-  return std::unique_ptr<PageJournal>(
-      new PageJournal(std::move(*mapping), name, std::move(offsets), std::move(capacities)));
+  std::atomic_ref<uint64_t>(HeaderAt(base).magic).store(ipc::kJournalMagic, std::memory_order_release);
+  return std::unique_ptr<PageJournal>(new PageJournal(base, total, path, private_path,
+                                                      std::move(offsets), std::move(capacities)));
 }
 
-PageJournal::PageJournal(std::unique_ptr<ipc::ShmMapping> mapping, std::string shm_name,
+PageJournal::PageJournal(void* base, size_t bytes, std::string path, std::string private_path,
                          std::vector<uint64_t> offsets, std::vector<uint32_t> capacities)
-    : mapping_(std::move(mapping)),
-      shm_name_(std::move(shm_name)),
+    : base_(base),
+      bytes_(bytes),
+      path_(std::move(path)),
+      private_path_(std::move(private_path)),
       entry_offsets_(std::move(offsets)),
       capacities_(std::move(capacities)) {}
 
-PageJournal::~PageJournal() = default;
+PageJournal::~PageJournal() {
+  munmap(base_, bytes_);
+  if (!installed_) unlink(private_path_.c_str());
+}
+
+Status PageJournal::Install() {
+  if (installed_) return Status::OK();
+  if (rename(private_path_.c_str(), path_.c_str()) != 0) {
+    return Status::FromErrno("rename", errno, private_path_ + " -> " + path_);
+  }
+  installed_ = true;
+  return Status::OK();
+}
 
 void PageJournal::SetGroup(int index, const std::string& name) {
   if (index < 0 || index >= kMaxGroups) {
@@ -171,23 +270,29 @@ void PageJournal::SetGroup(int index, const std::string& name) {
     }
     return;
   }
-  char* field = static_cast<char*>(mapping_->data()) + kGroupTableOffset + index * kGroupNameBytes;
-  std::memset(field, 0, kGroupNameBytes);
-  std::memcpy(field, name.data(), std::min(name.size(), kGroupNameBytes - 1));
+  char* field = static_cast<char*>(base_) + kJournalGroupTableOffset + index * kJournalGroupNameBytes;
+  std::memset(field, 0, kJournalGroupNameBytes);
+  std::memcpy(field, name.data(), std::min(name.size(), kJournalGroupNameBytes - 1));
 }
 
 void PageJournal::SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held) {
   if (d >= entry_offsets_.size() || id >= capacities_[d]) return;
-  auto* entry = reinterpret_cast<uint64_t*>(static_cast<std::byte*>(mapping_->data()) +
-                                            entry_offsets_[d] + size_t{id} * 8);
+  auto* entry = reinterpret_cast<uint64_t*>(static_cast<std::byte*>(base_) + entry_offsets_[d] +
+                                            size_t{id} * 8);
   std::atomic_ref<uint64_t>(*entry).store(PackEntry(generation, group, held),
                                           std::memory_order_relaxed);
 }
 
+void PageJournal::MarkStopped() {
+  std::atomic_ref<uint64_t>(HeaderAt(base_).stopped_unix_ns)
+      .store(UnixNanos(), std::memory_order_relaxed);
+}
+
 void PageJournal::Remove() {
-  Status removed = ipc::RemoveShm(shm_name_);
-  if (!removed.ok() && removed.code() != Code::kNotFound) {
-    spdlog::warn("kvd: removing the page journal: {}", removed.ToString());
+  const std::string& path = installed_ ? path_ : private_path_;
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    spdlog::warn("kvd: removing the page journal: {}",
+                 Status::FromErrno("unlink", errno, path).ToString());
   }
 }
 

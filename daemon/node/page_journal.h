@@ -14,25 +14,35 @@
 // holds is always journaled as held; the reverse (held in the journal, not
 // in any engine) only costs the restart's recovery window for that id.
 //
-// Only one kvd serves an IPC name at a time (the state segment guarantees
-// it), so the journal needs no lock: a journal found at start is a dead kvd's.
+// Where: <run dir>/<ipc>.journal (base/naming.h), in the directory only kvd's
+// uid may write (base/run_dir.h), so nobody else can plant or squat one. It is
+// still read as hostile input: opened without following links, refused unless
+// a plain file of kvd's uid that others cannot write, and decoded with every
+// field range-checked (Decode, fuzzed by fuzz/fuzz_journal_decode.cc). A
+// journal refused is logged naming the file and the fault, and removed, so it
+// never meets a second start. A new journal is made whole under a private
+// name and renamed over the old one (Install), so a start that fails before
+// leaves the old one for the next.
+//
+// Only one kvd serves an IPC name from a run directory at a time (its lock,
+// base/run_dir.h), so the journal needs no lock: a journal found at start is
+// a dead or stopped kvd's.
 #ifndef NANOKV_DAEMON_NODE_PAGE_JOURNAL_H_
 #define NANOKV_DAEMON_NODE_PAGE_JOURNAL_H_
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "daemon/node/page_types.h"
+#include "ipc/segment/journal_header.h"
 #include "nanokv/status.h"
-
-namespace nanokv::ipc {
-class ShmMapping;
-}
 
 namespace nanokv::kvd {
 
@@ -63,41 +73,57 @@ struct JournalDevice {
 
 class PageJournal {
  public:
-  // The shared-memory name of the journal of `ipc_name` ("nanokv-pages_<ipc>",
-  // outside the "nanokv_" prefix that state segments use).
-  static std::string ShmName(const std::string& ipc_name);
+  static constexpr int kMaxGroups = ipc::kJournalMaxGroups;
 
-  // Reads the journal a previous kvd of `ipc_name` left and removes it.
-  // nullopt when there is none; a journal this build cannot read is logged,
-  // removed, and answered as nullopt (nothing to recover, nothing to trust).
-  // REQUIRES: this process owns the IPC name (its state segment is created).
-  static std::optional<Recovery> TakeOver(const std::string& ipc_name);
+  // The pages a journal's bytes say were held. kInvalidArgument naming the
+  // first fault (magic, version, sizes, device count and ordinals, page
+  // counts, page size, group names, an entry's group index or reserved bits).
+  // Never reads outside `bytes`, whatever they hold.
+  static Result<Recovery> Decode(std::span<const std::byte> bytes);
 
-  // Creates this kvd's journal (replacing none: TakeOver removed the old one).
-  static Result<std::unique_ptr<PageJournal>> Create(const std::string& ipc_name,
-                                                     size_t page_bytes,
+  // Reads the journal a previous kvd left at `path`. nullopt when there is
+  // none, or when it is refused (not a plain file of kvd's uid that others
+  // cannot write, unreadable, or not a journal Decode accepts): then it is
+  // logged naming the file and the fault, and removed. A journal read is left
+  // in place until Install replaces it.
+  // REQUIRES: this process holds the run directory's lock for the IPC name.
+  static std::optional<Recovery> TakeOver(const std::string& path);
+
+  // Makes this kvd's journal under a private name beside `path` (0600),
+  // empty (nothing held). `recovery_window_ms` is kept for `kvctl cleanup`
+  // (a journal older than that after its kvd stopped is nobody's any more).
+  static Result<std::unique_ptr<PageJournal>> Create(const std::string& path, size_t page_bytes,
                                                      const std::vector<JournalDevice>& devices,
-                                                     mode_t mode, std::optional<gid_t> gid);
+                                                     uint64_t recovery_window_ms);
+  // Unlinks the private file if Install never ran.
   ~PageJournal();
   PageJournal(const PageJournal&) = delete;
   PageJournal& operator=(const PageJournal&) = delete;
+
+  // Renames the journal over `path`, replacing the old one, once it holds
+  // this kvd's state (NodeState::SetJournal wrote it).
+  Status Install();
 
   // Names group `index` (ignored beyond the table's kMaxGroups, logged once).
   void SetGroup(int index, const std::string& name);
   // Records page `id` of device index `d`: its generation, owner group
   // (-1: none) and whether some tenant holds it.
   void SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held);
-  // Unlinks the journal (a clean stop with no page held: nothing to recover).
+  // Says kvd stopped now, with pages still held: the journal stays for the
+  // next kvd, and `kvctl cleanup` counts the recovery window from here.
+  void MarkStopped();
+  // Unlinks the journal (a stop with no page held: nothing to recover).
   void Remove();
 
-  static constexpr int kMaxGroups = 1024;
-
  private:
-  PageJournal(std::unique_ptr<ipc::ShmMapping> mapping, std::string shm_name,
+  PageJournal(void* base, size_t bytes, std::string path, std::string private_path,
               std::vector<uint64_t> offsets, std::vector<uint32_t> capacities);
 
-  std::unique_ptr<ipc::ShmMapping> mapping_;
-  std::string shm_name_;
+  void* base_;
+  size_t bytes_;
+  std::string path_;
+  std::string private_path_;
+  bool installed_ = false;
   std::vector<uint64_t> entry_offsets_;  // by device index: byte offset of its entries
   std::vector<uint32_t> capacities_;
   bool warned_groups_ = false;

@@ -44,19 +44,23 @@ bool NodeServer::PeerAllowed(const ipc::PeerCredentials& peer) const {
 
 Status NodeServer::Admit(const ipc::PeerCredentials& peer) const {
   if (!PeerAllowed(peer)) {
-    return Status::PermissionDenied("uid " + std::to_string(peer.uid) +
-                                    " is not allowed to attach to this kvd");
+    // Numbers only: a user-name lookup (NSS, maybe LDAP) would stall the loop.
+    return Status::PermissionDenied(
+        "uid " + std::to_string(peer.uid) + " (gid " + std::to_string(peer.gid) +
+        ") may not connect to this kvd (uid " + std::to_string(geteuid()) +
+        "): kvd's config allows root, its own uid and those in allowed_uids or allowed_gids");
   }
   size_t admitted = connections_.size() - refused_open_;
   if (admitted >= options_.max_connections) {
     return Status::ResourceExhausted("kvd serves " + std::to_string(admitted) +
-                                     " connections, its most (max_connections)");
+                                     " connections, its most (max_connections in kvd's config, "
+                                     "or what its open-file limit leaves: see kvd's log)");
   }
   auto it = per_process_.find(peer.pid);
   if (it != per_process_.end() && it->second >= options_.max_connections_per_process) {
     return Status::ResourceExhausted(
         "pid " + std::to_string(peer.pid) + " has " + std::to_string(it->second) +
-        " connections to kvd, its most (max_connections_per_process)");
+        " connections to kvd, its most (max_connections_per_process in kvd's config)");
   }
   return Status::OK();
 }

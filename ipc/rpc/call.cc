@@ -86,6 +86,9 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
     Status decoded = wire::Decode(data, &message);
     if (!decoded.ok()) {
       CloseAll(&fds);
+      if (decoded.code() == Code::kUnsupported) {  // another wire version: say who
+        return Status::Unsupported(std::string(options.peer) + ": " + std::string(decoded.message()));
+      }
       return decoded;
     }
     if (!fds.empty() && options.reply_fds != ReplyFds::kKeep) {
@@ -103,6 +106,12 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
       return Reply{std::move(message), std::move(fds)};
     }
     CloseAll(&fds);  // a notice's or a stray's: the caller asked for none of them
+    if (message.request_id() == 0 && message.has_error()) {
+      // The peer refused the connection (kvd at accept: a uid not allowed,
+      // a connection limit): that is the answer, whatever was asked.
+      transport.Close();
+      return wire::StatusFromError(message.error());
+    }
     if (message.request_id() == 0 && options.on_notice) {
       NANOKV_RETURN_IF_ERROR(options.on_notice(message));
       continue;

@@ -78,7 +78,11 @@ struct Reply {
 //     answer to a later request;
 //   - kProtocolError for a message that does not decode, fds against
 //     ReplyFds::kRefuse, a stray against StrayReplies::kRefuse;
-//   - an Error reply becomes its Status (the peer's code and message).
+//   - kUnsupported for a message of another wire version (the peer is of
+//     another release), naming the peer and both versions;
+//   - an Error reply becomes its Status (the peer's code and message), and
+//     so does an Error with request id 0: the peer's refusal of the
+//     connection (kvd's at accept), after which the transport is closed.
 // The transport stays open for any other outcome.
 Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message request,
                    std::span<const int> request_fds, const CallOptions& options);

@@ -47,13 +47,14 @@ namespace nanokv::ipc {
 
 // "NKVSEG01" read as a little-endian uint64, so `hexdump -C` shows the name.
 inline constexpr uint64_t kSegmentMagic = 0x3130474553564B4EULL;
-inline constexpr uint32_t kSegmentLayoutVersion = 1;
+inline constexpr uint32_t kSegmentLayoutVersion = 2;
 
 inline constexpr uint32_t kMaxDevices = 16;
 inline constexpr uint32_t kMaxTenants = 256;
 inline constexpr uint32_t kMaxInstances = 64;
 inline constexpr size_t kNameBytes = 64;     // every name field, NUL included
 inline constexpr size_t kBackendBytes = 16;  // "host", "cuda", "hip"
+inline constexpr size_t kSocketPathBytes = 112;  // sun_path's 108, rounded to words
 
 enum class TenantState : uint32_t {
   kAttached = 1,    // connected, may hold pages
@@ -104,6 +105,10 @@ struct SegmentHeader {
   uint32_t tenant_count;    // <= kMaxTenants
   uint32_t instance_count;  // <= kMaxInstances
   uint32_t reserved1;
+  // Version 2: where kvd listens, so kvctl and engines find a kvd whatever
+  // its run_dir (a reader trusts it only in a segment of a uid it trusts,
+  // and checks the peer it reaches there).
+  char socket_path[kSocketPathBytes];
 };
 
 struct DeviceRow {
@@ -192,20 +197,21 @@ static_assert(offsetof(SegmentHeader, kvd_pid) == 24);
 static_assert(offsetof(SegmentHeader, kvd_start_ticks) == 32);
 inline constexpr size_t kFrozenPrefixBytes = 40;
 
-// Version 1.
+// Version 2 (1 had no socket_path).
 static_assert(offsetof(SegmentHeader, ipc_name) == 64);
 static_assert(offsetof(SegmentHeader, backend) == 128);
 static_assert(offsetof(SegmentHeader, page_bytes) == 144);
 static_assert(offsetof(SegmentHeader, device_count) == 152);
-static_assert(sizeof(SegmentHeader) == 168);
+static_assert(offsetof(SegmentHeader, socket_path) == 168);
+static_assert(sizeof(SegmentHeader) == 280);
 static_assert(offsetof(DeviceRow, page_bytes) == 72 && sizeof(DeviceRow) == 136);
 static_assert(offsetof(TenantRow, state) == 140 && offsetof(TenantRow, limit_bytes) == 144);
 static_assert(offsetof(TenantRow, used_pages) == 160 && sizeof(TenantRow) == 240);
 static_assert(offsetof(InstanceRow, since_unix_ns) == 80 && sizeof(InstanceRow) == 88);
-static_assert(offsetof(Segment, devices) == 168);
-static_assert(offsetof(Segment, tenants) == 168 + 16 * 136);
-static_assert(offsetof(Segment, instances) == 168 + 16 * 136 + 256 * 240);
-static_assert(sizeof(Segment) == 69416);
+static_assert(offsetof(Segment, devices) == 280);
+static_assert(offsetof(Segment, tenants) == 280 + 16 * 136);
+static_assert(offsetof(Segment, instances) == 280 + 16 * 136 + 256 * 240);
+static_assert(sizeof(Segment) == 69528);
 // The seqlock copies the segment as whole 64-bit words.
 static_assert(sizeof(Segment) % sizeof(uint64_t) == 0);
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,6 +95,14 @@ bool ProcessAlive(pid_t pid, uint64_t start_ticks) {
   auto stat = ParseProcStat(*line);
   if (!stat.ok()) return false;
   return stat->start_ticks == start_ticks && stat->state != 'Z' && stat->state != 'X';
+}
+
+Result<uid_t> ProcessUid(pid_t pid) {
+  if (pid <= 0) return Status::InvalidArgument("pid " + std::to_string(pid) + " names no process");
+  const std::string path = "/proc/" + std::to_string(pid);
+  struct stat st{};
+  if (stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": no such process we may see");
+  return st.st_uid;
 }
 
 }  // namespace nanokv::ipc

@@ -38,6 +38,10 @@ Result<uint64_t> ProcessStartTicks(pid_t pid);
 // treated as alive, so nothing live is ever declared stale.
 bool ProcessAlive(pid_t pid, uint64_t start_ticks);
 
+// The uid a process runs as (the owner of /proc/<pid>). kNotFound if no such
+// process, or if /proc hides it from us (hidepid).
+Result<uid_t> ProcessUid(pid_t pid);
+
 }  // namespace nanokv::ipc
 
 #endif  // NANOKV_IPC_SEGMENT_PROCESS_IDENTITY_H_

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,8 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ipc/segment/process_identity.h"
-#include "ipc/segment/seqlock.h"
+#include "base/kvd_identity.h"
 #include "ipc/segment/shm_file.h"
 
 namespace nanokv::ipc {
@@ -51,75 +51,109 @@ Status CheckCopy(const Segment& segment, std::string_view ipc_name) {
   return Status::OK();
 }
 
+Status Untrusted(const std::string& path, uid_t owner) {
+  return Status::PermissionDenied(path + " belongs to " + DescribeUid(owner) + ", not to " +
+                                  TrustedKvdUidsText() + ": not taken for a kvd's (set " +
+                                  kKvdUidVariable + "=" + std::to_string(owner) +
+                                  " if kvd runs as that user)");
+}
+
 }  // namespace
 
 Result<Snapshot> ReadSegment(std::string_view ipc_name) {
   NANOKV_RETURN_IF_ERROR(ValidateIpcName(ipc_name));
-  auto mapping = ShmMapping::OpenReadOnly(ShmName(ipc_name));
-  if (!mapping.ok()) {
-    if (mapping.status().code() == Code::kNotFound) {
-      return Status::NotFound("no segment " + ShmPath(ipc_name) + " (is kvd running?)");
+  const std::string path = ShmPath(ipc_name);
+  auto file = SegmentFile::Open(path);
+  if (!file.ok()) {
+    if (file.status().code() == Code::kNotFound) {
+      return Status::NotFound("no segment " + path + " (is kvd running?)");
     }
-    return mapping.status();
+    return file.status();
   }
-  const SegmentProbe probe = ProbeMapping(**mapping);
+  if (!IsTrustedKvdUid(file->stat().st_uid)) return Untrusted(path, file->stat().st_uid);
+  NANOKV_ASSIGN_OR_RETURN(SegmentProbe probe, ProbeFile(*file));
   NANOKV_RETURN_IF_ERROR(CheckReadable(probe, ipc_name));
 
   Snapshot snapshot;
+  snapshot.owner_uid = probe.owner_uid;
   for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
-    if (SeqlockTryRead((*mapping)->data(), &snapshot.segment)) {
+    NANOKV_ASSIGN_OR_RETURN(bool stable, file->TryReadStable(&snapshot.segment));
+    if (stable) {
       NANOKV_RETURN_IF_ERROR(CheckCopy(snapshot.segment, ipc_name));
-      snapshot.kvd_alive =
-          ProcessAlive(snapshot.segment.header.kvd_pid, snapshot.segment.header.kvd_start_ticks);
+      snapshot.kvd_alive = StaleReason(probe).empty();
       return snapshot;
     }
     BackOff(attempt);
   }
-  const bool alive = ProcessAlive(probe.kvd_pid, probe.kvd_start_ticks);
-  return Status::Unavailable("segment " + ShmPath(ipc_name) + " busy: no stable copy in " +
+  const bool alive = StaleReason(probe).empty();
+  return Status::Unavailable("segment " + path + " busy: no stable copy in " +
                              std::to_string(kReadAttempts) + " tries (kvd pid " +
                              std::to_string(probe.kvd_pid) + (alive ? ", alive" : ", dead") +
                              ", stopped mid-publish?)");
 }
 
-Result<std::vector<std::string>> ListSegments() {
+Result<std::vector<SegmentEntry>> ListSegments() {
   const std::string directory(kShmDirectory);
   DIR* dir = opendir(directory.c_str());
   if (dir == nullptr) return Status::FromErrno("opendir", errno, directory);
-  std::vector<std::string> names;
+  std::vector<SegmentEntry> entries;
   while (dirent* entry = readdir(dir)) {
     std::string_view file = entry->d_name;
     if (!file.starts_with(kShmPrefix)) continue;
     std::string_view ipc_name = file.substr(kShmPrefix.size());
     if (!ValidateIpcName(ipc_name).ok()) continue;
-    auto probe = ProbeSegment(std::string(file));
+    const std::string path = directory + "/" + std::string(file);
+    struct stat st{};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // gone, or no segment
+    SegmentEntry listed;
+    listed.ipc_name = std::string(ipc_name);
+    listed.owner_uid = st.st_uid;
+    listed.mode = st.st_mode;
+    if (!IsTrustedKvdUid(st.st_uid)) {
+      listed.kind = SegmentEntry::Kind::kUntrusted;
+      listed.why = Untrusted(path, st.st_uid);
+      entries.push_back(std::move(listed));
+      continue;
+    }
+    auto probe = ProbeSegment(path);
     if (!probe.ok()) {
-      // Gone since readdir, or not ours to read: not a segment we can show.
-      spdlog::debug("ListSegments: skipping {}: {}", file, probe.status().ToString());
+      if (probe.status().code() != Code::kPermissionDenied) {
+        spdlog::debug("ListSegments: skipping {}: {}", file, probe.status().ToString());
+        continue;  // gone since readdir, or replaced by something else
+      }
+      listed.kind = SegmentEntry::Kind::kUnreadable;
+      listed.why = probe.status();
+      entries.push_back(std::move(listed));
       continue;
     }
     if (probe->magic == kSegmentMagic && probe->layout_version == kSegmentLayoutVersion) {
-      names.emplace_back(ipc_name);
+      entries.push_back(std::move(listed));
     }
   }
   closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
+  std::sort(entries.begin(), entries.end(),
+            [](const SegmentEntry& a, const SegmentEntry& b) { return a.ipc_name < b.ipc_name; });
+  return entries;
 }
 
 Status RemoveStaleSegment(std::string_view ipc_name) {
   NANOKV_RETURN_IF_ERROR(ValidateIpcName(ipc_name));
-  const std::string shm_name = ShmName(ipc_name);
-  // Under the lock, so a kvd still initialising (magic 0) is not taken for dead.
-  NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<ShmDirectoryLock> lock, ShmDirectoryLock::Acquire());
-  NANOKV_ASSIGN_OR_RETURN(SegmentProbe probe, ProbeSegment(shm_name));
+  const std::string path = ShmPath(ipc_name);
+  NANOKV_ASSIGN_OR_RETURN(SegmentFile file, SegmentFile::Open(path));
+  NANOKV_ASSIGN_OR_RETURN(SegmentProbe probe, ProbeFile(file));
   std::string stale = StaleReason(probe);
   if (stale.empty()) {
     return Status::FailedPrecondition("kvd (pid " + std::to_string(probe.kvd_pid) +
                                       ") is alive and serves IPC name " + std::string(ipc_name));
   }
-  NANOKV_RETURN_IF_ERROR(RemoveShm(shm_name));
-  spdlog::info("segment {}: removed stale segment: {}", ShmPath(ipc_name), stale);
+  // Only the file judged: a kvd that replaced it meanwhile keeps its own.
+  struct stat named{};
+  if (lstat(path.c_str(), &named) != 0) return Status::NotFound("no segment " + path);
+  if (named.st_dev != file.stat().st_dev || named.st_ino != file.stat().st_ino) {
+    return Status::FailedPrecondition("segment " + path + " was replaced while being judged");
+  }
+  NANOKV_RETURN_IF_ERROR(RemoveShm(ShmName(ipc_name)));
+  spdlog::info("segment {}: removed stale segment: {}", path, stale);
   return Status::OK();
 }
 

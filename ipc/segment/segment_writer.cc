@@ -1,5 +1,7 @@
 #include "ipc/segment/segment_writer.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,6 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/kvd_identity.h"
+#include "base/run_dir.h"
 #include "ipc/segment/process_identity.h"
 #include "ipc/segment/seqlock.h"
 #include "ipc/segment/shm_file.h"
@@ -34,42 +38,96 @@ void ZeroRowsFrom(Row (&rows)[N], uint32_t count) {
 bool SameObject(int fd, const std::string& path) {
   struct stat ours {};
   struct stat named {};
-  if (fstat(fd, &ours) != 0 || stat(path.c_str(), &named) != 0) return false;
+  if (fstat(fd, &ours) != 0 || lstat(path.c_str(), &named) != 0) return false;
   return ours.st_dev == named.st_dev && ours.st_ino == named.st_ino;
+}
+
+// A new, unnamed segment file in /dev/shm of `mode` (exactly: fchmod beats
+// the umask) and group `gid`, sized and mapped. Nothing to clean up on
+// failure but the fd: it has no name yet.
+Status MakeUnnamed(const SegmentOptions& options, int* fd_out, void** shared_out) {
+  const std::string directory(kShmDirectory);
+  int fd = open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno("open(O_TMPFILE)", errno, directory);
+  Status failed;
+  void* shared = MAP_FAILED;
+  if (fchmod(fd, options.mode) != 0) {
+    failed = Status::FromErrno("fchmod", errno, "segment " + ShmPath(options.ipc_name));
+  } else if (options.gid && fchown(fd, static_cast<uid_t>(-1), *options.gid) != 0) {
+    failed = Status::FromErrno("fchown", errno,
+                               "segment " + ShmPath(options.ipc_name) + " to gid " +
+                                   std::to_string(*options.gid));
+  } else if (ftruncate(fd, sizeof(Segment)) != 0) {
+    failed = Status::FromErrno("ftruncate", errno, "segment " + ShmPath(options.ipc_name));
+  } else {
+    shared = mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (shared == MAP_FAILED) failed = Status::FromErrno("mmap", errno, "segment");
+  }
+  if (!failed.ok()) {
+    close(fd);
+    return failed;
+  }
+  *fd_out = fd;
+  *shared_out = shared;
+  return Status::OK();
+}
+
+// Something holds the segment's name: a live kvd's segment (refused), or
+// anything else, which is removed if we may. kUnavailable: gone already.
+Status ClearName(const std::string& path, const std::string& ipc_name) {
+  struct stat st{};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::OK();
+    return Status::FromErrno("lstat", errno, path);
+  }
+  std::string what;
+  if (S_ISLNK(st.st_mode)) {
+    what = "a symbolic link";
+  } else if (!S_ISREG(st.st_mode)) {
+    what = "not a regular file";
+  } else {
+    auto probe = ProbeSegment(path);
+    if (!probe.ok()) {
+      if (probe.status().code() == Code::kNotFound) return Status::OK();
+      what = "a file we cannot read (" + std::string(probe.status().message()) + ")";
+    } else {
+      what = StaleReason(*probe);
+      if (what.empty()) {
+        return Status::FailedPrecondition(
+            "another kvd (pid " + std::to_string(probe->kvd_pid) + ", " +
+            DescribeUid(probe->owner_uid) + ") serves IPC name " + ipc_name + " (" + path + ")");
+      }
+    }
+  }
+  const std::string owner = "owner " + DescribeUid(st.st_uid) + ", mode " + ModeText(st.st_mode);
+  if (unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return Status::OK();
+    const int error = errno;
+    return Status(Code::kPermissionDenied,
+                  "IPC name " + ipc_name + " is taken: " + path + " is " + what + " (" + owner +
+                      "), which this kvd (" + DescribeUid(geteuid()) +
+                      ") may not remove; remove it as root, or choose another ipc_name",
+                  "unlink", strerrorname_np(error));
+  }
+  spdlog::warn("segment {}: removed what held the name: {} ({})", path, what, owner);
+  return Status::OK();
 }
 
 }  // namespace
 
 Result<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(const SegmentOptions& options) {
   NANOKV_RETURN_IF_ERROR(ValidateIpcName(options.ipc_name));
-  const std::string shm_name = ShmName(options.ipc_name);
+  if (options.socket_path.size() >= kSocketPathBytes) {
+    return Status::InvalidArgument("socket path " + options.socket_path + " is over " +
+                                   std::to_string(kSocketPathBytes - 1) + " bytes");
+  }
+  const std::string path = ShmPath(options.ipc_name);
   const pid_t pid = getpid();
   NANOKV_ASSIGN_OR_RETURN(uint64_t start_ticks, ProcessStartTicks(pid));
 
-  // Check-and-replace must be atomic with respect to other kvds and cleanups.
-  NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<ShmDirectoryLock> lock, ShmDirectoryLock::Acquire());
-  auto probe = ProbeSegment(shm_name);
-  if (probe.ok()) {
-    std::string stale = StaleReason(*probe);
-    if (stale.empty()) {
-      return Status::FailedPrecondition("another kvd (pid " + std::to_string(probe->kvd_pid) +
-                                        ") serves IPC name " + options.ipc_name);
-    }
-    spdlog::warn("segment {}: replacing a stale segment: {}", ShmPath(options.ipc_name), stale);
-    Status removed = RemoveShm(shm_name);
-    if (!removed.ok() && removed.code() != Code::kNotFound) return removed;
-  } else if (probe.status().code() != Code::kNotFound) {
-    // Something holds the name that we cannot even read: not ours to replace.
-    return Status(probe.status().code(),
-                  "IPC name " + options.ipc_name + " is taken by a segment we cannot read: " +
-                      std::string(probe.status().message()),
-                  probe.status().call(), probe.status().error_name());
-  }
-
-  NANOKV_ASSIGN_OR_RETURN(
-      std::unique_ptr<ShmMapping> mapping,
-      ShmMapping::CreateReadWrite(shm_name, sizeof(Segment), options.mode, options.gid));
-
+  int fd = -1;
+  void* shared = nullptr;
+  NANOKV_RETURN_IF_ERROR(MakeUnnamed(options, &fd, &shared));
   auto staged = std::make_unique<Segment>();  // value-initialized: all zero
   SegmentHeader& header = staged->header;
   header.layout_version = kSegmentLayoutVersion;
@@ -80,29 +138,57 @@ Result<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(const SegmentOption
   header.update_unix_ns = header.start_unix_ns;
   CopyString(header.ipc_name, options.ipc_name);
   CopyString(header.backend, options.backend);
+  CopyString(header.socket_path, options.socket_path);
   header.page_bytes = options.page_bytes;
   // Everything but magic goes out under the seqlock; magic last, with release,
   // so whoever sees our magic (acquire) sees a complete header (layout.h
   // invariant 3) and an even seq.
   header.magic = 0;
-  SeqlockPublish(mapping->data(), *staged);
-  SharedWord(mapping->data(), kMagicWord).store(kSegmentMagic, std::memory_order_release);
+  SeqlockPublish(shared, *staged);
+  SharedWord(shared, kMagicWord).store(kSegmentMagic, std::memory_order_release);
   header.magic = kSegmentMagic;
 
-  spdlog::info("segment {}: created ({} bytes, mode {:o}{})", ShmPath(options.ipc_name),
-               sizeof(Segment), options.mode,
+  // Named only now, whole. A name held by anything but a live kvd's segment
+  // is cleared; a few turns, in case it is taken again meanwhile.
+  const std::string proc_path = "/proc/self/fd/" + std::to_string(fd);
+  Status named = Status::Unavailable("IPC name " + options.ipc_name + ": " + path +
+                                     " was taken again each time it was cleared");
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (linkat(AT_FDCWD, proc_path.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+      named = Status::OK();
+      break;
+    }
+    if (errno != EEXIST) {
+      named = Status::FromErrno("linkat", errno, path);
+      break;
+    }
+    Status cleared = ClearName(path, options.ipc_name);
+    if (!cleared.ok()) {
+      named = cleared;
+      break;
+    }
+  }
+  if (!named.ok()) {
+    munmap(shared, sizeof(Segment));
+    close(fd);
+    return named;
+  }
+  spdlog::info("segment {}: created ({} bytes, mode {}{})", path, sizeof(Segment),
+               ModeText(options.mode),
                options.gid ? ", gid " + std::to_string(*options.gid) : std::string());
   return std::unique_ptr<SegmentWriter>(
-      new SegmentWriter(options.ipc_name, std::move(mapping), std::move(staged)));
+      new SegmentWriter(options.ipc_name, fd, shared, std::move(staged)));
 }
 
-SegmentWriter::SegmentWriter(std::string ipc_name, std::unique_ptr<ShmMapping> mapping,
+SegmentWriter::SegmentWriter(std::string ipc_name, int fd, void* shared,
                              std::unique_ptr<Segment> staged)
-    : ipc_name_(std::move(ipc_name)), mapping_(std::move(mapping)), staged_(std::move(staged)) {}
+    : ipc_name_(std::move(ipc_name)), fd_(fd), shared_(shared), staged_(std::move(staged)) {}
 
 SegmentWriter::~SegmentWriter() {
   Status status = Remove();
   if (!status.ok()) spdlog::error("segment {}: {}", ShmPath(ipc_name_), status.ToString());
+  munmap(shared_, sizeof(Segment));
+  close(fd_);
 }
 
 Status SegmentWriter::Publish(const std::function<void(Segment&)>& fill) {
@@ -135,7 +221,7 @@ Status SegmentWriter::Publish(const std::function<void(Segment&)>& fill) {
 void SegmentWriter::PublishLocked() {
   staged_->header.update_unix_ns = UnixNanos();
   ++staged_->header.publish_count;
-  SeqlockPublish(mapping_->data(), *staged_);
+  SeqlockPublish(shared_, *staged_);
 }
 
 uint64_t SegmentWriter::publish_count() const {
@@ -146,9 +232,8 @@ uint64_t SegmentWriter::publish_count() const {
 Status SegmentWriter::Remove() {
   std::lock_guard<std::mutex> guard(mu_);
   if (removed_) return Status::OK();
-  NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<ShmDirectoryLock> lock, ShmDirectoryLock::Acquire());
   const std::string path = ShmPath(ipc_name_);
-  if (!SameObject(mapping_->fd(), path)) {
+  if (!SameObject(fd_, path)) {
     // Gone already, or a kvd that judged us dead replaced it: not ours to remove.
     spdlog::warn("segment {}: no longer names our segment; left alone", path);
     removed_ = true;

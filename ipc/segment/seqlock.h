@@ -27,6 +27,12 @@
 // plain access. std::atomic_ref (C++20) gives atomics on memory we did not
 // declare atomic: the segment's words are plain uint64_t (see layout.h).
 //
+// Readers in other processes (kvctl, libkv) do not map the segment: its
+// owner could truncate it under them, and a load past the end of a mapping is
+// SIGBUS. They copy it with pread instead (shm_file.h, SegmentFile): seq, the
+// whole segment, seq again, with ReadBarrier between, which stands for the
+// acquire side of the argument above (the kernel's copy is plain loads).
+//
 // Word access to the shared mapping: the segment is only ever accessed as an
 // array of uint64_t words through these functions (implicit-lifetime objects in
 // mmap'ed memory); the private Segment on either side is read or written
@@ -58,6 +64,18 @@ inline std::atomic_ref<uint64_t> SharedWord(const void* base, size_t index) {
 
 inline uint64_t LoadSeq(const void* shared, std::memory_order order) {
   return SharedWord(shared, kSeqWord).load(order);
+}
+
+// Orders the loads before it (a pread's copy) before the loads after it, as
+// an acquire fence would. x86-64 never reorders loads with loads, so only the
+// compiler must be kept from moving them; AArch64 needs a load barrier.
+// (Not std::atomic_thread_fence: g++ refuses it under TSan with -Werror.)
+inline void ReadBarrier() {
+#if defined(__aarch64__)
+  asm volatile("dmb ishld" ::: "memory");
+#else
+  asm volatile("" ::: "memory");
+#endif
 }
 
 // Copies `staged` into the shared segment under the seqlock. Every word but

@@ -1,51 +1,31 @@
 #include "ipc/segment/shm_file.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <thread>
+#include <utility>
 
-#include <boost/interprocess/exceptions.hpp>
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
-
+#include "base/kvd_identity.h"
 #include "base/naming.h"
-#include "ipc/segment/layout.h"
+#include "base/run_dir.h"
 #include "ipc/segment/process_identity.h"
 #include "ipc/segment/seqlock.h"
 
 namespace nanokv::ipc {
-namespace bip = boost::interprocess;
 namespace {
-
-// Boost reports failures by exception; nothing past this file sees one.
-Status FromBoost(std::string_view call, const bip::interprocess_exception& e,
-                 const std::string& context) {
-  int error_number = e.get_native_error();
-  if (error_number == EEXIST || e.get_error_code() == bip::already_exists_error) {
-    return Status(Code::kAlreadyExists, context + ": already exists", call, "EEXIST");
-  }
-  if (error_number != 0) return Status::FromErrno(call, error_number, context);
-  return Status(Code::kIOError, context + ": " + e.what(), call);
-}
-
-Status FromException(std::string_view call, const std::exception& e, const std::string& context) {
-  return Status(Code::kInternal, context + ": " + e.what(), call);
-}
 
 std::string Hex(uint64_t value) {
   char text[24];
   std::snprintf(text, sizeof(text), "0x%016" PRIx64, value);
   return text;
+}
+
+std::string Owner(const struct stat& st) {
+  return "owner " + DescribeUid(st.st_uid) + ", mode " + ModeText(st.st_mode);
 }
 
 }  // namespace
@@ -66,119 +46,90 @@ std::string ShmPath(std::string_view ipc_name) {
   return std::string(kShmDirectory) + "/" + ShmName(ipc_name);
 }
 
-ShmMapping::ShmMapping(std::unique_ptr<bip::shared_memory_object> object,
-                       std::unique_ptr<bip::mapped_region> region)
-    : object_(std::move(object)), region_(std::move(region)) {}
-
-ShmMapping::~ShmMapping() = default;  // unmaps, then closes the fd
-
-void* ShmMapping::data() const { return region_ ? region_->get_address() : nullptr; }
-size_t ShmMapping::size() const { return region_ ? region_->get_size() : 0; }
-int ShmMapping::fd() const { return object_->get_mapping_handle().handle; }
-
-Result<std::unique_ptr<ShmMapping>> ShmMapping::OpenReadOnly(const std::string& shm_name) {
-  try {
-    auto object =
-        std::make_unique<bip::shared_memory_object>(bip::open_only, shm_name.c_str(), bip::read_only);
-    bip::offset_t size = 0;
-    if (!object->get_size(size)) return Status::FromErrno("fstat", errno, shm_name);
-    // Boost refuses to map an empty object; an empty mapping is what it is.
-    std::unique_ptr<bip::mapped_region> region;
-    if (size > 0) region = std::make_unique<bip::mapped_region>(*object, bip::read_only);
-    return std::unique_ptr<ShmMapping>(new ShmMapping(std::move(object), std::move(region)));
-  } catch (const bip::interprocess_exception& e) {
-    return FromBoost("shm_open/mmap", e, shm_name);
-  } catch (const std::exception& e) {
-    return FromException("shm_open/mmap", e, shm_name);
+Result<SegmentFile> SegmentFile::Open(const std::string& path) {
+  // O_NONBLOCK: a FIFO planted at the name must not hang the reader.
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT) return Status::NotFound("no segment " + path);
+    struct stat st{};
+    if (error == ELOOP && lstat(path.c_str(), &st) == 0) {
+      return Status::PermissionDenied(path + " is a symbolic link (" + Owner(st) +
+                                      "), not a segment");
+    }
+    if ((error == EACCES || error == EPERM) && lstat(path.c_str(), &st) == 0) {
+      return Status(Code::kPermissionDenied,
+                    path + ": permission denied (" + Owner(st) + ", group " +
+                        DescribeGid(st.st_gid) +
+                        "): kvd's config keys segment_mode and group say who may read it",
+                    "open", strerrorname_np(error));
+    }
+    return Status::FromErrno("open", error, path);
   }
+  struct stat st{};
+  if (fstat(fd, &st) != 0) {
+    Status failed = Status::FromErrno("fstat", errno, path);
+    close(fd);
+    return failed;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::InvalidArgument(path + " is not a regular file (" + Owner(st) + ")");
+  }
+  return SegmentFile(fd, st);
 }
 
-Result<std::unique_ptr<ShmMapping>> ShmMapping::CreateReadWrite(const std::string& shm_name,
-                                                                size_t bytes, mode_t mode,
-                                                                std::optional<gid_t> gid) {
-  std::unique_ptr<bip::shared_memory_object> object;
-  try {
-    object = std::make_unique<bip::shared_memory_object>(bip::create_only, shm_name.c_str(),
-                                                         bip::read_write, bip::permissions(mode));
-  } catch (const bip::interprocess_exception& e) {
-    return FromBoost("shm_open", e, shm_name);
-  } catch (const std::exception& e) {
-    return FromException("shm_open", e, shm_name);
-  }
-  // From here on the name is ours: any failure unlinks it again.
-  Status failed;
-  int fd = object->get_mapping_handle().handle;
-  // shm_open applies the umask to the mode; the security model wants exactly
-  // `mode` (0660 by default), so set it again on the open descriptor.
-  if (fchmod(fd, mode) != 0) {
-    failed = Status::FromErrno("fchmod", errno, shm_name);
-  } else if (gid.has_value() && fchown(fd, static_cast<uid_t>(-1), *gid) != 0) {
-    failed = Status::FromErrno("fchown", errno, shm_name + " to gid " + std::to_string(*gid));
-  } else {
-    try {
-      object->truncate(static_cast<bip::offset_t>(bytes));
-      auto region = std::make_unique<bip::mapped_region>(*object, bip::read_write);
-      return std::unique_ptr<ShmMapping>(new ShmMapping(std::move(object), std::move(region)));
-    } catch (const bip::interprocess_exception& e) {
-      failed = FromBoost("ftruncate/mmap", e, shm_name);
-    } catch (const std::exception& e) {
-      failed = FromException("ftruncate/mmap", e, shm_name);
-    }
-  }
-  object.reset();
-  (void)RemoveShm(shm_name);  // best effort; `failed` says what went wrong
-  return failed;
+SegmentFile::SegmentFile(SegmentFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), stat_(other.stat_) {}
+
+SegmentFile::~SegmentFile() {
+  if (fd_ >= 0) close(fd_);
 }
 
-Status RemoveShm(const std::string& shm_name) {
-  // Boost's remove() only says true or false; shm_unlink gives the reason.
-  // Same call Boost makes (a leading '/' names an object in /dev/shm).
-  if (shm_unlink(("/" + shm_name).c_str()) == 0) return Status::OK();
-  return Status::FromErrno("shm_unlink", errno, shm_name);
-}
-
-Result<std::unique_ptr<ShmDirectoryLock>> ShmDirectoryLock::Acquire() {
-  const std::string directory(kShmDirectory);
-  int fd = open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open", errno, directory);
-  // Non-blocking tries with a bounded wait: a stuck holder must not hang kvd.
-  constexpr auto kWait = std::chrono::seconds(2);
-  const auto deadline = std::chrono::steady_clock::now() + kWait;
-  for (;;) {
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      return std::unique_ptr<ShmDirectoryLock>(new ShmDirectoryLock(fd));
-    }
-    int err = errno;
-    if (err != EWOULDBLOCK && err != EINTR) {
-      close(fd);
-      return Status::FromErrno("flock", err, directory);
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      close(fd);
-      return Status::Unavailable("another process has held the lock on " + directory +
-                                 " (flock) for over 2 s; is a kvd stuck starting?");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+Result<size_t> SegmentFile::Read(void* out, size_t bytes, uint64_t offset) const {
+  auto* dst = static_cast<char*>(out);
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = pread(fd_, dst + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno("pread", errno, "segment");
+    if (n == 0) break;  // the end of the file, wherever its owner put it now
+    done += static_cast<size_t>(n);
   }
+  return done;
 }
 
-ShmDirectoryLock::~ShmDirectoryLock() { close(fd_); }  // closing releases the flock
+Result<bool> SegmentFile::TryReadStable(Segment* out) const {
+  // seqlock.h: seq even, the copy, seq unchanged; ReadBarrier between.
+  constexpr uint64_t kSeqOffset = kSeqWord * sizeof(uint64_t);
+  uint64_t s1 = 0;
+  uint64_t s2 = 0;
+  NANOKV_ASSIGN_OR_RETURN(size_t got, Read(&s1, sizeof(s1), kSeqOffset));
+  if (got < sizeof(s1)) {
+    return Status::InvalidArgument("segment was truncated under the reader (it ends in its header)");
+  }
+  if ((s1 & 1) != 0) return false;
+  ReadBarrier();
+  NANOKV_ASSIGN_OR_RETURN(got, Read(out, sizeof(Segment), 0));
+  if (got < sizeof(Segment)) {
+    return Status::InvalidArgument("segment was truncated under the reader (" + std::to_string(got) +
+                                   " of " + std::to_string(sizeof(Segment)) + " bytes)");
+  }
+  ReadBarrier();
+  NANOKV_ASSIGN_OR_RETURN(got, Read(&s2, sizeof(s2), kSeqOffset));
+  return got == sizeof(s2) && s1 == s2;
+}
 
-SegmentProbe ProbeMapping(const ShmMapping& mapping) {
+Result<SegmentProbe> ProbeFile(const SegmentFile& file) {
   SegmentProbe probe;
-  probe.size_bytes = mapping.size();
-  if (probe.size_bytes < kFrozenPrefixBytes) return probe;
-  // Word by word, magic first with acquire: after it, the rest of the prefix
-  // holds the creator's final values (they never change afterwards).
+  probe.size_bytes = static_cast<size_t>(file.stat().st_size);
+  probe.owner_uid = file.stat().st_uid;
+  probe.mode = file.stat().st_mode;
   SegmentHeader prefix{};
-  auto* dst = reinterpret_cast<unsigned char*>(&prefix);
-  for (size_t i = 0; i < kFrozenPrefixBytes / sizeof(uint64_t); ++i) {
-    const uint64_t word = SharedWord(mapping.data(), i)
-                              .load(i == kMagicWord ? std::memory_order_acquire
-                                                    : std::memory_order_relaxed);
-    std::memcpy(dst + i * sizeof(uint64_t), &word, sizeof(word));
-    if (i == kMagicWord && word == 0) return probe;
-  }
+  NANOKV_ASSIGN_OR_RETURN(size_t got, file.Read(&prefix, kFrozenPrefixBytes, 0));
+  if (got < kFrozenPrefixBytes) return probe;
+  // A writer stores magic last (release) and never changes the prefix after:
+  // a pread that sees magic sees the rest of the prefix too.
   probe.magic = prefix.magic;
   probe.layout_version = prefix.layout_version;
   probe.total_bytes = prefix.total_bytes;
@@ -187,22 +138,32 @@ SegmentProbe ProbeMapping(const ShmMapping& mapping) {
   return probe;
 }
 
-Result<SegmentProbe> ProbeSegment(const std::string& shm_name) {
-  NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<ShmMapping> mapping, ShmMapping::OpenReadOnly(shm_name));
-  return ProbeMapping(*mapping);
+Result<SegmentProbe> ProbeSegment(const std::string& path) {
+  NANOKV_ASSIGN_OR_RETURN(SegmentFile file, SegmentFile::Open(path));
+  return ProbeFile(file);
 }
 
 std::string StaleReason(const SegmentProbe& probe) {
   if (probe.size_bytes < kFrozenPrefixBytes) {
     return "too small to be a nanokv segment (" + std::to_string(probe.size_bytes) + " bytes)";
   }
-  if (probe.magic == 0) return "never initialised (its creator died while creating it)";
+  if (probe.magic == 0) return "never initialised";
   if (probe.magic != kSegmentMagic) return "not a nanokv segment (magic " + Hex(probe.magic) + ")";
-  if (ProcessAlive(probe.kvd_pid, probe.kvd_start_ticks)) return "";
-  std::string who = "its kvd (pid " + std::to_string(probe.kvd_pid) + ")";
-  auto ticks = ProcessStartTicks(probe.kvd_pid);
-  if (ticks.ok() && *ticks != probe.kvd_start_ticks) return who + " is gone and the pid reused";
-  return who + " is gone";
+  const std::string who = "its kvd (pid " + std::to_string(probe.kvd_pid) + ")";
+  if (!ProcessAlive(probe.kvd_pid, probe.kvd_start_ticks)) {
+    auto ticks = ProcessStartTicks(probe.kvd_pid);
+    if (ticks.ok() && *ticks != probe.kvd_start_ticks) return who + " is gone and the pid reused";
+    return who + " is gone";
+  }
+  // Anyone may write a segment naming a live process; a kvd writes its own
+  // segment, so the process must run as the file's owner. Unverifiable
+  // (hidepid) counts as a match: nothing live is ever declared stale.
+  auto uid = ProcessUid(probe.kvd_pid);
+  if (uid.ok() && *uid != probe.owner_uid) {
+    return "forged: it names pid " + std::to_string(probe.kvd_pid) + ", a process of " +
+           DescribeUid(*uid) + ", but belongs to " + DescribeUid(probe.owner_uid);
+  }
+  return "";
 }
 
 Status CheckReadable(const SegmentProbe& probe, std::string_view ipc_name) {
@@ -211,7 +172,6 @@ Status CheckReadable(const SegmentProbe& probe, std::string_view ipc_name) {
     return Status::InvalidArgument(what + " is " + std::to_string(probe.size_bytes) +
                                    " bytes, too small to be a nanokv segment");
   }
-  if (probe.magic == 0) return Status::Unavailable(what + " is still being created");
   if (probe.magic != kSegmentMagic) {
     return Status::InvalidArgument(what + " is not a nanokv segment (magic " + Hex(probe.magic) +
                                    ", expected " + Hex(kSegmentMagic) + ")");
@@ -223,13 +183,21 @@ Status CheckReadable(const SegmentProbe& probe, std::string_view ipc_name) {
   }
   if (probe.total_bytes != sizeof(Segment)) {
     return Status::InvalidArgument(what + " says it is " + std::to_string(probe.total_bytes) +
-                                   " bytes; layout version 1 is " + std::to_string(sizeof(Segment)));
+                                   " bytes; layout version " +
+                                   std::to_string(kSegmentLayoutVersion) + " is " +
+                                   std::to_string(sizeof(Segment)));
   }
   if (probe.size_bytes < sizeof(Segment)) {
     return Status::InvalidArgument(what + " is truncated to " + std::to_string(probe.size_bytes) +
                                    " bytes");
   }
   return Status::OK();
+}
+
+Status RemoveShm(const std::string& shm_name) {
+  const std::string path = std::string(kShmDirectory) + "/" + shm_name;
+  if (unlink(path.c_str()) == 0) return Status::OK();
+  return Status::FromErrno("unlink", errno, path);
 }
 
 }  // namespace nanokv::ipc

@@ -160,8 +160,12 @@ Status Decode(std::span<const std::byte> data, Message* out) {
     return Fault("message does not parse (" + std::to_string(data.size()) + " bytes)");
   }
   if (out->version() != kWireVersion) {
-    return Fault("wire version " + std::to_string(out->version()) + " (this side speaks " +
-                 std::to_string(kWireVersion) + ")");
+    // Not a fault of the message: two releases that cannot talk. Said as
+    // such, so an engine's error names the cause (docs/ARCHITECTURE.md).
+    return Status::Unsupported("incompatible nanokv versions: the peer speaks wire version " +
+                               std::to_string(out->version()) + ", this side " +
+                               std::to_string(kWireVersion) +
+                               " (use libkv and kvd of one release)");
   }
   return CheckBody(*out);
 }
@@ -180,7 +184,12 @@ Message ErrorReply(uint64_t request_id, const Status& status) {
 Status StatusFromError(const Error& error) {
   int32_t code = error.code();
   if (code <= 0 || code > static_cast<int32_t>(Code::kInternal)) code = static_cast<int32_t>(Code::kInternal);
-  return Status(static_cast<Code>(code), "kvd: " + error.message());
+  // The text is the sender's Status::ToString(), which starts with the code's
+  // name; the code travels on its own, so it is not said twice.
+  std::string_view text = error.message();
+  const std::string prefix = std::string(CodeName(static_cast<Code>(code))) + ": ";
+  if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
+  return Status(static_cast<Code>(code), "kvd: " + std::string(text));
 }
 
 const char* BodyName(const Message& message) {

@@ -15,6 +15,7 @@
 #include "base/naming.h"
 #include "ipc/rpc/call.h"
 #include "ipc/uds/channel_transport.h"
+#include "ipc/uds/kvd_socket.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
 #include "base/open_file_limit.h"
@@ -87,8 +88,9 @@ Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& 
   attach->set_limit_bytes(options.limit_bytes);
   attach->set_limit_fraction(options.limit_fraction);
   attach->set_resume(resume);
-  // Attach is the connection's first request: anything else before its
-  // answer (a notice, a refusal at connect) is a protocol error, as are fds.
+  // Attach is the connection's first request: a refusal at connect (an
+  // Error with request id 0) is its answer (ipc::Call); any other message
+  // before the reply is a protocol error, as are fds.
   ipc::ChannelTransport transport(channel);
   ipc::CallOptions call;
   call.peer = "kvd";
@@ -139,24 +141,16 @@ Result<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions&
   std::string tenant = options.tenant.empty() ? DefaultTenantName() : options.tenant;
   NANOKV_RETURN_IF_ERROR(ValidateOptions(options, tenant));
 
-  std::string path = ipc::SocketPath(options.ipc_name);
-  auto channel = ipc::Channel::Connect(path);
-  if (!channel.ok()) {
-    const Status& s = channel.status();
-    if (s.code() != Code::kUnavailable) return s;
-    return Status(Code::kUnavailable,
-                  "cannot reach kvd '" + options.ipc_name + "' at " + path +
-                      ": is kvd running? (its socket directory is $NANOKV_RUN_DIR, else "
-                      "/tmp/nanokv)",
-                  s.call(), s.error_name());
-  }
+  // kvd's socket (NANOKV_RUN_DIR, else where its segment says), and kvd's
+  // credentials checked before anything is sent (ipc/uds/kvd_socket.h).
+  NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::ConnectToKvdNamed(options.ipc_name));
 
   std::unique_ptr<Impl> impl(new Impl());
   impl->options_ = options;
   impl->tenant_ = tenant;
   uint64_t request_id = impl->next_request_id_++;
   NANOKV_ASSIGN_OR_RETURN(wire::AttachReply reply,
-                          client::Handshake(*channel, options, tenant, request_id,
+                          client::Handshake(channel, options, tenant, request_id,
                                             /*resume=*/false));
   // From here a failure closes the socket (the Channel's destructor), and
   // kvd detaches the tenant it just made.
@@ -211,7 +205,7 @@ Result<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions&
     }
   }
   impl->cache_ = std::make_unique<client::PageCache>(*impl->backend_, impl->page_bytes_);
-  impl->channel_ = std::move(*channel);
+  impl->channel_ = std::move(channel);
   impl->connected_ = true;
   impl->reader_ = std::thread([raw = impl.get()] { raw->ReaderLoop(); });
   spdlog::info(

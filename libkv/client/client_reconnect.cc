@@ -13,6 +13,7 @@
 #include "base/naming.h"
 #include "ipc/rpc/call.h"
 #include "ipc/uds/channel_transport.h"
+#include "ipc/uds/kvd_socket.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
 
@@ -30,7 +31,6 @@ constexpr std::chrono::milliseconds kReplyTimeout{5'000};
 bool Client::Impl::Reconnect() {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const std::string path = ipc::SocketPath(options_.ipc_name);
   std::chrono::milliseconds backoff = kFirstBackoff;
   Status last = Status::Unavailable("not tried");
   for (int attempt = 1;; ++attempt) {
@@ -46,7 +46,8 @@ bool Client::Impl::Reconnect() {
       return false;
     }
     backoff = std::min(backoff * 2, kMaxBackoff);
-    auto channel = ipc::Channel::Connect(path);
+    // Found again each time: a restarted kvd may listen elsewhere.
+    auto channel = ipc::ConnectToKvdNamed(options_.ipc_name);
     if (!channel.ok()) {
       last = channel.status();
       continue;

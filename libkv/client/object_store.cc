@@ -15,6 +15,7 @@
 #include "ipc/rpc/call.h"
 #include "ipc/uds/channel.h"
 #include "ipc/uds/channel_transport.h"
+#include "ipc/uds/kvd_socket.h"
 #include "ipc/wire/codec.h"
 #include "ipc/wire/object_codec.h"
 #include "libkv/client/object_transfer.h"
@@ -240,7 +241,7 @@ class ObjectStore::Impl {
 };
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions& options) {
-  NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::Channel::Connect(ipc::SocketPath(options.ipc_name)));
+  NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::ConnectToKvdNamed(options.ipc_name));
   NANOKV_ASSIGN_OR_RETURN(auto backend, gpu::OpenBackend(options.backend));
   for (int device : options.access_devices) {
     if (device < 0 || device >= backend->device_count()) {

@@ -35,6 +35,7 @@ class KvdTestCase(unittest.TestCase):
     checking it exits 0. self.env holds the variables a
     child process needs to attach from the environment."""
     PAGES = 16
+    EXTRA_CONFIG = ""  # more lines of kvd's YAML, for a case that needs them
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="nanokv_py_")
@@ -48,7 +49,7 @@ class KvdTestCase(unittest.TestCase):
                     "reserve_pages: 2\n"
                     f"run_dir: {self.dir}\n"
                     "log_level: debug\n"
-                    "check_invariants: true\n")
+                    "check_invariants: true\n" + self.EXTRA_CONFIG)
         self.addCleanup(self._stop_kvd)
         self._old_run_dir = os.environ.get("NANOKV_RUN_DIR")
         os.environ["NANOKV_RUN_DIR"] = self.dir

@@ -1,6 +1,9 @@
 """nanokv.Client against a real kvd: attach (kwargs and environment),
 geometry, grant/share/return, limits, errors as NanoKVError."""
 import os
+import shutil
+import subprocess
+import sys
 import unittest
 
 from kvd_process import PAGE, KvdTestCase
@@ -110,3 +113,34 @@ class ClientTest(KvdTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RefusalTest(KvdTestCase):
+    """A refusal at connect reaches Python as its own error, naming the cause
+    and kvd's config key (issue 16), never as a protocol error."""
+    EXTRA_CONFIG = "max_connections: 1\nsocket_mode: \"0666\"\n"
+
+    def test_a_full_kvd_says_which_limit(self):
+        self.attach("py-first")
+        with self.assertRaises(NanoKVError) as e:
+            nanokv.Client(ipc_name=self.ipc, tenant="py-second")
+        self.assertEqual(e.exception.code, NanoKVError.RESOURCE_EXHAUSTED)
+        self.assertIn("its most (max_connections in kvd's config", e.exception.message)
+        self.assertNotIn("request id 0", e.exception.message)
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"),
+                         "needs root and setpriv, to attach as nobody")
+    def test_a_uid_not_allowed_is_told_which_keys_allow_it(self):
+        os.chmod(self.dir, 0o755)  # nobody reaches the socket; kvd says no, not the mode
+        script = ("import nanokv\n"
+                  "try:\n"
+                  f"    nanokv.Client(ipc_name={self.ipc!r}, tenant='py-intruder')\n"
+                  "except nanokv.NanoKVError as e:\n"
+                  "    print(e.code_name, e.message)\n")
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              sys.executable, "-c", script],
+                             env=self.env, capture_output=True, text=True, timeout=60)
+        self.assertIn("PermissionDenied", out.stdout, out.stderr)
+        self.assertIn("uid 65534 (gid 65534) may not connect to this kvd", out.stdout)
+        self.assertIn("allowed_uids or allowed_gids", out.stdout)
+

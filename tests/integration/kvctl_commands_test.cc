@@ -4,6 +4,11 @@
 // codes; only root or kvd's user may change tenants.
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
 #include "ipc/uds/channel.h"
 #include "tests/integration/kvctl_fixture.h"
 
@@ -138,13 +143,17 @@ TEST_F(KvctlTest, ErrorsHaveTheirDocumentedExitCodes) {
 TEST_F(KvctlTest, CleanupRemovesWhatAKilledKvdLeftAndNothingElse) {
   StartKvd(32);  // stays alive: cleanup must leave it alone
   const std::string victim = ipc_ + "_k";
-  Process second = StartSecondKvd(victim);
+  // A recovery window of 0: its journal is nobody's once it is dead.
+  Process second = StartSecondKvd(victim, {"--recovery-window", "0ms"});
   const std::string segment = "/dev/shm/nanokv_" + victim;
   const std::string socket = dir_.path() + "/" + victim + ".sock";
-  ASSERT_TRUE(Exists(segment) && Exists(socket));
+  const std::string lock = dir_.path() + "/" + victim + ".lock";
+  const std::string journal = dir_.path() + "/" + victim + ".journal";
+  ASSERT_TRUE(Exists(segment) && Exists(socket) && Exists(lock) && Exists(journal));
   second.Signal(SIGKILL);
   ASSERT_EQ(second.Wait(10s), 128 + SIGKILL);
-  ASSERT_TRUE(Exists(segment) && Exists(socket)) << "kill -9 leaves both behind";
+  ASSERT_TRUE(Exists(segment) && Exists(socket) && Exists(lock) && Exists(journal))
+      << "kill -9 leaves everything behind";
 
   // Views still read the last figures, marked stale; commands refuse.
   Json doc = ParseJson(Kvctl({"--json", "list"}));
@@ -158,23 +167,32 @@ TEST_F(KvctlTest, CleanupRemovesWhatAKilledKvdLeftAndNothingElse) {
   EXPECT_EQ(Kvctl({"evict", victim, "anyone"}).code, 4);
   EXPECT_EQ(Kvctl({"limit", victim, "anyone", "1G"}).code, 4);
 
-  Ran dry = Kvctl({"cleanup", "--dry-run"});
+  // Without --run-dir or NANOKV_RUN_DIR: the segment says where kvd served.
+  const std::map<std::string, std::string> no_run_dir = {{"NANOKV_RUN_DIR", ""}};
+  Ran dry = Kvctl({"cleanup", "--dry-run"}, no_run_dir);
   ASSERT_EQ(dry.code, 0) << dry.err;
-  EXPECT_NE(dry.out.find("would remove segment " + segment), std::string::npos) << dry.out;
-  EXPECT_NE(dry.out.find("would remove socket " + socket), std::string::npos) << dry.out;
+  for (const std::string& what : {"segment " + segment, "socket " + socket, "lock " + lock,
+                                   "journal " + journal}) {
+    EXPECT_NE(dry.out.find("would remove " + what), std::string::npos) << dry.out;
+  }
   EXPECT_EQ(dry.out.find(ipc_ + ".sock"), std::string::npos) << "the live kvd's socket stays\n" << dry.out;
-  EXPECT_TRUE(Exists(segment) && Exists(socket));
+  EXPECT_EQ(dry.out.find(ipc_ + ".lock"), std::string::npos) << "the live kvd's lock stays\n" << dry.out;
+  EXPECT_TRUE(Exists(segment) && Exists(socket) && Exists(lock) && Exists(journal));
 
   // Only what this test named (other tests' stale segments are theirs).
-  Ran cleanup = Kvctl({"--json", "cleanup", victim});
+  Ran cleanup = Kvctl({"--json", "cleanup", victim}, no_run_dir);
   ASSERT_EQ(cleanup.code, 0) << cleanup.err;
   doc = ParseJson(cleanup);
-  ASSERT_EQ(doc["removed"].items.size(), 2u) << cleanup.out;
-  EXPECT_EQ(doc["removed"][0]["path"].str(), segment);
-  EXPECT_EQ(doc["removed"][1]["path"].str(), socket);
-  EXPECT_NE(doc["removed"][0]["reason"].str().find(std::to_string(second.pid())), std::string::npos);
-  EXPECT_FALSE(Exists(segment));
-  EXPECT_FALSE(Exists(socket));
+  std::set<std::string> removed;
+  for (const Json& item : doc["removed"].items) {
+    removed.insert(item["path"].str());
+    EXPECT_TRUE(item["ok"].boolean) << cleanup.out;
+  }
+  EXPECT_EQ(removed, (std::set<std::string>{segment, socket, lock, journal})) << cleanup.out;
+  EXPECT_NE((*FindByKey(doc["removed"], "path", segment))["reason"].str().find(
+                "kvd pid " + std::to_string(second.pid()) + " is gone"),
+            std::string::npos) << cleanup.out;
+  for (const std::string& path : {segment, socket, lock, journal}) EXPECT_FALSE(Exists(path)) << path;
   EXPECT_EQ(Kvctl({"tenants", victim}).code, 3);
   Ran again = Kvctl({"cleanup", victim});
   EXPECT_EQ(again.code, 0);
@@ -186,7 +204,70 @@ TEST_F(KvctlTest, CleanupRemovesWhatAKilledKvdLeftAndNothingElse) {
   EXPECT_NE(live.out.find("is live: left alone"), std::string::npos) << live.out;
   EXPECT_TRUE(Exists("/dev/shm/nanokv_" + ipc_));
   EXPECT_TRUE(Exists(SocketPath()));
+  EXPECT_TRUE(Exists(dir_.path() + "/" + ipc_ + ".lock"));
   EXPECT_TRUE(kvd_.Running());
+}
+
+// A killed kvd's journal is how the next kvd takes back the pages engines
+// still hold: cleanup keeps it (and the segment that dates the death) for the
+// recovery window, and a kvd started meanwhile takes it over.
+TEST_F(KvctlTest, CleanupKeepsAJournalWithinItsRecoveryWindow) {
+  const std::string name = ipc_ + "_w";
+  Process first = StartSecondKvd(name, {"--recovery-window", "10m"});
+  const std::string segment = "/dev/shm/nanokv_" + name;
+  const std::string journal = dir_.path() + "/" + name + ".journal";
+  first.Signal(SIGKILL);
+  ASSERT_EQ(first.Wait(10s), 128 + SIGKILL);
+
+  Ran cleanup = Kvctl({"--json", "cleanup", name});
+  ASSERT_EQ(cleanup.code, 0) << cleanup.out << cleanup.err;
+  Json doc = ParseJson(cleanup);
+  std::set<std::string> removed, kept;
+  for (const Json& item : doc["removed"].items) removed.insert(item["path"].str());
+  for (const Json& item : doc["kept"].items) kept.insert(item["path"].str());
+  EXPECT_EQ(removed, (std::set<std::string>{dir_.path() + "/" + name + ".sock",
+                                            dir_.path() + "/" + name + ".lock"}))
+      << cleanup.out;
+  EXPECT_EQ(kept, (std::set<std::string>{journal, segment})) << cleanup.out;
+  EXPECT_TRUE(Exists(journal) && Exists(segment));
+  Ran text = Kvctl({"cleanup", name});
+  EXPECT_NE(text.out.find("kept journal " + journal + ": a restarted kvd may still take back its pages"),
+            std::string::npos) << text.out;
+
+  // The next kvd of the name takes the journal over, and a clean stop with
+  // nothing held leaves nothing at all.
+  Process next = StartSecondKvd(name);
+  next.Signal(SIGTERM);
+  ASSERT_EQ(next.Wait(20s), 0) << next.Log();
+  for (const std::string& file : {segment, journal, dir_.path() + "/" + name + ".sock",
+                                  dir_.path() + "/" + name + ".lock"}) {
+    EXPECT_FALSE(Exists(file)) << file << "\n" << next.Log();
+  }
+  EXPECT_EQ(Kvctl({"cleanup", name}).out, "nothing to clean up\n");
+}
+
+// A start that fails once it made its files removes them all again.
+TEST_F(KvctlTest, AFailedStartLeavesNothingBehind) {
+  const std::string name = ipc_ + "_f";
+  const std::string socket = dir_.path() + "/" + name + ".sock";
+  std::ofstream(socket) << "not a socket\n";  // the bind fails: after segment and journal
+  Process kvd = Process::Start({Binary("NANOKV_KVD_BINARY", NANOKV_KVD_BINARY), "--backend", Backend(),
+                                "--ipc-name", name, "--capacity", std::to_string(8 * kPage),
+                                "--host-device-memory", std::to_string(32 * kPage)},
+                               {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/" + name + ".log");
+  auto code = kvd.Wait(20s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1) << kvd.Log();
+  EXPECT_NE(kvd.Log().find("exists and is not a socket"), std::string::npos) << kvd.Log();
+  for (const std::string& file : {"/dev/shm/nanokv_" + name, dir_.path() + "/" + name + ".journal",
+                                  dir_.path() + "/" + name + ".lock"}) {
+    EXPECT_FALSE(Exists(file)) << file << " left behind\n" << kvd.Log();
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(name + ".journal.new"), std::string::npos);
+    EXPECT_EQ(entry.path().filename().string().find(name + ".sock.new"), std::string::npos);
+  }
+  EXPECT_TRUE(Exists(socket)) << "not kvd's file: left alone";
 }
 
 // A user kvd lets attach but who is neither root nor kvd's user may look,

@@ -125,11 +125,12 @@ class KvctlTest : public KvdFixture {
   }
 
   // A second kvd of this test, beside the fixture's, in the same run directory.
-  Process StartSecondKvd(const std::string& ipc) {
-    Process kvd = Process::Start({Binary("NANOKV_KVD_BINARY", NANOKV_KVD_BINARY), "--backend", Backend(), "--ipc-name",
-                                  ipc, "--capacity", std::to_string(8 * kPage), "--host-device-memory",
-                                  std::to_string(32 * kPage), "--reserve-pages", "2"},
-                                 {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/" + ipc + ".log");
+  Process StartSecondKvd(const std::string& ipc, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {Binary("NANOKV_KVD_BINARY", NANOKV_KVD_BINARY), "--backend", Backend(), "--ipc-name",
+                                     ipc, "--capacity", std::to_string(8 * kPage), "--host-device-memory",
+                                     std::to_string(32 * kPage), "--reserve-pages", "2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Process kvd = Process::Start(argv, {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/" + ipc + ".log");
     EXPECT_TRUE(WaitFor([&] { return ipc::ReadSegment(ipc).ok() && Exists(dir_.path() + "/" + ipc + ".sock"); },
                         20s))
         << kvd.Log();

@@ -3,8 +3,8 @@
 // with SIGTERM (or killed) at the end. The backend is host unless
 // NANOKV_TEST_BACKEND names another (cuda on the GPU machine), so the same
 // tests run against real GPU pages there. The test leaves nothing behind:
-// its directory goes, and so does what its kvds kept in /dev/shm on purpose
-// (a journal for a next kvd, a killed kvd's segment).
+// its directory goes (kvd's run directory: sockets, locks, journals kept for
+// a next kvd), and so does a killed kvd's segment in /dev/shm.
 #ifndef NANOKV_TESTS_INTEGRATION_KVD_FIXTURE_H_
 #define NANOKV_TESTS_INTEGRATION_KVD_FIXTURE_H_
 
@@ -40,7 +40,7 @@ class KvdFixture : public ::testing::Test {
     if (kvd_.started() && kvd_.Running()) StopKvd();
     if (HasFailure() && kvd_.started()) std::printf("--- kvd log ---\n%s\n", kvd_.Log().c_str());
     // The test's processes are gone (its body's went with it): no kvd of its
-    // names needs a journal any more. Every name here starts with ipc_.
+    // names needs its segment any more. Every name here starts with ipc_.
     RemoveKvdShm(ipc_);
   }
 

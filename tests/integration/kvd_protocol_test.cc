@@ -82,7 +82,7 @@ TEST_F(KvdProtocolTest, MalformedMessagesGetErrorsAndKvdCarriesOn) {
   attach.mutable_attach()->set_tenant("raw");
   wire::Message wrong_version = attach;
   wrong_version.set_version(wire::kWireVersion + 7);
-  ExpectFault(c, Bytes(wrong_version, false), "wire version 8");
+  ExpectFault(c, Bytes(wrong_version, false), "speaks wire version 8");
 
   auto truncated = Bytes(attach);
   truncated.resize(truncated.size() - 2);

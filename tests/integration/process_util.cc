@@ -137,7 +137,7 @@ std::vector<std::string> RemoveKvdShm(const std::string& ipc_name) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
     const std::string name = entry.path().filename().string();
-    for (const std::string prefix : {"nanokv_", "nanokv-pages_"}) {
+    for (const std::string prefix : {"nanokv_"}) {
       if (name.rfind(prefix, 0) != 0) continue;
       const std::string ipc = name.substr(prefix.size());
       if (ipc != ipc_name && ipc.rfind(ipc_name + "_", 0) != 0) continue;

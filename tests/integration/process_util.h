@@ -51,9 +51,9 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeou
 bool HasConnectionTo(pid_t pid);
 
 // Removes what kvds named `ipc_name`, or `ipc_name` + "_<anything>", left in
-// /dev/shm: state segments (nanokv_<name>) and page journals
-// (nanokv-pages_<name>, daemon/node/page_journal.h). For a test's end, when
-// no kvd of those names runs or comes back. Returns the names removed.
+// /dev/shm: state segments (nanokv_<name>; their page journals are in the
+// test's run directory, which goes with it). For a test's end, when no kvd
+// of those names runs or comes back. Returns the names removed.
 std::vector<std::string> RemoveKvdShm(const std::string& ipc_name);
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.

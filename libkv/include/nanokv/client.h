@@ -29,7 +29,8 @@
 namespace nanokv {
 
 struct ClientOptions {
-  // kvd's IPC name: its socket is $NANOKV_RUN_DIR/<ipc_name>.sock.
+  // kvd's IPC name: its socket is $NANOKV_RUN_DIR/<ipc_name>.sock when that
+  // is set, else where kvd's segment /dev/shm/nanokv_<ipc_name> says.
   std::string ipc_name = "nanokv";
   // A name for humans and kvctl, unique per kvd. Empty: "<program>-<pid>".
   std::string tenant;
@@ -121,10 +122,14 @@ struct ClientStats {
 // same bytes); requests work again once connected() is true.
 class Client {
  public:
-  // Connects to kvd at ipc::SocketPath(options.ipc_name), attaches as a
-  // tenant and opens the backend kvd uses. kUnavailable when kvd is not
-  // running; kInvalidArgument for bad options or a page size other than
-  // options.expect_page_bytes; kvd's refusal as its own code. Raises the
+  // Connects to kvd's socket (see ipc_name), checks that the process
+  // listening is kvd (root, this process's uid, or a uid in $NANOKV_KVD_UID;
+  // else kPermissionDenied, and nothing is sent), attaches as a tenant and
+  // opens the backend kvd uses. kUnavailable when kvd is not running;
+  // kInvalidArgument for bad options or a page size other than
+  // options.expect_page_bytes; kvd's refusal as its own code, its message
+  // naming the cause and kvd's config key (allowed_uids, max_connections);
+  // kUnsupported for a kvd of another wire version. Raises the
   // process's soft open-file limit to its hard limit: the client keeps an fd
   // for each page it maps, so a restarted kvd can take the pages back.
   static Result<std::unique_ptr<Client>> Attach(const ClientOptions& options);

@@ -58,38 +58,65 @@ static char run_dir[] = "/tmp/nanokv_capi_XXXXXX";
 static char ipc_name[64];
 static pid_t kvd_pid = -1;
 
-static void StartKvd(void) {
+/* Starts kvd `name` in run_dir; `max_connections` NULL for kvd's default. */
+static pid_t StartKvdNamed(const char* name, const char* max_connections) {
   const char* binary = getenv("NANOKV_KVD_BINARY");
   if (binary == NULL || *binary == '\0') binary = NANOKV_KVD_BINARY;
   char capacity[32], memory[32], log_path[256], socket_path[256];
   snprintf(capacity, sizeof capacity, "%llu", (unsigned long long)(kPages * kPage));
   snprintf(memory, sizeof memory, "%llu", (unsigned long long)(4 * kPages * kPage));
-  snprintf(log_path, sizeof log_path, "%s/kvd.log", run_dir);
-  snprintf(socket_path, sizeof socket_path, "%s/%s.sock", run_dir, ipc_name);
-  kvd_pid = fork();
-  if (kvd_pid == 0) {
+  snprintf(log_path, sizeof log_path, "%s/%s.log", run_dir, name);
+  snprintf(socket_path, sizeof socket_path, "%s/%s.sock", run_dir, name);
+  pid_t pid = fork();
+  if (pid == 0) {
     FILE* log = freopen(log_path, "w", stdout);
     if (log != NULL) dup2(fileno(log), 2);
-    execl(binary, binary, "--backend", "host", "--ipc-name", ipc_name, "--capacity", capacity,
+    execl(binary, binary, "--backend", "host", "--ipc-name", name, "--capacity", capacity,
           "--host-device-memory", memory, "--reserve-pages", "2", "--run-dir", run_dir,
-          (char*)NULL);
+          max_connections != NULL ? "--max-connections" : (char*)NULL, max_connections, (char*)NULL);
     _exit(127);
   }
   for (int i = 0; i < 2000; ++i) { /* up to 20 s */
-    if (access(socket_path, F_OK) == 0) return;
+    if (access(socket_path, F_OK) == 0) return pid;
     int status;
-    if (waitpid(kvd_pid, &status, WNOHANG) == kvd_pid) break;
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
     usleep(10000);
   }
   fprintf(stderr, "kvd (%s) did not come up; see %s\n", binary, log_path);
   exit(2);
 }
 
-static void StopKvd(void) {
+static void StartKvd(void) { kvd_pid = StartKvdNamed(ipc_name, NULL); }
+
+static void StopKvdPid(pid_t pid) {
   int status = 0;
-  kill(kvd_pid, SIGTERM);
-  waitpid(kvd_pid, &status, 0);
+  kill(pid, SIGTERM);
+  waitpid(pid, &status, 0);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void StopKvd(void) { StopKvdPid(kvd_pid); }
+
+/* A refusal at connect reaches the engine as its own error, naming the
+ * cause and kvd's config key, never as a protocol error (issue 16). */
+static void TestRefusalAtConnect(void) {
+  char name[64];
+  snprintf(name, sizeof name, "capi_%d_full", (int)getpid());
+  pid_t pid = StartKvdNamed(name, "1");
+  nanokv_options_t options;
+  CHECK_OK(nanokv_options_init(&options));
+  options.ipc_name = name;
+  options.tenant = "first";
+  nanokv_client_t* first = NULL;
+  CHECK_OK(nanokv_attach(&options, &first));
+  options.tenant = "second";
+  nanokv_client_t* second = NULL;
+  CHECK_FAILS(nanokv_attach(&options, &second), NANOKV_RESOURCE_EXHAUSTED,
+              "its most (max_connections in kvd's config");
+  CHECK(strstr(nanokv_last_error(), "request id 0") == NULL);
+  CHECK(second == NULL);
+  if (first != NULL) CHECK_OK(nanokv_detach(first));
+  StopKvdPid(pid);
 }
 
 static nanokv_client_t* AttachAs(const char* tenant, const char* group) {
@@ -439,6 +466,7 @@ int main(void) {
   TestAttachFromEnv();
   TestCache();
   StopKvd();
+  TestRefusalAtConnect();
 
   if (failures == 0) {
     char command[300];

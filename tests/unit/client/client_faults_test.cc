@@ -189,5 +189,31 @@ TEST_F(ClientFaultTest, SurplusFdsAreClosed) {
   EXPECT_EQ(testing::OpenFds(), before);
 }
 
+// Issue 16 item 3: a kvd of another release is said to be one, in the
+// engine's error, not as a protocol fault.
+TEST_F(ClientFaultTest, AKvdOfAnotherWireVersionIsNamedAsSuch) {
+  const std::string ipc_name = testing::UniqueIpcName("misbehaving");
+  kvd_ = std::make_unique<MisbehavingKvd>(ipc_name, 4);
+  ASSERT_TRUE(kvd_->bind_status().ok());
+  MisbehavingKvd* kvd = kvd_.get();
+  kvd->SetHook([kvd](const wire::Message& request) {
+    wire::Message reply;
+    reply.set_version(wire::kWireVersion + 1);
+    reply.set_request_id(request.request_id());
+    reply.mutable_attach_reply()->set_tenant_id(1);
+    kvd->SendRaw(reply);
+    return true;
+  });
+  ClientOptions options;
+  options.ipc_name = ipc_name;
+  options.tenant = "engine";
+  auto client = Client::Attach(options);
+  ASSERT_EQ(client.status().code(), Code::kUnsupported) << client.status().ToString();
+  EXPECT_NE(client.status().message().find("kvd: incompatible nanokv versions: the peer speaks wire "
+                                           "version " + std::to_string(wire::kWireVersion + 1) +
+                                           ", this side " + std::to_string(wire::kWireVersion)),
+            std::string::npos) << client.status().ToString();
+}
+
 }  // namespace
 }  // namespace nanokv

@@ -2,8 +2,8 @@
 // kvd never sends: replies whose fd count does not match their pages, a page
 // without an fd the client never imported, replies to requests nobody made,
 // surplus fds, a new generation of a page without the forget that must come
-// first, a kvd that answers after the client gave up, and a socket closed in
-// the middle of a request. Normal behaviour is tested against the real kvd,
+// first, a kvd that answers after the client gave up, a socket closed in
+// the middle of a request, and a kvd of another wire version. Normal behaviour is tested against the real kvd,
 // run in-process (in_process_kvd.h); do not add a test of it here.
 //
 // It speaks the wire protocol on a real socket with real page fds (host
@@ -75,6 +75,14 @@ class MisbehavingKvd {
   void Send(const wire::Message& message, const std::vector<int>& fds = {}) {
     std::lock_guard<std::mutex> lock(send_mu_);
     if (channel_.valid()) (void)channel_.Send(wire::Encode(message), fds);
+  }
+
+  // Sends `message` as it is, its version included (wire::Encode sets ours).
+  void SendRaw(const wire::Message& message) {
+    std::vector<std::byte> bytes(message.ByteSizeLong());
+    message.SerializeToArray(bytes.data(), static_cast<int>(bytes.size()));
+    std::lock_guard<std::mutex> lock(send_mu_);
+    if (channel_.valid()) (void)channel_.Send(bytes);
   }
 
   // Gives a free page a new physical page (generation + 1) and, unlike kvd,

@@ -314,10 +314,11 @@ TEST_F(NodeStateTest, NamesAndLimitsAreChecked) {
 // engine like any other: its pages are journaled as held, and it shares no
 // group with kvd's tenant of that group name.
 TEST_F(NodeStateTest, OnlyKvdsFlagMakesATenantKvdOwned) {
-  const std::string ipc_name = "node_state_test_" + std::to_string(getpid());
-  auto journal = PageJournal::Create(ipc_name, kPage, {{0, 8}, {1, 8}}, 0600, std::nullopt);
+  const std::string path = ::testing::TempDir() + "node_state_test_" + std::to_string(getpid()) + ".journal";
+  auto journal = PageJournal::Create(path, kPage, {{0, 8}, {1, 8}}, 1000);
   ASSERT_TRUE(journal.ok()) << journal.status().ToString();
   node_->SetJournal(journal->get());
+  ASSERT_TRUE((*journal)->Install().ok());
   TenantId impostor = AttachAs("kvd.objects", "kvd.objects");
   auto engine_pages = node_->Grant(impostor, 0, 2, 1);
   ASSERT_TRUE(engine_pages.ok()) << engine_pages.status().ToString();
@@ -339,7 +340,8 @@ TEST_F(NodeStateTest, OnlyKvdsFlagMakesATenantKvdOwned) {
 
   node_->SetJournal(nullptr);
   journal->reset();
-  std::optional<Recovery> recovery = PageJournal::TakeOver(ipc_name);
+  std::optional<Recovery> recovery = PageJournal::TakeOver(path);
+  unlink(path.c_str());
   ASSERT_TRUE(recovery.has_value());
   ASSERT_EQ(recovery->devices.size(), 2u);
   std::set<PageId> journaled;

@@ -188,6 +188,16 @@ TEST_F(CallTest, ANoticeCallbacksErrorEndsTheCall) {
   EXPECT_NE(reply.status().ToString().find("too many connections"), std::string::npos);
 }
 
+// kvd refuses a connection with an Error of request id 0 before any reply:
+// that is the call's answer, whatever the caller does with notices.
+TEST_F(CallTest, ARefusalAtConnectIsTheAnswerAndClosesTheTransport) {
+  PeerSends(wire::ErrorReply(0, Status::PermissionDenied("uid 7 may not connect (allowed_uids)")));
+  auto reply = CallNow(1);
+  EXPECT_EQ(reply.status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(reply.status().ToString(), "PermissionDenied: kvd: uid 7 may not connect (allowed_uids)");
+  EXPECT_FALSE(ours_.valid()) << "nothing more comes on a refused connection";
+}
+
 TEST_F(CallTest, ANoticeWithoutACallbackIsAStray) {
   PeerSends(Reclaim(2));
   EXPECT_EQ(CallNow(1).status().code(), Code::kProtocolError);

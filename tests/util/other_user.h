@@ -1,0 +1,79 @@
+// Tests that need a second uid: `nobody` (65534) where that is enough, or a
+// user of their own made with useradd and removed again (a squatter that
+// owns files). Both need root; without it the test skips, saying so.
+#ifndef NANOKV_TESTS_UTIL_OTHER_USER_H_
+#define NANOKV_TESTS_UTIL_OTHER_USER_H_
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace nanokv::testing {
+
+inline constexpr uid_t kNobody = 65534;
+
+// Skips the test unless we are root.
+#define NANOKV_SKIP_UNLESS_ROOT()                                                   \
+  do {                                                                              \
+    if (geteuid() != 0) GTEST_SKIP() << "needs root, to act as another user";       \
+  } while (0)
+
+// A user made for one test ("nkvt<pid>"), removed with its group at the end.
+class ScopedUser {
+ public:
+  ScopedUser() {
+    name_ = "nkvt" + std::to_string(getpid());
+    if (geteuid() != 0 || std::system("command -v useradd >/dev/null 2>&1") != 0) return;
+    std::string command = "useradd --system --no-create-home --shell /usr/sbin/nologin --user-group " +
+                          name_ + " >/dev/null 2>&1";
+    if (std::system(command.c_str()) != 0) return;
+    if (const passwd* p = getpwnam(name_.c_str())) {
+      uid_ = p->pw_uid;
+      gid_ = p->pw_gid;
+      made_ = true;
+    }
+  }
+  ~ScopedUser() {
+    if (!made_) return;
+    int ignored = std::system(("userdel " + name_ + " >/dev/null 2>&1").c_str());
+    (void)ignored;
+  }
+  ScopedUser(const ScopedUser&) = delete;
+  ScopedUser& operator=(const ScopedUser&) = delete;
+
+  bool made() const { return made_; }
+  uid_t uid() const { return uid_; }
+  gid_t gid() const { return gid_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  bool made_ = false;
+};
+
+// Runs `body` in a forked child as uid/gid and returns its exit code (the
+// child's EXPECTs do not reach the parent: report through the exit code).
+inline int RunAs(uid_t uid, gid_t gid, const std::function<int()>& body) {
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(125);
+    _exit(body());
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace nanokv::testing
+
+#endif  // NANOKV_TESTS_UTIL_OTHER_USER_H_
