@@ -16,7 +16,7 @@
 #include "base/human_size.h"
 #include "daemon/config/instance_config.h"
 #include "daemon/config/object_store_config.h"
-#include "daemon/config/yaml_field.h"
+#include "base/yaml_field.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {

@@ -1,11 +1,11 @@
-#include "daemon/config/yaml_field.h"
+#include "base/yaml_field.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
-namespace nanokv::kvd {
+namespace nanokv {
 
 YamlField::YamlField(std::string origin, YAML::Node node, std::string key)
     : YamlField(std::move(origin), std::move(node), std::move(key), false) {}
@@ -94,4 +94,4 @@ Result<std::chrono::milliseconds> YamlField::Duration(std::chrono::milliseconds 
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
-}  // namespace nanokv::kvd
+}  // namespace nanokv
