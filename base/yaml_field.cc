@@ -53,6 +53,23 @@ Result<int64_t> YamlField::Integer(int64_t lo, int64_t hi) const {
   }
 }
 
+Result<bool> YamlField::Bool() const {
+  NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar());
+  if (text == "true") return true;
+  if (text == "false") return false;
+  return Bad("'" + text + "' is not true or false");
+}
+
+Result<std::string> YamlField::OneOf(std::initializer_list<const char*> words) const {
+  NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar());
+  std::string listed;
+  for (const char* word : words) {
+    if (text == word) return text;
+    listed += (listed.empty() ? "" : ", ") + std::string(word);
+  }
+  return Bad("'" + text + "' is not one of " + listed);
+}
+
 Result<uint64_t> YamlField::Bytes() const {
   NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar());
   auto bytes = ParseBytes(text);

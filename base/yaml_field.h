@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ class YamlField {
   Result<std::string> Scalar() const;
   // An integer (decimal, 0x hex, 0 octal) in [lo, hi].
   Result<int64_t> Integer(int64_t lo, int64_t hi) const;
+  // true or false.
+  Result<bool> Bool() const;
+  // One of `words` (the error lists them).
+  Result<std::string> OneOf(std::initializer_list<const char*> words) const;
   // Bytes as people write them: "2MiB", "512M", "2097152".
   Result<uint64_t> Bytes() const;
   // Bytes ("40GiB") or a share ("95%"), or a bare fraction ("0.95",

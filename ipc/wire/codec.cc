@@ -179,7 +179,7 @@ Message ErrorReply(uint64_t request_id, const Status& status) {
 
 Status StatusFromError(const Error& error) {
   int32_t code = error.code();
-  if (code <= 0 || code > static_cast<int32_t>(Code::kInternal)) code = static_cast<int32_t>(Code::kInternal);
+  if (code <= 0 || code > static_cast<int32_t>(kLastCode)) code = static_cast<int32_t>(Code::kInternal);
   return Status(static_cast<Code>(code), "kvd: " + error.message());
 }
 

@@ -22,6 +22,7 @@ static_assert(NANOKV_UNSUPPORTED == static_cast<int>(Code::kUnsupported));
 static_assert(NANOKV_IO_ERROR == static_cast<int>(Code::kIOError));
 static_assert(NANOKV_PROTOCOL_ERROR == static_cast<int>(Code::kProtocolError));
 static_assert(NANOKV_INTERNAL == static_cast<int>(Code::kInternal));
+static_assert(NANOKV_UNIMPLEMENTED == static_cast<int>(Code::kUnimplemented));
 
 // Per thread, so two threads' failures never mix their messages.
 thread_local std::string last_error;

@@ -59,6 +59,7 @@ extern "C" {
 #define NANOKV_IO_ERROR 10
 #define NANOKV_PROTOCOL_ERROR 11
 #define NANOKV_INTERNAL 12            /* a driver error, or a C++ exception caught */
+#define NANOKV_UNIMPLEMENTED 13       /* not built yet: the message names what would do it */
 
 /* Bumped when a struct below or a function's meaning changes. */
 #define NANOKV_ABI_VERSION 1
