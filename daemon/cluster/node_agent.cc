@@ -232,7 +232,10 @@ Status NodeAgent::Session(const std::string& address, std::string* leader_hint) 
     collecting_ = false;
     events_.clear();
   }
-  if (!registered.ok() || !fault.ok()) context.TryCancel();
+  // Ended by us (a refusal, a fault): cancel. Ended by the master: Finish
+  // brings its reason (a token refused, not the leader).
+  const bool ours = !fault.ok() || (!registered.ok() && registered.code() != Code::kUnavailable);
+  if (ours) context.TryCancel();
   grpc::Status finished = stream->Finish();
   {
     std::lock_guard lock(mu_);
@@ -243,7 +246,9 @@ Status NodeAgent::Session(const std::string& address, std::string* leader_hint) 
     *leader_hint = std::string(hint->second.data(), std::min<size_t>(hint->second.size(), master::kMaxAddressBytes));
   }
   if (!fault.ok()) return fault;
-  if (!registered.ok() && finished.ok()) return registered;
+  // Our own refusal (an older term, a malformed welcome) says more than
+  // the CANCELLED it ended with; a session the master ended, the master's.
+  if (!registered.ok() && (registered.code() != Code::kUnavailable || finished.ok())) return registered;
   Status why = master::FromGrpcStatus(finished, "master " + address);
   return why.ok() ? (registered.ok() ? Status::Unavailable("master " + address + " ended the session") : registered)
                   : why;

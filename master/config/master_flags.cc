@@ -35,7 +35,8 @@ MasterFlags::MasterFlags(CLI::App* app) {
            spec.flag,
            [this, &spec](const std::string& text) { given_.push_back({spec.key, spec.flag, YAML::Node(text)}); },
            spec.help)
-        ->type_name(spec.hint);
+        ->type_name(spec.hint)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag wins, as over the file
   }
 }
 

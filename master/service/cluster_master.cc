@@ -141,9 +141,10 @@ Result<SessionRef> ClusterMaster::OpenSession(const v1::RegisterNode& message, s
   NANOKV_RETURN_IF_ERROR(Admit(false));
   const uint64_t my_term = term();
   if (message.highest_term() > my_term) {
-    return Status::FailedPrecondition("node " + message.node_id() + " has followed term " +
-                                      std::to_string(message.highest_term()) + "; this master leads at term " +
-                                      std::to_string(my_term) + " (deposed?)");
+    // The node will refuse this master (the term rule is the node's to
+    // keep); say here why no node stays.
+    spdlog::warn("master {}: node {} has followed term {}, newer than this master's {}: it will not stay",
+                 options_.id, message.node_id(), message.highest_term(), my_term);
   }
   SessionRef live;
   auto session = nodes_.Register(message, link, peer, Clock::now(), &live);

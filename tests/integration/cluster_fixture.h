@@ -138,8 +138,9 @@ class ClusterFixture : public ::testing::Test {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
+  // What the master says of node `id` (asked with admin_'s token and TLS).
   std::string NodeState(const std::string& id) {
-    auto client = Client(nodes_.size());
+    auto client = Client(nodes_.size(), admin_);
     if (client == nullptr) return "";
     auto status = client->Cluster();
     if (!status.ok()) return "";
@@ -177,6 +178,7 @@ class ClusterFixture : public ::testing::Test {
   Process master_;
   int masters_ = 0;
   std::vector<Node> nodes_;
+  ClusterClientOptions admin_;  // how the fixture itself asks the master (token, TLS)
 };
 
 }  // namespace nanokv::testing

@@ -14,10 +14,10 @@ namespace {
 class ClusterRoutingTest : public ClusterFixture {};
 
 TEST_F(ClusterRoutingTest, ThePreferredSegmentIsHonoured) {
-  StartMaster();
-  StartNode();
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
   StartNode(8, "", 2);  // n1 has two devices
-  StartNode();
+  ASSERT_NO_FATAL_FAILURE(StartNode());
   auto client = Client(0);
   ASSERT_NE(client, nullptr);
   for (int i = 0; i < 20; ++i) {
@@ -54,10 +54,10 @@ TEST_F(ClusterRoutingTest, ThePreferredSegmentIsHonoured) {
 }
 
 TEST_F(ClusterRoutingTest, TenThousandKeysSpreadByFreeSpace) {
-  StartMaster();
-  StartNode(16);
-  StartNode(32);
-  StartNode(48);
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode(16));
+  ASSERT_NO_FATAL_FAILURE(StartNode(32));
+  ASSERT_NO_FATAL_FAILURE(StartNode(48));
   auto client = Client(0);
   ASSERT_NE(client, nullptr);
   // The stores' weights as the master sees them: free space below the high
@@ -109,10 +109,10 @@ TEST_F(ClusterRoutingTest, TenThousandKeysSpreadByFreeSpace) {
 }
 
 TEST_F(ClusterRoutingTest, ReplicasGoToDistinctNodes) {
-  StartMaster();
-  StartNode();
-  StartNode();
-  StartNode();
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
   auto client = Client(0);
   ASSERT_NE(client, nullptr);
   const auto bytes = Bytes(5000, 3);
@@ -153,9 +153,9 @@ TEST_F(ClusterRoutingTest, ReplicasGoToDistinctNodes) {
 }
 
 TEST_F(ClusterRoutingTest, ConflictingOpensAreSerialised) {
-  StartMaster();
-  StartNode();
-  StartNode();
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
   auto client = Client(0);
   ASSERT_NE(client, nullptr);
   auto first = client->OpenForWrite("ser:k", 100);
@@ -192,9 +192,9 @@ TEST_F(ClusterRoutingTest, ConflictingOpensAreSerialised) {
 }
 
 TEST_F(ClusterRoutingTest, BatchesAnswerEachItem) {
-  StartMaster();
-  StartNode();
-  StartNode();
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
   auto client = Client(0);
   ASSERT_NE(client, nullptr);
   ASSERT_OK(client->Put("batch:exists", Bytes(10, 1), {.preferred_segment = "n0"}));
@@ -234,9 +234,9 @@ TEST_F(ClusterRoutingTest, BatchesAnswerEachItem) {
 }
 
 TEST_F(ClusterRoutingTest, TheLocalPathMovesBytesAndAnotherNodeIsUnimplemented) {
-  StartMaster();
-  StartNode();
-  StartNode();
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
   auto client = Client(0);
   ASSERT_NE(client, nullptr);
   const auto bytes = Bytes(2 * kPage + 77, 9);
