@@ -32,7 +32,7 @@ if [ "$(cd "$BUILD" && pwd)" != "$here/build" ]; then
 fi
 
 echo "== kvd --config $config (ipc name $ipc): it starts engine-a and engine-b itself"
-"$BUILD/daemon/kvd" --config "$config" --ipc-name "$ipc" --run-dir "$run" >"$run/kvd.log" 2>&1 &
+"$BUILD/entry/kvd" --config "$config" --ipc-name "$ipc" --run-dir "$run" >"$run/kvd.log" 2>&1 &
 kvd_pid=$!
 for _ in $(seq 100); do [ -S "$run/$ipc.sock" ] && break; sleep 0.05; done
 [ -S "$run/$ipc.sock" ] || { cat "$run/kvd.log"; exit 1; }
