@@ -94,7 +94,10 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
           std::to_string(s.writes_in_progress) + " being written, index " + FormatBytes(s.index_bytes) + "\n";
   Table table({{"NODE"}, {"STATE"}, {"ADDRESS"}, {"DEVICES"}, {"USED", Align::kRight}, {"FREE", Align::kRight},
                {"OBJECTS", Align::kRight}, {"HEARTBEAT", Align::kRight}});
-  for (const ClusterNodeStatus& n : s.nodes) {
+  std::vector<ClusterNodeStatus> nodes = s.nodes;
+  std::sort(nodes.begin(), nodes.end(),
+            [](const ClusterNodeStatus& a, const ClusterNodeStatus& b) { return a.node_id < b.node_id; });
+  for (const ClusterNodeStatus& n : nodes) {
     uint64_t capacity = 0, used = 0;
     std::string devices;
     for (const ClusterDeviceStatus& d : n.devices) {

@@ -19,7 +19,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load
+cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_master_requests
 
 mkdir -p "$build/artifacts"
 status=0
@@ -44,4 +44,5 @@ run() {
 }
 run wire_decode 4096
 run config_load 8192 -dict=fuzz/config.dict
+run master_requests 65536
 exit "$status"

@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "ipc/master/master_checks.h"
@@ -318,7 +320,10 @@ void NodeRegistry::Describe(const MasterIndex& index, Clock::time_point now, v1:
       ds->set_device(d.device());
       ds->set_uuid(d.uuid());
       ds->set_capacity_bytes(d.capacity_bytes());
-      ds->set_used_bytes(d.used_bytes());
+      // As reported, plus what the master planned there since: the figure
+      // routing goes by.
+      uint64_t routed = node->routed[static_cast<size_t>(d.device())].load(std::memory_order_relaxed);
+      ds->set_used_bytes(std::min(d.capacity_bytes(), d.used_bytes() + routed));
       ds->set_high_watermark(d.high_watermark());
       ds->set_low_watermark(d.low_watermark());
       uint64_t copies = index.copies_on(node->index, static_cast<uint8_t>(d.device()));
