@@ -196,7 +196,7 @@ int Main(int argc, char** argv) {
   const std::string address = (*server)->address();
   // One node: a kvd whose object store has room for every plan of a run.
   const std::string yaml = "backend: host\ncapacity: 2GiB\nhost_device_memory: 4GiB\nreserve_pages: 8\n"
-                           "log_level: warn\nobject_store:\n  size: 1GiB\n  max_objects: 4000000\n"
+                           "log_level: error\nobject_store:\n  size: 1GiB\n  max_objects: 4000000\n"
                            "  write_timeout: 10m\nmaster:\n  addresses: [\"" + address +
                            "\"]\n  node_id: bench-node\n  retry_interval: 50ms\n";
   BenchKvd kvd(args.kvd, "master_plan_bench", yaml, {});
