@@ -82,6 +82,15 @@ bool MasterIndex::AddPlanned(std::string_view key, uint64_t write_id, CopyRef co
   return true;
 }
 
+void MasterIndex::EndPlanning(std::string_view key, uint64_t write_id) {
+  Shard& shard = ShardOf(KeyHash(key));
+  std::lock_guard lock(shard.mu);
+  auto it = shard.writes.find(std::string(key));
+  if (it == shard.writes.end() || it->second.id != write_id) return;
+  it->second.planning = false;
+  if (it->second.copies.empty() && !it->second.finishing) shard.writes.erase(it);
+}
+
 Result<std::vector<CopyRef>> MasterIndex::StartFinish(std::string_view key, uint64_t write_id, bool commit) {
   Shard& shard = ShardOf(KeyHash(key));
   std::lock_guard lock(shard.mu);
@@ -131,12 +140,16 @@ void MasterIndex::RemoveCopy(std::string_view key, uint16_t node, uint32_t epoch
   auto it = shard.writes.find(std::string(key));
   if (it == shard.writes.end()) return;
   auto& copies = it->second.copies;
+  const size_t before = copies.size();
   copies.erase(std::remove_if(copies.begin(), copies.end(),
                               [&](const CopyRef& c) { return c.node == node && (epoch == 0 || c.epoch == epoch); }),
                copies.end());
   // Every planned copy reclaimed or revoked on its node: nothing is left to
-  // commit (one being committed ends when its commit answers).
-  if (copies.empty() && !it->second.finishing) shard.writes.erase(it);
+  // commit (one being planned, committed or revoked ends by its own orders;
+  // an event of the key's earlier object touches none of its copies).
+  if (copies.size() < before && copies.empty() && !it->second.planning && !it->second.finishing) {
+    shard.writes.erase(it);
+  }
 }
 
 size_t MasterIndex::RemoveNode(uint16_t node) {
@@ -146,11 +159,12 @@ size_t MasterIndex::RemoveNode(uint16_t node) {
     removed += shard->table.RemoveNode(node, [&](const CopyRef& copy) { Count(copy, -1); });
     for (auto it = shard->writes.begin(); it != shard->writes.end();) {
       auto& copies = it->second.copies;
+      const size_t before = copies.size();
       copies.erase(std::remove_if(copies.begin(), copies.end(), [&](const CopyRef& c) { return c.node == node; }),
                    copies.end());
-      // A write planned only there: gone with the node, unless a commit or
-      // revoke is under way (it ends when its orders answer).
-      if (copies.empty() && !it->second.finishing) {
+      // A write planned only there: gone with the node, unless its open,
+      // commit or revoke is under way (it ends when its orders answer).
+      if (copies.size() < before && copies.empty() && !it->second.planning && !it->second.finishing) {
         it = shard->writes.erase(it);
       } else {
         ++it;

@@ -53,6 +53,10 @@ class MasterIndex {
   // A node planned a copy for the write. False if the write is gone (revoked,
   // or all of it reclaimed): the caller revokes that plan on the node.
   bool AddPlanned(std::string_view key, uint64_t write_id, CopyRef copy);
+  // Every plan of the write has been asked for and answered. Until then the
+  // write stays even with no copy (its orders are in flight); from then on
+  // it goes once its last copy does (reclaimed or lost with its node).
+  void EndPlanning(std::string_view key, uint64_t write_id);
   // The write's planned copies, for a commit or revoke; the write is then
   // finishing (a second commit is kFailedPrecondition). kNotFound when no
   // such write is in progress (finished, revoked, reclaimed on its nodes).
@@ -106,6 +110,7 @@ class MasterIndex {
   struct Write {
     uint64_t id = 0;
     uint64_t bytes_total = 0;
+    bool planning = true;   // open orders in flight
     bool finishing = false;
     std::vector<CopyRef> copies;
   };

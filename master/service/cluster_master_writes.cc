@@ -169,6 +169,7 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
         ToItem(item.status, result->mutable_status());
         continue;
       }
+      master_.index_.EndPlanning(item.key, item.write_id);
       if (item.plans.empty()) {
         master_.index_.EndWrite(item.key, item.write_id);
         Status why = item.last_error.ok() ? Status::Unavailable("open of '" + item.key + "': no store took it")

@@ -83,9 +83,15 @@ void NodeStream::CloseWith(const Status& why) {
   }
 }
 
+SessionRef NodeStream::Session() {
+  std::lock_guard lock(mu_);
+  return session_;
+}
+
 void NodeStream::EndSession(const Status& why) {
-  if (registered_) {
-    master_.CloseSession(session_, why);  // closes the link, so us, if it was live
+  SessionRef session = Session();
+  if (session.id != 0) {
+    master_.CloseSession(session, why);  // closes the link, so us, if it was live
   }
   CloseWith(why);
 }
@@ -97,20 +103,21 @@ void NodeStream::OnReadDone(bool ok) {
     spdlog::warn("master: a node at {} sent a malformed message: {}", peer_, checked.ToString());
     return EndSession(checked);
   }
-  if (!registered_) {
+  SessionRef session = Session();
+  if (session.id == 0) {
     if (in_.body_case() != v1::NodeMessage::kRegister) {
       return EndSession(Status::ProtocolError("a node's session begins with register"));
     }
-    auto session = master_.OpenSession(in_.register_(), link_, peer_);
-    if (!session.ok()) {
+    auto opened = master_.OpenSession(in_.register_(), link_, peer_);
+    if (!opened.ok()) {
       spdlog::info("master: refused node {} from {}: {}", in_.register_().node_id(), peer_,
-                   session.status().ToString());
-      return CloseWith(session.status());
+                   opened.status().ToString());
+      return CloseWith(opened.status());
     }
-    session_ = *session;
-    registered_ = true;
+    std::lock_guard lock(mu_);
+    session_ = *opened;
   } else {
-    Status handled = master_.OnNodeMessage(session_, in_);
+    Status handled = master_.OnNodeMessage(session, in_);
     if (!handled.ok()) {
       spdlog::warn("master: ending node session from {}: {}", peer_, handled.ToString());
       return EndSession(handled);
@@ -120,7 +127,8 @@ void NodeStream::OnReadDone(bool ok) {
 }
 
 void NodeStream::OnDone() {
-  if (registered_) master_.CloseSession(session_, Status::Unavailable("the node's stream is over"));
+  SessionRef session = Session();
+  if (session.id != 0) master_.CloseSession(session, Status::Unavailable("the node's stream is over"));
   link_->Detach();
   delete this;
 }

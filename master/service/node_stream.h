@@ -39,14 +39,18 @@ class NodeStream : public grpc::ServerBidiReactor<v1::NodeMessage, v1::MasterMes
   // The node's session is over (master side): the node dies.
   void EndSession(const Status& why);
 
+  // The session, once registered (0 before). gRPC may run each reaction on
+  // another thread; it orders them, but through its own locks, which
+  // ThreadSanitizer does not see: mu_ says the same in a way it does.
+  SessionRef Session();
+
   ClusterMaster& master_;
   const std::string peer_;
   std::shared_ptr<Link> link_;
-  SessionRef session_;
-  bool registered_ = false;  // touched only by the reading side
   v1::NodeMessage in_;
 
-  std::mutex mu_;  // guards what follows: writes and the finish
+  std::mutex mu_;  // guards what follows: the session, writes and the finish
+  SessionRef session_;
   std::deque<v1::MasterMessage> out_;
   bool writing_ = false;
   bool finishing_ = false;  // Finish once the write in flight is done
