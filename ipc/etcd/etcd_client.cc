@@ -218,17 +218,26 @@ Result<LeaseTimeToLive> EtcdClient::TimeToLive(int64_t id, bool with_keys, Deadl
 }
 
 Result<std::chrono::seconds> EtcdClient::KeepAliveOnce(int64_t id, Deadline deadline) {
-  std::unique_lock<std::timed_mutex> lock(keep_alive_mu_, std::defer_lock);
-  if (!lock.try_lock_until(deadline)) {
-    return Status::Unavailable("etcd: LeaseKeepAlive: another renewal on this client held the stream past the deadline");
+  {
+    std::unique_lock<std::mutex> lock(keep_alive_mu_);
+    if (!keep_alive_free_.wait_until(lock, deadline, [&] { return !keep_alive_busy_; })) {
+      return Status::Unavailable("etcd: LeaseKeepAlive: another renewal on this client held the stream past the deadline");
+    }
+    keep_alive_busy_ = true;
   }
   std::optional<std::chrono::seconds> ttl;
-  NANOKV_RETURN_IF_ERROR(Failover("LeaseKeepAlive", deadline, [&](size_t index, Deadline try_deadline) {
+  Status status = Failover("LeaseKeepAlive", deadline, [&](size_t index, Deadline try_deadline) {
     Result<std::chrono::seconds> renewed = KeepAliveAt(index, id, try_deadline);
     if (!renewed.ok()) return renewed.status();
     ttl = *renewed;
     return Status::OK();
-  }));
+  });
+  {
+    std::lock_guard<std::mutex> lock(keep_alive_mu_);
+    keep_alive_busy_ = false;
+  }
+  keep_alive_free_.notify_one();
+  if (!status.ok()) return status;
   return *ttl;
 }
 

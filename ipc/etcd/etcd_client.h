@@ -17,6 +17,7 @@
 #define NANOKV_IPC_ETCD_ETCD_CLIENT_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -83,7 +84,7 @@ class EtcdClient {
   Status Failover(std::string_view what, Deadline deadline,
                   const std::function<Status(size_t index, Deadline try_deadline)>& attempt);
   // One renewal on endpoint `index`, opening the stream there if needed.
-  // REQUIRES: keep_alive_mu_ held.
+  // REQUIRES: this thread holds the stream (keep_alive_busy_ set by it).
   Result<std::chrono::seconds> KeepAliveAt(size_t index, int64_t id, Deadline deadline);
 
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
@@ -91,8 +92,13 @@ class EtcdClient {
   std::atomic<size_t> current_{0};
 
   // One renewal at a time on the keep-alive stream; a renewal that fails or
-  // times out closes it (a late reply must not answer the next renewal).
-  std::timed_mutex keep_alive_mu_;
+  // times out closes it (a late reply must not answer the next renewal). A
+  // flag under a mutex rather than a std::timed_mutex held across the call:
+  // a waiter gives up at its own deadline either way, and TSan does not
+  // model timed_mutex's pthread_mutex_clocklock.
+  std::mutex keep_alive_mu_;
+  std::condition_variable keep_alive_free_;
+  bool keep_alive_busy_ = false;  // guarded by keep_alive_mu_
   std::unique_ptr<KeepAliveStream> keep_alive_;
   size_t keep_alive_endpoint_ = 0;
 };

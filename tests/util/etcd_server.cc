@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "ipc/etcd/etcd_client.h"
@@ -64,6 +65,27 @@ std::string Tail(const std::string& text, size_t bytes = 2000) {
 
 }  // namespace
 
+Result<TestCertificates> MakeTestCertificates(const std::string& dir) {
+  TestCertificates files{dir + "/ca.pem", dir + "/node.pem", dir + "/node.key"};
+  const std::string quiet = " >>" + dir + "/openssl.log 2>&1";
+  std::ofstream(dir + "/node.ext") << "subjectAltName=IP:127.0.0.1\n"
+                                   << "extendedKeyUsage=serverAuth,clientAuth\n";
+  const std::vector<std::string> commands = {
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=nanokv-test-ca -keyout " + dir + "/ca.key -out " +
+          files.ca_file,
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout " + files.key_file + " -out " + dir +
+          "/node.csr",
+      "openssl x509 -req -days 2 -in " + dir + "/node.csr -CA " + files.ca_file + " -CAkey " + dir +
+          "/ca.key -CAcreateserial -extfile " + dir + "/node.ext -out " + files.cert_file,
+  };
+  for (const std::string& command : commands) {
+    if (std::system((command + quiet).c_str()) != 0) {
+      return Status::Internal("'" + command + "' failed (is openssl installed?); see " + dir + "/openssl.log");
+    }
+  }
+  return files;
+}
+
 EtcdServer::~EtcdServer() { Kill(); }  // before dir_ goes, with etcd's files
 
 void EtcdServer::Pause() { process_.Signal(SIGSTOP); }
@@ -85,7 +107,7 @@ Status EtcdServer::Stop() {
 }
 
 Status EtcdServer::Launch() {
-  const std::string client_url = "http://" + endpoint_;
+  const std::string client_url = endpoint_.find("://") == std::string::npos ? "http://" + endpoint_ : endpoint_;
   std::vector<std::string> argv = {
       EtcdBinary(),
       "--name", name_,
@@ -103,6 +125,10 @@ Status EtcdServer::Launch() {
       "--log-outputs", "stderr",
       "--log-level", "warn",
   };
+  if (tls_) {
+    argv.insert(argv.end(), {"--cert-file", tls_->cert_file, "--key-file", tls_->key_file, "--trusted-ca-file",
+                             tls_->ca_file, "--client-cert-auth"});
+  }
   fresh_ = false;
   process_ = Process::Start(argv, {}, dir_.path() + "/" + name_ + ".log");
   if (!process_.started()) return Status::Internal("cannot start " + argv[0] + " (is etcd-server installed?)");
@@ -113,6 +139,11 @@ Status EtcdServer::WaitReady() {
   etcd::EtcdOptions options;
   options.endpoints = {endpoint_};
   options.dial_timeout = milliseconds(0);
+  if (tls_) {
+    options.ca_file = tls_->ca_file;
+    options.cert_file = tls_->cert_file;
+    options.key_file = tls_->key_file;
+  }
   // Only a stuck start meets this: etcd answers within seconds.
   const auto give_up = etcd::DeadlineIn(seconds(60));
   Status last;
@@ -139,19 +170,19 @@ Status EtcdServer::Restart() {
   return WaitReady();
 }
 
-Result<std::unique_ptr<EtcdServer>> EtcdServer::Start() {
+Result<std::unique_ptr<EtcdServer>> EtcdServer::Start(const TestCertificates* tls) {
   // A port taken between choosing it and etcd binding it fails the start:
   // then again with other ports.
   Status last;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    Result<std::unique_ptr<EtcdCluster>> cluster = EtcdCluster::Start(1);
+    Result<std::unique_ptr<EtcdCluster>> cluster = EtcdCluster::Start(1, tls);
     if (cluster.ok()) return std::move((*cluster)->members_[0]);
     last = cluster.status();
   }
   return last;
 }
 
-Result<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members) {
+Result<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members, const TestCertificates* tls) {
   if (members < 1) return Status::InvalidArgument("an etcd cluster has at least one member");
   NANOKV_ASSIGN_OR_RETURN(std::vector<int> ports, FreePorts(2 * static_cast<size_t>(members)));
   auto cluster = std::make_unique<EtcdCluster>();
@@ -160,7 +191,8 @@ Result<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members) {
     std::unique_ptr<EtcdServer> member(new EtcdServer());
     member->name_ = "etcd" + std::to_string(i);
     member->data_dir_ = member->dir_.path() + "/data";
-    member->endpoint_ = "127.0.0.1:" + std::to_string(ports[2 * i]);
+    member->endpoint_ = (tls != nullptr ? "https://" : "") + std::string("127.0.0.1:") + std::to_string(ports[2 * i]);
+    if (tls != nullptr) member->tls_ = *tls;
     member->peer_url_ = "http://127.0.0.1:" + std::to_string(ports[2 * i + 1]);
     initial_cluster += (i == 0 ? "" : ",") + member->name_ + "=" + member->peer_url_;
     cluster->members_.push_back(std::move(member));

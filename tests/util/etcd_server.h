@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,16 +27,29 @@
 
 namespace nanokv::testing {
 
+// PEM files for TLS: a CA, and a certificate for 127.0.0.1 it signed, good
+// for a server and a client alike (etcd, masters, their clients in tests).
+struct TestCertificates {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+// Makes them under `dir` with the openssl command (Debian's openssl).
+Result<TestCertificates> MakeTestCertificates(const std::string& dir);
+
 // One etcd member.
 class EtcdServer {
  public:
-  // A single-member cluster of its own, ready when it returns.
-  static Result<std::unique_ptr<EtcdServer>> Start();
+  // A single-member cluster of its own, ready when it returns. With `tls`,
+  // it serves clients over TLS only (https, the certificate and key given)
+  // and requires a client certificate signed by the CA.
+  static Result<std::unique_ptr<EtcdServer>> Start(const TestCertificates* tls = nullptr);
   ~EtcdServer();  // SIGKILL, then its data is removed with the directory
   EtcdServer(const EtcdServer&) = delete;
   EtcdServer& operator=(const EtcdServer&) = delete;
 
-  // "127.0.0.1:<port>": what etcd::EtcdOptions::endpoints takes.
+  // "127.0.0.1:<port>" ("https://127.0.0.1:<port>" with TLS): what
+  // etcd::EtcdOptions::endpoints takes.
   const std::string& endpoint() const { return endpoint_; }
   const std::string& name() const { return name_; }
   pid_t pid() const { return process_.pid(); }
@@ -63,6 +77,7 @@ class EtcdServer {
   std::string endpoint_;
   std::string peer_url_;
   std::string initial_cluster_;  // name=peer_url,... of every member
+  std::optional<TestCertificates> tls_;
   bool fresh_ = true;            // --initial-cluster-state new, only once
   Process process_;
   TempDir dir_;
@@ -72,7 +87,7 @@ class EtcdServer {
 class EtcdCluster {
  public:
   // Starts `members` together and waits until each answers.
-  static Result<std::unique_ptr<EtcdCluster>> Start(int members);
+  static Result<std::unique_ptr<EtcdCluster>> Start(int members, const TestCertificates* tls = nullptr);
 
   EtcdServer& member(size_t i) { return *members_[i]; }
   size_t size() const { return members_.size(); }

@@ -381,5 +381,38 @@ TEST(EtcdFailoverTest, ClusterMembersHungOrKilled) {
   EXPECT_TRUE(caught_up->has_value());
 }
 
+// etcd serving clients over TLS with --client-cert-auth: our client with the
+// CA, its certificate and key gets through; without a certificate, over
+// plaintext, or trusting another CA, it does not.
+TEST(EtcdTlsTest, ClientCertificatesAreRequiredAndChecked) {
+  testing::TempDir dir, other_dir;
+  auto certs = testing::MakeTestCertificates(dir.path());
+  ASSERT_OK(certs.status());
+  auto other = testing::MakeTestCertificates(other_dir.path());
+  ASSERT_OK(other.status());
+  auto etcd = EtcdServer::Start(&*certs);
+  ASSERT_OK(etcd.status());
+  const std::string https = (*etcd)->endpoint();
+  ASSERT_EQ(https.rfind("https://", 0), 0u);
+  const std::string bare = https.substr(8);
+
+  auto put = [](std::string endpoint, std::string ca, std::string cert, std::string key) {
+    EtcdOptions options;
+    options.endpoints = {std::move(endpoint)};
+    options.dial_timeout = 0ms;
+    options.ca_file = std::move(ca);
+    options.cert_file = std::move(cert);
+    options.key_file = std::move(key);
+    auto client = EtcdClient::Connect(options);
+    if (!client.ok()) return client.status();
+    return (*client)->Put("/tls/k", "v", 0, DeadlineIn(2s)).status();
+  };
+  EXPECT_OK(put(https, certs->ca_file, certs->cert_file, certs->key_file));
+  EXPECT_OK(put(bare, certs->ca_file, certs->cert_file, certs->key_file));  // TLS files make it TLS
+  EXPECT_EQ(put(https, certs->ca_file, "", "").code(), Code::kUnavailable);  // no client certificate
+  EXPECT_EQ(put("http://" + bare, "", "", "").code(), Code::kUnavailable);    // plaintext
+  EXPECT_EQ(put(https, other->ca_file, other->cert_file, other->key_file).code(), Code::kUnavailable);
+}
+
 }  // namespace
 }  // namespace nanokv::etcd
