@@ -43,10 +43,11 @@ includes daemon/controller "daemon/(objects|server|cluster)/" "controller/ may i
 includes daemon/server "daemon/(controller|cluster)/" "server/ may include objects/, node/ and config/"
 includes daemon/cluster "daemon/(controller|server)/" "cluster/ may include objects/, node/ and config/"
 includes master "daemon/|libkv/|kvctl/|entry/" "master/ stands beside daemon/: it may include base/, gpu/, ipc/, kernels/"
-includes master/config "master/(index|nodes|routing|service)/" "master/config/ is the master's ground floor"
-includes master/index "master/(config|nodes|routing|service)/" "master/index/ includes nothing else of master/"
-includes master/nodes "master/(config|routing|service)/" "master/nodes/ may include master/index/"
-includes master/routing "master/(config|service)/" "master/routing/ may include master/nodes/ and master/index/"
+includes master/config "master/(election|index|nodes|routing|service)/" "master/config/ is the master's ground floor"
+includes master/election "master/(config|index|nodes|routing|service)/" "master/election/ includes nothing else of master/"
+includes master/index "master/(config|election|nodes|routing|service)/" "master/index/ includes nothing else of master/"
+includes master/nodes "master/(config|election|routing|service)/" "master/nodes/ may include master/index/"
+includes master/routing "master/(config|election|service)/" "master/routing/ may include master/nodes/ and master/index/"
 includes kvctl "daemon/|master/|entry/" "kvctl/ reaches kvd and the master through their protocols only"
 
 # Rule 4: file length. The cuda and hip backends are one platform's driver
