@@ -20,6 +20,7 @@ const char* CodeName(Code code) {
     case Code::kIOError: return "IOError";
     case Code::kProtocolError: return "ProtocolError";
     case Code::kInternal: return "Internal";
+    case Code::kUnimplemented: return "Unimplemented";
   }
   return "Unknown";
 }

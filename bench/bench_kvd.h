@@ -24,10 +24,10 @@ extern char** environ;
 
 namespace nanokv::bench {
 
-// kvd next to the benchmark binary, else ../daemon/kvd (the build tree).
+// kvd next to the benchmark binary, else ../entry/kvd (the build tree).
 inline std::string DefaultKvd(const char* argv0) {
   std::filesystem::path self = std::filesystem::absolute(argv0).parent_path();
-  for (auto candidate : {self / "kvd", self / ".." / "daemon" / "kvd"}) {
+  for (auto candidate : {self / "kvd", self / ".." / "entry" / "kvd"}) {
     if (std::filesystem::exists(candidate)) return candidate.string();
   }
   return "kvd";

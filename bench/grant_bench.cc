@@ -10,7 +10,7 @@
 //   kvcached:     create + map + set access per page (each engine creates).
 //
 // It starts its own kvd (--kvd, default: next to this binary, else
-// ../daemon/kvd) on a private socket, and prints one JSON object.
+// ../entry/kvd) on a private socket, and prints one JSON object.
 //
 //   grant_bench [--backend auto|cuda|host] [--pages 64] [--batch 16] [--rounds 5]
 #include <unistd.h>

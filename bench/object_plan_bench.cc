@@ -13,7 +13,7 @@
 //           this host, under any protocol.
 //
 // It starts its own kvd (--kvd, default next to this binary, else
-// ../daemon/kvd) with an object store on a private socket, and prints one
+// ../entry/kvd) with an object store on a private socket, and prints one
 // JSON object. --spin-us is the client's ObjectStoreOptions::spin_us,
 // --busy-poll-us kvd's busy_poll_us.
 //

@@ -1,4 +1,4 @@
-// kvd: the per-node daemon. Owns the GPU memory named in its config as pools
+// kvd's node role (the default; entry/kvd_main.cc dispatches on --role): the per-node daemon. Owns the GPU memory named in its config as pools
 // of physical pages, serves engines on a Unix socket, publishes its state in
 // /dev/shm, runs the engines its config lists (the controller), and gives
 // back everything on SIGTERM/SIGINT: the engines it runs are stopped first
@@ -15,6 +15,9 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "daemon/node_main.h"
+
+#include "daemon/cluster/node_agent.h"
 #include "daemon/config/config.h"
 #include "daemon/config/kvd_flags.h"
 #include "daemon/config/observability_keys.h"
@@ -126,7 +129,8 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
 
 int Main(int argc, char** argv) {
   CLI::App app{"kvd: the nanokv node daemon. It owns GPU memory as physical pages and shares "
-               "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>)."};
+               "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>). "
+               "kvd --role master --help: the cluster master."};
   KvdFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
   CLI11_PARSE(app, argc, argv);
@@ -277,6 +281,14 @@ int Main(int argc, char** argv) {
       if (objects) metrics->PublishObjects(objects->Stats());
     }
   });
+  // With `master:`, the node's session with the cluster master
+  // (daemon/cluster/node_agent.h); it goes before the store it reports on.
+  std::unique_ptr<NodeAgent> agent;
+  if (config.master.enabled()) {
+    auto started = NodeAgent::Start(*objects, NodeAgentOptions{config.master, server_options.device_uuids});
+    if (!started.ok()) return Fail(started.status());
+    agent = std::move(started).value();
+  }
 
   // The controller, when the config lists instances. It starts them only
   // once the socket listens (Bind above listens; the server accepts what
@@ -346,6 +358,7 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace nanokv::kvd
 
-int main(int argc, char** argv) { return nanokv::kvd::Main(argc, argv); }
+int NodeMain(int argc, char** argv) { return Main(argc, argv); }
+
+}  // namespace nanokv::kvd

@@ -15,6 +15,7 @@
 
 #include "base/naming.h"
 #include "kvctl/cleanup.h"
+#include "kvctl/cluster.h"
 #include "kvctl/commands.h"
 #include "kvctl/discovery.h"
 #include "kvctl/exit_codes.h"
@@ -53,6 +54,9 @@ struct Flags {
   double top_interval = 1.0;
   double timeout = 10.0;
   int count = 0;
+  // The cluster master (kvctl cluster, objects --cluster, evict --cluster).
+  bool cluster = false;
+  MasterFlags master;
 };
 
 struct Commands {
@@ -66,6 +70,7 @@ struct Commands {
   CLI::App* evict;
   CLI::App* objects;
   CLI::App* cleanup;
+  CLI::App* cluster;
 };
 
 int Fail(const Status& status) {
@@ -131,6 +136,12 @@ Commands Define(CLI::App& app, Flags& f) {
                  "kvd's run directory (default: where each kvd's segment says it listens; "
                  "$NANOKV_RUN_DIR overrides)");
   app.add_flag("-v,--verbose", f.verbose, "log diagnostics to stderr");
+  app.add_option("--master", f.master.masters, "cluster master host:port (repeat, or a,b; default $NANOKV_MASTERS)")
+      ->delimiter(',');
+  app.add_option("--token-file", f.master.token_file, "the cluster's token file (default $NANOKV_TOKEN_FILE)");
+  app.add_option("--tls-ca", f.master.tls_ca, "speak TLS to the master: the CA its certificate chains to");
+  app.add_option("--tls-cert", f.master.tls_cert, "with --tls-ca: present this client certificate");
+  app.add_option("--tls-key", f.master.tls_key, "with --tls-cert: its key");
   const auto seconds = CLI::Range(0.1, 86400.0);
   const auto timeout = CLI::Range(0.0, 86400.0);
   const std::string sort_keys = "name, used, share, limit, pid, activity";
@@ -170,7 +181,9 @@ Commands Define(CLI::App& app, Flags& f) {
   c.limit->add_flag("--wait", f.wait, "wait until the tenant is under its new limit");
   c.limit->add_option("--timeout", f.timeout, "seconds --wait waits")->capture_default_str()->check(timeout);
   c.evict = app.add_subcommand("evict", "ask a tenant to give pages back: evict [IPC] TENANT [--bytes N]");
-  c.evict->add_option("args", f.positionals, "[IPC] TENANT, or [IPC] with --objects")->expected(0, 2);
+  c.evict->add_option("args", f.positionals, "[IPC] TENANT, or [IPC] with --objects, or KEY... with --cluster")
+      ->expected(0, 1 << 20);
+  c.evict->add_flag("--cluster", f.cluster, "remove the KEYs from every node of the cluster (through the master)");
   c.evict->add_flag("--objects", f.objects, "evict objects of kvd's object store instead (by its policy)");
   c.evict->add_option("--device", f.device, "with --objects: only this device");
   c.evict->add_option("--bytes", f.bytes, "how much (e.g. 512M); default: all it holds");
@@ -179,6 +192,8 @@ Commands Define(CLI::App& app, Flags& f) {
       ->check(timeout);
   c.objects = app.add_subcommand("objects", "a row per object of a kvd's object store: objects [IPC]");
   c.objects->add_option("ipc", f.ipc, "kvd IPC name");
+  c.objects->add_flag("--cluster", f.cluster, "every object of the cluster and where its copies are (the master's index)");
+  c.cluster = app.add_subcommand("cluster", "the cluster master: who leads, the term, every node and its store");
   c.cleanup = app.add_subcommand(
       "cleanup", "remove what dead kvds left: segments, sockets, locks, journals past their recovery window");
   c.cleanup->add_option("ipc", f.cleanup_names, "only these IPC names (default: every dead kvd)");
@@ -276,8 +291,13 @@ int RunChangeCommand(const Flags& f, const Commands& c) {
     if (!name.ok()) return Fail(name.status());
     return PrintReport(RunLimit(*name, args[named ? 1 : 0], *size, command));
   }
+  if (f.cluster) {
+    if (args.empty()) return Usage("evict --cluster needs the KEYs to remove");
+    return PrintReport(RunClusterEvict(f.master, args, f.json));
+  }
   if (f.objects) return RunObjectEvictCommand(f);
   if (args.empty()) return Usage("evict needs a TENANT (or --objects)");
+  if (args.size() > 2) return Usage("evict takes [IPC] TENANT");
   const bool named = args.size() == 2;
   uint64_t bytes = 0;  // all it holds
   if (!f.bytes.empty()) {
@@ -305,6 +325,10 @@ int RunObjectEvictCommand(const Flags& f) {
 }
 
 int RunObjectsCommand(const Flags& f) {
+  if (f.cluster) {
+    if (!f.ipc.empty()) return Usage("objects --cluster takes no IPC name: it asks the master");
+    return PrintReport(RunClusterObjects(f.master, f.json));
+  }
   auto name = ResolveIpcName(f.ipc);
   if (!name.ok()) return Fail(name.status());
   return PrintReport(RunObjects(*name, f.json));
@@ -364,6 +388,9 @@ int Main(int argc, char** argv) {
   if (commands.limit->parsed() || commands.evict->parsed()) return RunChangeCommand(flags, commands);
   if (commands.cleanup->parsed()) return RunCleanupCommand(flags);
   if (commands.objects->parsed()) return RunObjectsCommand(flags);
+  if (commands.cluster->parsed()) {
+    return PrintReport(RunCluster(flags.master, flags.json, MakeViewOptions(flags).colour));
+  }
   return Usage("no command");
 }
 

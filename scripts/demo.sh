@@ -4,7 +4,9 @@
 # two example engines the file lists (its controller); they attach by
 # themselves and grow, verify and shrink KV tensors in pages kvd shares.
 # kvctl's view while they run, then SIGTERM to kvd: it stops its engines
-# first, then itself. Everything it starts it stops; it leaves nothing behind.
+# first, then itself. Then the cluster (scripts/demo-cluster.sh): a master and
+# two kvds as two nodes, a plan routed to the other node, kvctl cluster.
+# Everything it starts it stops; it leaves nothing behind.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -32,7 +34,7 @@ if [ "$(cd "$BUILD" && pwd)" != "$here/build" ]; then
 fi
 
 echo "== kvd --config $config (ipc name $ipc): it starts engine-a and engine-b itself"
-"$BUILD/daemon/kvd" --config "$config" --ipc-name "$ipc" --run-dir "$run" >"$run/kvd.log" 2>&1 &
+"$BUILD/entry/kvd" --config "$config" --ipc-name "$ipc" --run-dir "$run" >"$run/kvd.log" 2>&1 &
 kvd_pid=$!
 for _ in $(seq 100); do [ -S "$run/$ipc.sock" ] && break; sleep 0.05; done
 [ -S "$run/$ipc.sock" ] || { cat "$run/kvd.log"; exit 1; }
@@ -62,4 +64,7 @@ wait "$kvd_pid" || status=$?
 kvd_pid=""
 grep -E "instance|attached|gone|stopped" "$run/kvd.log" | sed 's/^/   kvd: /'
 [ "$status" -eq 0 ] && echo "demo: done, everything stopped cleanly" || echo "demo: FAILED ($status)"
-exit "$status"
+[ "$status" -eq 0 ] || exit "$status"
+
+# The cluster: a master and two kvds as two nodes (scripts/demo-cluster.sh).
+BUILD=$BUILD scripts/demo-cluster.sh

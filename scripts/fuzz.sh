@@ -19,7 +19,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode
+cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests
 
 mkdir -p "$build/artifacts"
 status=0
@@ -46,4 +46,5 @@ run wire_decode 4096
 run config_load 8192 -dict=fuzz/config.dict
 # A journal's header and group table alone are 65,712 bytes.
 run journal_decode 70000
+run master_requests 65536
 exit "$status"

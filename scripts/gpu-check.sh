@@ -110,6 +110,9 @@ NANOKV_TEST_BACKEND=cuda step objects_cuda "$B/bin/kvd_objects_test" --gtest_bri
 NANOKV_TEST_BACKEND=cuda step restart_cuda "$B/bin/kvd_restart_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kv_cache_cuda "$B/bin/kv_cache_kvd_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step limits_cuda "$B/bin/kvd_limits_test" --gtest_brief=1
+# The cluster: a master and kvds on GPU pages; ClusterClient's local path
+# moves bytes through the node's store pages on the GPU.
+NANOKV_TEST_BACKEND=cuda step cluster_cuda "$B/bin/cluster_routing_test" --gtest_brief=1
 unset GPU_TESTS
 NANOKV_TEST_BACKEND=cuda step chaos_cuda "$B/bin/nanokv_chaos" --kills 200 --seed 20261122 --json \
   --kvd "$B/bin/kvd" --engine "$B/bin/nanokv_chaos_engine"
@@ -128,6 +131,7 @@ step grant_bench_batch1 "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" -
 step paged_append_bench "$B/bin/paged_append_bench"
 step object_pages_bench "$B/bin/object_pages_bench"
 step object_plan_bench "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd"
+step master_plan_bench "$B/bin/master_plan_bench" --kvd "$B/bin/kvd" --index 1000000,10000000
 step object_plan_bench_block "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --spin-us 0
 step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50
 step object_put_get_bench "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"

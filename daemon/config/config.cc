@@ -57,24 +57,13 @@ Status Unsigned(const YamlField& field, int64_t lo, int64_t hi, uint32_t* out) {
   return Status::OK();
 }
 
-// A key whose value must be one of `words` (listed in its error).
-Status OneOf(const YamlField& field, std::initializer_list<const char*> words, std::string* out) {
-  NANOKV_ASSIGN_OR_RETURN(std::string text, field.Scalar());
-  std::string listed;
-  for (const char* word : words) {
-    if (text == word) { *out = text; return Status::OK(); }
-    listed += (listed.empty() ? "" : ", ") + std::string(word);
-  }
-  return field.Bad("'" + text + "' is not one of " + listed);
-}
-
 // Every top-level key of the file, each reading its value into *c: what a
 // file's key and a flag over it (ApplyOverride) both go through.
 using KeyReader = std::function<Status(const YamlField&)>;
 std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdConfig* c) {
   std::map<std::string, KeyReader> keys = {
       {"ipc_name", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->ipc_name, f.Scalar()); return Status::OK(); }},
-      {"backend", [c](const YamlField& f) { return OneOf(f, {"auto", "cuda", "hip", "host"}, &c->backend); }},
+      {"backend", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->backend, f.OneOf({"auto", "cuda", "hip", "host"})); return Status::OK(); }},
       {"devices", [c](const YamlField& f) {
          if (f.node().IsScalar() && f.node().Scalar() == "all") { c->devices.clear(); return Status::OK(); }
          return f.List(&c->devices, [](const YamlField& item) -> Result<int> {
@@ -107,7 +96,8 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
          NANOKV_ASSIGN_OR_RETURN(c->group, GroupId(f));
          return Status::OK(); }},
       {"log_level", [c](const YamlField& f) {
-         return OneOf(f, {"trace", "debug", "info", "warn", "error", "critical", "off"}, &c->log_level); }},
+         NANOKV_ASSIGN_OR_RETURN(c->log_level, f.OneOf({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+         return Status::OK(); }},
       {"recovery_window", [c](const YamlField& f) {
          NANOKV_ASSIGN_OR_RETURN(c->recovery_window, f.Duration(std::chrono::milliseconds(0),
                                                                 std::chrono::minutes(60), "[0, 60m]"));
@@ -125,15 +115,11 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
       {"host_device_memory", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->host_device_bytes, f.Bytes()); return Status::OK(); }},
       {"instances", [c, &base_dir](const YamlField& f) { return ParseInstances(f, base_dir, &c->instances); }},
       {"object_store", [c](const YamlField& f) { return ParseObjectStoreConfig(f, &c->object_store); }},
+      {"master", [c](const YamlField& f) { return ParseMasterLinkConfig(f, &c->master); }},
       {"max_connections", [c](const YamlField& f) { return Unsigned(f, 0, 1 << 20, &c->max_connections); }},
       {"max_connections_per_process", [c](const YamlField& f) { return Unsigned(f, 1, 1 << 20, &c->max_connections_per_process); }},
       {"busy_poll_us", [c](const YamlField& f) { return Unsigned(f, 0, 10'000, &c->busy_poll_us); }},
-      {"check_invariants", [c](const YamlField& f) {
-         NANOKV_ASSIGN_OR_RETURN(std::string text, f.Scalar());
-         if (text == "true") c->check_invariants = true;
-         else if (text == "false") c->check_invariants = false;
-         else return f.Bad("'" + text + "' is not true or false");
-         return Status::OK(); }},
+      {"check_invariants", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->check_invariants, f.Bool()); return Status::OK(); }},
   };
   AddObservabilityKeys(base_dir, c, &keys);  // log_file, log_format, metrics_*
   return keys;
@@ -199,6 +185,9 @@ Status Validate(const KvdConfig& config) {
   if (!ipc::ValidIpcName(config.ipc_name)) {
     return Status::InvalidArgument("ipc_name '" + config.ipc_name +
                                    "' is not 1-48 of [A-Za-z0-9_.-]");
+  }
+  if (config.master.enabled() && !config.object_store.enabled()) {
+    return Status::InvalidArgument("master: a node joins the cluster with its object store: set object_store.size");
   }
   if (config.page_bytes == 0 || (config.page_bytes & (config.page_bytes - 1)) != 0) {
     return Status::InvalidArgument("page_size " + std::to_string(config.page_bytes) +

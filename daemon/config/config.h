@@ -15,8 +15,9 @@
 
 #include "base/human_size.h"
 #include "daemon/config/instance_config.h"
+#include "daemon/config/master_link_config.h"
 #include "daemon/config/object_store_config.h"
-#include "daemon/config/yaml_field.h"
+#include "base/yaml_field.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {
@@ -40,6 +41,7 @@ struct KvdConfig {
   uint64_t host_device_bytes = 0;        // host backend: memory per device (0: RAM)
   std::vector<InstanceConfig> instances; // engines the controller runs (configs/demo.yaml)
   ObjectStoreConfig object_store;        // size 0: no object store
+  MasterLinkConfig master;               // no addresses: no cluster (daemon/cluster/)
   // After a restart: how long pages the previous kvd granted wait for their
   // engines to reconnect and hand them back (daemon/node/page_journal.h).
   std::chrono::milliseconds recovery_window{10'000};

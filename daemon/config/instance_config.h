@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/human_size.h"
-#include "daemon/config/yaml_field.h"
+#include "base/yaml_field.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "base/human_size.h"
-#include "daemon/config/yaml_field.h"
+#include "base/yaml_field.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {

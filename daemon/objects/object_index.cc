@@ -309,6 +309,7 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   object->state = ObjectState::kReady;
   object->last_access_ns = now_ns;
   MakeEvictable(object);
+  Notify(*object, ObjectEvent::Kind::kReady);
   return Status::OK();
 }
 
@@ -324,7 +325,7 @@ Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_
   if (object->state == ObjectState::kReady) {
     return Status::FailedPrecondition("revoke of " + Quote(key) + ": it is READY (remove it instead)");
   }
-  Kill(object);
+  Kill(object, ObjectEvent::Kind::kRevoked);
   return Status::OK();
 }
 
@@ -341,7 +342,7 @@ Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns) {
     return Status::FailedPrecondition("remove of " + Quote(key) + ": under a read lease (" +
                                       std::to_string(object->leases.size()) + " lease(s))");
   }
-  Kill(object);
+  Kill(object, ObjectEvent::Kind::kRemoved);
   return Status::OK();
 }
 

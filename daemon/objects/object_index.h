@@ -51,6 +51,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,17 @@ uint64_t KeyHash(std::string_view key);
 // OK, or kInvalidArgument saying how `key` breaks the key rule
 // (nanokv/object_header.h).
 Status CheckKey(std::string_view key);
+
+// What happened to an object, for a listener (kvd's cluster node agent,
+// daemon/cluster/): READY at its commit, and each way an object goes.
+struct ObjectEvent {
+  enum class Kind { kReady, kRemoved, kEvicted, kReclaimed, kRevoked };
+  Kind kind = Kind::kReady;
+  std::string_view key;  // valid only during the call
+  int device = 0;        // kvd's ordinal
+  uint32_t epoch = 0;
+  uint64_t bytes_total = 0;
+};
 
 struct StoreDeviceStats {
   int device = 0;
@@ -160,6 +172,10 @@ class ObjectIndex {
   bool OwnsPage(int device, PageId id) const;
   // REQUIRES: `node` is not being changed by another thread.
   Status CheckInvariants(const NodeState& node) const;
+  // `listener` hears of every object that becomes READY or goes, in order.
+  // It runs with the index's lock held: it must be quick and must not call
+  // the index. nullptr: nobody listens.
+  void SetEventListener(std::function<void(const ObjectEvent&)> listener);
   const ObjectStoreConfig& config() const { return config_; }
   TenantId tenant() const { return tenant_; }
 
@@ -214,8 +230,9 @@ class ObjectIndex {
   // Frees an object's payload and slot and drops it from the index (state
   // must be DEAD on the device already). Invalidates `object`.
   void Drop(Object* object);
-  // state -> DEAD on the device, then Drop.
-  void Kill(Object* object);
+  // state -> DEAD on the device, tell the listener `why`, then Drop.
+  void Kill(Object* object, ObjectEvent::Kind why);
+  void Notify(const Object& object, ObjectEvent::Kind kind);
   void MakeEvictable(Object* object);
   void UnmakeEvictable(Object* object);
   bool Leased(Object& object, uint64_t now_ns);
@@ -237,6 +254,7 @@ class ObjectIndex {
   std::unordered_map<std::string, Object> objects_;  // node-based: Object* stay valid
   uint64_t next_seq_ = 1;
   uint64_t next_lease_ = 1;
+  std::function<void(const ObjectEvent&)> listener_;
 };
 
 }  // namespace nanokv::kvd

@@ -21,7 +21,17 @@ bool ObjectIndex::Leased(Object& object, uint64_t now_ns) {
   return !object.leases.empty();
 }
 
-void ObjectIndex::Kill(Object* object) {
+void ObjectIndex::SetEventListener(std::function<void(const ObjectEvent&)> listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+}
+
+void ObjectIndex::Notify(const Object& object, ObjectEvent::Kind kind) {
+  if (!listener_) return;
+  listener_(ObjectEvent{kind, object.key, devices_[object.device].ordinal, object.epoch, object.bytes_total});
+}
+
+void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
   Device& device = devices_[object->device];
   if (object->state == ObjectState::kReady) UnmakeEvictable(object);
   if (object->state == ObjectState::kReserved || object->state == ObjectState::kWriting) {
@@ -32,6 +42,7 @@ void ObjectIndex::Kill(Object* object) {
   Status dead = WriteState(*object, ObjectState::kDead);
   if (!dead.ok()) spdlog::warn("object store: marking '{}' DEAD failed: {}", object->key, dead.ToString());
   object->state = ObjectState::kDead;
+  Notify(*object, why);
   Drop(object);
 }
 
@@ -52,7 +63,7 @@ size_t ObjectIndex::ReclaimLocked(size_t d, uint64_t now_ns) {
     ++it;  // Kill erases the entry
     spdlog::info("object store: reclaiming '{}' ({} past write_timeout, epoch {})", object->key,
                  ObjectStateName(object->state), object->epoch);
-    Kill(object);
+    Kill(object, ObjectEvent::Kind::kReclaimed);
     ++device.reclaimed_writes;
     ++reclaimed;
   }
@@ -73,7 +84,7 @@ bool ObjectIndex::EvictOne(size_t d, bool soft, uint64_t now_ns) {
     if (object->pin == ObjectPin::kHard) continue;
     if (object->pin == ObjectPin::kSoft && !soft) continue;
     if (Leased(*object, now_ns)) continue;
-    Kill(object);
+    Kill(object, ObjectEvent::Kind::kEvicted);
     ++device.evictions;
     return true;
   }

@@ -9,6 +9,7 @@
 #include "daemon/server/node_server.h"
 #include "daemon/objects/object_index.h"
 #include "ipc/wire/object_codec.h"
+#include "ipc/wire/object_plan.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -17,27 +18,6 @@ uint64_t SteadyNs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-void FillPlan(const ObjectPlan& plan, const std::string& device_uuid, wire::ObjectPlan* out) {
-  out->set_key_hash(plan.key_hash);
-  out->set_device(plan.device);
-  out->set_device_uuid(device_uuid);
-  out->set_header_offset(plan.header_offset);
-  out->set_payload_offset(plan.payload_offset);
-  for (const ObjectSpan& span : plan.spans) {
-    wire::ObjectSpan* s = out->add_spans();
-    s->set_page_id(span.page_id);
-    s->set_offset(span.offset);
-    s->set_length(span.length);
-  }
-  out->set_page_bytes(plan.page_bytes);
-  out->set_n_pages(plan.n_pages);
-  out->set_bytes_total(plan.bytes_total);
-  out->set_epoch(plan.epoch);
-  out->set_state(static_cast<uint32_t>(plan.state));
-  out->set_store_bytes(plan.store_bytes);
-  out->set_header_page(plan.header_page);
 }
 
 uint64_t Ms(uint64_t later_ns, uint64_t now_ns) {
@@ -62,13 +42,13 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       const auto& r = m.object_open();
       auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now);
       if (!plan.ok()) return SendError(c, rid, plan.status());
-      FillPlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
+      wire::ToWirePlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
       break;
     }
     case wire::Message::kObjectLocate: {
       auto plan = store.GetLocation(m.object_locate().key(), now);
       if (!plan.ok()) return SendError(c, rid, plan.status());
-      FillPlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
+      wire::ToWirePlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
       break;
     }
     case wire::Message::kObjectCommit:

@@ -32,7 +32,7 @@ cuda backend is asked for and cannot run, it prints
 "decode_loop: SKIP: <why>" and exits 0.
 
     PYTHONPATH=python NANOKV_LIBRARY=build/libkv/capi/libnanokv.so \\
-        python3 examples/python/decode_loop.py --kvd build/daemon/kvd
+        python3 examples/python/decode_loop.py --kvd build/entry/kvd
 
 Why the sharing step uses the KVTensors store: the second process must map
 the very pages the first one holds, by kvd page id; KVTensor.page_ids() gives
@@ -418,7 +418,7 @@ def find_kvd(args):
         return args.kvd
     if os.environ.get("NANOKV_KVD_BINARY"):
         return os.environ["NANOKV_KVD_BINARY"]
-    built = sorted(glob.glob(os.path.join(REPO, "build*", "daemon", "kvd")),
+    built = sorted(glob.glob(os.path.join(REPO, "build*", "entry", "kvd")),
                    key=lambda p: -os.path.getmtime(p))
     if not built:
         skip("no kvd binary: pass --kvd PATH, set NANOKV_KVD_BINARY, or use --attach")
@@ -463,7 +463,7 @@ def main():
     p.add_argument("--role", choices=["main", "reader"], default="main", help=argparse.SUPPRESS)
     p.add_argument("--attach", action="store_true",
                    help="use a running kvd (NANOKV_RUN_DIR, --ipc-name) instead of starting one")
-    p.add_argument("--kvd", help="kvd binary (default: $NANOKV_KVD_BINARY, else build*/daemon/kvd)")
+    p.add_argument("--kvd", help="kvd binary (default: $NANOKV_KVD_BINARY, else build*/entry/kvd)")
     p.add_argument("--backend", default="auto", choices=["auto", "cuda", "host"],
                    help="kvd's backend: cuda (GPU, the real kernel), host (CPU stand-in), "
                         "auto: cuda where PyTorch sees a GPU")

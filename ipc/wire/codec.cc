@@ -183,7 +183,7 @@ Message ErrorReply(uint64_t request_id, const Status& status) {
 
 Status StatusFromError(const Error& error) {
   int32_t code = error.code();
-  if (code <= 0 || code > static_cast<int32_t>(Code::kInternal)) code = static_cast<int32_t>(Code::kInternal);
+  if (code <= 0 || code > static_cast<int32_t>(kLastCode)) code = static_cast<int32_t>(Code::kInternal);
   // The text is the sender's Status::ToString(), which starts with the code's
   // name; the code travels on its own, so it is not said twice.
   std::string_view text = error.message();

@@ -55,6 +55,8 @@ Status Plan(const ObjectPlan& p) {
 
 }  // namespace
 
+Status CheckObjectPlan(const ObjectPlan& plan) { return Plan(plan); }
+
 bool IsObjectRequest(Message::BodyCase body) {
   switch (body) {
     case Message::kObjectOpen:

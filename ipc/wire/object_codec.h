@@ -22,6 +22,8 @@ bool IsObjectRequest(Message::BodyCase body);
 // ValidObjectKey, states and pins by nanokv/object_header.h's enums).
 // kProtocolError names the fault.
 Status CheckObjectBody(const Message& m);
+// The same checks of one plan (a master relays plans kvds made).
+Status CheckObjectPlan(const ObjectPlan& plan);
 
 }  // namespace nanokv::wire
 

@@ -22,6 +22,7 @@ static_assert(NANOKV_UNSUPPORTED == static_cast<int>(Code::kUnsupported));
 static_assert(NANOKV_IO_ERROR == static_cast<int>(Code::kIOError));
 static_assert(NANOKV_PROTOCOL_ERROR == static_cast<int>(Code::kProtocolError));
 static_assert(NANOKV_INTERNAL == static_cast<int>(Code::kInternal));
+static_assert(NANOKV_UNIMPLEMENTED == static_cast<int>(Code::kUnimplemented));
 
 // Per thread, so two threads' failures never mix their messages.
 thread_local std::string last_error;
@@ -89,6 +90,24 @@ nanokv_cache* CacheOf(const char* function, const nanokv_cache* handle) {
   return const_cast<nanokv_cache*>(handle);
 }
 
+nanokv_cluster* ClusterOf(const char* function, const nanokv_cluster* handle) {
+  if (!IsLive(handle, Kind::kCluster)) {
+    Fail(Code::kInvalidArgument, std::string(function) +
+                                     (handle == nullptr ? ": cluster is null" : ": unknown cluster handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_cluster*>(handle);
+}
+
+nanokv_cluster_plan* ClusterPlanOf(const char* function, const nanokv_cluster_plan* handle) {
+  if (!IsLive(handle, Kind::kClusterPlan)) {
+    Fail(Code::kInvalidArgument, std::string(function) +
+                                     (handle == nullptr ? ": plan is null" : ": unknown plan handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_cluster_plan*>(handle);
+}
+
 }  // namespace nanokv::capi
 
 extern "C" {
@@ -96,7 +115,7 @@ extern "C" {
 NANOKV_API const char* nanokv_last_error(void) { return nanokv::capi::last_error.c_str(); }
 
 NANOKV_API const char* nanokv_code_name(int code) {
-  if (code < NANOKV_OK || code > NANOKV_INTERNAL) return "Unknown";
+  if (code < NANOKV_OK || code > NANOKV_UNIMPLEMENTED) return "Unknown";
   return nanokv::CodeName(static_cast<nanokv::Code>(code));
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "nanokv/client.h"
+#include "nanokv/cluster_client.h"
 #include "nanokv/kv_cache.h"
 #include "nanokv/kv_tensor.h"
 #include "nanokv/nanokv.h"
@@ -33,10 +34,20 @@ struct nanokv_cache {
   std::string dump;  // the latest nanokv_cache_dump text
 };
 
+struct nanokv_cluster {
+  std::unique_ptr<nanokv::ClusterClient> client;
+  std::atomic<int> children{0};  // live plan handles made on this cluster
+};
+
+struct nanokv_cluster_plan {
+  nanokv_cluster* owner = nullptr;  // must remain live while the plan exists
+  nanokv::ClusterPlan plan;
+};
+
 namespace nanokv::capi {
 
 // What the registry knows a pointer as.
-enum class Kind { kClient, kTensor, kCache };
+enum class Kind { kClient, kTensor, kCache, kCluster, kClusterPlan };
 
 void Register(const void* handle, Kind kind);
 void Unregister(const void* handle);
@@ -51,6 +62,8 @@ inline int Check(const Status& status) { return status.ok() ? NANOKV_OK : Fail(s
 nanokv_client* ClientOf(const char* function, const nanokv_client* handle);
 nanokv_tensor* TensorOf(const char* function, const nanokv_tensor* handle);
 nanokv_cache* CacheOf(const char* function, const nanokv_cache* handle);
+nanokv_cluster* ClusterOf(const char* function, const nanokv_cluster* handle);
+nanokv_cluster_plan* ClusterPlanOf(const char* function, const nanokv_cluster_plan* handle);
 
 // A tensor or cache handle is born and dies the same way: owned by its
 // client (counted in `children`, so the client cannot be destroyed under

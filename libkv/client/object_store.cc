@@ -18,6 +18,7 @@
 #include "ipc/uds/kvd_socket.h"
 #include "ipc/wire/codec.h"
 #include "ipc/wire/object_codec.h"
+#include "ipc/wire/object_plan.h"
 #include "libkv/client/object_transfer.h"
 #include "gpu/backend.h"
 
@@ -27,24 +28,6 @@ namespace {
 void CloseAll(std::vector<int>* fds) {
   for (int fd : *fds) close(fd);
   fds->clear();
-}
-
-ObjectPlan PlanFrom(std::string_view key, const wire::ObjectPlan& p) {
-  ObjectPlan plan;
-  plan.key = std::string(key);
-  plan.key_hash = p.key_hash();
-  plan.device = p.device();
-  plan.header_offset = p.header_offset();
-  plan.payload_offset = p.payload_offset();
-  for (const auto& s : p.spans()) plan.spans.push_back({s.page_id(), s.offset(), s.length()});
-  plan.page_bytes = p.page_bytes();
-  plan.n_pages = p.n_pages();
-  plan.bytes_total = p.bytes_total();
-  plan.epoch = p.epoch();
-  plan.state = static_cast<ObjectState>(p.state());
-  plan.store_bytes = p.store_bytes();
-  plan.header_page = p.header_page();
-  return plan;
 }
 
 }  // namespace
@@ -79,6 +62,7 @@ class ObjectStore::Impl {
 
   Result<void*> Pointer(const ObjectPlan& plan, bool header) {
     std::lock_guard lock(call_mu_);
+    NoteDeviceLocked(plan.device, plan.device_uuid);  // a plan from elsewhere (the master) carries it too
     NANOKV_RETURN_IF_ERROR(MapPlan(plan));
     uintptr_t base = maps_[plan.device].base;
     return reinterpret_cast<void*>(base + (header ? plan.header_offset : plan.payload_offset));
@@ -89,6 +73,9 @@ class ObjectStore::Impl {
   // Notes the uuid kvd gave with a plan of its device `device`.
   void NoteDevice(int device, const std::string& uuid) {
     std::lock_guard lock(call_mu_);
+    NoteDeviceLocked(device, uuid);
+  }
+  void NoteDeviceLocked(int device, const std::string& uuid) {
     if (uuid.empty() || uuids_[device] == uuid) return;
     uuids_[device] = uuid;
     local_.erase(device);  // a kvd restarted on other devices: match again
@@ -271,7 +258,7 @@ Result<ObjectPlan> ObjectStore::OpenForWrite(std::string_view key, uint64_t byte
   NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
   if (reply.body_case() != wire::Message::kObjectPlan) return Status::ProtocolError("open: not a plan");
   impl_->NoteDevice(reply.object_plan().device(), reply.object_plan().device_uuid());
-  return PlanFrom(key, reply.object_plan());
+  return wire::FromWirePlan(key, reply.object_plan());
 }
 
 namespace {
@@ -316,7 +303,7 @@ Result<ObjectPlan> ObjectStore::GetLocation(std::string_view key) {
   NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
   if (reply.body_case() != wire::Message::kObjectPlan) return Status::ProtocolError("locate: not a plan");
   impl_->NoteDevice(reply.object_plan().device(), reply.object_plan().device_uuid());
-  return PlanFrom(key, reply.object_plan());
+  return wire::FromWirePlan(key, reply.object_plan());
 }
 
 Result<ObjectLease> ObjectStore::Lease(std::string_view key) {
@@ -338,12 +325,27 @@ Status ObjectStore::ReleaseLease(std::string_view key, uint64_t lease_id) {
 Result<void*> ObjectStore::PayloadPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, false); }
 Result<void*> ObjectStore::HeaderPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, true); }
 
+Status ObjectStore::CopyIn(const ObjectPlan& plan, std::span<const std::byte> bytes) {
+  if (bytes.size() != plan.bytes_total) {
+    return Status::InvalidArgument("copy into " + plan.key + ": " + std::to_string(bytes.size()) +
+                                   " bytes for an object of " + std::to_string(plan.bytes_total));
+  }
+  NANOKV_ASSIGN_OR_RETURN(void* dst, PayloadPointer(plan));
+  return impl_->backend().Copy(dst, bytes.data(), bytes.size(), gpu::CopyKind::kHostToDevice);
+}
+
+Status ObjectStore::CopyOut(const ObjectPlan& plan, std::span<std::byte> out) {
+  if (out.size() < plan.bytes_total) {
+    return Status::InvalidArgument("copy out of " + plan.key + ": " + std::to_string(out.size()) +
+                                   " bytes of room for an object of " + std::to_string(plan.bytes_total));
+  }
+  NANOKV_ASSIGN_OR_RETURN(void* src, PayloadPointer(plan));
+  return impl_->backend().Copy(out.data(), src, plan.bytes_total, gpu::CopyKind::kDeviceToHost);
+}
+
 Status ObjectStore::Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device) {
   NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes.size(), preferred_device));
-  auto dst = PayloadPointer(plan);
-  Status copied = dst.ok() ? impl_->backend().Copy(*dst, bytes.data(), bytes.size(),
-                                                   gpu::CopyKind::kHostToDevice)
-                           : dst.status();
+  Status copied = CopyIn(plan, bytes);
   if (!copied.ok()) {
     Status revoked = Revoke(key, plan.epoch);
     if (!revoked.ok()) spdlog::warn("nanokv objects: revoke after a failed put: {}", revoked.ToString());
@@ -358,14 +360,9 @@ Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
   auto plan = GetLocation(key);
   Result<std::vector<std::byte>> out = plan.status();
   if (plan.ok()) {
-    auto src = PayloadPointer(*plan);
-    if (!src.ok()) {
-      out = src.status();
-    } else {
-      std::vector<std::byte> bytes(plan->bytes_total);
-      Status copied = impl_->backend().Copy(bytes.data(), *src, bytes.size(), gpu::CopyKind::kDeviceToHost);
-      out = copied.ok() ? Result<std::vector<std::byte>>(std::move(bytes)) : copied;
-    }
+    std::vector<std::byte> bytes(plan->bytes_total);
+    Status copied = CopyOut(*plan, bytes);
+    out = copied.ok() ? Result<std::vector<std::byte>>(std::move(bytes)) : copied;
   }
   Status released = ReleaseLease(key, lease.id);
   if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.ToString());

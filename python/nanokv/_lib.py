@@ -100,7 +100,40 @@ class AppendInput(ctypes.Structure):
     ]
 
 
+class ClusterOptions(ctypes.Structure):
+    _fields_ = [
+        ("masters", ctypes.POINTER(ctypes.c_char_p)),
+        ("master_count", ctypes.c_size_t),
+        ("token_file", ctypes.c_char_p),
+        ("tls_ca", ctypes.c_char_p),
+        ("tls_cert", ctypes.c_char_p),
+        ("tls_key", ctypes.c_char_p),
+        ("node_id", ctypes.c_char_p),
+        ("ipc_name", ctypes.c_char_p),
+        ("backend", ctypes.c_char_p),
+        ("request_timeout_ms", ctypes.c_uint32),
+    ]
+
+
+class WriteOptions(ctypes.Structure):
+    _fields_ = [("preferred_segment", ctypes.c_char_p), ("replica_num", ctypes.c_uint32)]
+
+
+class Replica(ctypes.Structure):
+    _fields_ = [
+        ("node_id", ctypes.c_char * 64),
+        ("data_address", ctypes.c_char * 256),
+        ("device_uuid", ctypes.c_char * 65),
+        ("device", ctypes.c_int),
+        ("epoch", ctypes.c_uint32),
+        ("local", ctypes.c_int),
+    ]
+
+
 P = ctypes.c_void_p  # every handle is opaque
+c_char_p_p = ctypes.POINTER(ctypes.c_char_p)
+_WRITE = ctypes.POINTER(WriteOptions)
+_REPLICA = ctypes.POINTER(Replica)
 _PROTOTYPES = {
     "nanokv_options_init": [ctypes.POINTER(Options)],
     "nanokv_attach": [ctypes.POINTER(Options), ctypes.POINTER(P)],
@@ -154,6 +187,29 @@ _PROTOTYPES = {
     "nanokv_cache_layer_stride_elements": [P, c_i64_p],
     "nanokv_cache_get_stats": [P, ctypes.POINTER(CacheStats)],
     "nanokv_cache_dump": [P, c_char_pp],
+    "nanokv_cluster_connect": [ctypes.POINTER(ClusterOptions), ctypes.POINTER(P)],
+    "nanokv_cluster_close": [P],
+    "nanokv_cluster_put": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, _WRITE],
+    "nanokv_cluster_get": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, c_u64_p],
+    "nanokv_cluster_remove": [P, ctypes.c_char_p],
+    "nanokv_cluster_locate": [P, ctypes.c_char_p, _REPLICA, ctypes.c_size_t, c_size_p, c_u64_p],
+    "nanokv_cluster_open": [P, ctypes.c_char_p, ctypes.c_uint64, _WRITE, ctypes.POINTER(P)],
+    "nanokv_cluster_plan_replicas": [P, c_size_p],
+    "nanokv_cluster_plan_replica": [P, ctypes.c_size_t, _REPLICA],
+    "nanokv_cluster_plan_payload": [P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)],
+    "nanokv_cluster_commit": [P, ctypes.c_int],
+    "nanokv_cluster_revoke": [P],
+    "nanokv_cluster_plan_free": [P],
+    "nanokv_cluster_put_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p, ctypes.c_size_t,
+                                 _WRITE, c_int_p],
+    "nanokv_cluster_get_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p, ctypes.c_size_t,
+                                 c_u64_p, c_int_p],
+    "nanokv_cluster_remove_batch": [P, c_char_p_p, ctypes.c_size_t, c_int_p],
+    "nanokv_cluster_open_batch": [P, c_char_p_p, c_u64_p, ctypes.c_size_t, _WRITE, ctypes.POINTER(P), c_int_p],
+    "nanokv_cluster_commit_batch": [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_int, c_int_p],
+    "nanokv_cluster_revoke_batch": [ctypes.POINTER(P), ctypes.c_size_t, c_int_p],
+    "nanokv_cluster_locate_batch": [P, c_char_p_p, ctypes.c_size_t, _REPLICA, ctypes.c_size_t, c_size_p,
+                                    c_u64_p, c_int_p],
     "nanokv_paged_append": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),
                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, c_int_p],
     "nanokv_paged_append_fp8": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),

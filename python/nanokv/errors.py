@@ -14,6 +14,7 @@ UNSUPPORTED = 9
 IO_ERROR = 10
 PROTOCOL_ERROR = 11
 INTERNAL = 12
+UNIMPLEMENTED = 13
 
 CODE_NAMES = {
     OK: "OK", INVALID_ARGUMENT: "InvalidArgument", NOT_FOUND: "NotFound",
@@ -21,7 +22,7 @@ CODE_NAMES = {
     RESOURCE_EXHAUSTED: "ResourceExhausted", PERMISSION_DENIED: "PermissionDenied",
     FAILED_PRECONDITION: "FailedPrecondition", UNAVAILABLE: "Unavailable",
     UNSUPPORTED: "Unsupported", IO_ERROR: "IOError", PROTOCOL_ERROR: "ProtocolError",
-    INTERNAL: "Internal",
+    INTERNAL: "Internal", UNIMPLEMENTED: "Unimplemented",
 }
 
 
@@ -45,7 +46,7 @@ class NanoKVError(Exception):
 
 for _name in ("OK", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "OUT_OF_MEMORY",
               "RESOURCE_EXHAUSTED", "PERMISSION_DENIED", "FAILED_PRECONDITION", "UNAVAILABLE",
-              "UNSUPPORTED", "IO_ERROR", "PROTOCOL_ERROR", "INTERNAL"):
+              "UNSUPPORTED", "IO_ERROR", "PROTOCOL_ERROR", "INTERNAL", "UNIMPLEMENTED"):
     setattr(NanoKVError, _name, globals()[_name])
 
 

@@ -1,7 +1,7 @@
 """A real kvd process per test case, on the host backend, with its own run
 directory and config (as tests/integration/kvd_fixture.h does for C++).
 The kvd binary comes from $NANOKV_KVD_BINARY (CMake passes it to ctest), else
-the newest <repo>/build*/daemon/kvd."""
+the newest <repo>/build*/entry/kvd."""
 import glob
 import os
 import shutil
@@ -22,7 +22,7 @@ def kvd_binary():
     path = os.environ.get("NANOKV_KVD_BINARY")
     if path:
         return path
-    built = sorted(glob.glob(os.path.join(REPO, "build*", "daemon", "kvd")),
+    built = sorted(glob.glob(os.path.join(REPO, "build*", "entry", "kvd")),
                    key=lambda p: -os.path.getmtime(p))
     if not built:
         raise unittest.SkipTest("no kvd binary: set NANOKV_KVD_BINARY or build the kvd target")

@@ -31,6 +31,9 @@ struct ObjectPlan {
   std::string key;
   uint64_t key_hash = 0;        // xxhash64(key), seed 0 (ObjectHeader::key_hash)
   int device = 0;
+  // The device's uuid (gpu::DeviceInfo::uuid), so a process under another
+  // device mask finds its own ordinal for it; empty when kvd sent none.
+  std::string device_uuid;
   uint64_t header_offset = 0;   // the object's ObjectHeader
   uint64_t payload_offset = 0;  // ObjectHeader::payload_base
   std::vector<ObjectSpan> spans;  // in order; their lengths add up to bytes_total

@@ -27,7 +27,10 @@ enum class Code : int {
   kIOError = 10,            // a system call failed
   kProtocolError = 11,      // a malformed or unexpected message
   kInternal = 12,           // a driver error we have no better code for
+  kUnimplemented = 13,      // not built yet (the message names what would do it)
 };
+// The highest code: a code read from a peer is range-checked against it.
+inline constexpr Code kLastCode = Code::kUnimplemented;
 
 // "InvalidArgument", "OutOfMemory", ...
 const char* CodeName(Code code);
@@ -55,6 +58,7 @@ class [[nodiscard]] Status {
   static Status Unsupported(std::string_view msg) { return {Code::kUnsupported, msg}; }
   static Status ProtocolError(std::string_view msg) { return {Code::kProtocolError, msg}; }
   static Status Internal(std::string_view msg) { return {Code::kInternal, msg}; }
+  static Status Unimplemented(std::string_view msg) { return {Code::kUnimplemented, msg}; }
   // A failed system call: code from errno (ENOMEM -> kOutOfMemory, EPERM/EACCES
   // -> kPermissionDenied, EINVAL -> kInvalidArgument, EAGAIN -> kUnavailable,
   // EMFILE/ENFILE -> kResourceExhausted, ENOENT -> kNotFound, else kIOError).

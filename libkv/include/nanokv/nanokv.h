@@ -59,6 +59,7 @@ extern "C" {
 #define NANOKV_IO_ERROR 10
 #define NANOKV_PROTOCOL_ERROR 11
 #define NANOKV_INTERNAL 12            /* a driver error, or a C++ exception caught */
+#define NANOKV_UNIMPLEMENTED 13       /* not built yet: the message names what would do it */
 
 /* Bumped when a struct below or a function's meaning changes. */
 #define NANOKV_ABI_VERSION 1
@@ -324,6 +325,92 @@ NANOKV_API int nanokv_paged_append_fp8(const nanokv_append_input_t* input,
                                        const nanokv_paged_layout_t* layout, uint8_t* key_cache,
                                        uint8_t* value_cache, float* key_scale, float* value_scale,
                                        void* stream, int* bad_slots);
+
+/* ------------------------------------------------------------------------ */
+/* The object store across nodes, through the cluster master (the C++ API:
+ * nanokv/cluster_client.h). A copy on this process's node moves its bytes
+ * through the local kvd; one on another node answers NANOKV_UNIMPLEMENTED
+ * (the cross-node data path is not built yet). Batches answer each item in
+ * results[i] (a NANOKV_* code) and return NANOKV_OK, or the whole call's
+ * failure; nanokv_last_error() then names the first failed item. */
+
+typedef struct nanokv_cluster nanokv_cluster_t;
+typedef struct nanokv_cluster_plan nanokv_cluster_plan_t;
+
+typedef struct nanokv_cluster_options {
+  const char* const* masters;   /* "host:port" each; NULL/0: $NANOKV_MASTERS */
+  size_t master_count;
+  const char* token_file;       /* NULL: $NANOKV_TOKEN_FILE, else none */
+  const char* tls_ca;           /* NULL: plaintext */
+  const char* tls_cert;
+  const char* tls_key;
+  const char* node_id;          /* NULL: $NANOKV_NODE_ID, else the host name */
+  const char* ipc_name;         /* the local kvd; NULL: $NANOKV_IPC_NAME, else "nanokv" */
+  const char* backend;          /* NULL: $NANOKV_BACKEND, else auto */
+  uint32_t request_timeout_ms;  /* 0: 10000 */
+} nanokv_cluster_options_t;
+
+typedef struct nanokv_write_options {
+  const char* preferred_segment;  /* NULL/"": the master chooses; "<node>" or "<node>/<device>" */
+  uint32_t replica_num;           /* 0 or 1: one copy */
+} nanokv_write_options_t;
+
+/* One READY copy, or one copy of a plan. Strings are copied in. */
+typedef struct nanokv_replica {
+  char node_id[64];
+  char data_address[256];
+  char device_uuid[65];
+  int device;                   /* kvd's ordinal on that node */
+  uint32_t epoch;
+  int local;                    /* 1: on this process's node */
+} nanokv_replica_t;
+
+NANOKV_API int nanokv_cluster_connect(const nanokv_cluster_options_t* options, nanokv_cluster_t** out);
+/* NANOKV_FAILED_PRECONDITION while plans made on it are alive. */
+NANOKV_API int nanokv_cluster_close(nanokv_cluster_t* cluster);
+
+NANOKV_API int nanokv_cluster_put(nanokv_cluster_t* cluster, const char* key, const void* data, uint64_t bytes,
+                                  const nanokv_write_options_t* options /* NULL: defaults */);
+/* The object into out[0, capacity); *bytes_out its size. NANOKV_INVALID_ARGUMENT
+ * (nothing copied, *bytes_out set) when it is larger than capacity. */
+NANOKV_API int nanokv_cluster_get(nanokv_cluster_t* cluster, const char* key, void* out, uint64_t capacity,
+                                  uint64_t* bytes_out);
+NANOKV_API int nanokv_cluster_remove(nanokv_cluster_t* cluster, const char* key);
+/* Up to `capacity` READY copies, nearest first; *count_out how many exist. */
+NANOKV_API int nanokv_cluster_locate(nanokv_cluster_t* cluster, const char* key, nanokv_replica_t* replicas,
+                                     size_t capacity, size_t* count_out, uint64_t* bytes_out);
+
+/* Plans: open, write (nanokv_cluster_plan_payload for a copy on this node),
+ * commit or revoke, free. */
+NANOKV_API int nanokv_cluster_open(nanokv_cluster_t* cluster, const char* key, uint64_t bytes,
+                                   const nanokv_write_options_t* options, nanokv_cluster_plan_t** plan_out);
+NANOKV_API int nanokv_cluster_plan_replicas(const nanokv_cluster_plan_t* plan, size_t* count_out);
+NANOKV_API int nanokv_cluster_plan_replica(const nanokv_cluster_plan_t* plan, size_t index, nanokv_replica_t* out);
+/* The copy's payload mapped in this process (contiguous), for a copy on this node. */
+NANOKV_API int nanokv_cluster_plan_payload(nanokv_cluster_plan_t* plan, size_t index, void** data_out);
+NANOKV_API int nanokv_cluster_commit(nanokv_cluster_plan_t* plan, int published_on_device);
+NANOKV_API int nanokv_cluster_revoke(nanokv_cluster_plan_t* plan);
+NANOKV_API int nanokv_cluster_plan_free(nanokv_cluster_plan_t* plan);
+
+/* Batches (one request to the master each). */
+NANOKV_API int nanokv_cluster_put_batch(nanokv_cluster_t* cluster, const char* const* keys,
+                                        const void* const* data, const uint64_t* sizes, size_t count,
+                                        const nanokv_write_options_t* options, int* results);
+NANOKV_API int nanokv_cluster_get_batch(nanokv_cluster_t* cluster, const char* const* keys, void* const* outs,
+                                        const uint64_t* capacities, size_t count, uint64_t* sizes, int* results);
+NANOKV_API int nanokv_cluster_remove_batch(nanokv_cluster_t* cluster, const char* const* keys, size_t count,
+                                           int* results);
+/* plans_out[i] is a new plan where results[i] is NANOKV_OK, else NULL. */
+NANOKV_API int nanokv_cluster_open_batch(nanokv_cluster_t* cluster, const char* const* keys, const uint64_t* sizes,
+                                         size_t count, const nanokv_write_options_t* options,
+                                         nanokv_cluster_plan_t** plans_out, int* results);
+NANOKV_API int nanokv_cluster_commit_batch(nanokv_cluster_plan_t* const* plans, size_t count,
+                                           int published_on_device, int* results);
+NANOKV_API int nanokv_cluster_revoke_batch(nanokv_cluster_plan_t* const* plans, size_t count, int* results);
+/* replicas: count * capacity entries, key i's at [i * capacity]; counts[i] how many exist. */
+NANOKV_API int nanokv_cluster_locate_batch(nanokv_cluster_t* cluster, const char* const* keys, size_t count,
+                                           nanokv_replica_t* replicas, size_t capacity, size_t* counts,
+                                           uint64_t* sizes, int* results);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -94,6 +94,12 @@ class ObjectStore {
   Result<void*> PayloadPointer(const ObjectPlan& plan);
   Result<void*> HeaderPointer(const ObjectPlan& plan);
 
+  // Host bytes into a plan's payload (exactly bytes_total of them), or its
+  // payload out (into at least bytes_total): the copies Put and Get make,
+  // for a plan made elsewhere (ClusterClient's, from the master).
+  Status CopyIn(const ObjectPlan& plan, std::span<const std::byte> bytes);
+  Status CopyOut(const ObjectPlan& plan, std::span<std::byte> out);
+
   // Host bytes: open, copy through the backend, commit; lease, locate, copy
   // out, release.
   Status Put(std::string_view key, std::span<const std::byte> bytes, int preferred_device = -1);

@@ -1,11 +1,11 @@
-#include "daemon/config/yaml_field.h"
+#include "base/yaml_field.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
-namespace nanokv::kvd {
+namespace nanokv {
 
 YamlField::YamlField(std::string origin, YAML::Node node, std::string key)
     : YamlField(std::move(origin), std::move(node), std::move(key), false) {}
@@ -53,6 +53,23 @@ Result<int64_t> YamlField::Integer(int64_t lo, int64_t hi) const {
   }
 }
 
+Result<bool> YamlField::Bool() const {
+  NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar());
+  if (text == "true") return true;
+  if (text == "false") return false;
+  return Bad("'" + text + "' is not true or false");
+}
+
+Result<std::string> YamlField::OneOf(std::initializer_list<const char*> words) const {
+  NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar());
+  std::string listed;
+  for (const char* word : words) {
+    if (text == word) return text;
+    listed += (listed.empty() ? "" : ", ") + std::string(word);
+  }
+  return Bad("'" + text + "' is not one of " + listed);
+}
+
 Result<uint64_t> YamlField::Bytes() const {
   NANOKV_ASSIGN_OR_RETURN(std::string text, Scalar());
   auto bytes = ParseBytes(text);
@@ -94,4 +111,4 @@ Result<std::chrono::milliseconds> YamlField::Duration(std::chrono::milliseconds 
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
-}  // namespace nanokv::kvd
+}  // namespace nanokv

@@ -1,0 +1,273 @@
+// ClusterClient (nanokv/cluster_client.h): requests to the master through
+// MasterConnection, replies checked like any peer's, and the bytes of copies
+// on this node through the local kvd's ObjectStore.
+#include "nanokv/cluster_client.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "ipc/master/grpc_status.h"
+#include "ipc/master/master_checks.h"
+#include "ipc/wire/object_codec.h"
+#include "ipc/wire/object_plan.h"
+#include "libkv/cluster/cluster_client_impl.h"
+#include "nanokv/object_store.h"
+
+namespace nanokv {
+namespace v1 = master::v1;
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "node";
+  return name;
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Status Remote(const std::string& key, const std::string& node, const std::string& data_address) {
+  return Status::Unimplemented("nanokv cluster: the copy of '" + key + "' is on node " + node +
+                               (data_address.empty() ? "" : " (data path " + data_address + ")") +
+                               ", not this one: moving bytes between nodes is the cross-node data path, "
+                               "which is not built yet");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClientOptions& given) {
+  ClusterClientOptions options = given;
+  if (options.masters.empty()) options.masters = SplitCommas(Env("NANOKV_MASTERS"));
+  if (options.token_file.empty()) options.token_file = Env("NANOKV_TOKEN_FILE");
+  if (options.node_id.empty()) options.node_id = Env("NANOKV_NODE_ID");
+  if (options.node_id.empty()) options.node_id = HostName();
+  if (options.ipc_name.empty()) options.ipc_name = Env("NANOKV_IPC_NAME");
+  if (options.ipc_name.empty()) options.ipc_name = "nanokv";
+  if (!master::ValidNodeId(options.node_id)) {
+    return Status::InvalidArgument("nanokv cluster: node id '" + options.node_id.substr(0, 80) +
+                                   "' is not 1-63 of [A-Za-z0-9_.-]");
+  }
+  if (options.request_timeout_ms == 0) return Status::InvalidArgument("nanokv cluster: request_timeout_ms is 0");
+  master::TlsFiles tls{options.tls_ca, options.tls_cert, options.tls_key};
+  NANOKV_ASSIGN_OR_RETURN(auto connection,
+                          cluster::MasterConnection::Create(options.masters, options.token_file, tls,
+                                                            std::chrono::milliseconds(options.request_timeout_ms)));
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(connection));
+  return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(impl)));
+}
+
+ClusterClient::ClusterClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClusterClient::~ClusterClient() = default;
+
+const std::string& ClusterClient::node_id() const { return impl_->options().node_id; }
+
+std::vector<Result<ClusterPlan>> ClusterClient::BatchOpenForWrite(const std::vector<WriteRequest>& requests) {
+  v1::OpenRequest request;
+  for (const WriteRequest& r : requests) {
+    v1::WriteItem* item = request.add_items();
+    item->set_key(r.key);
+    item->set_bytes_total(r.bytes_total);
+    item->set_preferred_segment(r.options.preferred_segment);
+    item->set_replica_num(r.options.replica_num);
+  }
+  v1::OpenReply reply;
+  Status status = impl_->master().Run([&](v1::Master::Stub& stub, grpc::ClientContext& context) {
+    return stub.Open(&context, request, &reply);
+  });
+  if (status.ok() && static_cast<size_t>(reply.results_size()) != requests.size()) {
+    status = Status::ProtocolError("master: " + std::to_string(reply.results_size()) + " answers to " +
+                                   std::to_string(requests.size()) + " opens");
+  }
+  std::vector<Result<ClusterPlan>> out;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    out.push_back(status.ok() ? impl_->PlanOf(requests[i].key, reply.results(static_cast<int>(i)))
+                              : Result<ClusterPlan>(status));
+  }
+  return out;
+}
+
+namespace {
+// One Status per item of an AckReply.
+std::vector<Status> Acks(const Status& call, const v1::AckReply& reply, size_t items) {
+  Status status = call;
+  if (status.ok() && static_cast<size_t>(reply.results_size()) != items) {
+    status = Status::ProtocolError("master: " + std::to_string(reply.results_size()) + " answers to " +
+                                   std::to_string(items) + " items");
+  }
+  std::vector<Status> out;
+  for (size_t i = 0; i < items; ++i) {
+    out.push_back(status.ok() ? master::FromItem(reply.results(static_cast<int>(i)), "master") : status);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<Status> ClusterClient::BatchCommit(const std::vector<ClusterPlan>& plans, bool published_on_device) {
+  v1::FinishRequest request;
+  for (const ClusterPlan& p : plans) {
+    v1::WriteRef* ref = request.add_items();
+    ref->set_key(p.key);
+    ref->set_write_id(p.write_id);
+    ref->set_published(published_on_device);
+  }
+  v1::AckReply reply;
+  Status status = impl_->master().Run(
+      [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Commit(&context, request, &reply); });
+  return Acks(status, reply, plans.size());
+}
+
+std::vector<Status> ClusterClient::BatchRevoke(const std::vector<ClusterPlan>& plans) {
+  v1::FinishRequest request;
+  for (const ClusterPlan& p : plans) {
+    v1::WriteRef* ref = request.add_items();
+    ref->set_key(p.key);
+    ref->set_write_id(p.write_id);
+  }
+  v1::AckReply reply;
+  Status status = impl_->master().Run(
+      [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Revoke(&context, request, &reply); });
+  return Acks(status, reply, plans.size());
+}
+
+std::vector<Status> ClusterClient::BatchRemove(const std::vector<std::string>& keys) {
+  v1::KeysRequest request = impl_->Keys(keys);
+  v1::AckReply reply;
+  Status status = impl_->master().Run(
+      [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Remove(&context, request, &reply); });
+  return Acks(status, reply, keys.size());
+}
+
+std::vector<Result<ObjectLocation>> ClusterClient::BatchGetLocation(const std::vector<std::string>& keys) {
+  v1::KeysRequest request = impl_->Keys(keys);
+  v1::LocateReply reply;
+  Status status = impl_->master().Run(
+      [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Locate(&context, request, &reply); });
+  if (status.ok() && static_cast<size_t>(reply.results_size()) != keys.size()) {
+    status = Status::ProtocolError("master: " + std::to_string(reply.results_size()) + " locations for " +
+                                   std::to_string(keys.size()) + " keys");
+  }
+  std::vector<Result<ObjectLocation>> out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.push_back(status.ok() ? impl_->LocationOf(keys[i], reply.results(static_cast<int>(i)))
+                              : Result<ObjectLocation>(status));
+  }
+  return out;
+}
+
+Result<ClusterPlan> ClusterClient::OpenForWrite(std::string_view key, uint64_t bytes_total,
+                                                const WriteOptions& options) {
+  return std::move(BatchOpenForWrite({{std::string(key), bytes_total, options}})[0]);
+}
+
+Status ClusterClient::Commit(const ClusterPlan& plan, bool published_on_device) {
+  return BatchCommit({plan}, published_on_device)[0];
+}
+
+Status ClusterClient::Revoke(const ClusterPlan& plan) { return BatchRevoke({plan})[0]; }
+
+Status ClusterClient::Remove(std::string_view key) { return BatchRemove({std::string(key)})[0]; }
+
+Result<ObjectLocation> ClusterClient::GetLocation(std::string_view key) {
+  return std::move(BatchGetLocation({std::string(key)})[0]);
+}
+
+Result<void*> ClusterClient::PayloadPointer(const ReplicaPlan& replica) {
+  if (!replica.local) return Remote(replica.plan.key, replica.node_id, replica.data_address);
+  NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->Local());
+  return store->PayloadPointer(replica.plan);
+}
+
+Result<void*> ClusterClient::HeaderPointer(const ReplicaPlan& replica) {
+  if (!replica.local) return Remote(replica.plan.key, replica.node_id, replica.data_address);
+  NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->Local());
+  return store->HeaderPointer(replica.plan);
+}
+
+std::vector<Status> ClusterClient::BatchPut(const std::vector<PutRequest>& requests) {
+  std::vector<WriteRequest> opens;
+  for (const PutRequest& r : requests) opens.push_back({r.key, r.bytes.size(), r.options});
+  std::vector<Result<ClusterPlan>> plans = BatchOpenForWrite(opens);
+  std::vector<Status> out(requests.size());
+  std::vector<ClusterPlan> to_commit, to_revoke;
+  std::vector<size_t> committed_items;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!plans[i].ok()) {
+      out[i] = plans[i].status();
+      continue;
+    }
+    Status copied;
+    for (const ReplicaPlan& replica : plans[i]->replicas) {
+      if (!replica.local) {
+        copied = Remote(requests[i].key, replica.node_id, replica.data_address);
+        break;
+      }
+      auto store = impl_->Local();
+      copied = store.ok() ? (*store)->CopyIn(replica.plan, requests[i].bytes) : store.status();
+      if (!copied.ok()) break;
+    }
+    if (copied.ok()) {
+      to_commit.push_back(*plans[i]);
+      committed_items.push_back(i);
+    } else {
+      out[i] = copied;
+      to_revoke.push_back(*plans[i]);
+    }
+  }
+  if (!to_revoke.empty()) BatchRevoke(to_revoke);  // the failure is what the caller hears
+  if (!to_commit.empty()) {
+    std::vector<Status> commits = BatchCommit(to_commit);
+    for (size_t k = 0; k < commits.size(); ++k) out[committed_items[k]] = commits[k];
+  }
+  return out;
+}
+
+Status ClusterClient::Put(std::string_view key, std::span<const std::byte> bytes, const WriteOptions& options) {
+  return BatchPut({{std::string(key), bytes, options}})[0];
+}
+
+std::vector<Result<std::vector<std::byte>>> ClusterClient::BatchGet(const std::vector<std::string>& keys) {
+  std::vector<Result<ObjectLocation>> locations = BatchGetLocation(keys);
+  std::vector<Result<std::vector<std::byte>>> out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!locations[i].ok()) {
+      out.push_back(locations[i].status());
+      continue;
+    }
+    const Replica& nearest = locations[i]->replicas.front();
+    if (!nearest.local) {
+      out.push_back(Remote(keys[i], nearest.node_id, nearest.data_address));
+      continue;
+    }
+    auto store = impl_->Local();
+    out.push_back(store.ok() ? (*store)->Get(keys[i]) : Result<std::vector<std::byte>>(store.status()));
+  }
+  return out;
+}
+
+Result<std::vector<std::byte>> ClusterClient::Get(std::string_view key) {
+  return std::move(BatchGet({std::string(key)})[0]);
+}
+
+Result<uint64_t> ClusterClient::Ping() {
+  v1::PingReply reply;
+  NANOKV_RETURN_IF_ERROR(impl_->master().Run([&](v1::Master::Stub& stub, grpc::ClientContext& context) {
+    return stub.Ping(&context, v1::PingRequest(), &reply);
+  }));
+  return reply.term();
+}
+
+}  // namespace nanokv

@@ -1,0 +1,49 @@
+// kvd --role master: loads the config, serves until SIGTERM or SIGINT, then
+// stops leading (every node session ends) and exits 0.
+#include "master/service/master_main.h"
+
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "master/config/master_flags.h"
+#include "master/service/master_server.h"
+
+namespace nanokv::master {
+
+int MasterMain(int argc, char** argv) {
+  CLI::App app{"kvd --role master: the nanokv cluster master. It keeps the index of every object on the "
+               "nodes (kvds with `master:` in their config) and routes plans to them; engines reach it "
+               "through ClusterClient, operators through `kvctl cluster`."};
+  app.name("kvd --role master");
+  MasterFlags flags(&app);
+  CLI11_PARSE(app, argc, argv);
+  auto config = flags.Load();
+  if (!config.ok()) {
+    spdlog::critical("master: {}", config.status().ToString());
+    return 1;
+  }
+  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  // The signals are taken by sigwait below, never by a handler: block them
+  // before any thread starts, so every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  auto server = MasterServer::Start(*config);
+  if (!server.ok()) {
+    spdlog::critical("master: {}", server.status().ToString());
+    return 1;
+  }
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("master: signal {}: stopping", signal_number);
+  (*server)->Stop();
+  spdlog::info("master: stopped cleanly");
+  return 0;
+}
+
+}  // namespace nanokv::master

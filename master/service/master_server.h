@@ -1,0 +1,53 @@
+// A running master: the gRPC server on its address, the ClusterMaster behind
+// it, its leadership and a clock thread (leases, instruction deadlines).
+// What `kvd --role master` runs (master_main.cc), and what tests and the
+// benchmark start in their own process.
+#ifndef NANOKV_MASTER_SERVICE_MASTER_SERVER_H_
+#define NANOKV_MASTER_SERVICE_MASTER_SERVER_H_
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "master/config/master_config.h"
+#include "master/service/cluster_master.h"
+#include "master/service/master_service.h"
+
+namespace nanokv::master {
+
+class MasterServer {
+ public:
+  // Binds `config.listen` and starts leading (alone: no etcd yet, at
+  // config.term). kUnavailable when the address cannot be bound; errors of
+  // the token file and TLS files name them.
+  static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
+  ~MasterServer();  // Stop()
+
+  // Stops leading (every node session ends), then the server.
+  void Stop();
+  // Where it listens, with the port bound ("127.0.0.1:7470").
+  const std::string& address() const { return address_; }
+  ClusterMaster& master() { return *master_; }
+
+ private:
+  MasterServer() = default;
+  void RunClock();  // the clock thread: Tick every 20 ms
+
+  std::string address_;
+  std::unique_ptr<Leadership> leadership_;
+  std::unique_ptr<ClusterMaster> master_;
+  std::unique_ptr<MasterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread clock_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+};
+
+}  // namespace nanokv::master
+
+#endif  // NANOKV_MASTER_SERVICE_MASTER_SERVER_H_

@@ -1,0 +1,235 @@
+"""Cluster: the object store across nodes, through the cluster master
+(nanokv::ClusterClient over the C ABI; docs/PYTHON.md, "Cluster").
+
+    with nanokv.Cluster(masters=["10.0.0.1:7470"], node_id="gpu-3", ipc_name="nanokv") as c:
+        c.put("sess:42:kv:L0", data, preferred_segment="gpu-3")
+        c.get_location("sess:42:kv:L0")      # Location(bytes_total, replicas nearest first)
+        c.get("sess:42:kv:L0")               # bytes, for a copy on this node
+
+A copy on another node answers NanoKVError UNIMPLEMENTED: moving bytes
+between nodes is the cross-node data path, not built yet.
+"""
+import ctypes
+import weakref
+from collections import namedtuple
+
+from nanokv import _lib
+from nanokv._handle import OwnedHandle
+from nanokv._lib import call, check
+from nanokv.errors import NanoKVError
+
+Replica = namedtuple("Replica", "node_id data_address device device_uuid epoch local")
+Location = namedtuple("Location", "key bytes_total replicas")
+
+_GET_GUESS = 64 << 10  # a get's first buffer; a larger object costs a second call
+
+
+def _enc(s):
+    return None if s is None else str(s).encode()
+
+
+def _write_options(preferred_segment, replica_num):
+    o = _lib.WriteOptions()
+    o.preferred_segment = _enc(preferred_segment)
+    o.replica_num = int(replica_num)
+    return o
+
+
+def _replica(r):
+    return Replica(r.node_id.decode(), r.data_address.decode(), r.device, r.device_uuid.decode(),
+                   r.epoch, bool(r.local))
+
+
+def _keys(keys):
+    keys = [_enc(k) for k in keys]
+    return (ctypes.c_char_p * max(len(keys), 1))(*keys), len(keys)
+
+
+def _outcomes(results, count):
+    """Per-item codes as None (OK) or NanoKVError. The C ABI keeps the
+    message of the first failed item (nanokv_last_error); the others are
+    named by their code."""
+    out, first = [], True
+    for i in range(count):
+        if results[i] == 0:
+            out.append(None)
+            continue
+        message = _lib.lib.nanokv_last_error().decode("utf-8", "replace") if first else \
+            f"item {i}: {_lib.lib.nanokv_code_name(results[i]).decode()}"
+        first = False
+        out.append(NanoKVError(results[i], message))
+    return out
+
+
+class ClusterPlan(OwnedHandle):
+    """A write in progress: its copies' plans. Write each copy on this node
+    (payload(i) is its address here), then commit() or revoke()."""
+
+    _NAME = "plan"
+    _DESTROY = "nanokv_cluster_plan_free"
+
+    def __init__(self, cluster, handle):
+        self._client = cluster
+        self._own(handle)
+
+    @property
+    def replicas(self):
+        n = self._scalar("nanokv_cluster_plan_replicas", ctypes.c_size_t)
+        out = []
+        for i in range(n):
+            r = _lib.Replica()
+            call("nanokv_cluster_plan_replica", self.handle, i, ctypes.byref(r))
+            out.append(_replica(r))
+        return out
+
+    def payload(self, index=0):
+        """The copy's payload address in this process (a copy on this node)."""
+        return self._scalar("nanokv_cluster_plan_payload", ctypes.c_void_p, index)
+
+    def commit(self, published_on_device=False):
+        call("nanokv_cluster_commit", self.handle, int(bool(published_on_device)))
+
+    def revoke(self):
+        call("nanokv_cluster_revoke", self.handle)
+
+
+class Cluster(OwnedHandle):
+    """A client of the cluster master (the keywords of
+    nanokv::ClusterClientOptions; None: the environment's NANOKV_MASTERS,
+    NANOKV_TOKEN_FILE, NANOKV_NODE_ID, NANOKV_IPC_NAME). close() frees the
+    plans still open on it."""
+
+    _NAME = "cluster"
+    _DESTROY = "nanokv_cluster_close"
+
+    def __init__(self, masters=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
+                 node_id=None, ipc_name=None, backend=None, request_timeout_ms=0):
+        self._children = weakref.WeakSet()
+        options = _lib.ClusterOptions()
+        masters = [_enc(m) for m in (masters or [])]
+        self._masters = (ctypes.c_char_p * max(len(masters), 1))(*masters)
+        options.masters = self._masters if masters else None
+        options.master_count = len(masters)
+        options.token_file = _enc(token_file)
+        options.tls_ca = _enc(tls_ca)
+        options.tls_cert = _enc(tls_cert)
+        options.tls_key = _enc(tls_key)
+        options.node_id = _enc(node_id)
+        options.ipc_name = _enc(ipc_name)
+        options.backend = _enc(backend)
+        options.request_timeout_ms = int(request_timeout_ms)
+        handle = ctypes.c_void_p()
+        call("nanokv_cluster_connect", ctypes.byref(options), ctypes.byref(handle))
+        self._own(handle)
+
+    def close(self):
+        if self._handle is not None:
+            for child in list(self._children):
+                child.close()
+        super().close()
+
+    def _adopt(self, child):
+        self._children.add(child)
+
+    # -- one key ----------------------------------------------------------
+    def put(self, key, data, preferred_segment=None, replica_num=1):
+        data = bytes(data)
+        call("nanokv_cluster_put", self.handle, _enc(key), data, len(data),
+             ctypes.byref(_write_options(preferred_segment, replica_num)))
+
+    def get(self, key):
+        size = ctypes.c_uint64()
+        buf = ctypes.create_string_buffer(_GET_GUESS)
+        code = _lib.lib.nanokv_cluster_get(self.handle, _enc(key), buf, _GET_GUESS, ctypes.byref(size))
+        if code == NanoKVError.INVALID_ARGUMENT and size.value > _GET_GUESS:
+            buf = ctypes.create_string_buffer(size.value)
+            code = _lib.lib.nanokv_cluster_get(self.handle, _enc(key), buf, size.value, ctypes.byref(size))
+        check(code)
+        return buf.raw[:size.value]
+
+    def remove(self, key):
+        call("nanokv_cluster_remove", self.handle, _enc(key))
+
+    def get_location(self, key):
+        replicas = (_lib.Replica * 8)()
+        count, size = ctypes.c_size_t(), ctypes.c_uint64()
+        call("nanokv_cluster_locate", self.handle, _enc(key), replicas, 8, ctypes.byref(count), ctypes.byref(size))
+        return Location(key, size.value, [_replica(replicas[i]) for i in range(min(count.value, 8))])
+
+    def open_for_write(self, key, size, preferred_segment=None, replica_num=1):
+        handle = ctypes.c_void_p()
+        call("nanokv_cluster_open", self.handle, _enc(key), int(size),
+             ctypes.byref(_write_options(preferred_segment, replica_num)), ctypes.byref(handle))
+        return ClusterPlan(self, handle)
+
+    # -- batches (one request to the master each) -------------------------
+    def put_batch(self, items, preferred_segment=None, replica_num=1):
+        """items: (key, data) pairs. A list of None (stored) or NanoKVError."""
+        items = [(k, bytes(d)) for k, d in items]
+        keys, n = _keys(k for k, _ in items)
+        data = (ctypes.c_char_p * max(n, 1))(*[d for _, d in items])
+        sizes = (ctypes.c_uint64 * max(n, 1))(*[len(d) for _, d in items])
+        results = (ctypes.c_int * max(n, 1))()
+        call("nanokv_cluster_put_batch", self.handle, keys, ctypes.cast(data, ctypes.POINTER(ctypes.c_void_p)),
+             sizes, n, ctypes.byref(_write_options(preferred_segment, replica_num)), results)
+        return _outcomes(results, n)
+
+    def get_location_batch(self, keys):
+        """A list of Location or NanoKVError."""
+        keys = list(keys)
+        names, n = _keys(keys)
+        replicas = (_lib.Replica * (max(n, 1) * 8))()
+        counts = (ctypes.c_size_t * max(n, 1))()
+        sizes = (ctypes.c_uint64 * max(n, 1))()
+        results = (ctypes.c_int * max(n, 1))()
+        call("nanokv_cluster_locate_batch", self.handle, names, n, replicas, 8, counts, sizes, results)
+        out = _outcomes(results, n)
+        for i in range(n):
+            if out[i] is None:
+                out[i] = Location(keys[i], sizes[i], [_replica(replicas[i * 8 + k]) for k in range(min(counts[i], 8))])
+        return out
+
+    def get_batch(self, keys):
+        """A list of bytes or NanoKVError."""
+        keys = list(keys)
+        located = self.get_location_batch(keys)
+        names, n = _keys(keys)
+        bufs = [ctypes.create_string_buffer(max(loc.bytes_total, 1) if isinstance(loc, Location) else 1)
+                for loc in located]
+        outs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(b) for b in bufs])
+        capacities = (ctypes.c_uint64 * max(n, 1))(*[len(b) for b in bufs])
+        sizes = (ctypes.c_uint64 * max(n, 1))()
+        results = (ctypes.c_int * max(n, 1))()
+        call("nanokv_cluster_get_batch", self.handle, names, outs, capacities, n, sizes, results)
+        out = _outcomes(results, n)
+        return [bufs[i].raw[:sizes[i]] if out[i] is None else out[i] for i in range(n)]
+
+    def remove_batch(self, keys):
+        names, n = _keys(keys)
+        results = (ctypes.c_int * max(n, 1))()
+        call("nanokv_cluster_remove_batch", self.handle, names, n, results)
+        return _outcomes(results, n)
+
+    def open_batch(self, items, preferred_segment=None, replica_num=1):
+        """items: (key, size) pairs. A list of ClusterPlan or NanoKVError."""
+        items = list(items)
+        keys, n = _keys(k for k, _ in items)
+        sizes = (ctypes.c_uint64 * max(n, 1))(*[int(s) for _, s in items])
+        plans = (ctypes.c_void_p * max(n, 1))()
+        results = (ctypes.c_int * max(n, 1))()
+        call("nanokv_cluster_open_batch", self.handle, keys, sizes, n,
+             ctypes.byref(_write_options(preferred_segment, replica_num)), plans, results)
+        out = _outcomes(results, n)
+        return [ClusterPlan(self, ctypes.c_void_p(plans[i])) if out[i] is None else out[i] for i in range(n)]
+
+    def commit_batch(self, plans, published_on_device=False):
+        handles = (ctypes.c_void_p * max(len(plans), 1))(*[p.handle.value for p in plans])
+        results = (ctypes.c_int * max(len(plans), 1))()
+        call("nanokv_cluster_commit_batch", handles, len(plans), int(bool(published_on_device)), results)
+        return _outcomes(results, len(plans))
+
+    def revoke_batch(self, plans):
+        handles = (ctypes.c_void_p * max(len(plans), 1))(*[p.handle.value for p in plans])
+        results = (ctypes.c_int * max(len(plans), 1))()
+        call("nanokv_cluster_revoke_batch", handles, len(plans), results)
+        return _outcomes(results, len(plans))

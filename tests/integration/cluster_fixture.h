@@ -1,0 +1,74 @@
+// The cluster of cluster_processes.h (a master and kvds, real processes)
+// with ClusterClients in the test as engines, and the node's own object
+// stores as its local engines see them.
+#ifndef NANOKV_TESTS_INTEGRATION_CLUSTER_FIXTURE_H_
+#define NANOKV_TESTS_INTEGRATION_CLUSTER_FIXTURE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nanokv/cluster_client.h"
+#include "nanokv/object_store.h"
+#include "tests/integration/cluster_processes.h"
+#include "tests/util/status_matchers.h"
+
+namespace nanokv::testing {
+
+class ClusterFixture : public ClusterProcesses {
+ protected:
+  // A client on node `node` (its local kvd), with the options given.
+  std::unique_ptr<ClusterClient> Client(size_t node = 0, ClusterClientOptions options = {}) {
+    if (options.masters.empty()) options.masters = {address_};
+    if (options.node_id.empty()) options.node_id = "n" + std::to_string(node);
+    if (options.ipc_name.empty() && node < nodes_.size()) options.ipc_name = nodes_[node].ipc;
+    options.backend = Backend();
+    auto client = ClusterClient::Connect(options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? std::move(client).value() : nullptr;
+  }
+
+  // The node's own object store, as an engine on that node sees it.
+  std::unique_ptr<ObjectStore> Store(size_t node) {
+    ObjectStoreOptions options;
+    options.ipc_name = nodes_[node].ipc;
+    options.backend = Backend();
+    auto store = ObjectStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  // What the master says of node `id` (asked with admin_'s token and TLS).
+  std::string NodeState(const std::string& id) {
+    auto client = Client(nodes_.size(), admin_);
+    if (client == nullptr) return "";
+    auto status = client->Cluster();
+    if (!status.ok()) return "";
+    for (const auto& n : status->nodes) {
+      if (n.node_id == id) return n.state;
+    }
+    return "unknown";
+  }
+
+  void WaitNodeState(const std::string& id, const std::string& state) {
+    std::string seen;
+    bool reached = WaitFor([&] { return (seen = NodeState(id)) == state; }, std::chrono::seconds(20));
+    ASSERT_TRUE(reached) << "node " << id << " is " << seen << ", not " << state;
+  }
+
+  // Where the master says `key` lives: its nodes, nearest first ({} if nowhere).
+  std::vector<std::string> Where(ClusterClient& client, const std::string& key) {
+    auto location = client.GetLocation(key);
+    std::vector<std::string> nodes;
+    if (location.ok()) {
+      for (const Replica& r : location->replicas) nodes.push_back(r.node_id);
+    }
+    return nodes;
+  }
+
+  ClusterClientOptions admin_;  // how the fixture itself asks the master (token, TLS)
+};
+
+}  // namespace nanokv::testing
+
+#endif  // NANOKV_TESTS_INTEGRATION_CLUSTER_FIXTURE_H_

@@ -1,0 +1,95 @@
+// The master's config and kvd's `master:` block: every key read, every error
+// "<file>:<line>: <key>: <what>", flags through the keys' readers.
+#include <gtest/gtest.h>
+
+#include "daemon/config/config.h"
+#include "master/config/master_config.h"
+#include "tests/util/status_matchers.h"
+
+namespace nanokv {
+namespace {
+
+std::string Error(const Result<master::MasterConfig>& r) { return r.ok() ? "" : r.status().ToString(); }
+std::string Error(const Result<kvd::KvdConfig>& r) { return r.ok() ? "" : r.status().ToString(); }
+
+TEST(MasterConfig, ReadsEveryKey) {
+  auto c = master::LoadMasterConfigText(
+      "id: m-1\nlisten: 0.0.0.0:9000\nadvertise: 10.0.0.1:9000\ntoken_file: /etc/t\n"
+      "tls:\n  cert: c.pem\n  key: k.pem\n  ca: ca.pem\nlease_ttl: 2s\nheartbeat_interval: 500ms\n"
+      "instruction_timeout: 1s\nrebuild_window: 0\nexpected_nodes: 3\nterm: 7\nlog_level: debug\n",
+      "m.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->id, "m-1");
+  EXPECT_EQ(c->listen, "0.0.0.0:9000");
+  EXPECT_EQ(c->advertise, "10.0.0.1:9000");
+  EXPECT_EQ(c->token_file, "/etc/t");
+  EXPECT_EQ(c->tls.ca, "ca.pem");
+  EXPECT_EQ(c->lease_ttl.count(), 2000);
+  EXPECT_EQ(c->heartbeat_interval.count(), 500);
+  EXPECT_EQ(c->instruction_timeout.count(), 1000);
+  EXPECT_EQ(c->rebuild_window.count(), 0);
+  EXPECT_EQ(c->expected_nodes, 3u);
+  EXPECT_EQ(c->term, 7u);
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_TRUE(master::LoadMasterConfigText("", "empty.yaml").ok());
+}
+
+TEST(MasterConfig, ErrorsNameFileLineAndKey) {
+  EXPECT_EQ(Error(master::LoadMasterConfigText("id: m\nbogus: 1\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: bogus: unknown key");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("\nlisten: nowhere\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: listen: 'nowhere' is not host:port");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("lease_ttl: 5\n", "m.yaml")),
+            "InvalidArgument: m.yaml:1: lease_ttl: '5' is not a duration like 500ms, 2s or 1m");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("term: 0\n", "m.yaml")),
+            "InvalidArgument: m.yaml:1: term: '0' is outside [1, 9223372036854775807]");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("id: 'a b'\n", "m.yaml")),
+            "InvalidArgument: m.yaml:1: id: 'a b' is not 1-63 of [A-Za-z0-9_.-]");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("tls:\n  cert: c.pem\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: tls: a master serving TLS needs both cert and key");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("tls:\n  cart: c.pem\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: tls.cart: unknown key (cert, key, ca)");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("log_level: loud\n", "m.yaml")),
+            "InvalidArgument: m.yaml:1: log_level: 'loud' is not one of trace, debug, info, warn, error, "
+            "critical, off");
+  EXPECT_NE(Error(master::LoadMasterConfigText("lease_ttl: 1s\nheartbeat_interval: 600ms\n", "m.yaml"))
+                .find("heartbeat_interval 600ms is over half of lease_ttl"),
+            std::string::npos);
+  EXPECT_NE(Error(master::LoadMasterConfigText("id: [\n", "m.yaml")).find("m.yaml:"), std::string::npos);
+}
+
+TEST(MasterConfig, FlagsGoThroughTheKeysReaders) {
+  master::MasterConfig c;
+  ASSERT_OK(master::ApplyMasterOverride("listen", YamlField::Flag(YAML::Node("127.0.0.1:0"), "--listen"), &c));
+  EXPECT_EQ(c.listen, "127.0.0.1:0");
+  Status bad = master::ApplyMasterOverride("term", YamlField::Flag(YAML::Node("x"), "--term"), &c);
+  EXPECT_EQ(bad.ToString(), "InvalidArgument: --term: 'x' is not an integer");
+}
+
+TEST(KvdMasterBlock, ReadsItsKeysAndNamesItsErrors) {
+  auto c = kvd::LoadConfigText(
+      "object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"10.0.0.1:7470\", \"m2:7470\"]\n  node_id: gpu-7\n"
+      "  data_address: ucx://10.0.0.7\n  token_file: /t\n  tls:\n    ca: ca.pem\n  retry_interval: 200ms\n",
+      "kvd.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->master.addresses.size(), 2u);
+  EXPECT_EQ(c->master.node_id, "gpu-7");
+  EXPECT_EQ(c->master.data_address, "ucx://10.0.0.7");
+  EXPECT_EQ(c->master.tls.ca, "ca.pem");
+  EXPECT_EQ(c->master.retry_interval.count(), 200);
+  EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"x\"]\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:4: master.addresses[0]: 'x' is not host:port");
+  EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  node_id: a\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:4: master: addresses: name at least one master (host:port)");
+  EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  adresses: [\"m:1\"]\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:4: master.adresses: unknown key (addresses, node_id, data_address, "
+            "token_file, tls, retry_interval)");
+  EXPECT_EQ(Error(kvd::LoadConfigText("master:\n  addresses: [\"m:1\"]\n", "kvd.yaml")),
+            "InvalidArgument: master: a node joins the cluster with its object store: set object_store.size");
+  EXPECT_EQ(Error(kvd::LoadConfigText(
+                "object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n  tls:\n    cert: c.pem\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:6: master.tls: a node speaking TLS needs ca (the master's certificate chain)");
+}
+
+}  // namespace
+}  // namespace nanokv
