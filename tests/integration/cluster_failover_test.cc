@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "tests/integration/cluster_fixture.h"
@@ -154,6 +156,21 @@ TEST_F(ClusterFailoverTest, AKilledLeaderIsReplacedAndEveryObjectIsFoundAgain) {
     auto follower = Client(0, options);
     ASSERT_NE(follower, nullptr);
     EXPECT_EQ(Where(*follower, "n1:3"), std::vector<std::string>{"n1"});
+  }
+
+  // kvctl cluster asked of the standby shows the leader's view.
+  {
+    const std::string out = dir_.path() + "/kvctl.out";
+    Process kvctl = Process::Start({"/bin/sh", "-c", "exec \"$0\" --master \"$1\" cluster > \"$2\"",
+                                    NANOKV_KVCTL_BINARY, master_addresses_[standby], out},
+                                   {{"NO_COLOR", "1"}}, dir_.path() + "/kvctl.log");
+    ASSERT_EQ(kvctl.Wait(seconds(60)).value_or(-1), 0) << kvctl.Log();
+    std::ifstream in(out);
+    const std::string table((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(table.find("(asked m" + std::to_string(standby)), std::string::npos) << table;
+    EXPECT_NE(table.find("m" + std::to_string(*first) + " at " + master_addresses_[*first] + " leads, term " +
+                         std::to_string(first_term)), std::string::npos) << table;
+    EXPECT_NE(table.find("n2"), std::string::npos) << table;
   }
 
   const auto killed = std::chrono::steady_clock::now();
