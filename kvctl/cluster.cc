@@ -11,9 +11,10 @@
 namespace nanokv::kvctl {
 namespace {
 
-Result<std::unique_ptr<ClusterClient>> Connect(const MasterFlags& flags) {
+Result<std::unique_ptr<ClusterClient>> Connect(const MasterFlags& flags,
+                                               const std::vector<std::string>* masters = nullptr) {
   ClusterClientOptions options;
-  options.masters = flags.masters;
+  options.masters = masters != nullptr ? *masters : flags.masters;
   options.token_file = flags.token_file;
   options.tls_ca = flags.tls_ca;
   options.tls_cert = flags.tls_cert;
@@ -143,6 +144,20 @@ std::string ClusterObjectsView(const std::vector<ObjectLocation>& objects, bool 
 Result<Report> RunCluster(const MasterFlags& flags, bool json, bool colour) {
   NANOKV_ASSIGN_OR_RETURN(auto client, Connect(flags));
   NANOKV_ASSIGN_OR_RETURN(ClusterStatus status, client->Cluster());
+  if (status.term == 0 && !status.leader_address.empty() && status.leader_address != status.master) {
+    // Any master answers, but only the leader knows the nodes: ask it, and
+    // fall back on what the follower said if the leader does not answer.
+    const std::vector<std::string> leader = {status.leader_address};
+    auto leader_client = Connect(flags, &leader);
+    if (leader_client.ok()) {
+      auto led = (*leader_client)->Cluster();
+      if (led.ok() && led->term != 0) {
+        std::string via = json ? "" : "(asked " + Sanitize(status.master_id) + " at " + Sanitize(status.master) +
+                                         ", which does not lead and points here)\n";
+        return Report{via + ClusterView(*led, json, colour), 0};
+      }
+    }
+  }
   return Report{ClusterView(status, json, colour), 0};
 }
 

@@ -1,5 +1,6 @@
 #include "master/config/master_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -53,6 +54,75 @@ Status Tls(const YamlField& field, TlsFiles* out) {
   return Status::OK();
 }
 
+// etcd's endpoint: host:port, optionally behind http:// or https://.
+Result<std::string> EtcdEndpoint(const YamlField& f) {
+  NANOKV_ASSIGN_OR_RETURN(std::string text, f.Scalar());
+  std::string bare = text;
+  for (const char* scheme : {"http://", "https://"}) {
+    if (bare.rfind(scheme, 0) == 0) bare = bare.substr(std::string(scheme).size());
+  }
+  size_t colon = bare.rfind(':');
+  std::string port = colon == std::string::npos ? "" : bare.substr(colon + 1);
+  bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+  if (colon == 0 || !digits || std::stol(port) == 0 || std::stol(port) > 65535 || text.size() > kMaxAddressBytes) {
+    return f.Bad("'" + text + "' is not host:port (http:// or https:// may lead)");
+  }
+  return text;
+}
+
+// A key prefix in etcd: "/" then printable bytes, not ending in "/".
+Status EtcdPrefix(const YamlField& f, std::string* out) {
+  NANOKV_ASSIGN_OR_RETURN(std::string text, f.Scalar());
+  bool printable = std::all_of(text.begin(), text.end(), [](char ch) { return ch > ' ' && ch < 127; });
+  if (text.size() < 2 || text.size() > 256 || text.front() != '/' || text.back() == '/' || !printable) {
+    return f.Bad("'" + text + "' is not a key prefix: '/' then 1-255 printable bytes, not ending in '/'");
+  }
+  *out = text;
+  return Status::OK();
+}
+
+Status Etcd(const YamlField& field, EtcdLink* out) {
+  const YAML::Node& node = field.node();
+  if (node.IsNull()) return Status::OK();
+  if (!node.IsMap()) return field.Bad("expected a mapping (endpoints: [host:port], prefix: ..., ...)");
+  EtcdLink etcd;
+  for (const auto& entry : node) {
+    std::string name = entry.first.as<std::string>();
+    const YamlField value = field.At(entry.second, field.key() + "." + name);
+    if (name == "endpoints") {
+      if (value.node().IsScalar()) {
+        NANOKV_ASSIGN_OR_RETURN(std::string one, EtcdEndpoint(value));
+        etcd.endpoints = {one};
+      } else {
+        NANOKV_RETURN_IF_ERROR(value.List(&etcd.endpoints, EtcdEndpoint, "[\"10.0.0.1:2379\", \"10.0.0.2:2379\"]"));
+      }
+    } else if (name == "prefix") {
+      NANOKV_RETURN_IF_ERROR(EtcdPrefix(value, &etcd.prefix));
+    } else if (name == "lease_ttl") {
+      // etcd's leases are whole seconds.
+      NANOKV_ASSIGN_OR_RETURN(etcd.lease_ttl, value.Duration(std::chrono::seconds(1), std::chrono::minutes(10),
+                                                             "[1s, 10m]"));
+    } else if (name == "tls") {
+      const YAML::Node& tls = value.node();
+      if (!tls.IsMap()) return value.Bad("expected a mapping (ca: ..., cert: ..., key: ...)");
+      for (const auto& file : tls) {
+        std::string which = file.first.as<std::string>();
+        const YamlField path = value.At(file.second, value.key() + "." + which);
+        if (which == "ca") NANOKV_RETURN_IF_ERROR(Text(path, &etcd.tls.ca));
+        else if (which == "cert") NANOKV_RETURN_IF_ERROR(Text(path, &etcd.tls.cert));
+        else if (which == "key") NANOKV_RETURN_IF_ERROR(Text(path, &etcd.tls.key));
+        else return value.At(file.first, path.key()).Bad("unknown key (ca, cert, key)");
+      }
+      if (etcd.tls.cert.empty() != etcd.tls.key.empty()) return value.Bad("cert and key go together");
+    } else {
+      return field.At(entry.first, value.key()).Bad("unknown key (endpoints, prefix, lease_ttl, tls)");
+    }
+  }
+  if (etcd.endpoints.empty()) return field.Bad("endpoints: name at least one etcd member (host:port)");
+  *out = etcd;
+  return Status::OK();
+}
+
 Status Duration(const YamlField& f, std::chrono::milliseconds lo, std::chrono::milliseconds hi, const char* range,
                 std::chrono::milliseconds* out) {
   NANOKV_ASSIGN_OR_RETURN(*out, f.Duration(lo, hi, range));
@@ -89,6 +159,7 @@ std::map<std::string, KeyReader> TopLevelKeys(MasterConfig* c) {
          NANOKV_ASSIGN_OR_RETURN(int64_t n, f.Integer(1, INT64_MAX));
          c->term = static_cast<uint64_t>(n);
          return Status::OK(); }},
+      {"etcd", [c](const YamlField& f) { return Etcd(f, &c->etcd); }},
       {"log_level", [c](const YamlField& f) {
          NANOKV_ASSIGN_OR_RETURN(c->log_level, f.OneOf({"trace", "debug", "info", "warn", "error", "critical", "off"}));
          return Status::OK(); }},

@@ -9,12 +9,26 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/yaml_field.h"
 #include "ipc/master/master_channel.h"
 #include "nanokv/status.h"
 
 namespace nanokv::master {
+
+// The `etcd:` block: with endpoints, masters elect a leader through an etcd
+// lease (master/election/) and the leader keeps its nodes' ids there;
+// without, the master leads alone at `term`.
+struct EtcdLink {
+  std::vector<std::string> endpoints;       // "host:port", "http://..." or "https://..."
+  std::string prefix = "/nanokv/default";   // the cluster's keys: <prefix>/leader/..., <prefix>/nodes/...
+  std::chrono::milliseconds lease_ttl{3000};  // the leader's lease: a dead leader is replaced after about this
+  TlsFiles tls;                             // ca: speak TLS to etcd; cert + key: present them
+  bool enabled() const { return !endpoints.empty(); }
+  std::string election_key() const { return prefix + "/leader"; }
+  std::string nodes_prefix() const { return prefix + "/nodes/"; }
+};
 
 struct MasterConfig {
   std::string id;                         // empty: the host name
@@ -34,6 +48,7 @@ struct MasterConfig {
   // Without etcd a master leads alone at this term. Start a replacement
   // single master with a higher one: kvds that followed it refuse the old.
   uint64_t term = 1;
+  EtcdLink etcd;  // endpoints empty: no election, the master leads alone
   std::string log_level = "info";
 };
 

@@ -299,6 +299,12 @@ size_t NodeRegistry::alive_nodes() const {
   return n;
 }
 
+bool NodeRegistry::IsAlive(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = by_id_.find(id);
+  return it != by_id_.end() && nodes_[it->second]->state == State::kAlive;
+}
+
 void NodeRegistry::Describe(const MasterIndex& index, Clock::time_point now, v1::ClusterReply* out) const {
   std::lock_guard lock(mu_);
   for (const auto& node : nodes_) {

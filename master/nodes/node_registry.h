@@ -137,6 +137,8 @@ class NodeRegistry {
   // kvctl cluster: every node the master has seen, alive or dead.
   void Describe(const MasterIndex& index, Clock::time_point now, v1::ClusterReply* out) const;
   size_t alive_nodes() const;
+  // Whether node `id` has a live session whose object list is in.
+  bool IsAlive(const std::string& id) const;
 
  private:
   enum class State { kNew, kRegistering, kAlive, kDying, kDead };

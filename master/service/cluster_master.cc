@@ -28,12 +28,27 @@ ClusterMaster::ClusterMaster(ClusterMasterOptions options, Leadership& leadershi
       nodes_(options_.lease_ttl, options_.instruction_timeout),
       started_(Clock::now()) {}
 
-bool ClusterMaster::Rebuilding(Clock::time_point now) const {
-  const int64_t since = lead_since_ns_.load(std::memory_order_acquire);
-  if (SteadyNs(now) - since >= std::chrono::duration_cast<std::chrono::nanoseconds>(options_.rebuild_window).count()) {
-    return false;
+bool ClusterMaster::RebuildDone() const {
+  const size_t alive = nodes_.alive_nodes();
+  std::lock_guard lock(awaited_mu_);
+  if (!awaited_) return options_.expected_nodes != 0 && alive >= options_.expected_nodes;
+  for (const std::string& id : *awaited_) {
+    if (!nodes_.IsAlive(id)) return false;
   }
-  return options_.expected_nodes == 0 || nodes_.alive_nodes() < options_.expected_nodes;
+  return alive >= options_.expected_nodes;
+}
+
+bool ClusterMaster::Rebuilding(Clock::time_point now) const {
+  // The term first: a call that began under an earlier leadership marks
+  // that one's rebuild over, never this one's.
+  const uint64_t term = led_term_.load(std::memory_order_acquire);
+  if (rebuilt_term_.load(std::memory_order_acquire) == term) return false;
+  const int64_t since = lead_since_ns_.load(std::memory_order_acquire);
+  const bool window_over =
+      SteadyNs(now) - since >= std::chrono::duration_cast<std::chrono::nanoseconds>(options_.rebuild_window).count();
+  if (!window_over && !RebuildDone()) return true;
+  rebuilt_term_.store(term, std::memory_order_release);
+  return false;
 }
 
 Status ClusterMaster::Admit(bool object_call) const {
@@ -45,6 +60,9 @@ Status ClusterMaster::Admit(bool object_call) const {
       why += " and knows no leader yet";
     }
     return Status::Unavailable(why);
+  }
+  if (led_term_.load(std::memory_order_acquire) != leadership_.term()) {
+    return Status::Unavailable("master " + options_.id + " begins to lead; ask again shortly");
   }
   if (object_call && Rebuilding(Clock::now())) {
     return Status::Unavailable("master " + options_.id + " is rebuilding its index from the nodes' registrations (" +
@@ -182,7 +200,10 @@ Status ClusterMaster::OnNodeMessage(SessionRef session, const v1::NodeMessage& m
           }
         }
       });
-      if (batch.snapshot_done()) nodes_.MarkSnapshotDone(session);
+      if (batch.snapshot_done()) {
+        nodes_.MarkSnapshotDone(session);
+        if (roster_ != nullptr && leadership_.IsLeader()) roster_->Add(nodes_.PlaceOf(session.node, 0).node_id);
+      }
       return Status::OK();
     }
     case v1::NodeMessage::kHeartbeat:
@@ -199,7 +220,9 @@ Status ClusterMaster::OnNodeMessage(SessionRef session, const v1::NodeMessage& m
 }
 
 void ClusterMaster::CloseSession(SessionRef session, const Status& why) {
-  nodes_.EndSession(session, why, [this](uint16_t node) { RemoveCopiesOf(node); });
+  const bool ended = nodes_.EndSession(session, why, [this](uint16_t node) { RemoveCopiesOf(node); });
+  // A node dead under a leader: the next leader need not wait for it.
+  if (ended && roster_ != nullptr && leadership_.IsLeader()) roster_->Remove(nodes_.PlaceOf(session.node, 0).node_id);
 }
 
 void ClusterMaster::Tick(Clock::time_point now) {
@@ -207,9 +230,28 @@ void ClusterMaster::Tick(Clock::time_point now) {
     CloseSession(lapsed, Status::Unavailable("lease lapsed: no message for " +
                                              std::to_string(options_.lease_ttl.count()) + "ms"));
   }
+  if (roster_ != nullptr && leadership_.IsLeader() && !Rebuilding(now)) {
+    // The rebuild is over: nodes listed that never reported are gone.
+    std::vector<std::string> absent;
+    {
+      std::lock_guard lock(awaited_mu_);
+      if (pruned_) return;
+      pruned_ = true;
+      for (const std::string& id : awaited_.value_or(std::vector<std::string>{})) {
+        if (!nodes_.IsAlive(id)) absent.push_back(id);
+      }
+    }
+    for (const std::string& id : absent) {
+      spdlog::warn("master {}: node {} did not register within the rebuild window: taken off the roster", options_.id,
+                   id);
+      roster_->Remove(id);
+    }
+  }
 }
 
-void ClusterMaster::OnLeadership(bool is_leader, const LeaderRecord& leader) {
+void ClusterMaster::OnLeadership(bool is_leader, const LeaderRecord& leader,
+                                 std::optional<std::vector<std::string>> awaited) {
+  led_term_.store(0, std::memory_order_release);
   // Either way what the index knew is not to be trusted: a new leader
   // rebuilds it from registrations, one that stops leading forgets it.
   nodes_.EndAll(Status::Unavailable(is_leader ? "master " + options_.id + " begins to lead (term " +
@@ -217,8 +259,21 @@ void ClusterMaster::OnLeadership(bool is_leader, const LeaderRecord& leader) {
                                               : "master " + options_.id + " stopped leading"),
                 [this](uint16_t node) { RemoveCopiesOf(node); });
   index_.Clear();
-  if (is_leader) lead_since_ns_.store(SteadyNs(Clock::now()), std::memory_order_release);
-  spdlog::info("master {}: {} (term {})", options_.id, is_leader ? "leads" : "does not lead", leader.term);
+  if (is_leader) {
+    const size_t awaiting = awaited ? awaited->size() : 0;
+    {
+      std::lock_guard lock(awaited_mu_);
+      awaited_ = std::move(awaited);
+      pruned_ = false;
+    }
+    rebuilt_term_.store(0, std::memory_order_release);
+    lead_since_ns_.store(SteadyNs(Clock::now()), std::memory_order_release);
+    led_term_.store(leader.term, std::memory_order_release);
+    spdlog::info("master {}: leads (term {}); rebuilding the index, awaiting {} node(s) of the roster", options_.id,
+                 leader.term, awaiting);
+  } else {
+    spdlog::info("master {}: does not lead (term {})", options_.id, leader.term);
+  }
 }
 
 }  // namespace nanokv::master

@@ -22,9 +22,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ipc/proto/master.pb.h"
+#include "master/election/node_roster.h"
 #include "master/index/master_index.h"
 #include "master/nodes/node_registry.h"
 #include "master/service/leadership.h"
@@ -74,11 +77,18 @@ class ClusterMaster {
   Status OnNodeMessage(SessionRef session, const v1::NodeMessage& message);
   void CloseSession(SessionRef session, const Status& why);
 
-  // Leases and instruction deadlines; called every few tens of ms.
+  // Leases and instruction deadlines, the end of the rebuild; called every
+  // few tens of ms.
   void Tick(Clock::time_point now);
   // The leadership's callback: a change of leader empties the index (a new
-  // leader rebuilds it from the nodes' registrations).
-  void OnLeadership(bool is_leader, const LeaderRecord& leader);
+  // leader rebuilds it from the nodes' registrations). `awaited`: the nodes
+  // the roster lists, for which the rebuild waits (up to rebuild_window);
+  // nullopt: no roster, the rebuild waits for expected_nodes or the window.
+  void OnLeadership(bool is_leader, const LeaderRecord& leader,
+                    std::optional<std::vector<std::string>> awaited = std::nullopt);
+  // Where the leader records its nodes (node_roster.h); nullptr: nowhere.
+  // REQUIRES: before the leadership starts; `roster` outlives the master.
+  void set_roster(NodeRoster* roster) { roster_ = roster; }
 
   MasterIndex& index() { return index_; }
   NodeRegistry& nodes() { return nodes_; }
@@ -86,6 +96,8 @@ class ClusterMaster {
  private:
   class OpenJob;
   bool Rebuilding(Clock::time_point now) const;
+  // Whether every awaited node reported (and expected_nodes did).
+  bool RebuildDone() const;
   void RemoveCopiesOf(uint16_t node) { index_.RemoveNode(node); }
   // Fills a Replica of (node, device, epoch) with the node's names.
   void Describe(const CopyRef& copy, v1::Replica* out) const;
@@ -96,6 +108,14 @@ class ClusterMaster {
   NodeRegistry nodes_;
   const Clock::time_point started_;
   std::atomic<int64_t> lead_since_ns_{0};  // steady clock; when it began to lead
+  // The term OnLeadership(true) last took up: a leadership whose callback
+  // has not run yet (its index not yet emptied) serves nothing.
+  std::atomic<uint64_t> led_term_{0};
+  mutable std::atomic<uint64_t> rebuilt_term_{0};  // the led term whose rebuild ended (early or by the window)
+  NodeRoster* roster_ = nullptr;
+  mutable std::mutex awaited_mu_;
+  std::optional<std::vector<std::string>> awaited_;  // guarded by awaited_mu_
+  bool pruned_ = true;                                // guarded by awaited_mu_
 };
 
 }  // namespace nanokv::master

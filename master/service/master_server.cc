@@ -2,10 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
+
 #include <spdlog/spdlog.h>
 
 #include "ipc/master/master_protocol.h"
 #include "ipc/master/token.h"
+#include "master/service/election_leadership.h"
 
 namespace nanokv::master {
 namespace {
@@ -52,11 +56,36 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   // The service needs the master, whose leadership needs the advertised
   // address, known only once bound (listen may say port 0): the leadership
-  // is made with it before it starts.
-  auto sole = std::make_unique<SoleLeadership>(options.id, "", config.term);
-  SoleLeadership* sole_ptr = sole.get();
-  server->leadership_ = std::move(sole);
+  // is made first and told the address before it starts.
+  std::function<void(const std::string&)> set_address;
+  if (config.etcd.enabled()) {
+    etcd::EtcdOptions etcd_options;
+    etcd_options.endpoints = config.etcd.endpoints;
+    etcd_options.ca_file = config.etcd.tls.ca;
+    etcd_options.cert_file = config.etcd.tls.cert;
+    etcd_options.key_file = config.etcd.tls.key;
+    NANOKV_ASSIGN_OR_RETURN(server->roster_, NodeRoster::Start(etcd_options, config.etcd.nodes_prefix()));
+    ElectionOptions election;
+    election.etcd_endpoints = config.etcd.endpoints;
+    election.election_key = config.etcd.election_key();
+    election.candidate_id = options.id;
+    election.lease_ttl = config.etcd.lease_ttl;
+    election.etcd_ca_file = config.etcd.tls.ca;
+    election.etcd_cert_file = config.etcd.tls.cert;
+    election.etcd_key_file = config.etcd.tls.key;
+    auto elected = std::make_unique<ElectionLeadership>(std::move(election));
+    set_address = [e = elected.get()](const std::string& address) { e->set_address(address); };
+    server->leadership_ = std::move(elected);
+    // Read while the master refuses every call (it has not taken up its
+    // term yet), so well within the lease.
+    server->roster_timeout_ = std::max(std::chrono::milliseconds(200), config.etcd.lease_ttl / 5);
+  } else {
+    auto sole = std::make_unique<SoleLeadership>(options.id, "", config.term);
+    set_address = [s = sole.get()](const std::string& address) { s->set_address(address); };
+    server->leadership_ = std::move(sole);
+  }
   server->master_ = std::make_unique<ClusterMaster>(options, *server->leadership_);
+  server->master_->set_roster(server->roster_.get());
   server->service_ = std::make_unique<MasterService>(*server->master_, token);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
@@ -64,14 +93,32 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
     return Status::Unavailable("master: cannot listen on " + config.listen + " (in use, or not an address here)");
   }
   server->address_ = WithPort(config.listen, port);
-  sole_ptr->set_address(config.advertise.empty() ? server->address_ : config.advertise);
-  ClusterMaster* master = server->master_.get();
+  set_address(config.advertise.empty() ? server->address_ : config.advertise);
   NANOKV_RETURN_IF_ERROR(server->leadership_->Start(
-      [master](bool is_leader, const LeaderRecord& leader) { master->OnLeadership(is_leader, leader); }));
+      [s = server.get()](bool is_leader, const LeaderRecord& leader) { s->OnLeadership(is_leader, leader); }));
   server->clock_ = std::thread([s = server.get()] { s->RunClock(); });
-  spdlog::info("master {}: serving on {} ({}{}), term {}", options.id, server->address_,
-               config.tls.any() ? "TLS" : "plaintext", token.empty() ? "" : ", token required", config.term);
+  spdlog::info("master {}: serving on {} ({}{}), {}", options.id, server->address_,
+               config.tls.any() ? "TLS" : "plaintext", token.empty() ? "" : ", token required",
+               config.etcd.enabled() ? "standing for election under " + config.etcd.election_key()
+                                     : "term " + std::to_string(config.term));
   return server;
+}
+
+void MasterServer::OnLeadership(bool is_leader, const LeaderRecord& leader) {
+  if (!is_leader || roster_ == nullptr) {
+    master_->OnLeadership(is_leader, leader);
+    return;
+  }
+  auto listed = roster_->Read(etcd::Clock::now() + roster_timeout_);
+  if (!listed.ok()) {
+    // Without the list the rebuild waits for expected_nodes or the window:
+    // slower, never wrong.
+    spdlog::warn("master: cannot read the node roster ({}); the rebuild waits out its window",
+                 listed.status().ToString());
+    master_->OnLeadership(true, leader);
+    return;
+  }
+  master_->OnLeadership(true, leader, std::move(listed).value());
 }
 
 MasterServer::~MasterServer() { Stop(); }
@@ -95,7 +142,11 @@ void MasterServer::Stop() {
   }
   wake_.notify_all();
   if (clock_.joinable()) clock_.join();
+  // What the roster still has to write (a node that just registered) goes
+  // first: the next leader waits for the nodes it lists.
+  if (roster_) roster_->Flush(etcd::Clock::now() + std::chrono::seconds(1));
   if (leadership_) leadership_->Stop();  // ends every node session, fails what waits on them
+  if (roster_) roster_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

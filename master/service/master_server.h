@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "master/config/master_config.h"
+#include "master/election/node_roster.h"
 #include "master/service/cluster_master.h"
 #include "master/service/master_service.h"
 
@@ -21,9 +22,10 @@ namespace nanokv::master {
 
 class MasterServer {
  public:
-  // Binds `config.listen` and starts leading (alone: no etcd yet, at
-  // config.term). kUnavailable when the address cannot be bound; errors of
-  // the token file and TLS files name them.
+  // Binds `config.listen`, then leads alone at config.term or, with an
+  // `etcd:` block, stands for election (ElectionLeadership) and keeps its
+  // nodes in etcd (NodeRoster). kUnavailable when the address cannot be
+  // bound; errors of the token, TLS and etcd options name them.
   static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
   ~MasterServer();  // Stop()
 
@@ -37,7 +39,12 @@ class MasterServer {
   MasterServer() = default;
   void RunClock();  // the clock thread: Tick every 20 ms
 
+  // The leadership's callback: reads the roster when it begins to lead.
+  void OnLeadership(bool is_leader, const LeaderRecord& leader);
+
   std::string address_;
+  std::chrono::milliseconds roster_timeout_{0};
+  std::unique_ptr<NodeRoster> roster_;  // with etcd; outlives the master
   std::unique_ptr<Leadership> leadership_;
   std::unique_ptr<ClusterMaster> master_;
   std::unique_ptr<MasterService> service_;

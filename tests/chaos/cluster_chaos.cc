@@ -2,7 +2,9 @@
 // A real master and N real kvds as nodes; writer threads open, commit, remove
 // and locate objects through ClusterClients without pause, with replicas and
 // preferred segments, while the driver kills kvds with SIGKILL at random
-// moments (and, every few rounds, the master) and starts them again. At the
+// moments (and, every few rounds, the master) and starts them again. With
+// --masters 2 or more, a real etcd too: the masters elect a leader, and the
+// master killed is the one that leads (restarted, it stands by). At the
 // end of each round the writers hold still and the driver checks the
 // master's index against the truth, what the live kvds' own stores hold:
 //   - no READY object a live node holds is missing from the index;
@@ -20,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -31,6 +34,7 @@
 #include "nanokv/cluster_client.h"
 #include "nanokv/object_store.h"
 #include "tests/integration/process_util.h"
+#include "tests/util/etcd_server.h"
 
 namespace nanokv::chaos {
 namespace {
@@ -45,6 +49,7 @@ struct Options {
   int nodes = 3;
   int writers = 3;
   int master_every = 4;  // kill the master every this many rounds (0: never)
+  int masters = 1;       // 2 or more: elected through etcd
   std::string kvd = NANOKV_KVD_BINARY;
 };
 
@@ -55,28 +60,58 @@ class Cluster {
   }
   ~Cluster() {
     for (auto& node : nodes_) node.Signal(SIGKILL);
-    master_.Signal(SIGKILL);
+    for (auto& master : masters_) master.Signal(SIGKILL);
     nodes_.clear();
-    master_ = Process();
+    masters_.clear();
     testing::RemoveKvdShm(ipc_);
   }
 
-  // Its rebuild window ends once `expected` nodes registered.
-  bool StartMaster(int expected) {
-    std::vector<std::string> argv = {options_.kvd, "--role", "master", "--id", "chaos", "--listen",
-                                     address_.empty() ? "127.0.0.1:0" : address_, "--lease-ttl", "1s",
-                                     "--heartbeat-interval", "200ms", "--rebuild-window", "10s",
+  // The masters: one alone, or several elected through a real etcd. A
+  // rebuild ends once `expected` nodes registered.
+  bool StartMasters(int expected) {
+    if (options_.masters > 1) {
+      auto etcd = testing::EtcdServer::Start();
+      if (!etcd.ok()) {
+        std::fprintf(stderr, "etcd did not start: %s\n", etcd.status().ToString().c_str());
+        return false;
+      }
+      etcd_ = std::move(etcd).value();
+    }
+    for (int i = 0; i < options_.masters; ++i) {
+      if (!StartMaster(static_cast<size_t>(i), expected)) return false;
+    }
+    return true;
+  }
+
+  // Master i, on its address once it has one.
+  bool StartMaster(size_t i, int expected) {
+    if (i >= masters_.size()) {
+      masters_.resize(i + 1);
+      addresses_.resize(i + 1);
+    }
+    std::vector<std::string> argv = {options_.kvd, "--role", "master", "--id", "chaos" + std::to_string(i),
+                                     "--listen", addresses_[i].empty() ? "127.0.0.1:0" : addresses_[i],
+                                     "--lease-ttl", "1s", "--heartbeat-interval", "200ms", "--rebuild-window", "10s",
                                      "--expected-nodes", std::to_string(expected)};
-    master_ = Process::Start(argv, {}, dir_.path() + "/master" + std::to_string(++master_starts_) + ".log");
+    if (etcd_ != nullptr) {
+      const std::string config = dir_.path() + "/etcd.yaml";
+      std::ofstream(config) << "etcd:\n  endpoints: [\"" << etcd_->endpoint() << "\"]\n  prefix: /chaos/" << ipc_
+                            << "\n  lease_ttl: 2s\n";
+      argv.insert(argv.end(), {"--config", config});
+    }
+    Process& master = masters_[i];
+    master = Process::Start(argv, {}, dir_.path() + "/master" + std::to_string(i) + "." +
+                                          std::to_string(++master_starts_) + ".log");
     std::string log;
     bool up = WaitFor([&] {
-      log = master_.Log();
-      return log.find("serving on ") != std::string::npos || !master_.Running();
+      log = master.Log();
+      return log.find("serving on ") != std::string::npos || !master.Running();
     }, std::chrono::seconds(20));
     size_t at = log.find("serving on ");
     if (!up || at == std::string::npos) return false;
     at += 11;
-    address_ = log.substr(at, log.find(' ', at) - at);
+    // Set once, before the writers start: a restart binds the same address.
+    if (addresses_[i].empty()) addresses_[i] = log.substr(at, log.find(' ', at) - at);
     return true;
   }
 
@@ -86,7 +121,7 @@ class Cluster {
     std::ofstream(config) << "backend: host\nipc_name: " << ipc_ << "_" << id << "\nrun_dir: " << dir_.path()
                           << "\ncapacity: 48MiB\nhost_device_memory: 96MiB\nreserve_pages: 2\n"
                           << "object_store:\n  size: 24MiB\n  write_timeout: 5s\nmaster:\n  addresses: [\""
-                          << address_ << "\"]\n  node_id: " << id << "\n  retry_interval: 50ms\n";
+                          << Join(addresses_, "\", \"") << "\"]\n  node_id: " << id << "\n  retry_interval: 50ms\n";
     if (n >= static_cast<int>(nodes_.size())) nodes_.resize(static_cast<size_t>(n) + 1);
     nodes_[static_cast<size_t>(n)] =
         Process::Start({options_.kvd, "--config", config}, {}, dir_.path() + "/" + id + ".log");
@@ -97,9 +132,28 @@ class Cluster {
     nodes_[static_cast<size_t>(n)].Wait(std::chrono::seconds(10));
   }
 
-  void KillMaster() {
-    master_.Signal(SIGKILL);
-    master_.Wait(std::chrono::seconds(10));
+  // Kills the master that leads (the only one, or the elected one) and
+  // returns its index; -1 when none leads.
+  int KillLeader() {
+    std::optional<size_t> leader = masters_.size() == 1 ? std::optional<size_t>(0) : Leader(nullptr);
+    if (!leader) return -1;
+    masters_[*leader].Signal(SIGKILL);
+    masters_[*leader].Wait(std::chrono::seconds(10));
+    return static_cast<int>(*leader);
+  }
+
+  // The master that says it leads, and what it says.
+  std::optional<size_t> Leader(ClusterStatus* out) {
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      if (!masters_[i].Running()) continue;
+      auto client = Client("driver", {addresses_[i]});
+      if (client == nullptr) continue;
+      auto status = client->Cluster();
+      if (!status.ok() || status->term == 0) continue;
+      if (out != nullptr) *out = *status;
+      return i;
+    }
+    return std::nullopt;
   }
 
   int LiveNodes() {
@@ -108,9 +162,9 @@ class Cluster {
     return n;
   }
 
-  std::unique_ptr<ClusterClient> Client(const std::string& node) {
+  std::unique_ptr<ClusterClient> Client(const std::string& node, std::vector<std::string> masters = {}) {
     ClusterClientOptions options;
-    options.masters = {address_};
+    options.masters = masters.empty() ? addresses_ : std::move(masters);
     options.node_id = node;
     options.request_timeout_ms = 5000;
     auto client = ClusterClient::Connect(options);
@@ -138,12 +192,13 @@ class Cluster {
 
   // What the master's index lists; false while it cannot answer (rebuilding).
   bool Index(std::set<Copy>* out) {
-    auto client = Client("driver");
+    ClusterStatus status;
+    std::optional<size_t> leader = Leader(&status);
+    if (!leader || status.rebuilding) return false;
+    auto client = Client("driver", {addresses_[*leader]});
     if (client == nullptr) return false;
-    auto status = client->Cluster();
-    if (!status.ok() || status->rebuilding) return false;
     int alive = 0;
-    for (const auto& n : status->nodes) alive += n.state == "alive" ? 1 : 0;
+    for (const auto& n : status.nodes) alive += n.state == "alive" ? 1 : 0;
     if (alive != LiveNodes()) {  // a restarted node not registered yet
       if (getenv("CHAOS_DEBUG")) std::fprintf(stderr, "  alive %d of %d\n", alive, LiveNodes());
       return false;
@@ -157,14 +212,25 @@ class Cluster {
     return true;
   }
 
-  std::string master_log() { return master_.Log(); }
+  std::string master_logs() {
+    std::string logs;
+    for (auto& m : masters_) logs += m.Log();
+    return logs;
+  }
 
  private:
+  static std::string Join(const std::vector<std::string>& items, const std::string& separator) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+    return out;
+  }
+
   const Options options_;
   testing::TempDir dir_;
   const std::string ipc_;
-  std::string address_;
-  Process master_;
+  std::unique_ptr<testing::EtcdServer> etcd_;  // with several masters
+  std::vector<Process> masters_;
+  std::vector<std::string> addresses_;
   int master_starts_ = 0;
   std::vector<Process> nodes_;
 };
@@ -257,12 +323,14 @@ int Main(int argc, char** argv) {
   app.add_option("--nodes", o.nodes)->check(CLI::Range(2, 16));
   app.add_option("--writers", o.writers)->check(CLI::Range(1, 64));
   app.add_option("--master-every", o.master_every, "kill the master every N rounds (0: never)");
+  app.add_option("--masters", o.masters, "masters; 2 or more are elected through a real etcd")
+      ->check(CLI::Range(1, 5));
   app.add_option("--kvd", o.kvd);
   CLI11_PARSE(app, argc, argv);
   std::mt19937_64 random(o.seed);
   Cluster cluster(o);
-  if (!cluster.StartMaster(o.nodes)) {
-    std::fprintf(stderr, "the master did not start:\n%s\n", cluster.master_log().c_str());
+  if (!cluster.StartMasters(o.nodes)) {
+    std::fprintf(stderr, "the masters did not start:\n%s\n", cluster.master_logs().c_str());
     return 1;
   }
   for (int n = 0; n < o.nodes; ++n) cluster.StartNode(n);
@@ -281,10 +349,12 @@ int Main(int argc, char** argv) {
     ++node_kills;
     std::this_thread::sleep_for(std::chrono::milliseconds(random() % 300));
     if (o.master_every > 0 && round % o.master_every == 0) {
-      cluster.KillMaster();
-      ++master_kills;
+      // The leader dies during plans; with etcd a standby takes over and the
+      // dead one comes back as a standby.
+      const int killed = cluster.KillLeader();
+      master_kills += killed >= 0 ? 1 : 0;
       cluster.StartNode(victim);
-      if (!cluster.StartMaster(o.nodes)) {
+      if (killed >= 0 && !cluster.StartMaster(static_cast<size_t>(killed), o.nodes)) {
         std::fprintf(stderr, "the master did not restart\n");
         return 1;
       }
@@ -318,9 +388,9 @@ int Main(int argc, char** argv) {
   for (const auto& [code, n] : w.refusals) {
     refusals += (refusals.empty() ? "" : ", ") + std::string("\"") + code + "\": " + std::to_string(n);
   }
-  std::printf("{\"rounds\": %d, \"nodes\": %d, \"node_kills\": %d, \"master_kills\": %d, \"ops\": %llu, "
+  std::printf("{\"rounds\": %d, \"masters\": %d, \"nodes\": %d, \"node_kills\": %d, \"master_kills\": %d, \"ops\": %llu, "
               "\"refused_ops\": {%s}, \"unexpected_errors\": %llu, \"worst_agreement_ms\": %.1f, \"ok\": %s}\n",
-              o.rounds, o.nodes, node_kills, master_kills, static_cast<unsigned long long>(w.ops.load()),
+              o.rounds, o.masters, o.nodes, node_kills, master_kills, static_cast<unsigned long long>(w.ops.load()),
               refusals.c_str(), static_cast<unsigned long long>(w.unexpected.load()), worst_agreement_ms,
               failures == 0 ? "true" : "false");
   return failures == 0 ? 0 : 1;

@@ -105,7 +105,7 @@ class ClusterProcesses : public ::testing::Test {
                                << "\nhost_device_memory: " << 2 * pages * kPage << "\nhost_devices: " << devices
                                << "\nreserve_pages: 2\nlog_level: debug\nobject_store:\n  size: "
                                << store_pages * kPage << "\n  write_timeout: 30s\nmaster:\n  addresses: [\""
-                               << address_ << "\"]\n  node_id: " << node.id
+                               << MasterList("\", \"") << "\"]\n  node_id: " << node.id
                                << "\n  data_address: \"ucx://" << node.id << "\"\n  retry_interval: 100ms\n"
                                << extra_master;
     node.process = Process::Start({KvdBinary(), "--config", node.config}, {{"NANOKV_RUN_DIR", dir_.path()}},
@@ -118,6 +118,15 @@ class ClusterProcesses : public ::testing::Test {
     ASSERT_TRUE(up) << "the master never said '" << alive << "'";
   }
 
+  // Every master's address, joined by `separator`: master_addresses_ when a
+  // test runs several masters, else address_.
+  std::string MasterList(const std::string& separator) const {
+    if (master_addresses_.empty()) return address_;
+    std::string out;
+    for (const std::string& a : master_addresses_) out += (out.empty() ? "" : separator) + a;
+    return out;
+  }
+
   static std::vector<std::byte> Bytes(size_t n, int seed) {
     std::vector<std::byte> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<std::byte>((i * 131 + static_cast<size_t>(seed) * 7) & 0xff);
@@ -127,6 +136,7 @@ class ClusterProcesses : public ::testing::Test {
   TempDir dir_;
   std::string ipc_;
   std::string address_;
+  std::vector<std::string> master_addresses_;  // several masters (cluster_failover_test.cc); nodes list them all
   Process master_;
   int masters_ = 0;
   std::vector<Node> nodes_;

@@ -66,6 +66,44 @@ TEST(MasterConfig, FlagsGoThroughTheKeysReaders) {
   EXPECT_EQ(bad.ToString(), "InvalidArgument: --term: 'x' is not an integer");
 }
 
+TEST(MasterConfig, ReadsTheEtcdBlockAndNamesItsErrors) {
+  auto c = master::LoadMasterConfigText(
+      "etcd:\n  endpoints: [\"127.0.0.1:2379\", \"https://e2:2379\"]\n  prefix: /nanokv/prod\n  lease_ttl: 2s\n"
+      "  tls:\n    ca: ca.pem\n    cert: c.pem\n    key: k.pem\n",
+      "m.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->etcd.enabled());
+  EXPECT_EQ(c->etcd.endpoints, (std::vector<std::string>{"127.0.0.1:2379", "https://e2:2379"}));
+  EXPECT_EQ(c->etcd.election_key(), "/nanokv/prod/leader");
+  EXPECT_EQ(c->etcd.nodes_prefix(), "/nanokv/prod/nodes/");
+  EXPECT_EQ(c->etcd.lease_ttl.count(), 2000);
+  EXPECT_EQ(c->etcd.tls.key, "k.pem");
+  auto one = master::LoadMasterConfigText("etcd:\n  endpoints: e1:2379\n", "m.yaml");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->etcd.prefix, "/nanokv/default");
+  EXPECT_FALSE(master::LoadMasterConfigText("", "m.yaml")->etcd.enabled());
+
+  EXPECT_EQ(Error(master::LoadMasterConfigText("etcd:\n  prefix: /a\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: etcd: endpoints: name at least one etcd member (host:port)");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("etcd:\n  endpoints: [\"e1\"]\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: etcd.endpoints[0]: 'e1' is not host:port (http:// or https:// may lead)");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("etcd:\n  endpoints: e:1\n  prefix: nanokv/\n", "m.yaml")),
+            "InvalidArgument: m.yaml:3: etcd.prefix: 'nanokv/' is not a key prefix: '/' then 1-255 printable "
+            "bytes, not ending in '/'");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("etcd:\n  endpoints: e:1\n  lease_ttl: 500ms\n", "m.yaml")),
+            "InvalidArgument: m.yaml:3: etcd.lease_ttl: '500ms' is outside [1s, 10m]");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("etcd:\n  endpoints: e:1\n  tls:\n    cert: c\n", "m.yaml")),
+            "InvalidArgument: m.yaml:4: etcd.tls: cert and key go together");
+  EXPECT_EQ(Error(master::LoadMasterConfigText("etcd:\n  endpoint: e:1\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: etcd.endpoint: unknown key (endpoints, prefix, lease_ttl, tls)");
+}
+
+TEST(MasterConfig, TheShippedFileLoads) {
+  auto c = master::LoadMasterConfigFile(NANOKV_SOURCE_DIR "/configs/master.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->etcd.enabled());
+}
+
 TEST(KvdMasterBlock, ReadsItsKeysAndNamesItsErrors) {
   auto c = kvd::LoadConfigText(
       "object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"10.0.0.1:7470\", \"m2:7470\"]\n  node_id: gpu-7\n"
