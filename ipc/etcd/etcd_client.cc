@@ -1,5 +1,8 @@
 #include "ipc/etcd/etcd_client.h"
 
+#include <algorithm>
+#include <thread>
+
 #include <grpcpp/client_context.h>
 #include <spdlog/spdlog.h>
 
@@ -81,20 +84,30 @@ Status EtcdClient::Failover(std::string_view what, Deadline deadline,
   const size_t count = endpoints_.size();
   const size_t first = current_.load(std::memory_order_relaxed);
   Status last;
-  for (size_t i = 0; i < count; ++i) {
-    Clock::time_point now = Clock::now();
-    if (now >= deadline) break;
-    const size_t index = (first + i) % count;
-    Deadline try_deadline = now + (deadline - now) / static_cast<int64_t>(count - i);
-    Status status = attempt(index, try_deadline);
-    if (status.code() != Code::kUnavailable) {
-      // An answer, even an error: this endpoint is alive.
-      current_.store(index, std::memory_order_relaxed);
-      return status;
+  auto pause = std::chrono::milliseconds(50);
+  for (;;) {
+    for (size_t i = 0; i < count; ++i) {
+      Clock::time_point now = Clock::now();
+      if (now >= deadline) break;
+      const size_t index = (first + i) % count;
+      Deadline try_deadline = now + (deadline - now) / static_cast<int64_t>(count - i);
+      Status status = attempt(index, try_deadline);
+      if (status.code() != Code::kUnavailable) {
+        // An answer, even an error: this endpoint is alive.
+        current_.store(index, std::memory_order_relaxed);
+        return status;
+      }
+      if (count > 1) spdlog::debug("etcd: {} failed at {}, trying the next endpoint: {}", what,
+                                   endpoints_[index]->name, status.ToString());
+      last = std::move(status);
     }
-    if (count > 1) spdlog::debug("etcd: {} failed at {}, trying the next endpoint: {}", what,
-                                 endpoints_[index]->name, status.ToString());
-    last = std::move(status);
+    // Every member failed at once, with time left: a cluster between two
+    // raft leaders ("leader changed") or with a member just killed answers
+    // again within an election timeout, so go round again after a pause.
+    // One endpoint has no one to wait for: its own error is the answer.
+    if (count == 1 || Clock::now() + pause >= deadline) break;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(400));
   }
   if (last.ok()) return Status::Unavailable("etcd: " + std::string(what) + ": the deadline had passed");
   if (count == 1) return last;

@@ -80,7 +80,9 @@ class EtcdClient {
   // Calls `attempt(endpoint, try_deadline)` on the endpoints in turn, from
   // the current one, each try with an equal share of the time left, until
   // one returns OK or an error another endpoint would give too (anything but
-  // kUnavailable). `what` names the call in the error.
+  // kUnavailable). With several endpoints that all failed, it goes round
+  // them again after a short pause while the deadline allows (a cluster
+  // electing a new raft leader). `what` names the call in the error.
   Status Failover(std::string_view what, Deadline deadline,
                   const std::function<Status(size_t index, Deadline try_deadline)>& attempt);
   // One renewal on endpoint `index`, opening the stream there if needed.
