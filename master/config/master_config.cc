@@ -1,6 +1,7 @@
 #include "master/config/master_config.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "ipc/master/master_checks.h"
 #include "ipc/master/master_protocol.h"
+#include "ops/observability_keys.h"
 
 namespace nanokv::master {
 namespace {
@@ -129,10 +131,11 @@ Status Duration(const YamlField& f, std::chrono::milliseconds lo, std::chrono::m
   return Status::OK();
 }
 
-std::map<std::string, KeyReader> TopLevelKeys(MasterConfig* c) {
+// `base_dir`: where a relative log_file resolves (the config file's folder).
+std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, MasterConfig* c) {
   using std::chrono::milliseconds;
   using std::chrono::minutes;
-  return {
+  std::map<std::string, KeyReader> keys = {
       {"id", [c](const YamlField& f) {
          NANOKV_RETURN_IF_ERROR(Text(f, &c->id));
          if (!c->id.empty() && !ValidNodeId(c->id)) return f.Bad("'" + c->id + "' is not 1-63 of [A-Za-z0-9_.-]");
@@ -164,6 +167,8 @@ std::map<std::string, KeyReader> TopLevelKeys(MasterConfig* c) {
          NANOKV_ASSIGN_OR_RETURN(c->log_level, f.OneOf({"trace", "debug", "info", "warn", "error", "critical", "off"}));
          return Status::OK(); }},
   };
+  ops::AddObservabilityKeys(base_dir, {&c->log_file, &c->log_format, &c->metrics_port, &c->metrics_address}, &keys);
+  return keys;
 }
 
 }  // namespace
@@ -175,7 +180,7 @@ Result<MasterConfig> LoadMasterConfigText(const std::string& text, const std::st
     if (!root.IsNull()) {
       const YamlField top(origin, root, "(top level)");
       if (!root.IsMap()) return top.Bad("expected a mapping of key: value");
-      const auto keys = TopLevelKeys(&config);
+      const auto keys = TopLevelKeys(std::filesystem::path(origin).parent_path().string(), &config);
       for (const auto& entry : root) {
         std::string key = entry.first.as<std::string>();
         auto it = keys.find(key);
@@ -199,7 +204,7 @@ Result<MasterConfig> LoadMasterConfigFile(const std::string& path) {
 }
 
 Status ApplyMasterOverride(const std::string& key, const YamlField& value, MasterConfig* config) {
-  const auto keys = TopLevelKeys(config);
+  const auto keys = TopLevelKeys("", config);  // a flag's relative path: the working folder
   auto it = keys.find(key);
   if (it == keys.end()) return Status::InvalidArgument(value.key() + ": the master's config has no key " + key);
   try {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct MasterConfig {
   uint64_t term = 1;
   EtcdLink etcd;  // endpoints empty: no election, the master leads alone
   std::string log_level = "info";
+  // What operators see, read as kvd reads them (ops/observability_keys.h).
+  std::string log_file;                   // empty: stderr only
+  std::string log_format = "text";        // or "json"
+  std::optional<uint16_t> metrics_port;   // unset: no /metrics
+  std::string metrics_address = "127.0.0.1";
 };
 
 Result<MasterConfig> LoadMasterConfigFile(const std::string& path);

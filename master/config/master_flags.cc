@@ -23,6 +23,10 @@ constexpr FlagSpec kFlags[] = {
     {"--expected-nodes", "expected_nodes", "UINT", "end the rebuild window once this many nodes registered"},
     {"--term", "term", "UINT", "without etcd: the term this master leads at (default 1)"},
     {"--log-level", "log_level", "TEXT", "trace, debug, info, warn, error, critical, off"},
+    {"--log-file", "log_file", "PATH", "log to this file too (appended), besides stderr"},
+    {"--log-format", "log_format", "TEXT:{text,json}", "text, or json: one JSON object per line"},
+    {"--metrics-port", "metrics_port", "UINT", "serve Prometheus metrics on this TCP port (0: a free one, logged; default: off)"},
+    {"--metrics-address", "metrics_address", "IP", "the address /metrics binds (default 127.0.0.1; 0.0.0.0 for every interface)"},
 };
 
 }  // namespace

@@ -9,6 +9,9 @@
 
 #include "master/config/master_flags.h"
 #include "master/service/master_server.h"
+#include "ops/logging.h"
+#include "ops/sd_notify.h"
+#include "ops/version.h"
 
 namespace nanokv::master {
 
@@ -18,13 +21,27 @@ int MasterMain(int argc, char** argv) {
                "through ClusterClient, operators through `kvctl cluster`."};
   app.name("kvd --role master");
   MasterFlags flags(&app);
+  app.set_version_flag("--version", ops::VersionLine("kvd --role master"),
+                       "print the master's version, commit and backends, and exit");
   CLI11_PARSE(app, argc, argv);
+  // Every line to stderr (before the config is read too), then as the config
+  // says: a file besides, text or JSON lines (ops/logging.h).
+  ops::LogOptions log;
+  log.program = "kvd-master";
+  (void)ops::SetUpLogging(log);
   auto config = flags.Load();
   if (!config.ok()) {
     spdlog::critical("master: {}", config.status().ToString());
     return 1;
   }
-  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  log.level = config->log_level;
+  log.format = config->log_format == "json" ? ops::LogFormat::kJson : ops::LogFormat::kText;
+  log.file = config->log_file;
+  if (Status logging = ops::SetUpLogging(log); !logging.ok()) {
+    spdlog::critical("master: {}", logging.ToString());
+    return 1;
+  }
+  spdlog::info("{}", ops::VersionLine("kvd --role master"));
   // The signals are taken by sigwait below, never by a handler: block them
   // before any thread starts, so every thread inherits the mask.
   sigset_t stop_signals;
@@ -38,9 +55,12 @@ int MasterMain(int argc, char** argv) {
     spdlog::critical("master: {}", server.status().ToString());
     return 1;
   }
+  // systemd's Type=notify: serving now (nothing when not under systemd).
+  (void)ops::SdNotify("READY=1");
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("master: signal {}: stopping", signal_number);
+  (void)ops::SdNotify("STOPPING=1");
   (*server)->Stop();
   spdlog::info("master: stopped cleanly");
   return 0;

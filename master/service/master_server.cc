@@ -34,6 +34,14 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   }
   NANOKV_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(config.tls));
   std::unique_ptr<MasterServer> server(new MasterServer());
+  if (config.metrics_port) {
+    // Bound before anything is made: a port in use stops the start here.
+    ops::MetricsServerOptions metrics;
+    metrics.address = config.metrics_address;
+    metrics.port = *config.metrics_port;
+    NANOKV_ASSIGN_OR_RETURN(server->metrics_server_,
+                            ops::MetricsServer::Start(metrics, [s = server.get()] { return s->registry_.Render(); }));
+  }
   ClusterMasterOptions options;
   options.id = config.id.empty() ? HostName() : config.id;
   options.lease_ttl = config.lease_ttl;
@@ -86,7 +94,10 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   }
   server->master_ = std::make_unique<ClusterMaster>(options, *server->leadership_);
   server->master_->set_roster(server->roster_.get());
-  server->service_ = std::make_unique<MasterService>(*server->master_, token);
+  if (server->metrics_server_) {
+    server->metrics_ = std::make_unique<MasterMetrics>(server->registry_, *server->master_);
+  }
+  server->service_ = std::make_unique<MasterService>(*server->master_, token, server->metrics_.get());
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || port == 0) {
@@ -101,6 +112,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
                config.tls.any() ? "TLS" : "plaintext", token.empty() ? "" : ", token required",
                config.etcd.enabled() ? "standing for election under " + config.etcd.election_key()
                                      : "term " + std::to_string(config.term));
+  if (server->metrics_server_) spdlog::info("master {}: metrics at {}", options.id, server->metrics_url());
   return server;
 }
 

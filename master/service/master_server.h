@@ -16,7 +16,10 @@
 #include "master/config/master_config.h"
 #include "master/election/node_roster.h"
 #include "master/service/cluster_master.h"
+#include "master/service/master_metrics.h"
 #include "master/service/master_service.h"
+#include "ops/http_server.h"
+#include "ops/metrics.h"
 
 namespace nanokv::master {
 
@@ -24,8 +27,9 @@ class MasterServer {
  public:
   // Binds `config.listen`, then leads alone at config.term or, with an
   // `etcd:` block, stands for election (ElectionLeadership) and keeps its
-  // nodes in etcd (NodeRoster). kUnavailable when the address cannot be
-  // bound; errors of the token, TLS and etcd options name them.
+  // nodes in etcd (NodeRoster). With metrics_port, /metrics is bound first
+  // (MasterMetrics' series). kUnavailable when an address cannot be bound;
+  // errors of the token, TLS and etcd options name them.
   static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
   ~MasterServer();  // Stop()
 
@@ -34,6 +38,8 @@ class MasterServer {
   // Where it listens, with the port bound ("127.0.0.1:7470").
   const std::string& address() const { return address_; }
   ClusterMaster& master() { return *master_; }
+  // "http://127.0.0.1:9464/metrics"; empty when metrics are off.
+  std::string metrics_url() const { return metrics_server_ ? metrics_server_->url() : ""; }
 
  private:
   MasterServer() = default;
@@ -49,6 +55,10 @@ class MasterServer {
   std::unique_ptr<ClusterMaster> master_;
   std::unique_ptr<MasterService> service_;
   std::unique_ptr<grpc::Server> server_;
+  ops::Registry registry_;
+  std::unique_ptr<MasterMetrics> metrics_;
+  // Declared after what its thread renders, so it stops first.
+  std::unique_ptr<ops::MetricsServer> metrics_server_;
   std::thread clock_;
   std::mutex mu_;
   std::condition_variable wake_;

@@ -6,6 +6,7 @@
 #include "ipc/master/master_checks.h"
 #include "ipc/master/master_protocol.h"
 #include "ipc/master/token.h"
+#include "master/service/master_metrics.h"
 #include "master/service/node_stream.h"
 
 namespace nanokv::master {
@@ -13,7 +14,11 @@ namespace {
 
 constexpr size_t kListRows = 1024;
 
-grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* context, const Status& why) {
+using Started = MasterMetrics::Clock::time_point;
+
+grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* context, const Status& why, MasterMetrics* metrics,
+                                  MasterCall call, Started started) {
+  if (metrics != nullptr) metrics->Answered(call, why, started);
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(why));
   return reactor;
@@ -22,7 +27,8 @@ grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* context, const St
 // ListObjects: the index in chunks, one write at a time.
 class ListReactor : public grpc::ServerWriteReactor<v1::ListChunk> {
  public:
-  ListReactor(const ClusterMaster& master, const Status& admitted) : master_(master) {
+  ListReactor(const ClusterMaster& master, const Status& admitted, MasterMetrics* metrics, Started started)
+      : master_(master), metrics_(metrics), started_(started), result_(admitted) {
     std::lock_guard lock(mu_);
     if (!admitted.ok()) {
       Finish(ToGrpcStatus(admitted));
@@ -32,11 +38,20 @@ class ListReactor : public grpc::ServerWriteReactor<v1::ListChunk> {
   }
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
-    if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away"));
+    if (!ok) {
+      result_ = Status::Unavailable("the reader went away");
+      return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away"));
+    }
     if (!more_) return Finish(grpc::Status::OK);
     Next();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    {
+      std::lock_guard lock(mu_);
+      if (metrics_ != nullptr) metrics_->Answered(MasterCall::kList, result_, started_);
+    }
+    delete this;
+  }
 
  private:
   void Next() {
@@ -47,18 +62,21 @@ class ListReactor : public grpc::ServerWriteReactor<v1::ListChunk> {
   }
 
   const ClusterMaster& master_;
+  MasterMetrics* const metrics_;
+  const Started started_;
   // Each reaction may run on another thread, ordered by gRPC's own locks,
   // which ThreadSanitizer does not see: this one says it again.
   std::mutex mu_;
   uint64_t cursor_ = 0;
   bool more_ = true;
+  Status result_;  // the refusal, or why the list ended early
   v1::ListChunk chunk_;
 };
 
 }  // namespace
 
-MasterService::MasterService(ClusterMaster& master, std::string token)
-    : master_(master), token_(std::move(token)) {}
+MasterService::MasterService(ClusterMaster& master, std::string token, MasterMetrics* metrics)
+    : master_(master), token_(std::move(token)), metrics_(metrics) {}
 
 Status MasterService::Authorize(const grpc::CallbackServerContext* context) const {
   const auto& metadata = context->client_metadata();
@@ -97,11 +115,16 @@ Status MasterService::Admit(grpc::CallbackServerContext* context, bool object_ca
 
 grpc::ServerUnaryReactor* MasterService::Open(grpc::CallbackServerContext* context, const v1::OpenRequest* request,
                                               v1::OpenReply* reply) {
+  const Started started = MasterMetrics::Clock::now();
   Status admitted = Admit(context, true);
   if (admitted.ok()) admitted = CheckBatchSize(static_cast<size_t>(request->items_size()), "open");
-  if (!admitted.ok()) return Refused(context, admitted);
+  if (!admitted.ok()) return Refused(context, admitted, metrics_, MasterCall::kOpen, started);
   auto* reactor = context->DefaultReactor();
-  master_.Open(*request, [reactor, reply](v1::OpenReply answer) {
+  master_.Open(*request, [reactor, reply, metrics = metrics_, started](v1::OpenReply answer) {
+    if (metrics != nullptr) {
+      metrics->Items(MasterCall::kOpen, answer.results());
+      metrics->Answered(MasterCall::kOpen, Status::OK(), started);
+    }
     *reply = std::move(answer);
     reactor->Finish(grpc::Status::OK);
   });
@@ -110,11 +133,17 @@ grpc::ServerUnaryReactor* MasterService::Open(grpc::CallbackServerContext* conte
 
 grpc::ServerUnaryReactor* MasterService::Finish(grpc::CallbackServerContext* context,
                                                 const v1::FinishRequest* request, v1::AckReply* reply, bool commit) {
+  const Started started = MasterMetrics::Clock::now();
+  const MasterCall call = commit ? MasterCall::kCommit : MasterCall::kRevoke;
   Status admitted = Admit(context, true);
   if (admitted.ok()) admitted = CheckBatchSize(static_cast<size_t>(request->items_size()), commit ? "commit" : "revoke");
-  if (!admitted.ok()) return Refused(context, admitted);
+  if (!admitted.ok()) return Refused(context, admitted, metrics_, call, started);
   auto* reactor = context->DefaultReactor();
-  master_.Finish(*request, commit, [reactor, reply](v1::AckReply answer) {
+  master_.Finish(*request, commit, [reactor, reply, metrics = metrics_, call, started](v1::AckReply answer) {
+    if (metrics != nullptr) {
+      metrics->Items(call, answer.results());
+      metrics->Answered(call, Status::OK(), started);
+    }
     *reply = std::move(answer);
     reactor->Finish(grpc::Status::OK);
   });
@@ -133,12 +162,17 @@ grpc::ServerUnaryReactor* MasterService::Revoke(grpc::CallbackServerContext* con
 
 grpc::ServerUnaryReactor* MasterService::Remove(grpc::CallbackServerContext* context, const v1::KeysRequest* request,
                                                 v1::AckReply* reply) {
+  const Started started = MasterMetrics::Clock::now();
   Status admitted = Admit(context, true);
   if (admitted.ok()) admitted = CheckBatchSize(static_cast<size_t>(request->keys_size()), "remove");
   if (admitted.ok()) admitted = CheckKeysRequest(*request);
-  if (!admitted.ok()) return Refused(context, admitted);
+  if (!admitted.ok()) return Refused(context, admitted, metrics_, MasterCall::kRemove, started);
   auto* reactor = context->DefaultReactor();
-  master_.Remove(*request, [reactor, reply](v1::AckReply answer) {
+  master_.Remove(*request, [reactor, reply, metrics = metrics_, started](v1::AckReply answer) {
+    if (metrics != nullptr) {
+      metrics->Items(MasterCall::kRemove, answer.results());
+      metrics->Answered(MasterCall::kRemove, Status::OK(), started);
+    }
     *reply = std::move(answer);
     reactor->Finish(grpc::Status::OK);
   });
@@ -147,11 +181,13 @@ grpc::ServerUnaryReactor* MasterService::Remove(grpc::CallbackServerContext* con
 
 grpc::ServerUnaryReactor* MasterService::Locate(grpc::CallbackServerContext* context, const v1::KeysRequest* request,
                                                 v1::LocateReply* reply) {
+  const Started started = MasterMetrics::Clock::now();
   Status admitted = Admit(context, true);
   if (admitted.ok()) admitted = CheckBatchSize(static_cast<size_t>(request->keys_size()), "locate");
   if (admitted.ok()) admitted = CheckKeysRequest(*request);
-  if (!admitted.ok()) return Refused(context, admitted);
+  if (!admitted.ok()) return Refused(context, admitted, metrics_, MasterCall::kLocate, started);
   *reply = master_.Locate(*request);
+  if (metrics_ != nullptr) metrics_->Answered(MasterCall::kLocate, Status::OK(), started);
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -159,10 +195,12 @@ grpc::ServerUnaryReactor* MasterService::Locate(grpc::CallbackServerContext* con
 
 grpc::ServerUnaryReactor* MasterService::Cluster(grpc::CallbackServerContext* context, const v1::ClusterRequest*,
                                                  v1::ClusterReply* reply) {
+  const Started started = MasterMetrics::Clock::now();
   // Any master answers: a follower says who leads.
   Status admitted = Authorize(context);
-  if (!admitted.ok()) return Refused(context, admitted);
+  if (!admitted.ok()) return Refused(context, admitted, metrics_, MasterCall::kCluster, started);
   *reply = master_.Cluster();
+  if (metrics_ != nullptr) metrics_->Answered(MasterCall::kCluster, Status::OK(), started);
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -170,14 +208,17 @@ grpc::ServerUnaryReactor* MasterService::Cluster(grpc::CallbackServerContext* co
 
 grpc::ServerWriteReactor<v1::ListChunk>* MasterService::ListObjects(grpc::CallbackServerContext* context,
                                                                     const v1::ListRequest*) {
-  return new ListReactor(master_, Admit(context, true));
+  const Started started = MasterMetrics::Clock::now();
+  return new ListReactor(master_, Admit(context, true), metrics_, started);
 }
 
 grpc::ServerUnaryReactor* MasterService::Ping(grpc::CallbackServerContext* context, const v1::PingRequest*,
                                               v1::PingReply* reply) {
+  const Started started = MasterMetrics::Clock::now();
   Status admitted = Authorize(context);
-  if (!admitted.ok()) return Refused(context, admitted);
+  if (!admitted.ok()) return Refused(context, admitted, metrics_, MasterCall::kPing, started);
   *reply = master_.Ping();
+  if (metrics_ != nullptr) metrics_->Answered(MasterCall::kPing, Status::OK(), started);
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

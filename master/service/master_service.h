@@ -12,13 +12,15 @@
 
 #include "ipc/proto/master.grpc.pb.h"
 #include "master/service/cluster_master.h"
+#include "master/service/master_metrics.h"
 
 namespace nanokv::master {
 
 class MasterService final : public v1::Master::CallbackService {
  public:
-  // `token` empty: no token asked. `master` must outlive the service.
-  MasterService(ClusterMaster& master, std::string token);
+  // `token` empty: no token asked. `master` must outlive the service, and
+  // `metrics` too when not null (null: /metrics is off).
+  MasterService(ClusterMaster& master, std::string token, MasterMetrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* Open(grpc::CallbackServerContext* context, const v1::OpenRequest* request,
                                  v1::OpenReply* reply) override;
@@ -50,6 +52,7 @@ class MasterService final : public v1::Master::CallbackService {
 
   ClusterMaster& master_;
   const std::string token_;
+  MasterMetrics* const metrics_;
 };
 
 }  // namespace nanokv::master

@@ -58,6 +58,31 @@ TEST(MasterConfig, ErrorsNameFileLineAndKey) {
   EXPECT_NE(Error(master::LoadMasterConfigText("id: [\n", "m.yaml")).find("m.yaml:"), std::string::npos);
 }
 
+// kvd's keys for logs and /metrics, read by the same readers (ops/observability_keys.h).
+TEST(MasterConfig, ReadsTheLogAndMetricsKeysAsKvdDoes) {
+  auto c = master::LoadMasterConfigText(
+      "log_file: logs/master.log\nlog_format: json\nmetrics_port: 9470\nmetrics_address: 0.0.0.0\n",
+      "/etc/nanokv/master.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->log_file, "/etc/nanokv/logs/master.log");  // relative to the config's folder
+  EXPECT_EQ(c->log_format, "json");
+  EXPECT_EQ(c->metrics_port, 9470);
+  EXPECT_EQ(c->metrics_address, "0.0.0.0");
+  auto off = master::LoadMasterConfigText("id: m\n", "m.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->metrics_port.has_value());  // off unless configured
+  EXPECT_EQ(Error(master::LoadMasterConfigText("id: m\nmetrics_port: 70000\n", "m.yaml")),
+            "InvalidArgument: m.yaml:2: metrics_port: '70000' is outside [0, 65535]");
+  EXPECT_NE(Error(master::LoadMasterConfigText("log_format: xml\n", "m.yaml")).find("m.yaml:1: log_format:"),
+            std::string::npos);
+  EXPECT_NE(Error(master::LoadMasterConfigText("metrics_address: localhost\n", "m.yaml"))
+                .find("m.yaml:1: metrics_address: 'localhost' is not an IPv4 or IPv6 address"),
+            std::string::npos);
+  master::MasterConfig flags;
+  ASSERT_OK(master::ApplyMasterOverride("metrics_port", YamlField::Flag(YAML::Node("0"), "--metrics-port"), &flags));
+  EXPECT_EQ(flags.metrics_port, 0);
+}
+
 TEST(MasterConfig, FlagsGoThroughTheKeysReaders) {
   master::MasterConfig c;
   ASSERT_OK(master::ApplyMasterOverride("listen", YamlField::Flag(YAML::Node("127.0.0.1:0"), "--listen"), &c));
