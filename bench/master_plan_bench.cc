@@ -57,12 +57,23 @@ struct Run {
   double calls_per_s = 0;
   double plans_per_s = 0;
   std::vector<double> latency_us;  // per call
+  double seconds = 0;
+  bool store_filled = false;  // the run ended early: the node's store was full
 };
+
+// A plan refused because the node's store is full ends the run (not the
+// bench): true, and the run is told to stop.
+bool StoreFull(const Status& status, std::atomic<bool>* stop, std::atomic<bool>* full) {
+  if (status.code() != Code::kResourceExhausted) return false;
+  full->store(true);
+  stop->store(true);
+  return true;
+}
 
 // `threads` clients calling for `seconds`; plans are revoked after (untimed).
 Run Measure(std::vector<std::unique_ptr<ClusterClient>>& clients, int threads, Mode mode, const Args& args,
             int round) {
-  std::atomic<bool> go{false}, stop{false};
+  std::atomic<bool> go{false}, stop{false}, full{false};
   std::vector<std::vector<double>> latencies(static_cast<size_t>(threads));
   std::vector<std::vector<ClusterPlan>> plans(static_cast<size_t>(threads));
   std::vector<uint64_t> made(static_cast<size_t>(threads), 0), calls(static_cast<size_t>(threads), 0);
@@ -79,6 +90,7 @@ Run Measure(std::vector<std::unique_ptr<ClusterClient>>& clients, int threads, M
           if (!client.Ping().ok()) std::abort();
         } else if (mode == Mode::kOne) {
           auto plan = client.OpenForWrite(prefix + std::to_string(next++), 4096);
+          if (!plan.ok() && StoreFull(plan.status(), &stop, &full)) break;
           if (!plan.ok()) {
             std::fprintf(stderr, "open: %s\n", plan.status().ToString().c_str());
             std::abort();
@@ -89,6 +101,7 @@ Run Measure(std::vector<std::unique_ptr<ClusterClient>>& clients, int threads, M
           std::vector<WriteRequest> batch;
           for (size_t i = 0; i < args.batch; ++i) batch.push_back({prefix + std::to_string(next++), 4096, {}});
           for (auto& plan : client.BatchOpenForWrite(batch)) {
+            if (!plan.ok() && StoreFull(plan.status(), &stop, &full)) continue;
             if (!plan.ok()) {
               std::fprintf(stderr, "batch open: %s\n", plan.status().ToString().c_str());
               std::abort();
@@ -104,10 +117,14 @@ Run Measure(std::vector<std::unique_ptr<ClusterClient>>& clients, int threads, M
   }
   double start = NowMicros();
   go.store(true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(args.seconds * 1000)));
+  // Until the time is up, or the store is full (a fast machine fills it
+  // within a run): the rate is over the time the plans took.
+  while (!stop.load() && NowMicros() - start < args.seconds * 1e6) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   stop.store(true);
-  for (auto& w : workers) w.join();
   double elapsed_s = (NowMicros() - start) / 1e6;
+  for (auto& w : workers) w.join();
   Run run;
   uint64_t total_calls = 0, total_plans = 0;
   for (int t = 0; t < threads; ++t) {
@@ -125,6 +142,8 @@ Run Measure(std::vector<std::unique_ptr<ClusterClient>>& clients, int threads, M
   }
   run.calls_per_s = static_cast<double>(total_calls) / elapsed_s;
   run.plans_per_s = static_cast<double>(total_plans) / elapsed_s;
+  run.seconds = elapsed_s;
+  run.store_filled = full.load();
   return run;
 }
 
@@ -132,6 +151,8 @@ JsonObject Describe(const Run& run) {
   JsonObject o;
   o.Add("calls_per_s", run.calls_per_s);
   if (run.plans_per_s > 0) o.Add("plans_per_s", run.plans_per_s);
+  o.Add("seconds", run.seconds);
+  if (run.store_filled) o.Add("store_filled", true);
   o.AddPercentiles("call_us", run.latency_us);
   return o;
 }
@@ -195,8 +216,8 @@ int Main(int argc, char** argv) {
   }
   const std::string address = (*server)->address();
   // One node: a kvd whose object store has room for every plan of a run.
-  const std::string yaml = "backend: host\ncapacity: 2GiB\nhost_device_memory: 4GiB\nreserve_pages: 8\n"
-                           "log_level: error\nobject_store:\n  size: 1GiB\n  max_objects: 4000000\n"
+  const std::string yaml = "backend: host\ncapacity: 4GiB\nhost_device_memory: 6GiB\nreserve_pages: 8\n"
+                           "log_level: error\nobject_store:\n  size: 3GiB\n  max_objects: 4000000\n"
                            "  write_timeout: 10m\nmaster:\n  addresses: [\"" + address +
                            "\"]\n  node_id: bench-node\n  retry_interval: 50ms\n";
   BenchKvd kvd(args.kvd, "master_plan_bench", yaml, {});
