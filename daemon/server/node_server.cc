@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/objects/object_index.h"
 #include "daemon/server/kvd_metrics.h"
 #include "ipc/uds/fd_passing.h"
 #include "ipc/wire/codec.h"
@@ -74,6 +75,7 @@ Status NodeServer::Run() {
   // next request's path), and at least every second as a heartbeat.
   constexpr auto kPublishGap = std::chrono::milliseconds(2);
   constexpr auto kHeartbeat = std::chrono::seconds(1);
+  constexpr auto kReclaimGap = std::chrono::milliseconds(100);
   auto last_publish = Clock::now() - kHeartbeat;
   const auto recovery_ends = Clock::now() + std::chrono::milliseconds(options_.recovery_window_ms);
   if (node_.recovering_pages() > 0) {
@@ -84,6 +86,7 @@ Status NodeServer::Run() {
   epoll_event events[64];
   // Busy polling (busy_poll_us): until then, epoll_wait does not sleep.
   auto poll_until = Clock::now();
+  auto next_reclaim = Clock::now();
   while (!stopping) {
     // Before this turn's requests, so a window of 0 frees the pages before
     // any engine can hand one back.
@@ -92,6 +95,12 @@ Status NodeServer::Run() {
       spdlog::warn("kvd: recovery window over: {} pages of the previous kvd were not handed "
                    "back and are free again", released);
       dirty_ = true;
+    }
+    // Writes left past write_timeout are reclaimed on this timer, not only
+    // when a later open or commit happens to meet them (issue 19 item 13).
+    if (objects_ != nullptr && Clock::now() >= next_reclaim) {
+      if (objects_->Reclaim(NowUnixNs()) > 0) dirty_ = true;
+      next_reclaim = Clock::now() + kReclaimGap;
     }
     auto since = Clock::now() - last_publish;
     int timeout_ms = 250;
@@ -196,8 +205,13 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
   uint64_t now = NowUnixNs();
   if (m.body_case() == wire::Message::kAdopt && c.tenant != 0) return HandleAdopt(c, m, fds);
   if (!fds->empty()) {
-    return Fault(c, rid, Status::ProtocolError(
-                             "kvd takes file descriptors only with an adopt request"));
+    // Not a fault to count: fds are kernel resources a hostile peer could pile
+    // up in kvd between faults (each costs kvd an fd until closed), so any
+    // that kvd did not ask for ends the connection.
+    SendError(c, rid, Status::ProtocolError(
+                          "kvd takes file descriptors only with an adopt request; closing"));
+    doomed_.push_back(c.channel.fd());
+    return;
   }
   if (m.body_case() == wire::Message::kAttach) return HandleAttach(c, m);
   if (m.body_case() == wire::Message::kSetLimit && !m.set_limit().tenant().empty()) {

@@ -75,7 +75,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         reply.mutable_object_ack();
         break;
       }
-      auto lease = store.AcquireLease(r.key(), now);
+      auto lease = store.AcquireLease(r.key(), c.peer.uid, now);
       if (!lease.ok()) return SendError(c, rid, lease.status());
       reply.mutable_object_lease_reply()->set_lease_id(lease->id);
       reply.mutable_object_lease_reply()->set_ttl_ms(Ms(lease->expires_ns, now));

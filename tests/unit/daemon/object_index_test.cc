@@ -21,6 +21,7 @@ namespace {
 constexpr size_t kPage = 2u << 20;
 constexpr uint64_t kMiB = 1u << 20;
 constexpr uint64_t kMs = 1'000'000;
+constexpr uint32_t kHolder = 1000;  // a client's uid
 
 std::vector<std::byte> Pattern(size_t n, uint8_t seed) {
   std::vector<std::byte> out(n);
@@ -79,7 +80,7 @@ class ObjectStoreTest : public ::testing::Test {
   // A reader's get: a lease first (the object can be neither removed nor
   // evicted while it copies), then the copy, then the release.
   Result<std::vector<std::byte>> GetUnderLease(const std::string& key, uint64_t now_ns) {
-    NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease, store_->AcquireLease(key, now_ns));
+    NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease, store_->AcquireLease(key, kHolder, now_ns));
     Result<std::vector<std::byte>> got = CopyOut(key, now_ns);
     Status released = store_->ReleaseLease(key, lease.id, now_ns);
     if (got.ok() && !released.ok()) return released;
@@ -178,7 +179,7 @@ TEST_F(ObjectStoreTest, StateTransitionsAndIllegalOnes) {
   EXPECT_EQ(store_->GetLocation("k", kMs).status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(GetUnderLease("k", kMs).status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->Remove("k", kMs).code(), Code::kFailedPrecondition);
-  EXPECT_EQ(store_->AcquireLease("k", kMs).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(store_->AcquireLease("k", kHolder, kMs).status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->OpenForWrite("k", 10, 0, kMs).status().code(), Code::kAlreadyExists);
 
   // The producer writes through the plan's location, then commits.
@@ -320,7 +321,7 @@ TEST_F(ObjectStoreTest, LeasesHoldAgainstEvictionAndRemoveUntilTheyEnd) {
   config_.policy = EvictionPolicy::kFifo;
   Open();
   PutMany("o", 9, kMiB);
-  auto lease = store_->AcquireLease("o0", 10 * kMs);
+  auto lease = store_->AcquireLease("o0", kHolder, 10 * kMs);
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ(lease->expires_ns, 110 * kMs);
   EXPECT_EQ(store_->Remove("o0", 20 * kMs).code(), Code::kFailedPrecondition);
@@ -336,11 +337,41 @@ TEST_F(ObjectStoreTest, LeasesHoldAgainstEvictionAndRemoveUntilTheyEnd) {
   // Released: removable again. A second lease that runs out by its TTL too.
   ASSERT_OK(store_->ReleaseLease("o0", lease->id, 30 * kMs));
   EXPECT_EQ(store_->ReleaseLease("o0", lease->id, 30 * kMs).code(), Code::kNotFound);
-  auto second = store_->AcquireLease("o0", 40 * kMs);
+  auto second = store_->AcquireLease("o0", kHolder, 40 * kMs);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(store_->Remove("o0", 139 * kMs).code(), Code::kFailedPrecondition);
   ASSERT_OK(store_->Remove("o0", 140 * kMs));  // the TTL ended it
   EXPECT_EQ(store_->ReleaseLease("o0", second->id, 150 * kMs).code(), Code::kNotFound);
+  Check();
+}
+
+// Issue 19 item 10: leases were bounded by nothing and pruned only on
+// release, remove or evict; a loop of acquires grew kvd without end.
+TEST_F(ObjectStoreTest, LeasesAreBoundedPerHolderAndPrunedOnAcquire) {
+  config_.max_leases = 8;
+  Open();
+  PutMany("o", 2, kMiB);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(store_->AcquireLease("o" + std::to_string(i % 2), kHolder, 10 * kMs).ok());
+  auto refused = store_->AcquireLease("o0", kHolder, 11 * kMs);
+  EXPECT_EQ(refused.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("object_store.max_leases"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE(store_->AcquireLease("o0", kHolder + 1, 12 * kMs).ok()) << "another uid has its own bound";
+  EXPECT_EQ(store_->lease_count(kHolder), 8u);
+  // Far more acquires than the bound, each after the last expired: the
+  // count never passes the bound, nothing waits for a release.
+  uint64_t now = 200 * kMs;
+  for (int i = 0; i < 10'000; ++i, now += 101 * kMs) {
+    ASSERT_TRUE(store_->AcquireLease("o1", kHolder, now).ok()) << i;
+    ASSERT_LE(store_->lease_count(), 2u) << "expired leases are pruned on acquire";
+  }
+  EXPECT_EQ(store_->lease_count(kHolder), 1u);
+  EXPECT_EQ(store_->Reclaim(now + 200 * kMs), 0u);
+  EXPECT_EQ(store_->lease_count(), 0u) << "kvd's timer prunes too";
+  // A removed object takes its (expired) leases out of the counts.
+  ASSERT_TRUE(store_->AcquireLease("o0", kHolder, now + 300 * kMs).ok());
+  ASSERT_OK(store_->Remove("o0", now + 500 * kMs));
+  EXPECT_EQ(store_->lease_count(), 0u);
   Check();
 }
 
@@ -390,6 +421,32 @@ TEST_F(ObjectStoreTest, StuckWritesAreReclaimedAfterTheTimeout) {
   ASSERT_TRUE(store_->OpenForWrite("z2", 10, 0, 2000 * kMs).ok());
   ASSERT_TRUE(store_->OpenForWrite("z3", 10, 0, 3001 * kMs).ok());
   EXPECT_FALSE(Has("z2"));
+  Check();
+}
+
+// Issue 19 item 13: before a reclaim ran, a write past write_timeout still
+// held its key against a new open and could still be committed.
+TEST_F(ObjectStoreTest, AWritePastTheTimeoutIsDeadBeforeAnyReclaimRuns) {
+  Open();
+  auto plan = store_->OpenForWrite("late", 2 * kMiB, 0, 10 * kMs);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(store_->OpenForWrite("late", 10, 0, 1009 * kMs).status().code(), Code::kAlreadyExists)
+      << "within write_timeout the key is taken";
+  Status late = store_->Commit("late", plan->epoch, 1010 * kMs);
+  EXPECT_EQ(late.code(), Code::kNotFound);
+  EXPECT_NE(late.message().find("write_timeout"), std::string::npos) << late.ToString();
+  EXPECT_FALSE(Has("late"));
+  EXPECT_EQ(store_->Stats()[0].reclaimed_writes, 1u);
+
+  auto again = store_->OpenForWrite("again", 2 * kMiB, 0, 2000 * kMs);
+  ASSERT_TRUE(again.ok());
+  auto reopened = store_->OpenForWrite("again", 10, 0, 3000 * kMs);
+  ASSERT_TRUE(reopened.ok()) << "the dead write no longer blocks its key: "
+                             << reopened.status().ToString();
+  EXPECT_EQ(store_->Commit("again", again->epoch, 3001 * kMs).code(),
+            Code::kFailedPrecondition)
+      << "the old plan's epoch is stale";
+  ASSERT_OK(store_->Commit("again", reopened->epoch, 3002 * kMs));
   Check();
 }
 
