@@ -124,6 +124,8 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
   }
   options.default_limit_bytes = config.default_limit.bytes;
   options.default_limit_fraction = config.default_limit.fraction;
+  options.limit_ceiling_bytes = config.limit_ceiling.bytes;
+  options.limit_ceiling_fraction = config.limit_ceiling.fraction;
   return options;
 }
 

@@ -79,6 +79,7 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
       {"capacity", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->capacity, f.SizeOrFraction(false)); return Status::OK(); }},
       {"reserve_pages", [c](const YamlField& f) { return Unsigned(f, 0, 1 << 20, &c->reserve_pages); }},
       {"default_limit", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->default_limit, f.SizeOrFraction(true)); return Status::OK(); }},
+      {"limit_ceiling", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->limit_ceiling, f.SizeOrFraction(true)); return Status::OK(); }},
       {"allowed_uids", [c](const YamlField& f) { return f.List(&c->allowed_uids, UserId); }},
       {"allowed_gids", [c](const YamlField& f) { return f.List(&c->allowed_gids, GroupId); }},
       {"socket_mode", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->socket_mode, Mode(f)); return Status::OK(); }},

@@ -30,6 +30,7 @@ struct KvdConfig {
   SizeOrShare capacity{0, 0.95};         // per device: bytes or a share of its memory
   uint32_t reserve_pages = 8;
   SizeOrShare default_limit{0, 0};       // 0: the node's capacity
+  SizeOrShare limit_ceiling{0, 0};       // the most an engine may ask itself; 0: capacity
   std::vector<uid_t> allowed_uids;       // empty: kvd's own uid and root
   std::vector<gid_t> allowed_gids;       // a peer in one of these groups is allowed too
   mode_t socket_mode = 0660;

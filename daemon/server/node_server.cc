@@ -90,10 +90,14 @@ Status NodeServer::Run() {
   while (!stopping) {
     // Before this turn's requests, so a window of 0 frees the pages before
     // any engine can hand one back.
-    if (node_.recovering_pages() > 0 && Clock::now() >= recovery_ends) {
+    if (node_.recovery_open() && Clock::now() >= recovery_ends) {
       size_t released = node_.ExpireRecovery();
-      spdlog::warn("kvd: recovery window over: {} pages of the previous kvd were not handed "
-                   "back and are free again", released);
+      if (released > 0) {
+        spdlog::warn("kvd: recovery window over: {} pages of the previous kvd were not handed "
+                     "back and are free again", released);
+      } else {
+        spdlog::info("kvd: recovery window over: every page was handed back; adopts are refused now");
+      }
       dirty_ = true;
     }
     // Writes left past write_timeout are reclaimed on this timer, not only
@@ -405,7 +409,9 @@ void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
     }
     target = t->id;
   }
-  auto limit = node_.SetLimit(target, m.set_limit().limit_bytes());
+  const auto by = m.set_limit().tenant().empty() ? NodeState::LimitSetter::kEngine
+                                                 : NodeState::LimitSetter::kOperator;
+  auto limit = node_.SetLimit(target, m.set_limit().limit_bytes(), by);
   if (!limit.ok()) return SendError(c, rid, limit.status());
   dirty_ = true;
   const Tenant* t = node_.FindTenant(target);

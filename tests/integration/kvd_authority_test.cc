@@ -1,11 +1,13 @@
-// Trust boundaries, the identity half (issue 19): how much a client may
-// keep, as it was reproduced against a real kvd.
+// Trust boundaries, the identity half (issue 19 items 7, 10): who may set a
+// limit and how much a client may keep, each as it was reproduced against a
+// real kvd, engines and kvctl.
 #include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
 #include <string>
 
+#include "nanokv/client.h"
 #include "nanokv/object_store.h"
 #include "tests/integration/kvctl_fixture.h"
 
@@ -36,7 +38,74 @@ class KvdAuthorityTest : public KvctlTest {
     return 0;
   }
 
+  uint64_t LimitOf(const std::string& tenant) {
+    const ipc::Snapshot snap = Read();  // FindRow points into it: keep it alive
+    const ipc::TenantRow* row = FindRow(snap, tenant);
+    return row != nullptr ? row->limit_bytes : 0;
+  }
 };
+
+// Item 7: after `kvctl limit quota 4M` the engine sent set_limit(2^64-1),
+// left the reclaiming state and took 20 more pages.
+TEST_F(KvdAuthorityTest, AnEngineCannotRaiseItselfOverTheOperatorsLimit) {
+  StartKvd(32);
+  auto engine = AttachClient("quota");
+  ASSERT_NE(engine, nullptr);
+  auto held = engine->Grant(0, 6);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+
+  Ran limit = Kvctl({"limit", ipc_, "quota", "4M"});
+  ASSERT_EQ(limit.code, 0) << limit.out << limit.err;
+  ASSERT_TRUE(WaitFor([&] { return LimitOf("quota") == 4u << 20; }, 10s));
+
+  auto raised = engine->SetLimit(UINT64_MAX);
+  ASSERT_FALSE(raised.ok()) << "the engine raised itself to " << *raised;
+  EXPECT_EQ(raised.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(raised.status().message().find("ceiling is 4194304 bytes, set by the operator (kvctl limit)"),
+            std::string::npos)
+      << raised.status().ToString();
+  EXPECT_NE(raised.status().message().find("stays 4194304"), std::string::npos);
+  EXPECT_EQ(engine->Grant(0, 1).status().code(), Code::kResourceExhausted)
+      << "still over its limit: still reclaiming";
+  ASSERT_TRUE(WaitFor([&] { return LimitOf("quota") == 4u << 20; }, 10s));
+
+  // Lowering is the engine's own business, and so is raising back up to
+  // the ceiling.
+  auto lowered = engine->SetLimit(kPage);
+  ASSERT_TRUE(lowered.ok()) << lowered.status().ToString();
+  EXPECT_EQ(*lowered, kPage);
+  auto back = engine->SetLimit(4u << 20);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, 4u << 20);
+  EXPECT_EQ(engine->SetLimit((4u << 20) + 1).status().code(), Code::kPermissionDenied);
+
+  // The operator may raise it again; the engine may follow up to that.
+  Ran raise = Kvctl({"limit", ipc_, "quota", "8M"});
+  ASSERT_EQ(raise.code, 0) << raise.err;
+  ASSERT_TRUE(WaitFor([&] { return LimitOf("quota") == 8u << 20; }, 10s));
+  ASSERT_TRUE(engine->SetLimit(kPage).ok());
+  auto again = engine->SetLimit(8u << 20);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, 8u << 20);
+}
+
+// Item 7, the config's ceiling: no engine asks itself above limit_ceiling,
+// at attach or later, and the refusal names the key.
+TEST_F(KvdAuthorityTest, LimitCeilingFromTheConfigBoundsEveryEngine) {
+  const std::string path = dir_.path() + "/ceiling.yaml";
+  std::ofstream(path) << "limit_ceiling: " << 4 * kPage << "\n";
+  StartKvd(32, {"--config", path});
+  auto engine = AttachClient("capped", "", 16 * kPage);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->limit_bytes(), 4 * kPage) << "attach asked above the ceiling: clamped";
+  auto raised = engine->SetLimit(UINT64_MAX);
+  ASSERT_FALSE(raised.ok());
+  EXPECT_EQ(raised.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(raised.status().message().find("kvd's config (limit_ceiling)"), std::string::npos)
+      << raised.status().ToString();
+  EXPECT_EQ(engine->Grant(0, 5).status().code(), Code::kResourceExhausted);
+  ASSERT_TRUE(engine->Grant(0, 4).ok());
+}
 
 // Item 10: 308k lease acquires in 15 s took kvd from 10.9 to 30.1 MB. Now
 // one uid holds at most object_store.max_leases; far more acquires than that
