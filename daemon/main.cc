@@ -245,6 +245,7 @@ int Main(int argc, char** argv) {
   ServerOptions server_options;
   server_options.allowed_uids = config.allowed_uids;
   server_options.allowed_gids = config.allowed_gids;
+  server_options.groups = config.groups;
   server_options.segment_name = "nanokv_" + config.ipc_name;
   server_options.backend_name = std::string((*backend)->name());
   for (int device = 0; device < (*backend)->device_count(); ++device) {

@@ -308,9 +308,11 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
   uint64_t rid = m.request_id();
   if (c.tenant != 0) return SendError(c, rid, Status::FailedPrecondition("already attached"));
   const wire::AttachRequest& a = m.attach();
+  auto group = GroupFor(c.peer, a.group());
+  if (!group.ok()) return SendError(c, rid, group.status());
   AttachParams params;
   params.name = a.tenant();
-  params.group = a.group();
+  params.group = *group;
   params.pid = c.peer.pid;
   params.uid = c.peer.uid;
   params.limit_bytes = a.limit_bytes();

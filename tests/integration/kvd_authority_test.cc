@@ -1,6 +1,7 @@
-// Trust boundaries, the identity half (issue 19 items 7, 10): who may set a
-// limit and how much a client may keep, each as it was reproduced against a
-// real kvd, engines and kvctl.
+// Trust boundaries, the identity half (issue 19 items 3, 7, 10): who may
+// join a group, set a limit, and how much a client may keep, each as it was
+// reproduced against a real kvd, engines and kvctl.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -9,7 +10,10 @@
 
 #include "nanokv/client.h"
 #include "nanokv/object_store.h"
+#include "ipc/uds/channel.h"
+#include "ipc/wire/codec.h"
 #include "tests/integration/kvctl_fixture.h"
+#include "tests/util/other_user.h"
 
 namespace nanokv::testing {
 namespace {
@@ -131,6 +135,60 @@ TEST_F(KvdAuthorityTest, LeasesAreBoundedPerClient) {
   EXPECT_EQ(refusal.code(), Code::kResourceExhausted);
   EXPECT_NE(refusal.message().find("object_store.max_leases"), std::string::npos) << refusal.ToString();
   EXPECT_EQ(LeasesOn(*store, "leased"), 16u) << "kvd holds the bound, not 2000";
+  EXPECT_TRUE(kvd_.Running());
+}
+
+// Item 3: an engine of uid 1002 attached in the default group, shared page
+// ids 0-63 and read and overwrote uid 1001's pages. Groups are bound to
+// identities in kvd's config now; an engine that names none gets its own.
+TEST_F(KvdAuthorityTest, GroupsAreBoundToIdentitiesInTheConfig) {
+  NANOKV_SKIP_UNLESS_ROOT();
+  ScopedUser member("a");
+  ScopedUser stranger("b");
+  if (!member.made() || !stranger.made()) GTEST_SKIP() << "useradd could not make two users";
+  const std::string path = dir_.path() + "/groups.yaml";
+  std::ofstream(path) << "socket_mode: \"0666\"\n"
+                      << "allowed_uids: [" << member.uid() << ", " << stranger.uid() << "]\n"
+                      << "groups:\n  shared:\n    uids: [" << member.name() << "]\n";
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  StartKvd(16, {"--config", path});
+  const std::string socket = SocketPath();
+  // Attaches as `user` naming `group`: 10 attached, 20 refused with
+  // kPermissionDenied and `fault` in the message, other codes a failure.
+  auto attach = [&](const ScopedUser& user, const std::string& tenant, const std::string& group,
+                    const std::string& fault) {
+    return RunAs(user.uid(), user.gid(), [&] {
+      auto channel = ipc::Channel::Connect(socket);
+      if (!channel.ok()) return 1;
+      wire::Message m;
+      m.set_request_id(1);
+      m.mutable_attach()->set_tenant(tenant);
+      m.mutable_attach()->set_group(group);
+      if (!channel->Send(wire::Encode(m)).ok()) return 2;
+      std::vector<std::byte> data;
+      std::vector<int> fds;
+      auto got = channel->Receive(&data, &fds);
+      wire::Message reply;
+      if (!got.ok() || !wire::Decode(data, &reply).ok()) return 3;
+      if (reply.has_attach_reply()) return 10;
+      if (reply.has_error() && reply.error().code() == static_cast<int>(Code::kPermissionDenied) &&
+          reply.error().message().find(fault) != std::string::npos) {
+        return 20;
+      }
+      std::fprintf(stderr, "reply: %s\n", reply.DebugString().c_str());
+      return 4;
+    });
+  };
+  EXPECT_EQ(attach(member, "m-shared", "shared", ""), 10) << "the config lists it";
+  EXPECT_EQ(attach(stranger, "s-shared", "shared", "groups.shared.uids or groups.shared.gids"), 20);
+  EXPECT_EQ(attach(stranger, "s-invented", "anything", "not in kvd's config (groups)"), 20);
+  EXPECT_EQ(attach(stranger, "s-theirs", "uid:" + std::to_string(member.uid()), "not in kvd's config"), 20)
+      << "another uid's own group";
+  EXPECT_EQ(attach(stranger, "s-own", "", ""), 10);
+  EXPECT_EQ(attach(stranger, "s-own-named", "uid:" + std::to_string(stranger.uid()), ""), 10);
+  EXPECT_NE(kvd_.Log().find("group 'uid:" + std::to_string(stranger.uid()) + "') attached"), std::string::npos)
+      << kvd_.Log();
+  EXPECT_EQ(kvd_.Log().find("tenant 's-shared'"), std::string::npos) << "never attached";
   EXPECT_TRUE(kvd_.Running());
 }
 
