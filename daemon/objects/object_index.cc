@@ -230,7 +230,7 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint64_t
 }
 
 Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes_total,
-                                             int preferred_device, uint64_t now_ns) {
+                                             int preferred_device, uint64_t now_ns, uint32_t owner) {
   NANOKV_RETURN_IF_ERROR(CheckKey(key));
   if (bytes_total == 0) return Status::InvalidArgument("object " + Quote(key) + " of 0 bytes");
   std::lock_guard lock(mu_);
@@ -264,6 +264,7 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
 
   Object object;
   object.key = std::string(key);
+  object.owner = owner;
   object.key_hash = KeyHash(key);
   object.device = d;
   object.slot = device.free_slots.back();
@@ -342,10 +343,18 @@ Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_
   return Status::OK();
 }
 
-Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns) {
+Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns, uint32_t requester) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("remove of " + Quote(key) + ": no such object");
+  if (requester != kOperator && requester != object->owner) {
+    // Issue 19 item 12: any allowed peer removed another tenant's object.
+    return Status::PermissionDenied(
+        "remove of " + Quote(key) + " by uid " + std::to_string(requester) +
+        ": only its producer's uid" +
+        (object->owner == kOperator ? std::string() : " (" + std::to_string(object->owner) + ")") +
+        ", root or kvd's user may remove it");
+  }
   if (object->state != ObjectState::kReady) {
     return Status::FailedPrecondition("remove of " + Quote(key) + ": it is " +
                                       ObjectStateName(object->state) +

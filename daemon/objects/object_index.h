@@ -128,8 +128,11 @@ class ObjectIndex {
   // for a bad key or bytes_total 0; kNotFound for a device kvd does not serve;
   // kResourceExhausted when eviction cannot make room. preferred_device -1:
   // the device with the most free payload space.
+  // `owner`: the producer's uid; only it and the operator may remove the
+  // object (kOperator: kvd's own callers, root and kvd's uid).
+  static constexpr uint32_t kOperator = UINT32_MAX;
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
-                                 uint64_t now_ns);
+                                 uint64_t now_ns, uint32_t owner = kOperator);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
   // epoch (the plan's object is gone), already READY (commit twice), revoked.
   // published: the producer's kernel stored READY on the device already, so
@@ -140,8 +143,9 @@ class ObjectIndex {
   // (use Remove) or a stale epoch.
   Status Revoke(std::string_view key, uint32_t epoch, uint64_t now_ns);
   // READY -> DEAD -> freed. kFailedPrecondition while leased or being read,
-  // or while still being written (Revoke that).
-  Status Remove(std::string_view key, uint64_t now_ns);
+  // or while still being written (Revoke that). kPermissionDenied when
+  // `requester` (a uid) is neither the object's owner nor kOperator.
+  Status Remove(std::string_view key, uint64_t now_ns, uint32_t requester = kOperator);
   // A READY object's location; updates last_access. kFailedPrecondition if
   // it is not READY yet.
   Result<ObjectPlan> GetLocation(std::string_view key, uint64_t now_ns);
@@ -203,6 +207,7 @@ class ObjectIndex {
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
     ObjectPin pin = ObjectPin::kNone;
     bool published = false;      // committed on the producer's word that READY is on the device
+    uint32_t owner = kOperator;  // the producer's uid (Remove)
   };
   using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
   struct Device {

@@ -1,6 +1,6 @@
-// Trust boundaries, the identity half (issue 19 items 3, 7, 10): who may
-// join a group, set a limit, and how much a client may keep, each as it was
-// reproduced against a real kvd, engines and kvctl.
+// Trust boundaries, the identity half (issue 19 items 3, 7, 10, 12): who
+// may join a group, set a limit, remove or evict an object, and how much a
+// client may keep, each as it was reproduced against a real kvd and kvctl.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,6 +190,67 @@ TEST_F(KvdAuthorityTest, GroupsAreBoundToIdentitiesInTheConfig) {
       << kvd_.Log();
   EXPECT_EQ(kvd_.Log().find("tenant 's-shared'"), std::string::npos) << "never attached";
   EXPECT_TRUE(kvd_.Running());
+}
+
+// Item 12, the part done: any allowed peer removed another tenant's READY
+// object, and any peer could evict. Remove is its producer's uid's and the
+// operator's; evict is the operator's.
+TEST_F(KvdAuthorityTest, ObjectsAreRemovedByTheirProducerOrTheOperatorOnly) {
+  NANOKV_SKIP_UNLESS_ROOT();
+  ScopedUser producer("p");
+  ScopedUser stranger("s");
+  if (!producer.made() || !stranger.made()) GTEST_SKIP() << "useradd could not make two users";
+  const std::string path = dir_.path() + "/objects.yaml";
+  std::ofstream(path) << "socket_mode: \"0666\"\n"
+                      << "allowed_uids: [" << producer.uid() << ", " << stranger.uid() << "]\n"
+                      << "object_store:\n  size: 8MiB\n";
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  StartKvd(32, {"--config", path});
+  EXPECT_EQ(RunAs(producer.uid(), producer.gid(), [&] {
+              auto store = OpenStore();
+              if (store == nullptr) return 1;
+              if (!store->Put("mine", std::vector<std::byte>(100, std::byte{1})).ok()) return 2;
+              if (!store->Put("kept", std::vector<std::byte>(100, std::byte{2})).ok()) return 3;
+              return store->Remove("mine").ok() ? 10 : 4;
+            }),
+            10)
+      << "a producer removes its own object";
+  const std::string socket = SocketPath();
+  // Sends one object request as `user`: 20 when refused kPermissionDenied
+  // with `fault` in the message, 10 when answered without an error.
+  auto ask = [&](const ScopedUser& user, const wire::Message& request, const std::string& fault) {
+    return RunAs(user.uid(), user.gid(), [&] {
+      auto channel = ipc::Channel::Connect(socket);
+      if (!channel.ok() || !channel->Send(wire::Encode(request)).ok()) return 1;
+      std::vector<std::byte> data;
+      std::vector<int> fds;
+      auto got = channel->Receive(&data, &fds);
+      wire::Message reply;
+      if (!got.ok() || !wire::Decode(data, &reply).ok()) return 2;
+      if (!reply.has_error()) return 10;
+      if (reply.error().code() == static_cast<int>(Code::kPermissionDenied) &&
+          reply.error().message().find(fault) != std::string::npos) {
+        return 20;
+      }
+      std::fprintf(stderr, "reply: %s\n", reply.DebugString().c_str());
+      return 3;
+    });
+  };
+  wire::Message remove;
+  remove.set_request_id(1);
+  remove.mutable_object_remove()->set_key("kept");
+  EXPECT_EQ(ask(stranger, remove, "only its producer's uid (" + std::to_string(producer.uid()) + ")"), 20);
+  wire::Message evict;
+  evict.set_request_id(2);
+  evict.mutable_object_evict()->set_device(-1);
+  evict.mutable_object_evict()->set_bytes(0);
+  EXPECT_EQ(ask(stranger, evict, "may not evict objects"), 20);
+  EXPECT_EQ(ask(producer, evict, "may not evict objects"), 20) << "evict is the operator's";
+  auto store = OpenStore();  // root: the operator
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->GetLocation("kept").ok()) << "the stranger's remove took nothing";
+  EXPECT_EQ(store->GetLocation("mine").status().code(), Code::kNotFound);
+  ASSERT_TRUE(store->Remove("kept").ok());
 }
 
 }  // namespace

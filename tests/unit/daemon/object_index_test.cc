@@ -375,6 +375,23 @@ TEST_F(ObjectStoreTest, LeasesAreBoundedPerHolderAndPrunedOnAcquire) {
   Check();
 }
 
+// Issue 19 item 12: remove was anyone's.
+TEST_F(ObjectStoreTest, OnlyTheProducersUidOrTheOperatorRemoves) {
+  Open();
+  auto plan = store_->OpenForWrite("owned", 100, 0, kMs, /*owner=*/1001);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_OK(store_->Commit("owned", plan->epoch, 2 * kMs));
+  Status other = store_->Remove("owned", 3 * kMs, 1002);
+  EXPECT_EQ(other.code(), Code::kPermissionDenied);
+  EXPECT_NE(other.message().find("only its producer's uid (1001)"), std::string::npos) << other.ToString();
+  EXPECT_TRUE(Has("owned"));
+  ASSERT_OK(store_->Remove("owned", 4 * kMs, 1001));
+  ASSERT_OK(PutByPlan("operators", Pattern(100, 1), 0, 5 * kMs));
+  EXPECT_EQ(store_->Remove("operators", 6 * kMs, 1001).code(), Code::kPermissionDenied);
+  ASSERT_OK(store_->Remove("operators", 7 * kMs));  // kvd's own callers are the operator
+  Check();
+}
+
 TEST_F(ObjectStoreTest, PinsSoftLastHardNever) {
   config_.policy = EvictionPolicy::kFifo;
   Open();
