@@ -26,6 +26,13 @@ uint64_t NowUnixNs() {
       duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
 }
 
+// The object store's clock (node_server_objects.cc, the cluster agent's
+// orders): deadlines and lease ends are steady ns, never Unix time.
+uint64_t SteadyNowNs() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
+}
+
 }  // namespace
 
 NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions options)
@@ -103,7 +110,7 @@ Status NodeServer::Run() {
     // Writes left past write_timeout are reclaimed on this timer, not only
     // when a later open or commit happens to meet them (issue 19 item 13).
     if (objects_ != nullptr && Clock::now() >= next_reclaim) {
-      if (objects_->Reclaim(NowUnixNs()) > 0) dirty_ = true;
+      if (objects_->Reclaim(SteadyNowNs()) > 0) dirty_ = true;
       next_reclaim = Clock::now() + kReclaimGap;
     }
     auto since = Clock::now() - last_publish;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "nanokv/client.h"
 #include "nanokv/object_store.h"
@@ -135,6 +136,11 @@ TEST_F(KvdAuthorityTest, LeasesAreBoundedPerClient) {
   EXPECT_EQ(refusal.code(), Code::kResourceExhausted);
   EXPECT_NE(refusal.message().find("object_store.max_leases"), std::string::npos) << refusal.ToString();
   EXPECT_EQ(LeasesOn(*store, "leased"), 16u) << "kvd holds the bound, not 2000";
+  // kvd's 100 ms timer prunes only expired leases (lease_ttl is 60 s): after
+  // a few of its turns all 16 still hold. (Its clock once was Unix time
+  // against the store's steady clock, and every lease went at once.)
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(LeasesOn(*store, "leased"), 16u) << "unexpired leases pruned";
   EXPECT_TRUE(kvd_.Running());
 }
 
