@@ -124,6 +124,8 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
   }
   options.default_limit_bytes = config.default_limit.bytes;
   options.default_limit_fraction = config.default_limit.fraction;
+  options.limit_ceiling_bytes = config.limit_ceiling.bytes;
+  options.limit_ceiling_fraction = config.limit_ceiling.fraction;
   return options;
 }
 
@@ -243,6 +245,7 @@ int Main(int argc, char** argv) {
   ServerOptions server_options;
   server_options.allowed_uids = config.allowed_uids;
   server_options.allowed_gids = config.allowed_gids;
+  server_options.groups = config.groups;
   server_options.segment_name = "nanokv_" + config.ipc_name;
   server_options.backend_name = std::string((*backend)->name());
   for (int device = 0; device < (*backend)->device_count(); ++device) {

@@ -33,6 +33,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "gpu/backend.h"
 #include "gpu/vmm_registry.h"
 
@@ -51,6 +53,22 @@ size_t AvailableMemoryBytes() {
   long page_bytes = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_bytes <= 0) return 0;
   return static_cast<size_t>(pages) * static_cast<size_t>(page_bytes);
+}
+
+class HostBackend;
+
+// Every host backend alive in this process. On a GPU every context of a
+// process sees the same device memory, so a copy may name memory another
+// backend mapped (an engine's client and its object store each have one);
+// here that memory is known only to the backend that mapped it.
+struct LiveBackends {
+  std::mutex mu;
+  std::vector<HostBackend*> backends;  // GUARDED_BY(mu)
+};
+
+LiveBackends& Live() {
+  static LiveBackends* live = new LiveBackends();  // never destroyed: backends may outlive main
+  return *live;
 }
 
 class HostBackend final : public Backend {
@@ -74,9 +92,16 @@ class HostBackend final : public Backend {
       for (int physical = 0; physical < options_.devices; ++physical) physical_.push_back(physical);
     }
     created_bytes_.assign(physical_.size(), 0);
+    std::lock_guard<std::mutex> lock(Live().mu);
+    Live().backends.push_back(this);
   }
 
   ~HostBackend() override {
+    {
+      std::lock_guard<std::mutex> live(Live().mu);
+      auto& backends = Live().backends;
+      backends.erase(std::remove(backends.begin(), backends.end(), this), backends.end());
+    }
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, page] : pages_) close(page.fd);
     for (auto& [base, range] : registry_.ranges()) munmap(reinterpret_cast<void*>(base), range.size);
@@ -334,11 +359,29 @@ class HostBackend final : public Backend {
     return &it->second;
   }
 
-  // Memory inside our reservations must be mapped with access: on a GPU a
-  // copy there would fault. Memory outside them is the caller's own.
+  // The device end of a copy must be device memory: inside a reservation of
+  // this backend or another of this process, mapped with access. On a GPU a
+  // copy anywhere else faults (and the fault is sticky); here it would write
+  // wherever the pointer says, so it is refused as the GPU would refuse it.
+  // Lock order: Live().mu before any backend's mu_, never the other way.
   Status CheckDeviceMemory(const char* call, const void* pointer, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return registry_.CheckSpan(call, pointer, bytes).status();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span, registry_.CheckSpan(call, pointer, bytes));
+      if (span.ours) return Status::OK();
+    }
+    std::lock_guard<std::mutex> live(Live().mu);
+    for (HostBackend* other : Live().backends) {
+      if (other == this) continue;
+      std::lock_guard<std::mutex> lock(other->mu_);
+      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span,
+                              other->registry_.CheckSpan(call, pointer, bytes));
+      if (span.ours) return Status::OK();
+    }
+    return Status::InvalidArgument(
+        fmt::format("{}: {}+{} is not device memory (outside every range reserved in this "
+                    "process; a GPU would fault)",
+                    call, Hex(reinterpret_cast<uintptr_t>(pointer)), bytes));
   }
 
   HostBackendOptions options_;

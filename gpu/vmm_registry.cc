@@ -16,6 +16,18 @@ typename Map::const_iterator EntryContaining(const Map& map, uintptr_t address) 
   return address < it->first + it->second.size ? it : map.end();
 }
 
+// address + size, or false when the sum wraps: a span a caller formed from
+// a pointer and a length it was given (SIZE_MAX from the C ABI) must not
+// wrap into one that passes every check.
+bool SpanEnd(uintptr_t address, size_t size, uintptr_t* end) {
+  return !__builtin_add_overflow(address, size, end);
+}
+
+Status WrapsAround(const char* call, uintptr_t address, size_t size) {
+  return Status::InvalidArgument(
+      fmt::format("{}: {}+{} runs past the end of the address space", call, Hex(address), size));
+}
+
 }  // namespace
 
 Status CheckMultipleOfGranularity(const char* call, size_t size, size_t granularity) {
@@ -77,7 +89,7 @@ Result<VmmRegistry::Range> VmmRegistry::TakeRange(uintptr_t base, size_t size) {
         fmt::format("FreeRange: {}+{} is not a whole reservation", Hex(base), size));
   }
   auto mapped = mappings_.lower_bound(base);
-  if (mapped != mappings_.end() && mapped->first < base + size) {
+  if (mapped != mappings_.end() && mapped->first < base + size) {  // a whole range: no wrap
     return Status::FailedPrecondition(fmt::format("FreeRange: {} still has a mapping at {}",
                                                   Hex(base), Hex(mapped->first)));
   }
@@ -88,12 +100,16 @@ Result<VmmRegistry::Range> VmmRegistry::TakeRange(uintptr_t base, size_t size) {
 
 bool VmmRegistry::InsideRange(uintptr_t address, size_t size) const {
   auto it = EntryContaining(ranges_, address);
-  return it != ranges_.end() && address + size <= it->first + it->second.size;
+  uintptr_t end = 0;
+  return it != ranges_.end() && SpanEnd(address, size, &end) &&
+         end <= it->first + it->second.size;
 }
 
 bool VmmRegistry::OverlapsMapping(uintptr_t address, size_t size) const {
+  uintptr_t end = 0;
+  if (!SpanEnd(address, size, &end)) return true;  // callers checked InsideRange first
   auto it = mappings_.lower_bound(address);
-  if (it != mappings_.end() && it->first < address + size) return true;
+  if (it != mappings_.end() && it->first < end) return true;
   if (it == mappings_.begin()) return false;
   --it;
   return it->first + it->second.size > address;
@@ -133,6 +149,8 @@ Result<std::vector<const VmmRegistry::Mapping*>> VmmRegistry::WholeMappings(
   auto range = EntryContaining(ranges_, address);
   size_t granularity = range != ranges_.end() ? range->second.granularity : 1;
   NANOKV_RETURN_IF_ERROR(CheckAlignedToGranularity(call, address, size, granularity));
+  uintptr_t end = 0;
+  if (!SpanEnd(address, size, &end)) return WrapsAround(call, address, size);
   auto it = EntryContaining(mappings_, address);
   if (it == mappings_.end()) {
     return Status::InvalidArgument(fmt::format("{}: {} is not mapped", call, Hex(address)));
@@ -143,7 +161,6 @@ Result<std::vector<const VmmRegistry::Mapping*>> VmmRegistry::WholeMappings(
   }
   std::vector<const Mapping*> run;
   uintptr_t cursor = address;
-  const uintptr_t end = address + size;
   while (cursor < end) {
     if (it == mappings_.end() || it->first != cursor) {
       return Status::InvalidArgument(
@@ -161,8 +178,9 @@ Result<std::vector<const VmmRegistry::Mapping*>> VmmRegistry::WholeMappings(
 }
 
 void VmmRegistry::SetAccess(uintptr_t address, size_t size, uint64_t access) {
-  for (auto it = mappings_.lower_bound(address); it != mappings_.end() && it->first < address + size;
-       ++it) {
+  uintptr_t end = 0;
+  if (!SpanEnd(address, size, &end)) return;  // WholeMappings refused it
+  for (auto it = mappings_.lower_bound(address); it != mappings_.end() && it->first < end; ++it) {
     it->second.access = access;
   }
 }
@@ -172,7 +190,7 @@ Result<VmmRegistry::TakenMappings> VmmRegistry::TakeMappings(const char* call, u
   NANOKV_ASSIGN_OR_RETURN(auto run, WholeMappings(call, address, size));
   (void)run;
   auto first = mappings_.lower_bound(address);
-  auto last = mappings_.lower_bound(address + size);
+  auto last = mappings_.lower_bound(address + size);  // WholeMappings checked the sum
   TakenMappings taken(first, last);
   mappings_.erase(first, last);
   return taken;
@@ -185,14 +203,25 @@ void VmmRegistry::RestoreMappings(const TakenMappings& taken) {
 Result<VmmRegistry::Span> VmmRegistry::CheckSpan(const char* call, const void* pointer,
                                                  size_t bytes) const {
   const uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
+  uintptr_t end = 0;
+  if (!SpanEnd(address, bytes, &end)) return WrapsAround(call, address, bytes);
   auto range = EntryContaining(ranges_, address);
-  if (range == ranges_.end()) return Span{};
-  if (address + bytes > range->first + range->second.size) {
+  if (range == ranges_.end()) {
+    // A span that starts outside every range but runs into one would touch
+    // our memory unchecked.
+    auto next = ranges_.upper_bound(address);
+    if (next != ranges_.end() && next->first < end) {
+      return Status::InvalidArgument(fmt::format("{}: {}+{} runs into the range at {}", call,
+                                                 Hex(address), bytes, Hex(next->first)));
+    }
+    return Span{};
+  }
+  if (end > range->first + range->second.size) {
     return Status::InvalidArgument(
         fmt::format("{}: {}+{} runs past its range", call, Hex(address), bytes));
   }
   Span span{true, -1, ~uint64_t{0}};
-  for (uintptr_t cursor = address; cursor < address + bytes;) {
+  for (uintptr_t cursor = address; cursor < end;) {
     auto it = EntryContaining(mappings_, cursor);
     if (it == mappings_.end()) {
       return Status::InvalidArgument(fmt::format("{}: {} is not mapped", call, Hex(cursor)));

@@ -13,6 +13,7 @@
 
 #include "base/naming.h"
 #include "base/run_dir.h"
+#include "daemon/config/group_config.h"
 #include "daemon/config/observability_keys.h"
 
 namespace nanokv::kvd {
@@ -30,25 +31,8 @@ Result<mode_t> Mode(const YamlField& field) {
   }
 }
 
-Result<gid_t> GroupId(const YamlField& field) {
-  NANOKV_ASSIGN_OR_RETURN(std::string text, field.Scalar());
-  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
-    NANOKV_ASSIGN_OR_RETURN(int64_t gid, field.Integer(0, INT32_MAX));
-    return static_cast<gid_t>(gid);
-  }
-  if (const group* g = getgrnam(text.c_str())) return g->gr_gid;
-  return field.Bad("no group named '" + text + "'");
-}
-
-Result<uid_t> UserId(const YamlField& field) {
-  NANOKV_ASSIGN_OR_RETURN(std::string text, field.Scalar());
-  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
-    NANOKV_ASSIGN_OR_RETURN(int64_t uid, field.Integer(0, INT32_MAX));
-    return static_cast<uid_t>(uid);
-  }
-  if (const passwd* p = getpwnam(text.c_str())) return p->pw_uid;
-  return field.Bad("no user named '" + text + "'");
-}
+Result<gid_t> GroupId(const YamlField& field) { return ReadGroupId(field); }
+Result<uid_t> UserId(const YamlField& field) { return ReadUserId(field); }
 
 // Reads an unsigned key that fits 32 bits, in [lo, hi].
 Status Unsigned(const YamlField& field, int64_t lo, int64_t hi, uint32_t* out) {
@@ -79,8 +63,10 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
       {"capacity", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->capacity, f.SizeOrFraction(false)); return Status::OK(); }},
       {"reserve_pages", [c](const YamlField& f) { return Unsigned(f, 0, 1 << 20, &c->reserve_pages); }},
       {"default_limit", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->default_limit, f.SizeOrFraction(true)); return Status::OK(); }},
+      {"limit_ceiling", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->limit_ceiling, f.SizeOrFraction(true)); return Status::OK(); }},
       {"allowed_uids", [c](const YamlField& f) { return f.List(&c->allowed_uids, UserId); }},
       {"allowed_gids", [c](const YamlField& f) { return f.List(&c->allowed_gids, GroupId); }},
+      {"groups", [c](const YamlField& f) { return ParseGroupAccess(f, &c->groups); }},
       {"socket_mode", [c](const YamlField& f) { NANOKV_ASSIGN_OR_RETURN(c->socket_mode, Mode(f)); return Status::OK(); }},
       {"segment_mode", [c](const YamlField& f) {
          NANOKV_ASSIGN_OR_RETURN(c->segment_mode, Mode(f));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/human_size.h"
+#include "daemon/config/group_config.h"
 #include "daemon/config/instance_config.h"
 #include "daemon/config/master_link_config.h"
 #include "daemon/config/object_store_config.h"
@@ -30,8 +31,10 @@ struct KvdConfig {
   SizeOrShare capacity{0, 0.95};         // per device: bytes or a share of its memory
   uint32_t reserve_pages = 8;
   SizeOrShare default_limit{0, 0};       // 0: the node's capacity
+  SizeOrShare limit_ceiling{0, 0};       // the most an engine may ask itself; 0: capacity
   std::vector<uid_t> allowed_uids;       // empty: kvd's own uid and root
   std::vector<gid_t> allowed_gids;       // a peer in one of these groups is allowed too
+  GroupAccessMap groups;                 // who may join which tenant group (group_config.h)
   mode_t socket_mode = 0660;
   mode_t segment_mode = 0640;            // no write bits but the owner's (readers only read)
   std::optional<gid_t> group;            // owner group of socket and segment

@@ -52,10 +52,13 @@ Status ParseObjectStoreConfig(const YamlField& field, ObjectStoreConfig* out) {
     } else if (name == "max_objects") {
       NANOKV_ASSIGN_OR_RETURN(int64_t n, value.Integer(0, 1 << 24));
       c.max_objects = static_cast<uint32_t>(n);
+    } else if (name == "max_leases") {
+      NANOKV_ASSIGN_OR_RETURN(int64_t n, value.Integer(1, 1 << 20));
+      c.max_leases = static_cast<uint32_t>(n);
     } else {
       return field.At(entry.first, value.key())
           .Bad("unknown key (size, high_watermark, low_watermark, policy, lease_ttl, write_timeout, "
-               "max_objects)");
+               "max_objects, max_leases)");
     }
   }
   if (c.low_watermark > c.high_watermark) {

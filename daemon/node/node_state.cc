@@ -61,7 +61,9 @@ NodeState::NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions
     : backend_(backend),
       page_bytes_(page_bytes),
       default_limit_(options.default_limit_bytes),
-      default_limit_fraction_(options.default_limit_fraction) {
+      default_limit_fraction_(options.default_limit_fraction),
+      limit_ceiling_(options.limit_ceiling_bytes),
+      limit_ceiling_fraction_(options.limit_ceiling_fraction) {
   groups_.push_back({kDefaultGroup, false});
 }
 
@@ -139,7 +141,10 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
     limit = static_cast<uint64_t>(default_limit_fraction_ * static_cast<double>(capacity));
   }
   if (limit == 0) limit = capacity;
-  limit = std::min(limit, capacity);
+  // An engine never asks itself above the ceiling; the default limit is the
+  // operator's, but the ceiling is the operator's too and the stricter word.
+  const uint64_t ceiling = ConfigCeiling();
+  limit = std::min(limit, ceiling);
 
   Tenant tenant;
   tenant.id = next_tenant_++;
@@ -149,6 +154,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.pid = params.pid;
   tenant.uid = params.uid;
   tenant.limit_bytes = limit;
+  tenant.ceiling_bytes = ceiling;
   tenant.attach_unix_ns = now_unix_ns;
   tenant.last_activity_unix_ns = now_unix_ns;
   tenant.used_pages.assign(pools_.size(), 0);
@@ -381,10 +387,36 @@ void NodeState::MaybeEndReclaim(Tenant& tenant) {
   }
 }
 
-Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes) {
+uint64_t NodeState::ConfigCeiling() const {
+  const uint64_t capacity = capacity_bytes();
+  uint64_t ceiling = limit_ceiling_;
+  if (ceiling == 0 && limit_ceiling_fraction_ > 0) {
+    ceiling = static_cast<uint64_t>(limit_ceiling_fraction_ * static_cast<double>(capacity));
+  }
+  return ceiling == 0 ? capacity : std::min(ceiling, capacity);
+}
+
+Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes, LimitSetter by) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
-  tenant->limit_bytes = std::min(limit_bytes, capacity_bytes());
+  const uint64_t capacity = capacity_bytes();
+  uint64_t limit = std::min<uint64_t>(limit_bytes, capacity);
+  if (by == LimitSetter::kOperator) {
+    tenant->ceiling_bytes = limit;
+    tenant->ceiling_by_operator = true;
+  } else if (limit > tenant->ceiling_bytes) {
+    if (tenant->ceiling_bytes >= capacity) {
+      limit = capacity;  // no ceiling below the capacity: clamp, as always
+    } else {
+      // Issue 19 item 7: an engine raised itself over the operator's limit.
+      return Status::PermissionDenied(
+          "tenant '" + tenant->name + "' may not raise its limit to " + std::to_string(limit_bytes) +
+          " bytes: its ceiling is " + std::to_string(tenant->ceiling_bytes) + " bytes, set by " +
+          (tenant->ceiling_by_operator ? "the operator (kvctl limit)" : "kvd's config (limit_ceiling)") +
+          "; the limit stays " + std::to_string(tenant->limit_bytes) + " bytes");
+    }
+  }
+  tenant->limit_bytes = limit;
   uint64_t used = UsedBytes(*tenant);
   if (used > tenant->limit_bytes) {
     tenant->state = TenantState::kReclaiming;

@@ -67,6 +67,10 @@ struct Tenant {
   pid_t pid = 0;
   uid_t uid = 0;
   uint64_t limit_bytes = 0;
+  // The most the engine may raise its own limit to: limit_ceiling from the
+  // config, or what the operator last set (kvctl limit). Never engine-set.
+  uint64_t ceiling_bytes = 0;
+  bool ceiling_by_operator = false;  // the operator set it (else the config)
   TenantState state = TenantState::kAttached;
   uint64_t attach_unix_ns = 0;
   uint64_t last_activity_unix_ns = 0;
@@ -124,6 +128,10 @@ struct NodeOptions {
   std::vector<alloc::PagePoolConfig> pools;  // one per served device, all one page size
   uint64_t default_limit_bytes = 0;          // 0: default_limit_fraction, else capacity
   double default_limit_fraction = 0;         // of the node's capacity, when > 0
+  // limit_ceiling: the most an engine may ask for itself (at attach or with
+  // set_limit). 0: limit_ceiling_fraction, else the capacity.
+  uint64_t limit_ceiling_bytes = 0;
+  double limit_ceiling_fraction = 0;
   // What a dead kvd's page journal says engines still hold: those ids are
   // held back from the pools until their engines hand them back (Adopt) or
   // until ExpireRecovery. Pages of a device no longer served, of another page
@@ -161,9 +169,17 @@ class NodeState {
                                        uint64_t now_unix_ns);
   // Gives pages back, all or none: every id must be held by this tenant.
   Status Return(TenantId tenant, int device, std::span<const PageId> ids, uint64_t now_unix_ns);
+  // Who asks for a limit: the engine itself may lower its limit, or raise it
+  // up to its ceiling; the operator (kvctl, root or kvd's uid) sets limit
+  // and ceiling together.
+  enum class LimitSetter { kEngine, kOperator };
   // Sets a tenant's limit (clamped to the node's capacity). Below its use,
-  // the tenant goes to kReclaiming and a kReclaim notice is queued.
-  Result<uint64_t> SetLimit(TenantId tenant, uint64_t limit_bytes);
+  // the tenant goes to kReclaiming and a kReclaim notice is queued. An
+  // engine asking above its ceiling gets kPermissionDenied naming the
+  // ceiling and who set it (limit_ceiling, or kvctl limit), and its limit
+  // stays; a ceiling that is the capacity clamps instead (nothing to defend).
+  Result<uint64_t> SetLimit(TenantId tenant, uint64_t limit_bytes,
+                            LimitSetter by = LimitSetter::kEngine);
   // Asks a tenant to give back `pages` pages without changing its limit
   // (kvctl evict); 0 means all it holds.
   Status Evict(TenantId tenant, uint32_t pages);
@@ -183,9 +199,13 @@ class NodeState {
   Result<AdoptResult> Adopt(TenantId tenant, int device, std::span<const AdoptPage> pages,
                             uint64_t now_unix_ns);
   // Ends the recovery window: ids still held back join the uncreated pages
-  // (their engines did not come back). Returns how many.
+  // (their engines did not come back), and no page is adoptable any more.
+  // Returns how many were released.
   size_t ExpireRecovery();
   size_t recovering_pages() const;
+  // Whether adopts are taken: a journal held pages back and the window has
+  // not ended (even if every page was handed back already).
+  bool recovery_open() const { return recovery_open_; }
 
   // Records every page change in `journal` from now on (and writes the whole
   // state into it now). `journal` must outlive this NodeState, or be reset
@@ -207,6 +227,8 @@ class NodeState {
     int group = -1;                  // owner group index, -1: none yet
     uint32_t generation = 0;
     bool recovering = false;         // held back for Adopt (kvd restart)
+    bool journaled = false;          // listed held by the dead kvd's journal: adoptable
+                                     // (by its group, in the window) even once adopted
     std::vector<TenantId> holders;   // tenants of `group` holding it now
   };
   struct DeviceState {
@@ -220,6 +242,8 @@ class NodeState {
   // sets their PageInfo once devices_ exists (ApplyRecovery).
   std::vector<std::vector<RecoveredPage>> RecoveredByPool(const NodeOptions& options) const;
   void ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages);
+  // OK when `fd` is a handle of page `id` of pool d as kvd holds it.
+  Status SamePage(size_t d, PageId id, int fd) const;
   Status AdoptOne(Tenant& tenant, size_t d, const AdoptPage& page, std::string* why);
   // Whether the page's group is kvd's own (AttachParams::kvd_owned).
   bool KvdOwned(const PageInfo& page) const;
@@ -253,11 +277,15 @@ class NodeState {
   void ReleaseHolder(size_t d, PageId id, TenantId tenant);
   Status CheckQuota(const Tenant& tenant, uint32_t count) const;
   void MaybeEndReclaim(Tenant& tenant);
+  uint64_t ConfigCeiling() const;  // limit_ceiling in bytes, at most the capacity
 
   gpu::Backend& backend_;  // must remain live while the NodeState exists
   size_t page_bytes_;
   uint64_t default_limit_;
   double default_limit_fraction_;
+  uint64_t limit_ceiling_;
+  double limit_ceiling_fraction_;
+  bool recovery_open_ = false;
   std::vector<std::unique_ptr<alloc::PagePool>> pools_;
   std::vector<DeviceState> devices_;  // parallel to pools_
   std::map<TenantId, Tenant> tenants_;

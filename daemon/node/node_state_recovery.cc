@@ -2,6 +2,7 @@
 // dead kvd's journal holds back, and their adoption by the engines that still
 // hold them (docs/ARCHITECTURE.md, "kvd restart").
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,7 +58,9 @@ void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages)
     page.group = GroupIndex(recovered.group, /*kvd_owned=*/false);
     page.generation = recovered.generation;
     page.recovering = true;
+    page.journaled = true;
     ++devices_[d].recovering;
+    recovery_open_ = true;
   }
   if (!pages.empty()) {
     spdlog::info("kvd: device {}: {} pages held back for the engines of the previous kvd",
@@ -113,8 +116,15 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
     *why = which + ": " + reason;
     return Status::FailedPrecondition(*why);
   };
+  // Issue 19 item 9: adopt took group-mates' pages at any time, with pipe
+  // fds, past the limit. It is a restart's hand-back and nothing else.
+  if (!recovery_open_) {
+    return refuse("adopt is taken only in the recovery window after a kvd restart (it is over, "
+                  "or this kvd recovered nothing)");
+  }
   if (in.id >= devices_[d].pages.size()) return refuse("no such page");
   PageInfo& page = devices_[d].pages[in.id];
+  if (!page.journaled) return refuse("not listed held in the previous kvd's journal");
   if (page.group != tenant.group_index) {
     return refuse("not held by group '" + tenant.group + "' when kvd stopped");
   }
@@ -148,7 +158,11 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
     page.recovering = false;
     --devices_[d].recovering;
   } else {
-    close(in.fd);  // a group-mate handed this page back already: we have it
+    // A group-mate handed this page back already: kvd has it. The fd must
+    // be that page, not any fd (a pipe was taken for one).
+    Status same = SamePage(d, in.id, in.fd);
+    if (!same.ok()) return refuse(std::string(same.message()));
+    close(in.fd);
     const bool group_free = OnGroupFreeList(d, in.id, page.group);
     if (page.holders.empty() && !group_free) {
       *why = which + ": not held back for adoption (its recovery window ended?)";
@@ -193,9 +207,30 @@ void NodeState::ReclaimExcess(Tenant& tenant) {
   notices_.push_back({Notice::Kind::kReclaim, tenant.id, -1, pages, tenant.limit_bytes, {}});
 }
 
+Status NodeState::SamePage(size_t d, PageId id, int fd) const {
+  struct stat theirs {};
+  if (fstat(fd, &theirs) != 0) return Status::FromErrno("fstat", errno, "the fd handed back");
+  const int ours_fd = pools_[d]->exported_fd(id);
+  struct stat ours {};
+  if (ours_fd < 0 || fstat(ours_fd, &ours) != 0) {
+    return Status::FailedPrecondition("kvd holds no fd of it to compare");
+  }
+  // Where pages are files (host: memfds), an fd of the page is the same
+  // file. Elsewhere an export is a handle of its own: the kind must match.
+  if ((theirs.st_mode & S_IFMT) != (ours.st_mode & S_IFMT)) {
+    return Status::FailedPrecondition("the fd handed back is not a page (another kind of file)");
+  }
+  if (S_ISREG(ours.st_mode) && (theirs.st_dev != ours.st_dev || theirs.st_ino != ours.st_ino)) {
+    return Status::FailedPrecondition("the fd handed back is another file, not this page");
+  }
+  return Status::OK();
+}
+
 size_t NodeState::ExpireRecovery() {
+  recovery_open_ = false;
   size_t released = 0;
   for (size_t d = 0; d < devices_.size(); ++d) {
+    for (PageInfo& page : devices_[d].pages) page.journaled = false;
     for (PageId id = 0; id < devices_[d].pages.size() && devices_[d].recovering > 0; ++id) {
       PageInfo& page = devices_[d].pages[id];
       if (!page.recovering) continue;

@@ -230,7 +230,7 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint64_t
 }
 
 Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes_total,
-                                             int preferred_device, uint64_t now_ns) {
+                                             int preferred_device, uint64_t now_ns, uint32_t owner) {
   NANOKV_RETURN_IF_ERROR(CheckKey(key));
   if (bytes_total == 0) return Status::InvalidArgument("object " + Quote(key) + " of 0 bytes");
   std::lock_guard lock(mu_);
@@ -239,6 +239,12 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
     NANOKV_ASSIGN_OR_RETURN(d, DeviceIndex(preferred_device));
   } else {
     d = PickDevice();
+  }
+  // A write of this key left past write_timeout, on any device, is dead
+  // already: it must not hold the key against this open.
+  if (const Object* old = Find(key); old != nullptr && old->state != ObjectState::kReady &&
+                                     old->deadline_ns <= now_ns) {
+    ReclaimLocked(old->device, now_ns);
   }
   if (const Object* old = Find(key)) {
     return Status::AlreadyExists("object " + Quote(key) + " exists (" + ObjectStateName(old->state) +
@@ -258,6 +264,7 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
 
   Object object;
   object.key = std::string(key);
+  object.owner = owner;
   object.key_hash = KeyHash(key);
   object.device = d;
   object.slot = device.free_slots.back();
@@ -303,6 +310,13 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   if (object->state == ObjectState::kReady) {
     return Status::FailedPrecondition("commit of " + Quote(key) + ": already READY (committed twice)");
   }
+  if (object->deadline_ns <= now_ns) {
+    // Past write_timeout, the timer may not have run yet: reclaim it now
+    // rather than publish bytes whose space is as good as freed.
+    ReclaimLocked(object->device, now_ns);
+    return Status::NotFound("commit of " + Quote(key) +
+                            ": reclaimed, not committed within write_timeout");
+  }
   if (!published) NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjectState::kReady));
   object->published = published;
   devices_[object->device].writing.erase({object->deadline_ns, object});
@@ -329,10 +343,18 @@ Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_
   return Status::OK();
 }
 
-Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns) {
+Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns, uint32_t requester) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("remove of " + Quote(key) + ": no such object");
+  if (requester != kOperator && requester != object->owner) {
+    // Issue 19 item 12: any allowed peer removed another tenant's object.
+    return Status::PermissionDenied(
+        "remove of " + Quote(key) + " by uid " + std::to_string(requester) +
+        ": only its producer's uid" +
+        (object->owner == kOperator ? std::string() : " (" + std::to_string(object->owner) + ")") +
+        ", root or kvd's user may remove it");
+  }
   if (object->state != ObjectState::kReady) {
     return Status::FailedPrecondition("remove of " + Quote(key) + ": it is " +
                                       ObjectStateName(object->state) +
@@ -358,34 +380,6 @@ Result<ObjectPlan> ObjectIndex::GetLocation(std::string_view key, uint64_t now_n
   object->last_access_ns = now_ns;
   MakeEvictable(object);
   return PlanOf(*object);
-}
-
-Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint64_t now_ns) {
-  std::lock_guard lock(mu_);
-  Object* object = Find(key);
-  if (object == nullptr) return Status::NotFound("lease of " + Quote(key) + ": no such object");
-  if (object->state != ObjectState::kReady) {
-    return Status::FailedPrecondition("lease of " + Quote(key) + ": it is " +
-                                      ObjectStateName(object->state) + ", not READY");
-  }
-  LeaseExpiry lease{next_lease_++, now_ns + static_cast<uint64_t>(config_.lease_ttl.count()) * 1'000'000};
-  object->leases.emplace(lease.id, lease.expires_ns);
-  UnmakeEvictable(object);
-  object->last_access_ns = now_ns;
-  MakeEvictable(object);
-  return lease;
-}
-
-Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns) {
-  std::lock_guard lock(mu_);
-  Object* object = Find(key);
-  if (object == nullptr) return Status::NotFound("release of a lease on " + Quote(key) + ": no such object");
-  Leased(*object, now_ns);  // drops expired ones
-  if (object->leases.erase(lease_id) == 0) {
-    return Status::NotFound("lease " + std::to_string(lease_id) + " on " + Quote(key) +
-                            " is not held (released, or expired after lease_ttl)");
-  }
-  return Status::OK();
 }
 
 Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin) {

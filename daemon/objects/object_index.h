@@ -128,8 +128,11 @@ class ObjectIndex {
   // for a bad key or bytes_total 0; kNotFound for a device kvd does not serve;
   // kResourceExhausted when eviction cannot make room. preferred_device -1:
   // the device with the most free payload space.
+  // `owner`: the producer's uid; only it and the operator may remove the
+  // object (kOperator: kvd's own callers, root and kvd's uid).
+  static constexpr uint32_t kOperator = UINT32_MAX;
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
-                                 uint64_t now_ns);
+                                 uint64_t now_ns, uint32_t owner = kOperator);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
   // epoch (the plan's object is gone), already READY (commit twice), revoked.
   // published: the producer's kernel stored READY on the device already, so
@@ -140,15 +143,19 @@ class ObjectIndex {
   // (use Remove) or a stale epoch.
   Status Revoke(std::string_view key, uint32_t epoch, uint64_t now_ns);
   // READY -> DEAD -> freed. kFailedPrecondition while leased or being read,
-  // or while still being written (Revoke that).
-  Status Remove(std::string_view key, uint64_t now_ns);
+  // or while still being written (Revoke that). kPermissionDenied when
+  // `requester` (a uid) is neither the object's owner nor kOperator.
+  Status Remove(std::string_view key, uint64_t now_ns, uint32_t requester = kOperator);
   // A READY object's location; updates last_access. kFailedPrecondition if
   // it is not READY yet.
   Result<ObjectPlan> GetLocation(std::string_view key, uint64_t now_ns);
 
   // Read leases: the object stays (no evict, no remove) until ReleaseLease
-  // or lease_ttl after `now_ns`. kFailedPrecondition if not READY.
-  Result<LeaseExpiry> AcquireLease(std::string_view key, uint64_t now_ns);
+  // or lease_ttl after `now_ns`. kFailedPrecondition if not READY;
+  // kResourceExhausted (naming object_store.max_leases) when `holder` (the
+  // client's uid) holds max_leases unexpired leases already. Expired leases
+  // of every object are pruned first, so they never count or pile up.
+  Result<LeaseExpiry> AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns);
   // kNotFound for an unknown key or lease id (already released or expired).
   Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns);
   Status SetPin(std::string_view key, ObjectPin pin);
@@ -177,6 +184,9 @@ class ObjectIndex {
   // the index. nullptr: nobody listens.
   void SetEventListener(std::function<void(const ObjectEvent&)> listener);
   const ObjectStoreConfig& config() const { return config_; }
+  // Leases held (expired ones not yet pruned included), all holders or one.
+  size_t lease_count() const;
+  size_t lease_count(uint32_t holder) const;
   TenantId tenant() const { return tenant_; }
 
  private:
@@ -197,6 +207,7 @@ class ObjectIndex {
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
     ObjectPin pin = ObjectPin::kNone;
     bool published = false;      // committed on the producer's word that READY is on the device
+    uint32_t owner = kOperator;  // the producer's uid (Remove)
   };
   using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
   struct Device {
@@ -236,6 +247,10 @@ class ObjectIndex {
   void MakeEvictable(Object* object);
   void UnmakeEvictable(Object* object);
   bool Leased(Object& object, uint64_t now_ns);
+  // Drops expired leases of every object, oldest first (object_index_leases.cc).
+  void PruneLeases(uint64_t now_ns);
+  // Forgets lease `id` in the holder counts; the caller erases it from its object.
+  void ForgetLease(uint64_t id);
   size_t ReclaimLocked(size_t d, uint64_t now_ns);
   // Evicts from device d by policy until `target` payload bytes are in use
   // or nothing more may go. Returns the bytes freed.
@@ -254,6 +269,14 @@ class ObjectIndex {
   std::unordered_map<std::string, Object> objects_;  // node-based: Object* stay valid
   uint64_t next_seq_ = 1;
   uint64_t next_lease_ = 1;
+  // Every lease by id. Ids grow with time and lease_ttl is one for all, so
+  // id order is expiry order: pruning pops from the front.
+  struct LeaseRecord {
+    Object* object;
+    uint32_t holder;
+  };
+  std::map<uint64_t, LeaseRecord> leases_;
+  std::unordered_map<uint32_t, uint32_t> leases_per_holder_;
   std::function<void(const ObjectEvent&)> listener_;
 };
 

@@ -16,11 +16,6 @@ void ObjectIndex::UnmakeEvictable(Object* object) {
   devices_[object->device].evictable.erase({object->rank, object->seq, object});
 }
 
-bool ObjectIndex::Leased(Object& object, uint64_t now_ns) {
-  std::erase_if(object.leases, [&](const auto& lease) { return lease.second <= now_ns; });
-  return !object.leases.empty();
-}
-
 void ObjectIndex::SetEventListener(std::function<void(const ObjectEvent&)> listener) {
   std::lock_guard lock(mu_);
   listener_ = std::move(listener);
@@ -52,6 +47,7 @@ void ObjectIndex::Drop(Object* object) {
   if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
   device.free_slots.push_back(object->slot);
   --device.objects;
+  for (const auto& lease : object->leases) ForgetLease(lease.first);
   objects_.erase(object->key);
 }
 
@@ -72,6 +68,7 @@ size_t ObjectIndex::ReclaimLocked(size_t d, uint64_t now_ns) {
 
 size_t ObjectIndex::Reclaim(uint64_t now_ns) {
   std::lock_guard lock(mu_);
+  PruneLeases(now_ns);
   size_t reclaimed = 0;
   for (size_t d = 0; d < devices_.size(); ++d) reclaimed += ReclaimLocked(d, now_ns);
   return reclaimed;
@@ -223,6 +220,26 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       return Status::Internal(where + "device header disagrees (state " + std::to_string(header.state) +
                               ", epoch " + std::to_string(header.epoch) + ")");
     }
+  }
+  // Every lease of an object is in the lease list under that object, and the
+  // per-holder counts add up to the list.
+  size_t object_leases = 0;
+  for (const auto& [key, object] : objects_) {
+    for (const auto& lease : object.leases) {
+      auto record = leases_.find(lease.first);
+      if (record == leases_.end() || record->second.object != &object) {
+        return Status::Internal("object store: '" + key + "': lease " + std::to_string(lease.first) +
+                                " is not in the lease list");
+      }
+    }
+    object_leases += object.leases.size();
+  }
+  size_t counted = 0;
+  for (const auto& [holder, count] : leases_per_holder_) counted += count;
+  if (object_leases != leases_.size() || counted != leases_.size()) {
+    return Status::Internal("object store: " + std::to_string(leases_.size()) + " leases listed, " +
+                            std::to_string(object_leases) + " on objects, " + std::to_string(counted) +
+                            " counted by holder");
   }
   for (size_t d = 0; d < devices_.size(); ++d) {
     const Device& device = devices_[d];

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/objects/object_index.h"
 #include "daemon/server/kvd_metrics.h"
 #include "ipc/uds/fd_passing.h"
 #include "ipc/wire/codec.h"
@@ -23,6 +24,13 @@ uint64_t NowUnixNs() {
   using namespace std::chrono;
   return static_cast<uint64_t>(
       duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+// The object store's clock (node_server_objects.cc, the cluster agent's
+// orders): deadlines and lease ends are steady ns, never Unix time.
+uint64_t SteadyNowNs() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
 }
 
 }  // namespace
@@ -74,6 +82,7 @@ Status NodeServer::Run() {
   // next request's path), and at least every second as a heartbeat.
   constexpr auto kPublishGap = std::chrono::milliseconds(2);
   constexpr auto kHeartbeat = std::chrono::seconds(1);
+  constexpr auto kReclaimGap = std::chrono::milliseconds(100);
   auto last_publish = Clock::now() - kHeartbeat;
   const auto recovery_ends = Clock::now() + std::chrono::milliseconds(options_.recovery_window_ms);
   if (node_.recovering_pages() > 0) {
@@ -84,14 +93,25 @@ Status NodeServer::Run() {
   epoll_event events[64];
   // Busy polling (busy_poll_us): until then, epoll_wait does not sleep.
   auto poll_until = Clock::now();
+  auto next_reclaim = Clock::now();
   while (!stopping) {
     // Before this turn's requests, so a window of 0 frees the pages before
     // any engine can hand one back.
-    if (node_.recovering_pages() > 0 && Clock::now() >= recovery_ends) {
+    if (node_.recovery_open() && Clock::now() >= recovery_ends) {
       size_t released = node_.ExpireRecovery();
-      spdlog::warn("kvd: recovery window over: {} pages of the previous kvd were not handed "
-                   "back and are free again", released);
+      if (released > 0) {
+        spdlog::warn("kvd: recovery window over: {} pages of the previous kvd were not handed "
+                     "back and are free again", released);
+      } else {
+        spdlog::info("kvd: recovery window over: every page was handed back; adopts are refused now");
+      }
       dirty_ = true;
+    }
+    // Writes left past write_timeout are reclaimed on this timer, not only
+    // when a later open or commit happens to meet them (issue 19 item 13).
+    if (objects_ != nullptr && Clock::now() >= next_reclaim) {
+      if (objects_->Reclaim(SteadyNowNs()) > 0) dirty_ = true;
+      next_reclaim = Clock::now() + kReclaimGap;
     }
     auto since = Clock::now() - last_publish;
     int timeout_ms = 250;
@@ -196,8 +216,13 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
   uint64_t now = NowUnixNs();
   if (m.body_case() == wire::Message::kAdopt && c.tenant != 0) return HandleAdopt(c, m, fds);
   if (!fds->empty()) {
-    return Fault(c, rid, Status::ProtocolError(
-                             "kvd takes file descriptors only with an adopt request"));
+    // Not a fault to count: fds are kernel resources a hostile peer could pile
+    // up in kvd between faults (each costs kvd an fd until closed), so any
+    // that kvd did not ask for ends the connection.
+    SendError(c, rid, Status::ProtocolError(
+                          "kvd takes file descriptors only with an adopt request; closing"));
+    doomed_.push_back(c.channel.fd());
+    return;
   }
   if (m.body_case() == wire::Message::kAttach) return HandleAttach(c, m);
   if (m.body_case() == wire::Message::kSetLimit && !m.set_limit().tenant().empty()) {
@@ -290,9 +315,11 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
   uint64_t rid = m.request_id();
   if (c.tenant != 0) return SendError(c, rid, Status::FailedPrecondition("already attached"));
   const wire::AttachRequest& a = m.attach();
+  auto group = GroupFor(c.peer, a.group());
+  if (!group.ok()) return SendError(c, rid, group.status());
   AttachParams params;
   params.name = a.tenant();
-  params.group = a.group();
+  params.group = *group;
   params.pid = c.peer.pid;
   params.uid = c.peer.uid;
   params.limit_bytes = a.limit_bytes();
@@ -375,61 +402,6 @@ void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
     if (!Send(c, reply, batch)) return;
   } while (i < pages.size());
   if (metrics_ != nullptr) metrics_->PagesGranted(device, pages.size());
-}
-
-void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
-  uint64_t rid = m.request_id();
-  TenantId target = c.tenant;
-  if (!m.set_limit().tenant().empty()) {
-    // Another tenant's limit is an operator's call: kvd's own uid or root.
-    if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
-      return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may set another tenant's limit"));
-    }
-    const Tenant* t = node_.FindTenantByName(m.set_limit().tenant());
-    if (t == nullptr) {
-      return SendError(c, rid, Status::NotFound("no tenant named '" + m.set_limit().tenant() + "'"));
-    }
-    target = t->id;
-  }
-  auto limit = node_.SetLimit(target, m.set_limit().limit_bytes());
-  if (!limit.ok()) return SendError(c, rid, limit.status());
-  dirty_ = true;
-  const Tenant* t = node_.FindTenant(target);
-  spdlog::info("kvd: tenant '{}' limit set to {} bytes (uses {})", t->name, *limit,
-               node_.UsedBytes(*t));
-  wire::Message reply;
-  reply.set_request_id(rid);
-  reply.mutable_set_limit_reply()->set_limit_bytes(*limit);
-  reply.mutable_set_limit_reply()->set_used_bytes(node_.UsedBytes(*t));
-  Send(c, reply);
-}
-
-void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
-  uint64_t rid = m.request_id();
-  if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
-    return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may evict a tenant's pages"));
-  }
-  const Tenant* t = node_.FindTenantByName(m.evict().tenant());
-  if (t == nullptr) {
-    return SendError(c, rid, Status::NotFound("no tenant named '" + m.evict().tenant() + "'"));
-  }
-  // ceil(bytes / page) without overflow; 0 (all it holds) stays 0. NodeState
-  // asks for at most what the tenant holds, so clamping to uint32 loses nothing.
-  const uint64_t page = node_.page_bytes();
-  const uint64_t bytes = m.evict().bytes();
-  const uint64_t wanted = std::min<uint64_t>(bytes / page + (bytes % page != 0), UINT32_MAX);
-  const uint64_t used = node_.UsedBytes(*t);
-  const auto held = static_cast<uint32_t>(used / page);
-  const uint32_t asked = wanted == 0 || wanted > held ? held : static_cast<uint32_t>(wanted);
-  Status evicted = node_.Evict(t->id, static_cast<uint32_t>(wanted));
-  if (!evicted.ok()) return SendError(c, rid, evicted);
-  spdlog::info("kvd: evict: asked tenant '{}' for {} of its {} pages", t->name, asked, held);
-  if (metrics_ != nullptr) metrics_->EvictRequested(asked);
-  wire::Message reply;
-  reply.set_request_id(rid);
-  reply.mutable_evict_reply()->set_pages_requested(asked);
-  reply.mutable_evict_reply()->set_used_bytes(used);
-  Send(c, reply);
 }
 
 bool NodeServer::Send(Connection& c, const wire::Message& m, std::span<const int> fds) {

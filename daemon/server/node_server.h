@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "daemon/node/node_state.h"
+#include "daemon/config/group_config.h"
 #include "ipc/proto/nanokv.pb.h"
 #include "ipc/uds/channel.h"
 #include "nanokv/status.h"
@@ -34,6 +35,9 @@ class ObjectIndex;
 struct ServerOptions {
   std::vector<uid_t> allowed_uids;  // besides root and kvd's own uid
   std::vector<gid_t> allowed_gids;
+  // Who may join which tenant group (groups: in the config). An engine that
+  // names none gets its uid's own group; root and kvd's uid may join any.
+  GroupAccessMap groups;
   std::string segment_name;         // told to engines at attach
   std::string backend_name;         // told to engines: they open the same
   // By kvd's ordinal: each device's uuid (gpu::DeviceInfo::uuid), told to
@@ -142,6 +146,9 @@ class NodeServer {
   // Any allowed peer, attached or not (objects are the node's).
   void HandleObject(Connection& c, const wire::Message& m);
   bool PeerAllowed(const ipc::PeerCredentials& peer) const;
+  // The group an attach from `peer` naming `asked` joins, or
+  // kPermissionDenied naming the groups key that does not allow it.
+  Result<std::string> GroupFor(const ipc::PeerCredentials& peer, const std::string& asked) const;
   // Sends or, if the peer cannot take it, closes the connection. False if closed.
   bool Send(Connection& c, const wire::Message& m, std::span<const int> fds = {});
   void SendError(Connection& c, uint64_t request_id, const Status& status);

@@ -32,6 +32,29 @@ int PidfdOpen(pid_t pid) {
 
 }  // namespace
 
+Result<std::string> NodeServer::GroupFor(const ipc::PeerCredentials& peer,
+                                         const std::string& asked) const {
+  // Issue 19 item 3: groups were whatever an engine said, so uid 1002 named
+  // the default group and read and overwrote uid 1001's pages.
+  if (asked.empty()) return UidGroup(peer.uid);
+  if (peer.uid == 0 || peer.uid == geteuid()) return asked;  // operators join any group
+  if (asked == UidGroup(peer.uid)) return asked;
+  auto group = options_.groups.find(asked);
+  if (group != options_.groups.end()) {
+    const GroupAccess& access = group->second;
+    if (std::find(access.uids.begin(), access.uids.end(), peer.uid) != access.uids.end() ||
+        std::find(access.gids.begin(), access.gids.end(), peer.gid) != access.gids.end()) {
+      return asked;
+    }
+    return Status::PermissionDenied("uid " + std::to_string(peer.uid) + " (gid " + std::to_string(peer.gid) +
+                                    ") may not join group '" + asked + "': kvd's config (groups." + asked +
+                                    ".uids or groups." + asked + ".gids) does not list it");
+  }
+  return Status::PermissionDenied("uid " + std::to_string(peer.uid) + " may not join group '" + asked +
+                                  "': it is not in kvd's config (groups); an engine that names no group "
+                                  "gets its own ('" + UidGroup(peer.uid) + "')");
+}
+
 bool NodeServer::PeerAllowed(const ipc::PeerCredentials& peer) const {
   if (peer.uid == 0 || peer.uid == geteuid()) return true;
   if (std::find(options_.allowed_uids.begin(), options_.allowed_uids.end(), peer.uid) !=

@@ -2,6 +2,7 @@
 // fields 40-59): each one message in, one reply out, on the server's thread.
 // The store's own lock makes it safe with kvd-side callers of it.
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -33,6 +34,9 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
   }
   ObjectIndex& store = *objects_;
   uint64_t now = SteadyNs();
+  // Root and kvd's uid are the operator; anyone else is known by uid.
+  const bool operator_peer = c.peer.uid == 0 || c.peer.uid == geteuid();
+  const uint32_t peer = operator_peer ? ObjectIndex::kOperator : c.peer.uid;
   wire::Message reply;
   reply.set_request_id(rid);
   Status status;
@@ -40,7 +44,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
   switch (m.body_case()) {
     case wire::Message::kObjectOpen: {
       const auto& r = m.object_open();
-      auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now);
+      auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now, peer);
       if (!plan.ok()) return SendError(c, rid, plan.status());
       wire::ToWirePlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
       break;
@@ -61,7 +65,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectRemove:
-      status = store.Remove(m.object_remove().key(), now);
+      status = store.Remove(m.object_remove().key(), now, peer);
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectPin:
@@ -75,7 +79,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         reply.mutable_object_ack();
         break;
       }
-      auto lease = store.AcquireLease(r.key(), now);
+      auto lease = store.AcquireLease(r.key(), c.peer.uid, now);
       if (!lease.ok()) return SendError(c, rid, lease.status());
       reply.mutable_object_lease_reply()->set_lease_id(lease->id);
       reply.mutable_object_lease_reply()->set_ttl_ms(Ms(lease->expires_ns, now));
@@ -121,6 +125,12 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       break;
     }
     case wire::Message::kObjectEvict: {
+      // Evicting takes any tenant's objects: the operator's call, as kvctl evict.
+      if (!operator_peer) {
+        return SendError(c, rid, Status::PermissionDenied(
+                                     "uid " + std::to_string(c.peer.uid) +
+                                     " may not evict objects: only root or kvd's user (kvctl objects evict)"));
+      }
       auto freed = store.Evict(m.object_evict().device(), m.object_evict().bytes(), now);
       if (!freed.ok()) return SendError(c, rid, freed.status());
       reply.mutable_object_evict_reply()->set_freed_bytes(*freed);

@@ -86,12 +86,23 @@ Result<Channel::Received> Channel::Receive(std::vector<std::byte>* data, std::ve
   if (!valid()) return Status::FailedPrecondition("Receive on a closed channel");
   // One byte over the limit, so an oversized datagram shows as truncated.
   data->resize(kMaxDatagramBytes + 1);
+  const size_t fds_before = fds->size();
   auto n = ReceiveWithFds(fd_, *data, fds);
   if (!n.ok()) {
     data->clear();
     if (n.status().code() == Code::kUnavailable) return Received::kWouldBlock;
     if (n.status().error_name() == "ECONNRESET") return Received::kClosed;
     return n.status();
+  }
+  if (*n > kMaxDatagramBytes) {
+    // The buffer holds one byte more than the limit, so a datagram of exactly
+    // kMaxDatagramBytes + 1 arrives whole; it is over the limit all the same.
+    data->clear();
+    for (size_t i = fds_before; i < fds->size(); ++i) close((*fds)[i]);
+    fds->resize(fds_before);
+    return Status::ProtocolError("Receive: a datagram of " + std::to_string(*n) +
+                                 " bytes or more is over the " +
+                                 std::to_string(kMaxDatagramBytes) + "-byte limit");
   }
   data->resize(*n);
   return *n == 0 ? Received::kClosed : Received::kMessage;

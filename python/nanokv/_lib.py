@@ -8,9 +8,10 @@ for ctypes. Searched, in order:
 import ctypes
 import ctypes.util
 import glob
+import operator
 import os
 
-from nanokv.errors import LibraryNotFoundError, NanoKVError
+from nanokv.errors import INVALID_ARGUMENT, LibraryNotFoundError, NanoKVError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.dirname(os.path.dirname(_HERE))
@@ -281,12 +282,54 @@ def check(code):
         raise NanoKVError(code, lib.nanokv_last_error().decode("utf-8", "replace"))
 
 
+# ctypes truncates an int that does not fit its C type without a word
+# (share([2**33]) shared page 0, set_limit(-1) asked for 2**64-1): every int
+# that becomes a narrower C type goes through fit() first.
+_INT_BOUNDS = {}
+for _t in (ctypes.c_int8, ctypes.c_int16, ctypes.c_int32, ctypes.c_int64, ctypes.c_int,
+           ctypes.c_long, ctypes.c_longlong):
+    _INT_BOUNDS[_t] = (-(1 << (8 * ctypes.sizeof(_t) - 1)), (1 << (8 * ctypes.sizeof(_t) - 1)) - 1)
+for _t in (ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint,
+           ctypes.c_ulong, ctypes.c_ulonglong, ctypes.c_size_t):
+    _INT_BOUNDS[_t] = (0, (1 << (8 * ctypes.sizeof(_t))) - 1)
+_INT_BOUNDS[ctypes.c_void_p] = (0, (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
+
+
+def fit(value, ctype, what):
+    """`value` as an int that `ctype` holds exactly, else NanoKVError
+    INVALID_ARGUMENT naming `what` and the bounds (never a truncated value)."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise NanoKVError(INVALID_ARGUMENT,
+                          f"InvalidArgument: {what}: {value!r} is not an integer") from None
+    low, high = _INT_BOUNDS[ctype]
+    if not low <= number <= high:
+        raise NanoKVError(INVALID_ARGUMENT,
+                          f"InvalidArgument: {what}: {number} is out of range [{low}, {high}]")
+    return number
+
+
 def call(name, *args):
-    check(getattr(lib, name)(*args))
+    fn = getattr(lib, name)
+    checked = []
+    for i, (arg, ctype) in enumerate(zip(args, fn.argtypes)):
+        if ctype is ctypes.c_void_p:
+            if isinstance(arg, int):  # handles, buffers and None pass as they are
+                arg = fit(arg, ctype, f"{name} argument {i + 1}")
+        elif ctype in _INT_BOUNDS and not isinstance(arg, ctypes._SimpleCData):
+            arg = fit(arg, ctype, f"{name} argument {i + 1}")
+        checked.append(arg)
+    check(fn(*checked, *args[len(checked):]))
+
+
+def address(value, what):
+    """A device or host address as a c_void_p, checked to fit one."""
+    return ctypes.c_void_p(fit(value, ctypes.c_void_p, what))
 
 
 def id_array(ids):
     """Page ids as a ctypes uint32 array and their count (the array has one
     element at least, so an empty list still passes a valid pointer)."""
-    ids = [int(i) for i in ids]
+    ids = [fit(i, ctypes.c_uint32, f"page id {n}") for n, i in enumerate(ids)]
     return (ctypes.c_uint32 * max(len(ids), 1))(*ids), len(ids)

@@ -5,7 +5,7 @@ from collections import namedtuple
 
 from nanokv import _lib
 from nanokv._handle import OwnedHandle
-from nanokv._lib import call, id_array
+from nanokv._lib import address, call, fit, id_array
 
 DeviceGeometry = namedtuple("DeviceGeometry", "device page_bytes capacity_pages")
 
@@ -35,15 +35,17 @@ class Client(OwnedHandle):
             options.ipc_name = enc(ipc_name)
             options.tenant = enc(tenant)
             options.group = enc(group)
-            options.limit_bytes = int(limit_bytes)
+            options.limit_bytes = fit(limit_bytes, ctypes.c_uint64, "limit_bytes")
             options.limit_fraction = float(limit_fraction)
-            options.expect_page_bytes = int(expect_page_bytes)
+            options.expect_page_bytes = fit(expect_page_bytes, ctypes.c_uint64, "expect_page_bytes")
             if devices:
-                device_array = (ctypes.c_int * len(devices))(*devices)
+                device_array = (ctypes.c_int * len(devices))(
+                    *[fit(d, ctypes.c_int, "devices") for d in devices])
                 options.devices = device_array
                 options.device_count = len(devices)
             if request_timeout_ms is not None:
-                options.request_timeout_ms = int(request_timeout_ms)
+                options.request_timeout_ms = fit(request_timeout_ms, ctypes.c_uint32,
+                                                 "request_timeout_ms")
             handle = ctypes.c_void_p()
             call("nanokv_attach", ctypes.byref(options), ctypes.byref(handle))
             _handle = handle
@@ -121,23 +123,24 @@ class Client(OwnedHandle):
     # -- pages ------------------------------------------------------------
     def grant(self, pages, device=0):
         """New pages of `device` for this tenant, all or none: their ids."""
-        ids = (ctypes.c_uint32 * max(int(pages), 1))()
-        call("nanokv_grant", self.handle, int(device), int(pages), ids, None)
-        return list(ids[:int(pages)])
+        pages = fit(pages, ctypes.c_uint32, "pages")
+        ids = (ctypes.c_uint32 * max(pages, 1))()
+        call("nanokv_grant", self.handle, device, pages, ids, None)
+        return list(ids[:pages])
 
     def share(self, ids, device=0):
         """Becomes a holder of pages of this tenant's group, by id."""
         array, n = id_array(ids)
-        call("nanokv_share", self.handle, int(device), array, n, None)
+        call("nanokv_share", self.handle, device, array, n, None)
 
     def return_pages(self, ids, device=0):
         array, n = id_array(ids)
-        call("nanokv_return", self.handle, int(device), array, n)
+        call("nanokv_return", self.handle, device, array, n)
 
     def set_limit(self, limit_bytes):
         """Returns the limit kvd applied."""
         applied = ctypes.c_uint64()
-        call("nanokv_set_limit", self.handle, int(limit_bytes), ctypes.byref(applied))
+        call("nanokv_set_limit", self.handle, limit_bytes, ctypes.byref(applied))
         return applied.value
 
     # -- copies (synchronous, through the backend) ------------------------
@@ -147,17 +150,17 @@ class Client(OwnedHandle):
         view = memoryview(data).cast("B")
         buf = (ctypes.c_uint8 * len(view)).from_buffer_copy(view) if view.readonly else \
             (ctypes.c_uint8 * len(view)).from_buffer(view)
-        call("nanokv_copy_to_device", self.handle, ctypes.c_void_p(int(dst)), buf, len(view))
+        call("nanokv_copy_to_device", self.handle, address(dst, "dst"), buf, len(view))
 
     def copy_to_host(self, src, nbytes):
         """`nbytes` bytes from the device address `src`, as bytes."""
-        buf = ctypes.create_string_buffer(int(nbytes))
-        call("nanokv_copy_to_host", self.handle, buf, ctypes.c_void_p(int(src)), int(nbytes))
+        nbytes = fit(nbytes, ctypes.c_size_t, "nbytes")
+        buf = ctypes.create_string_buffer(nbytes)
+        call("nanokv_copy_to_host", self.handle, buf, address(src, "src"), nbytes)
         return buf.raw
 
     def fill(self, dst, value, nbytes):
-        call("nanokv_fill_device", self.handle, ctypes.c_void_p(int(dst)), int(value) & 0xFF,
-             int(nbytes))
+        call("nanokv_fill_device", self.handle, address(dst, "dst"), value, nbytes)
 
     # -- factories --------------------------------------------------------
     def tensor(self, nbytes, device=0):

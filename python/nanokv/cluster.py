@@ -31,7 +31,7 @@ def _enc(s):
 def _write_options(preferred_segment, replica_num):
     o = _lib.WriteOptions()
     o.preferred_segment = _enc(preferred_segment)
-    o.replica_num = int(replica_num)
+    o.replica_num = _lib.fit(replica_num, ctypes.c_uint32, "replica_num")
     return o
 
 
@@ -117,7 +117,7 @@ class Cluster(OwnedHandle):
         options.node_id = _enc(node_id)
         options.ipc_name = _enc(ipc_name)
         options.backend = _enc(backend)
-        options.request_timeout_ms = int(request_timeout_ms)
+        options.request_timeout_ms = _lib.fit(request_timeout_ms, ctypes.c_uint32, "request_timeout_ms")
         handle = ctypes.c_void_p()
         call("nanokv_cluster_connect", ctypes.byref(options), ctypes.byref(handle))
         self._own(handle)
@@ -214,7 +214,7 @@ class Cluster(OwnedHandle):
         """items: (key, size) pairs. A list of ClusterPlan or NanoKVError."""
         items = list(items)
         keys, n = _keys(k for k, _ in items)
-        sizes = (ctypes.c_uint64 * max(n, 1))(*[int(s) for _, s in items])
+        sizes = (ctypes.c_uint64 * max(n, 1))(*[_lib.fit(s, ctypes.c_uint64, "size") for _, s in items])
         plans = (ctypes.c_void_p * max(n, 1))()
         results = (ctypes.c_int * max(n, 1))()
         call("nanokv_cluster_open_batch", self.handle, keys, sizes, n,

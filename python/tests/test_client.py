@@ -54,6 +54,38 @@ class ClientTest(KvdTestCase):
             stranger.share(ids)
         self.assertEqual(e.exception.code, NanoKVError.PERMISSION_DENIED)
 
+    def test_ints_out_of_range_are_errors_never_truncated(self):
+        # Issue 19 item 13: share([2**33]) used to share page 0.
+        a = self.attach("py-range-a", "g1")
+        b = self.attach("py-range-b", "g1")
+        ids = a.grant(1)
+        for bad in ([2**33 + ids[0]], [-1], [ids[0], 2**32]):
+            with self.assertRaises(NanoKVError) as e:
+                b.share(bad)
+            self.assertEqual(e.exception.code, NanoKVError.INVALID_ARGUMENT)
+            self.assertIn("out of range", e.exception.message)
+        with self.assertRaises(NanoKVError) as e:
+            b.return_pages([ids[0] + 2**32])
+        self.assertIn("page id 0", e.exception.message)
+        with self.assertRaises(NanoKVError):
+            a.grant(1, device=2**32)
+        with self.assertRaises(NanoKVError):
+            a.grant(2**32 + 1)
+        with self.assertRaises(NanoKVError):
+            a.set_limit(-1)
+        with self.assertRaises(NanoKVError):
+            a.fill(0, 256, 1)
+        with self.assertRaises(NanoKVError) as e:
+            a.copy_to_host(2**64, 1)
+        self.assertIn("src", e.exception.message)
+        with self.assertRaises(NanoKVError):
+            a.cache(layers=2**32, kv_heads=1, head_dim=64)
+        with self.assertRaises(NanoKVError):
+            self.attach("py-range-c", "g1", limit_bytes=-1)
+        with self.assertRaises(NanoKVError):
+            b.return_pages(ids)  # b never became a holder: nothing was shared
+        a.return_pages(ids)
+
     def test_attach_from_env(self):
         saved = dict(os.environ)
         try:

@@ -51,7 +51,7 @@ TEST_F(KvctlTest, ListAndTenantsShowWhatTheSegmentSays) {
   std::string alpha_row = tenants.out.substr(tenants.out.find("\nalpha"));
   alpha_row = alpha_row.substr(1, alpha_row.find('\n', 1));
   EXPECT_NE(alpha_row.find(std::to_string(alpha.pid())), std::string::npos) << alpha_row;
-  EXPECT_NE(alpha_row.find("default"), std::string::npos) << alpha_row;
+  EXPECT_NE(alpha_row.find("uid:" + std::to_string(geteuid())), std::string::npos) << alpha_row;
   EXPECT_NE(alpha_row.find("16.0 MiB"), std::string::npos) << alpha_row;
   EXPECT_NE(alpha_row.find("attached"), std::string::npos) << alpha_row;
   std::string beta_row = tenants.out.substr(tenants.out.find("\nbeta"));
@@ -73,7 +73,7 @@ TEST_F(KvctlTest, ListAndTenantsShowWhatTheSegmentSays) {
     EXPECT_EQ((*tenant)["pid"].i64(), (name == "alpha" ? alpha : beta).pid());
     EXPECT_EQ((*tenant)["used_bytes"].u64(), segment_row->used_bytes);
     EXPECT_EQ((*tenant)["limit_bytes"].u64(), segment_row->limit_bytes);
-    EXPECT_EQ((*tenant)["group"].str(), name == "alpha" ? "default" : "g2");
+    EXPECT_EQ((*tenant)["group"].str(), name == "alpha" ? "uid:" + std::to_string(geteuid()) : "g2");
     EXPECT_EQ((*tenant)["state"].str(), "attached");
     EXPECT_EQ((*tenant)["devices"][0]["used_pages"].u64(), name == "alpha" ? 8u : 6u);
   }

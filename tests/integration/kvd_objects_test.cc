@@ -2,6 +2,7 @@
 // writes and commits, another reads byte-exact; the plan API's errors as an
 // engine sees them; listing, eviction and zombie reclaim from outside.
 // NANOKV_TEST_BACKEND=cuda runs the same against GPU pages.
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -175,6 +176,32 @@ TEST_F(KvdObjectsTest, ListEvictAndZombieReclaim) {
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   ASSERT_TRUE(store->OpenForWrite("next", 1000, 0).ok());  // an open reclaims its device
   EXPECT_EQ(store->Commit("zombie", plan->epoch).code(), Code::kNotFound);
+}
+
+// Issue 19 item 13: kvd reclaims a write left past write_timeout on its own
+// timer: nothing else touches the store, and the key opens again after.
+TEST_F(KvdObjectsTest, AZombieWriteIsReclaimedOnATimer) {
+  StartWithStore();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto plan = store->OpenForWrite("zombie", 1000, 0);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(store->OpenForWrite("zombie", 1000, 0).status().code(), Code::kAlreadyExists);
+  // Waits for kvd's timer (write_timeout is 300 ms); the bound is generous
+  // and only says when to give up.
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto listed = store->List();
+    ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+    gone = std::none_of(listed->begin(), listed->end(),
+                        [](const auto& entry) { return entry.key == "zombie"; });
+  }
+  ASSERT_TRUE(gone) << "kvd never reclaimed the zombie write";
+  EXPECT_EQ(store->Commit("zombie", plan->epoch).code(), Code::kNotFound);
+  auto reopened = store->OpenForWrite("zombie", 1000, 0);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  ASSERT_OK(store->Revoke("zombie", reopened->epoch));
 }
 
 TEST_F(KvdObjectsTest, KvctlListsAndEvictsObjects) {

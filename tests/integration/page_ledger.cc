@@ -1,12 +1,15 @@
 #include "tests/integration/page_ledger.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <sstream>
 
 namespace nanokv::testing {
 
 void PageLedger::Attach(const std::string& tenant, const std::string& group) {
-  tenants_[tenant] = Holder{group.empty() ? "default" : group, {}};
+  // An engine that names no group gets its uid's own (issue 19 item 3).
+  tenants_[tenant] = Holder{group.empty() ? "uid:" + std::to_string(geteuid()) : group, {}};
 }
 
 void PageLedger::Hold(const std::string& tenant, int device, std::span<const GrantedPage> pages) {

@@ -29,8 +29,9 @@ inline constexpr uid_t kNobody = 65534;
 // A user made for one test ("nkvt<pid>"), removed with its group at the end.
 class ScopedUser {
  public:
-  ScopedUser() {
-    name_ = "nkvt" + std::to_string(getpid());
+  // `suffix` tells apart two users of one test ("nkvt<pid>a", "nkvt<pid>b").
+  explicit ScopedUser(const std::string& suffix = "") {
+    name_ = "nkvt" + std::to_string(getpid()) + suffix;
     if (geteuid() != 0 || std::system("command -v useradd >/dev/null 2>&1") != 0) return;
     std::string command = "useradd --system --no-create-home --shell /usr/sbin/nologin --user-group " +
                           name_ + " >/dev/null 2>&1";

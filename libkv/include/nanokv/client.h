@@ -34,7 +34,9 @@ struct ClientOptions {
   std::string ipc_name = "nanokv";
   // A name for humans and kvctl, unique per kvd. Empty: "<program>-<pid>".
   std::string tenant;
-  // Tenants of one group may share pages (Share). Empty: kvd's "default".
+  // Tenants of one group may share pages (Share). Empty: the group of this
+  // process's uid ("uid:<uid>"); another must be one kvd's config lets this
+  // uid join (groups:), else the attach is kPermissionDenied.
   std::string group;
   // The limit to ask for: bytes, or a fraction of kvd's capacity when
   // limit_bytes is 0. Both 0: kvd's default. kvd may grant less.

@@ -84,7 +84,7 @@ NANOKV_API int nanokv_abi_version(void);
 typedef struct nanokv_options {
   const char* ipc_name;        /* NULL or "": "nanokv" */
   const char* tenant;          /* NULL or "": "<program>-<pid>" */
-  const char* group;           /* NULL or "": kvd's "default" */
+  const char* group;           /* NULL or "": the uid's own ("uid:<uid>"); see groups: in kvd.yaml */
   uint64_t limit_bytes;        /* 0 with limit_fraction 0: kvd's default */
   double limit_fraction;       /* of kvd's capacity, used when limit_bytes is 0 */
   uint64_t expect_page_bytes;  /* 0: accept kvd's page size */

@@ -283,6 +283,13 @@ static void TestTensorsAndSharing(void) {
   /* Page 2 is not mapped: the host backend refuses, as a GPU would fault. */
   CHECK(nanokv_copy_to_host(writer, back, (char*)data + 2 * kPage, 16) != NANOKV_OK);
   CHECK_FAILS(nanokv_copy_to_host(writer, NULL, data, 16), NANOKV_INVALID_ARGUMENT, "dst is null");
+  /* Issue 19 item 11: spans that wrap the address space are an error, not a crash. */
+  CHECK_FAILS(nanokv_copy_to_host(writer, back, data, SIZE_MAX), NANOKV_INVALID_ARGUMENT,
+              "end of the address space");
+  CHECK_FAILS(nanokv_fill_device(writer, (char*)data + kPage - 1, 0, SIZE_MAX), NANOKV_INVALID_ARGUMENT,
+              "end of the address space");
+  CHECK_FAILS(nanokv_copy_to_device(writer, pattern, back, 16), NANOKV_INVALID_ARGUMENT,
+              "not device memory");
 
   /* A tenant of the same group maps the same pages and reads the same bytes. */
   nanokv_client_t* reader = AttachAs("capi-reader", "g2");

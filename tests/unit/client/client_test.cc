@@ -70,7 +70,7 @@ TEST_F(ClientTest, AttachReportsGeometry) {
   EXPECT_EQ(client->tenant(), "test-engine");
   EXPECT_EQ(tenant->pid, getpid());
   EXPECT_EQ(tenant->uid, geteuid());
-  EXPECT_EQ(tenant->group, "default");
+  EXPECT_EQ(tenant->group, "uid:" + std::to_string(geteuid())) << "no group named: its uid's own";
   EXPECT_EQ(client->page_bytes(), kPage);
   EXPECT_EQ(client->backend_name(), "host");
   EXPECT_EQ(client->segment_name(), kvd_->segment_name());

@@ -88,7 +88,7 @@ TEST_F(NodeRecoveryTest, TheOwningGroupTakesItsPagesBack) {
   Check();
   // A group-mate holding the same page becomes a second holder.
   TenantId b = AttachAs("b", "g");
-  std::vector<AdoptPage> again = {Page(1, 3)};
+  std::vector<AdoptPage> again = {{1, 3, dup(*node_->PageFd(0, 1))}};  // b's fd of that page
   result = node_->Adopt(b, 0, again, 3);
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->adopted, (std::vector<PageId>{1}));
@@ -128,6 +128,73 @@ TEST_F(NodeRecoveryTest, ExpiryFreesWhatWasNotHandedBackAndRefusesLateClaims) {
   // All 7 other pages can be granted now.
   TenantId t = AttachAs("x", "other");
   EXPECT_TRUE(node_->Grant(t, 0, 7, 4).ok());
+  Check();
+}
+
+// Issue 19 item 9: adopt was taken outside recovery, for group-mates'
+// pages, with pipe fds, past the limit (8 pages against a 2-page limit).
+TEST_F(NodeRecoveryTest, AdoptIsOnlyForJournaledPagesInTheWindowWithTheirOwnFd) {
+  Start();
+  TenantId a = AttachAs("a", "g");
+  TenantId b = AttachAs("b", "g");
+  std::vector<AdoptPage> first = {Page(1, 3)};
+  ASSERT_TRUE(node_->Adopt(a, 0, first, 2).ok());
+  // A group-mate "hands back" page 1 with a pipe, then with another page's fd.
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  close(pipe_fds[1]);
+  std::vector<AdoptPage> piped = {{1, 3, pipe_fds[0]}};
+  auto result = node_->Adopt(b, 0, piped, 3);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->refused, (std::vector<PageId>{1}));
+  EXPECT_NE(result->reason.find("not a page"), std::string::npos) << result->reason;
+  std::vector<AdoptPage> other = {Page(1, 3)};
+  result = node_->Adopt(b, 0, other, 3);
+  EXPECT_EQ(result->refused, (std::vector<PageId>{1}));
+  EXPECT_NE(result->reason.find("another file"), std::string::npos) << result->reason;
+  // A page granted since the restart was never in the journal.
+  auto granted = node_->Grant(a, 0, 1, 3);
+  ASSERT_TRUE(granted.ok());
+  const PageId fresh = granted->at(0).id;
+  std::vector<AdoptPage> unlisted = {{fresh, granted->at(0).generation, dup(*node_->PageFd(0, fresh))}};
+  result = node_->Adopt(b, 0, unlisted, 3);
+  EXPECT_EQ(result->refused, (std::vector<PageId>{fresh}));
+  EXPECT_NE(result->reason.find("not listed"), std::string::npos) << result->reason;
+  EXPECT_EQ(node_->FindTenant(b)->used_pages[0], 0u) << "b took nothing";
+  // Once the window ends, nothing is adoptable, not even a listed page with
+  // its own fd.
+  EXPECT_TRUE(node_->recovery_open());
+  node_->ExpireRecovery();
+  EXPECT_FALSE(node_->recovery_open());
+  std::vector<AdoptPage> late = {{1, 3, dup(*node_->PageFd(0, 1))}};
+  result = node_->Adopt(b, 0, late, 4);
+  EXPECT_EQ(result->refused, (std::vector<PageId>{1}));
+  EXPECT_NE(result->reason.find("recovery window"), std::string::npos) << result->reason;
+  EXPECT_EQ(node_->FindTenant(b)->used_pages[0], 0u);
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, AKvdThatRecoveredNothingTakesNoAdopt) {
+  NodeOptions options;
+  alloc::PagePoolConfig pool;
+  pool.page_bytes = kPage;
+  pool.capacity_bytes = 8 * kPage;
+  pool.reserve_pages = 0;
+  options.pools.push_back(pool);
+  auto node = NodeState::Create(*backend_, options);
+  ASSERT_TRUE(node.ok());
+  node_ = std::move(node).value();
+  TenantId a = AttachAs("a", "g");
+  TenantId b = AttachAs("b", "g");
+  auto granted = node_->Grant(a, 0, 2, 1);
+  ASSERT_TRUE(granted.ok());
+  EXPECT_FALSE(node_->recovery_open());
+  std::vector<AdoptPage> mates = {{granted->at(0).id, granted->at(0).generation,
+                                   dup(*node_->PageFd(0, granted->at(0).id))}};
+  auto result = node_->Adopt(b, 0, mates, 2);
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result->adopted.empty());
+  EXPECT_NE(result->reason.find("recovery window"), std::string::npos) << result->reason;
   Check();
 }
 

@@ -255,6 +255,52 @@ TEST_F(NodeStateTest, LoweredLimitAsksForReclaimAndBlocksGrants) {
   Check();
 }
 
+// Issue 19 item 7: the operator's limit is a ceiling the engine cannot undo.
+TEST_F(NodeStateTest, AnEngineRaisesItsLimitOnlyUpToTheOperatorsCeiling) {
+  TenantId a = AttachAs("a");
+  ASSERT_TRUE(node_->Grant(a, 0, 4, 1).ok());
+  EXPECT_EQ(*node_->SetLimit(a, UINT64_MAX), 16 * kPage) << "no ceiling yet: the capacity clamps";
+  auto set = node_->SetLimit(a, 2 * kPage, NodeState::LimitSetter::kOperator);
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(node_->FindTenant(a)->state, TenantState::kReclaiming);
+  (void)node_->TakeNotices();
+  auto raised = node_->SetLimit(a, UINT64_MAX);
+  EXPECT_EQ(raised.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(raised.status().message().find("set by the operator"), std::string::npos)
+      << raised.status().ToString();
+  EXPECT_EQ(node_->FindTenant(a)->limit_bytes, 2 * kPage) << "the limit stays";
+  EXPECT_EQ(node_->FindTenant(a)->state, TenantState::kReclaiming) << "and so does reclaiming";
+  EXPECT_EQ(node_->Grant(a, 0, 1, 2).status().code(), Code::kResourceExhausted);
+  EXPECT_EQ(*node_->SetLimit(a, kPage), kPage) << "lowering is the engine's own call";
+  EXPECT_EQ(*node_->SetLimit(a, 2 * kPage), 2 * kPage) << "and so is raising up to the ceiling";
+  EXPECT_TRUE(node_->TakeNotices().size() >= 1u);
+  Check();
+}
+
+TEST_F(NodeStateTest, LimitCeilingOfTheConfigBoundsAttachAndSetLimit) {
+  NodeOptions options;
+  alloc::PagePoolConfig pool;
+  pool.page_bytes = kPage;
+  pool.capacity_bytes = 8 * kPage;
+  pool.reserve_pages = 0;
+  options.pools.push_back(pool);
+  options.limit_ceiling_bytes = 3 * kPage;
+  auto node = NodeState::Create(*backend_, options);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  AttachParams params;
+  params.name = "a";
+  params.limit_bytes = 6 * kPage;
+  auto a = (*node)->Attach(params, 1);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*node)->FindTenant(*a)->limit_bytes, 3 * kPage);
+  auto raised = (*node)->SetLimit(*a, 4 * kPage);
+  EXPECT_EQ(raised.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(raised.status().message().find("limit_ceiling"), std::string::npos);
+  EXPECT_EQ(*(*node)->SetLimit(*a, 5 * kPage, NodeState::LimitSetter::kOperator), 5 * kPage)
+      << "the operator may go above the config's ceiling";
+  EXPECT_EQ(*(*node)->SetLimit(*a, 5 * kPage), 5 * kPage);
+}
+
 TEST_F(NodeStateTest, DetachGivesEveryPageBack) {
   TenantId a = AttachAs("a");
   ASSERT_TRUE(node_->Grant(a, 0, 5, 1).ok());

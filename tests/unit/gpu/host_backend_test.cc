@@ -5,6 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "gpu/backend.h"
@@ -37,6 +40,45 @@ TEST_F(HostBackendTest, TouchingAMappingWithoutAccessFaults) {
   EXPECT_EQ(p[0], 1);
   EXPECT_FALSE(*b().HasAccess(*base, 0));
   EXPECT_TRUE(*b().HasAccess(*base, 1));
+}
+
+// Issue 19 item 11: on a GPU a copy to an address that is no device memory
+// faults; the host backend refuses it instead of writing there.
+TEST_F(HostBackendTest, CopiesOutsideEveryRangeAreRefusedAsAGpuWouldFault) {
+  std::vector<char> host(64, 1);
+  char byte = 7;
+  Status to = b().Copy(host.data(), &byte, 1, CopyKind::kHostToDevice);
+  EXPECT_EQ(to.code(), Code::kInvalidArgument);
+  EXPECT_NE(to.message().find("not device memory"), std::string::npos) << to.ToString();
+  EXPECT_EQ(b().Copy(&byte, host.data(), 1, CopyKind::kDeviceToHost).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(b().Fill(host.data(), 0, host.size()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(host[0], 1) << "nothing written";
+
+  // Memory another host backend of this process mapped is device memory, as
+  // every context of a process sees a GPU's memory.
+  auto other = MakeHostBackend({.devices = 1, .granularity = kGran, .device_bytes = 2 * kGran});
+  auto base = other->ReserveRange(kGran, 0);
+  auto page = other->CreatePage(0, kGran);
+  ASSERT_TRUE(base.ok() && page.ok());
+  ASSERT_TRUE(other->Map(*base, kGran, *page).ok());
+  int devices[] = {0};
+  ASSERT_TRUE(other->SetAccess(*base, kGran, devices).ok());
+  void* mapped = reinterpret_cast<void*>(*base);
+  ASSERT_TRUE(b().Copy(mapped, &byte, 1, CopyKind::kHostToDevice).ok());
+  char back = 0;
+  ASSERT_TRUE(b().Copy(&back, mapped, 1, CopyKind::kDeviceToHost).ok());
+  EXPECT_EQ(back, 7);
+  // The wrapped spans of the finding: a clear error, no crash.
+  EXPECT_EQ(b().Copy(&back, mapped, SIZE_MAX, CopyKind::kDeviceToHost).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(b().Fill(static_cast<char*>(mapped) + kGran - 1, 0, SIZE_MAX).code(),
+            Code::kInvalidArgument);
+  ASSERT_TRUE(other->Unmap(*base, kGran).ok());
+  ASSERT_TRUE(other->ReleasePage(*page).ok());
+  ASSERT_TRUE(other->FreeRange(*base, kGran).ok());
+  EXPECT_EQ(b().Copy(mapped, &byte, 1, CopyKind::kHostToDevice).code(), Code::kInvalidArgument)
+      << "freed: no longer device memory";
 }
 
 TEST_F(HostBackendTest, CountsDeviceMemoryLikeADriver) {

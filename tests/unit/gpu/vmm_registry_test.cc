@@ -191,6 +191,36 @@ TEST_F(VmmRegistryTest, CopySpansMustBeMappedWithAccess) {
       << "past the range";
 }
 
+// Issue 19 item 11: address + bytes wrapped past zero and passed every
+// check, so copy_to_host(mapped, SIZE_MAX) reached memmove.
+TEST_F(VmmRegistryTest, SpansThatWrapTheAddressSpaceAreRefused) {
+  auto span = [](uintptr_t address) { return reinterpret_cast<const void*>(address); };
+  ASSERT_TRUE(IsOk(Map(0, 1, /*device=*/1)));
+  registry_.SetAccess(At(0), kGran, 0b10);
+  for (uintptr_t start : {At(0), At(0) + kGran - 1}) {
+    auto wrapped = registry_.CheckSpan("Copy", span(start), SIZE_MAX);
+    EXPECT_EQ(wrapped.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(wrapped.status().message().find("end of the address space"), std::string::npos)
+        << wrapped.status().ToString();
+  }
+  EXPECT_EQ(registry_.CheckSpan("Copy", span(At(0)), SIZE_MAX - At(0)).status().code(),
+            Code::kInvalidArgument)
+      << "no wrap, but past the range";
+  int host_byte = 0;
+  EXPECT_EQ(registry_.CheckSpan("Copy", &host_byte, SIZE_MAX).status().code(),
+            Code::kInvalidArgument)
+      << "host memory that wraps is refused too";
+  auto into = registry_.CheckSpan("Copy", span(At(0) - 8), 16);
+  EXPECT_EQ(into.status().code(), Code::kInvalidArgument) << "starts outside, runs into a range";
+  EXPECT_FALSE(registry_.InsideRange(At(1), SIZE_MAX));
+  EXPECT_EQ(registry_.WholeMappings("Unmap", At(0), SIZE_MAX - kGran + 1).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(registry_.TakeMappings("Unmap", At(0), SIZE_MAX - kGran + 1).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(registry_.mappings().size(), 1u) << "nothing taken";
+  ASSERT_TRUE(IsOk(registry_.CheckInvariants()));
+}
+
 TEST_F(VmmRegistryTest, CopyRunsOnADeviceWithAccessToBothEnds) {
   auto at = [](size_t granule) { return reinterpret_cast<void*>(At(granule)); };
   int host_byte = 0;
