@@ -107,9 +107,16 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
   }
   for (int device : devices) {
     if (device >= backend.device_count()) {
-      return Status::NotFound("device " + std::to_string(device) + " is not present (the " +
-                              std::string(backend.name()) + " backend sees " +
+      return Status::NotFound(config.Origin("devices") + ": device " + std::to_string(device) +
+                              " is not present (the " + std::string(backend.name()) + " backend sees " +
                               std::to_string(backend.device_count()) + ")");
+    }
+    // The pool would refuse it too, without naming the key.
+    NANOKV_ASSIGN_OR_RETURN(gpu::DeviceInfo info, backend.GetDeviceInfo(device));
+    if (info.granularity != 0 && config.page_bytes % info.granularity != 0) {
+      return Status::InvalidArgument(config.Origin("page_size") + ": " + std::to_string(config.page_bytes) +
+                                     " bytes is not a multiple of device " + std::to_string(device) +
+                                     "'s granularity, " + std::to_string(info.granularity) + " bytes");
     }
     alloc::PagePoolConfig pool;
     pool.device = device;
@@ -133,12 +140,21 @@ int Main(int argc, char** argv) {
                "kvd --role master --help: the cluster master."};
   KvdFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own codes (104, 105, 109, 114...) are its error kinds, not
+    // kvd's: every usage error is 2 (docs/OPERATIONS.md, "Exit codes").
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   // Every line to stderr (before the config is read too), and as the config
   // says: a file besides, text or JSON lines (ops/logging.h).
   (void)ops::SetUpLogging({});
   auto loaded = flags.Load();
-  if (!loaded.ok()) return Fail(loaded.status());
+  if (!loaded.ok()) {
+    Fail(loaded.status());
+    return 2;  // a config (file or flag) that does not load is a usage error
+  }
   const KvdConfig& config = *loaded;
   Status logging = ops::SetUpLogging(LogOptionsOf(config));
   if (!logging.ok()) return Fail(logging);
@@ -232,7 +248,11 @@ int Main(int argc, char** argv) {
   std::unique_ptr<ObjectIndex> objects;
   if (config.object_store.enabled()) {
     auto store = ObjectIndex::Create(**backend, **node, config.object_store);
-    if (!store.ok()) return Fail(store.status());
+    if (!store.ok()) {
+      // Each of its refusals is about the size asked (too small, larger than the capacity).
+      return Fail(Status(store.status().code(),
+                         config.Origin("object_store.size") + ": " + std::string(store.status().message())));
+    }
     objects = std::move(store).value();
   }
   SegmentPublisher publisher(std::move(*writer), **backend, **node);

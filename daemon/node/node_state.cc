@@ -129,17 +129,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   if (FindTenantByName(params.name) != nullptr) {
     return Status::AlreadyExists("a tenant named '" + params.name + "' is already attached");
   }
-  uint64_t capacity = capacity_bytes();
-  uint64_t limit = params.limit_bytes;
-  if (limit == 0 && params.limit_fraction > 0) {
-    limit = static_cast<uint64_t>(params.limit_fraction * static_cast<double>(capacity));
-  }
-  if (limit == 0 && default_limit_ != 0) limit = default_limit_;
-  if (limit == 0 && default_limit_fraction_ > 0) {
-    limit = static_cast<uint64_t>(default_limit_fraction_ * static_cast<double>(capacity));
-  }
-  if (limit == 0) limit = capacity;
-  limit = std::min(limit, capacity);
+  const uint64_t limit = ResolveLimit(params.name, params.limit_bytes, params.limit_fraction);
 
   Tenant tenant;
   tenant.id = next_tenant_++;
@@ -149,6 +139,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.pid = params.pid;
   tenant.uid = params.uid;
   tenant.limit_bytes = limit;
+  tenant.kvd_owned = params.kvd_owned;
   tenant.attach_unix_ns = now_unix_ns;
   tenant.last_activity_unix_ns = now_unix_ns;
   tenant.used_pages.assign(pools_.size(), 0);
@@ -381,10 +372,26 @@ void NodeState::MaybeEndReclaim(Tenant& tenant) {
   }
 }
 
+uint64_t NodeState::ResolveLimit(const std::string& tenant, uint64_t bytes, double fraction) const {
+  const uint64_t capacity = capacity_bytes();
+  const auto share = [capacity](double f) { return static_cast<uint64_t>(f * static_cast<double>(capacity)); };
+  uint64_t limit = bytes;
+  if (limit == 0 && fraction > 0) limit = share(fraction);
+  if (limit == 0) limit = default_limit_ != 0 ? default_limit_ : share(default_limit_fraction_);
+  if (limit == 0) return capacity;
+  if (limit > capacity) {
+    // Said, not silently done: the tenant asked for more than the node has.
+    spdlog::warn("kvd: tenant '{}' asked for a limit of {} bytes, over the node's capacity of {}: "
+                 "clamped to the capacity", tenant, limit, capacity);
+    return capacity;
+  }
+  return limit;
+}
+
 Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
-  tenant->limit_bytes = std::min(limit_bytes, capacity_bytes());
+  tenant->limit_bytes = ResolveLimit(tenant->name, limit_bytes, 0);
   uint64_t used = UsedBytes(*tenant);
   if (used > tenant->limit_bytes) {
     tenant->state = TenantState::kReclaiming;

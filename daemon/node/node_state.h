@@ -67,6 +67,7 @@ struct Tenant {
   pid_t pid = 0;
   uid_t uid = 0;
   uint64_t limit_bytes = 0;
+  bool kvd_owned = false;  // AttachParams::kvd_owned: no operator may limit or evict it
   TenantState state = TenantState::kAttached;
   uint64_t attach_unix_ns = 0;
   uint64_t last_activity_unix_ns = 0;
@@ -161,8 +162,9 @@ class NodeState {
                                        uint64_t now_unix_ns);
   // Gives pages back, all or none: every id must be held by this tenant.
   Status Return(TenantId tenant, int device, std::span<const PageId> ids, uint64_t now_unix_ns);
-  // Sets a tenant's limit (clamped to the node's capacity). Below its use,
-  // the tenant goes to kReclaiming and a kReclaim notice is queued.
+  // Sets a tenant's limit (clamped to the node's capacity, with a warning);
+  // 0 means what it means at attach: the node's default limit. Below its
+  // use, the tenant goes to kReclaiming and a kReclaim notice is queued.
   Result<uint64_t> SetLimit(TenantId tenant, uint64_t limit_bytes);
   // Asks a tenant to give back `pages` pages without changing its limit
   // (kvctl evict); 0 means all it holds.
@@ -252,6 +254,10 @@ class NodeState {
   void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageGrant>* out);
   void ReleaseHolder(size_t d, PageId id, TenantId tenant);
   Status CheckQuota(const Tenant& tenant, uint32_t count) const;
+  // A tenant's limit from what was asked: bytes, else a fraction of the
+  // capacity, else (both 0) the default limit, else the capacity; clamped to
+  // the capacity with a warning naming `tenant`.
+  uint64_t ResolveLimit(const std::string& tenant, uint64_t bytes, double fraction) const;
   void MaybeEndReclaim(Tenant& tenant);
 
   gpu::Backend& backend_;  // must remain live while the NodeState exists

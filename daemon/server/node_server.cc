@@ -286,6 +286,19 @@ void NodeServer::HandleAdopt(Connection& c, const wire::Message& m, std::vector<
   Send(c, reply);
 }
 
+// kvcached's gpu_utilization: a share of the engine's GPU, not of the node.
+// The devices it named, else one device: an engine of kvcached's runs on one.
+uint64_t NodeServer::EngineDeviceShare(const wire::AttachRequest& a) const {
+  uint64_t base = 0, largest = 0;
+  for (const DeviceCounts& counts : node_.Counts()) {
+    const uint64_t bytes = uint64_t{counts.capacity_pages} * node_.page_bytes();
+    largest = std::max(largest, bytes);
+    for (int32_t device : a.devices()) base += device == counts.device ? bytes : 0;
+  }
+  if (a.devices().empty()) base = largest;
+  return std::max<uint64_t>(1, static_cast<uint64_t>(a.device_fraction() * static_cast<double>(base)));
+}
+
 void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
   uint64_t rid = m.request_id();
   if (c.tenant != 0) return SendError(c, rid, Status::FailedPrecondition("already attached"));
@@ -303,6 +316,9 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
     if (!served) {
       return SendError(c, rid, Status::NotFound("kvd does not serve device " + std::to_string(device)));
     }
+  }
+  if (params.limit_bytes == 0 && params.limit_fraction == 0 && a.device_fraction() > 0) {
+    params.limit_bytes = EngineDeviceShare(a);
   }
   auto tenant = node_.Attach(params, NowUnixNs());
   if (!tenant.ok()) return SendError(c, rid, tenant.status());
@@ -375,61 +391,6 @@ void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
     if (!Send(c, reply, batch)) return;
   } while (i < pages.size());
   if (metrics_ != nullptr) metrics_->PagesGranted(device, pages.size());
-}
-
-void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
-  uint64_t rid = m.request_id();
-  TenantId target = c.tenant;
-  if (!m.set_limit().tenant().empty()) {
-    // Another tenant's limit is an operator's call: kvd's own uid or root.
-    if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
-      return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may set another tenant's limit"));
-    }
-    const Tenant* t = node_.FindTenantByName(m.set_limit().tenant());
-    if (t == nullptr) {
-      return SendError(c, rid, Status::NotFound("no tenant named '" + m.set_limit().tenant() + "'"));
-    }
-    target = t->id;
-  }
-  auto limit = node_.SetLimit(target, m.set_limit().limit_bytes());
-  if (!limit.ok()) return SendError(c, rid, limit.status());
-  dirty_ = true;
-  const Tenant* t = node_.FindTenant(target);
-  spdlog::info("kvd: tenant '{}' limit set to {} bytes (uses {})", t->name, *limit,
-               node_.UsedBytes(*t));
-  wire::Message reply;
-  reply.set_request_id(rid);
-  reply.mutable_set_limit_reply()->set_limit_bytes(*limit);
-  reply.mutable_set_limit_reply()->set_used_bytes(node_.UsedBytes(*t));
-  Send(c, reply);
-}
-
-void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
-  uint64_t rid = m.request_id();
-  if (c.peer.uid != 0 && c.peer.uid != geteuid()) {
-    return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may evict a tenant's pages"));
-  }
-  const Tenant* t = node_.FindTenantByName(m.evict().tenant());
-  if (t == nullptr) {
-    return SendError(c, rid, Status::NotFound("no tenant named '" + m.evict().tenant() + "'"));
-  }
-  // ceil(bytes / page) without overflow; 0 (all it holds) stays 0. NodeState
-  // asks for at most what the tenant holds, so clamping to uint32 loses nothing.
-  const uint64_t page = node_.page_bytes();
-  const uint64_t bytes = m.evict().bytes();
-  const uint64_t wanted = std::min<uint64_t>(bytes / page + (bytes % page != 0), UINT32_MAX);
-  const uint64_t used = node_.UsedBytes(*t);
-  const auto held = static_cast<uint32_t>(used / page);
-  const uint32_t asked = wanted == 0 || wanted > held ? held : static_cast<uint32_t>(wanted);
-  Status evicted = node_.Evict(t->id, static_cast<uint32_t>(wanted));
-  if (!evicted.ok()) return SendError(c, rid, evicted);
-  spdlog::info("kvd: evict: asked tenant '{}' for {} of its {} pages", t->name, asked, held);
-  if (metrics_ != nullptr) metrics_->EvictRequested(asked);
-  wire::Message reply;
-  reply.set_request_id(rid);
-  reply.mutable_evict_reply()->set_pages_requested(asked);
-  reply.mutable_evict_reply()->set_used_bytes(used);
-  Send(c, reply);
 }
 
 bool NodeServer::Send(Connection& c, const wire::Message& m, std::span<const int> fds) {

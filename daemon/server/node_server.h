@@ -133,6 +133,8 @@ class NodeServer {
   void OnReadable(int fd);
   void Handle(Connection& c, const std::vector<std::byte>& data, std::vector<int>* fds);
   void HandleAttach(Connection& c, const wire::Message& m);
+  // The limit AttachRequest.device_fraction asks for, in bytes.
+  uint64_t EngineDeviceShare(const wire::AttachRequest& a) const;
   void HandleGrant(Connection& c, uint64_t request_id, int device,
                    Result<std::vector<PageGrant>> granted);
   void HandleSetLimit(Connection& c, const wire::Message& m);

@@ -18,11 +18,15 @@ int MasterMain(int argc, char** argv) {
                "through ClusterClient, operators through `kvctl cluster`."};
   app.name("kvd --role master");
   MasterFlags flags(&app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // every usage error is 2, as kvd's
+  }
   auto config = flags.Load();
   if (!config.ok()) {
     spdlog::critical("master: {}", config.status().ToString());
-    return 1;
+    return 2;  // a config (file or flag) that does not load is a usage error
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
   // The signals are taken by sigwait below, never by a handler: block them
