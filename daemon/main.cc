@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/node_main.h"
+#include "daemon/reload.h"
 
 #include "daemon/cluster/node_agent.h"
 #include "daemon/config/config.h"
@@ -138,6 +139,9 @@ int Main(int argc, char** argv) {
   CLI::App app{"kvd: the nanokv node daemon. It owns GPU memory as physical pages and shares "
                "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>). "
                "kvd --role master --help: the cluster master."};
+  // Before any thread: every thread inherits the block, and only the
+  // reloader's sigwaitinfo takes SIGHUP (daemon/reload.h).
+  BlockReloadSignal();
   KvdFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
   try {
@@ -314,15 +318,13 @@ int Main(int argc, char** argv) {
   // once the socket listens (Bind above listens; the server accepts what
   // queued once Run starts) and has its own thread: the server's is never
   // blocked by a start, a wait or a stop.
-  std::unique_ptr<Controller> controller;
-  if (!config.instances.empty()) {
-    ControllerOptions controller_options;
-    controller_options.site = InstanceSite{config.ipc_name, run_dir};
-    controller = std::make_unique<Controller>(
-        config.instances, controller_options,
-        [&publisher](const std::vector<ipc::InstanceRow>& rows) { publisher.PublishInstances(rows); });
-    controller->SetOnStopped([&server] { server.Stop(); });
-  }
+  // Also with no instance: a SIGHUP may add some.
+  ControllerOptions controller_options;
+  controller_options.site = InstanceSite{config.ipc_name, run_dir};
+  auto controller = std::make_unique<Controller>(
+      config.instances, controller_options,
+      [&publisher](const std::vector<ipc::InstanceRow>& rows) { publisher.PublishInstances(rows); });
+  controller->SetOnStopped([&server] { server.Stop(); });
 
   g_server = &server;
   g_controller = controller.get();
@@ -343,22 +345,23 @@ int Main(int argc, char** argv) {
   // systemd's Type=notify: ready once the socket accepts (no-op elsewhere).
   Status notified = ops::SdNotify("READY=1\nSTATUS=serving " + socket_path);
   if (!notified.ok()) spdlog::warn("kvd: sd_notify: {}", notified.ToString());
-  if (controller) {
-    Status started = controller->Start();
-    if (!started.ok()) {
-      g_controller = nullptr;
-      g_server = nullptr;
-      publisher.Remove();
-      return Fail(started);
-    }
-    spdlog::info("kvd: controller: {} instance(s)", config.instances.size());
+  Status started = controller->Start();
+  if (!started.ok()) {
+    g_controller = nullptr;
+    g_server = nullptr;
+    publisher.Remove();
+    return Fail(started);
   }
+  if (!config.instances.empty()) spdlog::info("kvd: controller: {} instance(s)", config.instances.size());
+  Reloader reloader(flags, config, server, *controller);
+  reloader.Start();
   journal_on_failure.Disarm();  // from here the stop below decides
   Status ran = server.Run();
+  reloader.Stop();  // before what it posts to and reconfigures goes
   (void)ops::SdNotify("STOPPING=1");
   // Stopped by the controller after its instances ended, or the server
   // failed by itself: then the instances are stopped now (a no-op otherwise).
-  if (controller) controller->Stop();
+  controller->Stop();
   g_controller = nullptr;
   g_server = nullptr;
   publisher.Remove();

@@ -140,6 +140,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.uid = params.uid;
   tenant.limit_bytes = limit;
   tenant.kvd_owned = params.kvd_owned;
+  tenant.default_limit = !params.kvd_owned && params.limit_bytes == 0 && params.limit_fraction == 0;
   tenant.attach_unix_ns = now_unix_ns;
   tenant.last_activity_unix_ns = now_unix_ns;
   tenant.used_pages.assign(pools_.size(), 0);
@@ -392,6 +393,7 @@ Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   tenant->limit_bytes = ResolveLimit(tenant->name, limit_bytes, 0);
+  tenant->default_limit = limit_bytes == 0;
   uint64_t used = UsedBytes(*tenant);
   if (used > tenant->limit_bytes) {
     tenant->state = TenantState::kReclaiming;
@@ -402,6 +404,19 @@ Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes) {
     tenant->state = TenantState::kAttached;
   }
   return tenant->limit_bytes;
+}
+
+std::vector<std::string> NodeState::SetDefaultLimit(uint64_t bytes, double fraction) {
+  default_limit_ = bytes;
+  default_limit_fraction_ = fraction;
+  std::vector<std::string> changed;
+  for (auto& [id, tenant] : tenants_) {
+    if (!tenant.default_limit) continue;
+    const uint64_t before = tenant.limit_bytes;
+    (void)SetLimit(id, 0);  // 0: the (new) default; it exists, so this cannot fail
+    if (tenant.limit_bytes != before) changed.push_back(tenant.name);
+  }
+  return changed;
 }
 
 Status NodeState::Evict(TenantId tenant_id, uint32_t pages) {

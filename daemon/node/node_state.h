@@ -68,6 +68,7 @@ struct Tenant {
   uid_t uid = 0;
   uint64_t limit_bytes = 0;
   bool kvd_owned = false;  // AttachParams::kvd_owned: no operator may limit or evict it
+  bool default_limit = false;  // it asked for none: a new default limit (SIGHUP) applies to it
   TenantState state = TenantState::kAttached;
   uint64_t attach_unix_ns = 0;
   uint64_t last_activity_unix_ns = 0;
@@ -166,6 +167,10 @@ class NodeState {
   // 0 means what it means at attach: the node's default limit. Below its
   // use, the tenant goes to kReclaiming and a kReclaim notice is queued.
   Result<uint64_t> SetLimit(TenantId tenant, uint64_t limit_bytes);
+  // A new default limit (kvd's SIGHUP reload): applies to tenants attaching
+  // from now on and to every tenant whose limit is the default (it asked for
+  // none, or was set to 0), which may then have to reclaim. Returns their names.
+  std::vector<std::string> SetDefaultLimit(uint64_t bytes, double fraction);
   // Asks a tenant to give back `pages` pages without changing its limit
   // (kvctl evict); 0 means all it holds.
   Status Evict(TenantId tenant, uint32_t pages);

@@ -31,12 +31,14 @@ NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions op
     : node_(node), listener_(std::move(listener)), options_(std::move(options)) {
   // Made here, not in Run, so Stop() is safe from a signal handler at any time.
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  task_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 NodeServer::~NodeServer() {
   Shutdown();
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
+  if (task_fd_ >= 0) close(task_fd_);
   if (spare_fd_ >= 0) close(spare_fd_);
 }
 
@@ -53,6 +55,11 @@ Status NodeServer::Setup() {
   ev.data.u64 = kStopTag | static_cast<uint32_t>(stop_fd_);
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev) != 0) {
     return Status::FromErrno("epoll_ctl", errno, "stop eventfd");
+  }
+  if (task_fd_ < 0) return Status::FromErrno("eventfd", errno);
+  ev.data.u64 = kTaskTag | static_cast<uint32_t>(task_fd_);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task_fd_, &ev) != 0) {
+    return Status::FromErrno("epoll_ctl", errno, "task eventfd");
   }
   spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // ShedOneConnection's
   if (spare_fd_ < 0) return Status::FromErrno("open", errno, "/dev/null");
@@ -121,6 +128,8 @@ Status NodeServer::Run() {
         }
       } else if (tag == kSocketTag) {
         OnReadable(fd);
+      } else if (tag == kTaskTag) {
+        RunPosted();
       }
     }
     DeliverNotices();

@@ -1,4 +1,6 @@
-// kvd's operator requests: kvctl limit and evict, another tenant's limit.
+// kvd's operator requests (kvctl limit and evict, another tenant's limit)
+// and the tasks other threads post to the server's (a SIGHUP reload).
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,6 +77,29 @@ void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
   reply.mutable_evict_reply()->set_pages_requested(asked);
   reply.mutable_evict_reply()->set_used_bytes(used);
   Send(c, reply);
+}
+
+void NodeServer::Post(std::function<void(NodeState&)> task) {
+  {
+    std::lock_guard lock(tasks_mu_);
+    tasks_.push_back(std::move(task));
+  }
+  uint64_t one = 1;
+  ssize_t ignored = write(task_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void NodeServer::RunPosted() {
+  uint64_t count;
+  ssize_t ignored = read(task_fd_, &count, sizeof(count));
+  (void)ignored;
+  std::vector<std::function<void(NodeState&)>> tasks;
+  {
+    std::lock_guard lock(tasks_mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task(node_);
+  dirty_ = true;  // and the turn's DeliverNotices sends what they queued
 }
 
 }  // namespace nanokv::kvd
