@@ -142,6 +142,14 @@ int Main(int argc, char** argv) {
   // Before any thread: every thread inherits the block, and only the
   // reloader's sigwaitinfo takes SIGHUP (daemon/reload.h).
   BlockReloadSignal();
+  // SIGTERM/SIGINT wait, blocked, until their handler is in place (below):
+  // one sent while kvd starts (its socket may already accept) then stops it
+  // cleanly once it is up, instead of killing it with nothing cleaned up.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   KvdFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
   try {
@@ -333,6 +341,9 @@ int Main(int argc, char** argv) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  // This thread takes them from now on; the threads started so far keep
+  // them blocked, so the handler always runs here.
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   for (const DeviceCounts& c : (*node)->Counts()) {
