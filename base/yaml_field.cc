@@ -85,6 +85,11 @@ Result<SizeOrShare> YamlField::SizeOrFraction(bool allow_zero) const {
       text.find('.') != std::string::npos) {
     return SizeOrShare{0, number};
   }
+  if (end != text.c_str() && *end == '\0' && text.find('.') != std::string::npos && number > 1) {
+    // Not 1 byte (what a size of "1.5" would round to): a fraction is at most 1.
+    return Bad("'" + text + "' is a fraction above 1: give a fraction of at most 1 (0.9), a share (90%) "
+               "or a size with a unit (40GiB)");
+  }
   auto parsed = ParseSizeOrShare(text);
   if (!parsed.ok()) return Bad(std::string(parsed.status().message()));
   if (!allow_zero && !parsed->is_fraction() && parsed->bytes == 0) return Bad("must not be 0");

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/node_main.h"
+#include "daemon/reload.h"
 
 #include "daemon/cluster/node_agent.h"
 #include "daemon/config/config.h"
@@ -107,9 +108,16 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
   }
   for (int device : devices) {
     if (device >= backend.device_count()) {
-      return Status::NotFound("device " + std::to_string(device) + " is not present (the " +
-                              std::string(backend.name()) + " backend sees " +
+      return Status::NotFound(config.Origin("devices") + ": device " + std::to_string(device) +
+                              " is not present (the " + std::string(backend.name()) + " backend sees " +
                               std::to_string(backend.device_count()) + ")");
+    }
+    // The pool would refuse it too, without naming the key.
+    NANOKV_ASSIGN_OR_RETURN(gpu::DeviceInfo info, backend.GetDeviceInfo(device));
+    if (info.granularity != 0 && config.page_bytes % info.granularity != 0) {
+      return Status::InvalidArgument(config.Origin("page_size") + ": " + std::to_string(config.page_bytes) +
+                                     " bytes is not a multiple of device " + std::to_string(device) +
+                                     "'s granularity, " + std::to_string(info.granularity) + " bytes");
     }
     alloc::PagePoolConfig pool;
     pool.device = device;
@@ -133,14 +141,34 @@ int Main(int argc, char** argv) {
   CLI::App app{"kvd: the nanokv node daemon. It owns GPU memory as physical pages and shares "
                "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>). "
                "kvd --role master --help: the cluster master."};
+  // Before any thread: every thread inherits the block, and only the
+  // reloader's sigwaitinfo takes SIGHUP (daemon/reload.h).
+  BlockReloadSignal();
+  // SIGTERM/SIGINT wait, blocked, until their handler is in place (below):
+  // one sent while kvd starts (its socket may already accept) then stops it
+  // cleanly once it is up, instead of killing it with nothing cleaned up.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   KvdFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own codes (104, 105, 109, 114...) are its error kinds, not
+    // kvd's: every usage error is 2 (docs/OPERATIONS.md, "Exit codes").
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   // Every line to stderr (before the config is read too), and as the config
   // says: a file besides, text or JSON lines (ops/logging.h).
   (void)ops::SetUpLogging({});
   auto loaded = flags.Load();
-  if (!loaded.ok()) return Fail(loaded.status());
+  if (!loaded.ok()) {
+    Fail(loaded.status());
+    return 2;  // a config (file or flag) that does not load is a usage error
+  }
   const KvdConfig& config = *loaded;
   Status logging = ops::SetUpLogging(LogOptionsOf(config));
   if (!logging.ok()) return Fail(logging);
@@ -234,7 +262,11 @@ int Main(int argc, char** argv) {
   std::unique_ptr<ObjectIndex> objects;
   if (config.object_store.enabled()) {
     auto store = ObjectIndex::Create(**backend, **node, config.object_store);
-    if (!store.ok()) return Fail(store.status());
+    if (!store.ok()) {
+      // Each of its refusals is about the size asked (too small, larger than the capacity).
+      return Fail(Status(store.status().code(),
+                         config.Origin("object_store.size") + ": " + std::string(store.status().message())));
+    }
     objects = std::move(store).value();
   }
   SegmentPublisher publisher(std::move(*writer), **backend, **node);
@@ -297,15 +329,13 @@ int Main(int argc, char** argv) {
   // once the socket listens (Bind above listens; the server accepts what
   // queued once Run starts) and has its own thread: the server's is never
   // blocked by a start, a wait or a stop.
-  std::unique_ptr<Controller> controller;
-  if (!config.instances.empty()) {
-    ControllerOptions controller_options;
-    controller_options.site = InstanceSite{config.ipc_name, run_dir};
-    controller = std::make_unique<Controller>(
-        config.instances, controller_options,
-        [&publisher](const std::vector<ipc::InstanceRow>& rows) { publisher.PublishInstances(rows); });
-    controller->SetOnStopped([&server] { server.Stop(); });
-  }
+  // Also with no instance: a SIGHUP may add some.
+  ControllerOptions controller_options;
+  controller_options.site = InstanceSite{config.ipc_name, run_dir};
+  auto controller = std::make_unique<Controller>(
+      config.instances, controller_options,
+      [&publisher](const std::vector<ipc::InstanceRow>& rows) { publisher.PublishInstances(rows); });
+  controller->SetOnStopped([&server] { server.Stop(); });
 
   g_server = &server;
   g_controller = controller.get();
@@ -314,6 +344,9 @@ int Main(int argc, char** argv) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  // This thread takes them from now on; the threads started so far keep
+  // them blocked, so the handler always runs here.
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   for (const DeviceCounts& c : (*node)->Counts()) {
@@ -326,22 +359,23 @@ int Main(int argc, char** argv) {
   // systemd's Type=notify: ready once the socket accepts (no-op elsewhere).
   Status notified = ops::SdNotify("READY=1\nSTATUS=serving " + socket_path);
   if (!notified.ok()) spdlog::warn("kvd: sd_notify: {}", notified.ToString());
-  if (controller) {
-    Status started = controller->Start();
-    if (!started.ok()) {
-      g_controller = nullptr;
-      g_server = nullptr;
-      publisher.Remove();
-      return Fail(started);
-    }
-    spdlog::info("kvd: controller: {} instance(s)", config.instances.size());
+  Status started = controller->Start();
+  if (!started.ok()) {
+    g_controller = nullptr;
+    g_server = nullptr;
+    publisher.Remove();
+    return Fail(started);
   }
+  if (!config.instances.empty()) spdlog::info("kvd: controller: {} instance(s)", config.instances.size());
+  Reloader reloader(flags, config, server, *controller);
+  reloader.Start();
   journal_on_failure.Disarm();  // from here the stop below decides
   Status ran = server.Run();
+  reloader.Stop();  // before what it posts to and reconfigures goes
   (void)ops::SdNotify("STOPPING=1");
   // Stopped by the controller after its instances ended, or the server
   // failed by itself: then the instances are stopped now (a no-op otherwise).
-  if (controller) controller->Stop();
+  controller->Stop();
   g_controller = nullptr;
   g_server = nullptr;
   publisher.Remove();

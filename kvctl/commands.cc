@@ -136,7 +136,11 @@ Result<Report> RunLimit(const std::string& ipc_name, const std::string& tenant,
   }
   report.text = "kvd '" + ipc_name + "': tenant '" + tenant + "' limit " +
                 (old_limit ? FormatBytes(*old_limit) + " -> " : std::string()) + FormatBytes(limit);
-  if (limit != asked) report.text += " (asked " + FormatBytes(asked) + ", clamped to the kvd's capacity)";
+  if (asked == 0) {
+    report.text += " (0: the kvd's default limit)";
+  } else if (limit != asked) {
+    report.text += " (asked " + FormatBytes(asked) + ", clamped to the kvd's capacity)";
+  }
   report.text += "; it uses " + FormatBytes(used);
   if (over) report.text += ": asked it to give back " + FormatBytes(used - limit);
   report.text += "\n";

@@ -14,6 +14,7 @@ inline constexpr int kExitNotFound = 3;       // no such kvd (segment) or tenant
 inline constexpr int kExitNotRunning = 4;     // kvd not running, stale, or not answering
 inline constexpr int kExitPermission = 5;     // kvd or the OS refused, or not a uid trusted as kvd's
 inline constexpr int kExitIncomplete = 6;     // evict/limit --wait: not all came back in time
+inline constexpr int kExitNotEnabled = 7;     // the kvd runs without it (objects: no object store)
 
 // The text of `kvctl --help`'s footer.
 inline constexpr const char* kExitCodesHelp =
@@ -25,7 +26,8 @@ inline constexpr const char* kExitCodesHelp =
     "  4  kvd not running, stale, or not answering\n"
     "  5  permission denied: only root or kvd's user may limit, evict, clean up;\n"
     "     or this user may not read kvd's segment; or the socket's listener is not kvd\n"
-    "  6  evict or limit --wait timed out before the tenant gave the pages back";
+    "  6  evict or limit --wait timed out before the tenant gave the pages back\n"
+    "  7  not enabled: the kvd runs without what the command needs (objects: object_store.size is 0)";
 
 // The exit code a failed command's Status stands for.
 inline int ExitCodeFor(const Status& status) {

@@ -3,6 +3,7 @@
 // socket. Run as `kvtop`, it is `kvctl top`. docs/KVCTL.md is the user guide.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +21,9 @@
 #include "kvctl/discovery.h"
 #include "kvctl/exit_codes.h"
 #include "kvctl/objects.h"
+#include "kvctl/json_writer.h"
 #include "kvctl/top.h"
+#include "kvctl/usage.h"
 #include "kvctl/views.h"
 #include "kvctl/watch.h"
 #include "ops/version.h"
@@ -73,17 +76,36 @@ struct Commands {
   CLI::App* cluster;
 };
 
-int Fail(const Status& status) {
+// Under --json an error is a JSON document on stdout too, so a script that
+// parses stdout always gets JSON; set once the command line is read.
+bool errors_as_json = false;
+
+// Says why a command failed, and returns `code`: on stderr, and under --json
+// as {"error": ..., "code": <exit code>, "status": <kvd's code name>} on stdout.
+int SayError(const std::string& text, int code, const char* status_name) {
+  if (errors_as_json) {
+    JsonWriter json;
+    json.BeginObject().Field("error", text).Field("code", int64_t{code}).Field("status", status_name).EndObject();
+    std::printf("%s\n", json.str().c_str());
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr, "kvctl: %s\n", text.c_str());
+  return code;
+}
+
+int Fail(const Status& status, int code) {
   std::string text;
   for (std::string_view part : {status.call(), status.error_name(), status.message()}) {
     if (!part.empty()) text += (text.empty() ? "" : ": ") + std::string(part);
   }
-  std::fprintf(stderr, "kvctl: %s\n", text.c_str());
-  return ExitCodeFor(status);
+  return SayError(text, code, CodeName(status.code()));
 }
 
+int Fail(const Status& status) { return Fail(status, ExitCodeFor(status)); }
+
 int Usage(const std::string& message) {
-  std::fprintf(stderr, "kvctl: %s\nRun with --help for more information.\n", message.c_str());
+  SayError(message, kExitUsage, "InvalidArgument");
+  if (!errors_as_json) std::fprintf(stderr, "Run with --help for more information.\n");
   return kExitUsage;
 }
 
@@ -124,6 +146,8 @@ Result<std::vector<Kvd>> ViewKvds(const std::string& ipc, bool all, const ViewOp
 }
 
 Commands Define(CLI::App& app, Flags& f) {
+  auto usage = std::make_shared<UsageFormatter>();
+  app.formatter(usage);  // before the subcommands: each inherits it
   app.footer(std::string(kExitCodesHelp) +
              "\n\nIPC defaults to $NANOKV_IPC_NAME, else the only live kvd. Sizes: 512M, 2G, "
              "1.5GiB, 30% (of the kvd's capacity).\nSee docs/KVCTL.md.");
@@ -175,13 +199,13 @@ Commands Define(CLI::App& app, Flags& f) {
   c.top->add_option("--sort", f.top_sort, sort_keys + " (s cycles)")->capture_default_str();
   c.top->add_flag("--once", f.once, "print one frame and exit (no full screen)");
   c.limit = app.add_subcommand("limit", "set a tenant's limit: limit [IPC] TENANT SIZE|PCT%");
-  c.limit->add_option("args", f.positionals, "[IPC] TENANT SIZE (512M, 2G, 1.5GiB, 30%)")
+  c.limit->add_option("IPC-TENANT-SIZE", f.positionals, "[IPC] TENANT SIZE (512M, 2G, 1.5GiB, 30%)")
       ->required()
       ->expected(2, 3);
   c.limit->add_flag("--wait", f.wait, "wait until the tenant is under its new limit");
   c.limit->add_option("--timeout", f.timeout, "seconds --wait waits")->capture_default_str()->check(timeout);
   c.evict = app.add_subcommand("evict", "ask a tenant to give pages back: evict [IPC] TENANT [--bytes N]");
-  c.evict->add_option("args", f.positionals, "[IPC] TENANT, or [IPC] with --objects, or KEY... with --cluster")
+  c.evict->add_option("IPC-TENANT", f.positionals, "[IPC] TENANT, or [IPC] with --objects, or KEY... with --cluster")
       ->expected(0, 1 << 20);
   c.evict->add_flag("--cluster", f.cluster, "remove the KEYs from every node of the cluster (through the master)");
   c.evict->add_flag("--objects", f.objects, "evict objects of kvd's object store instead (by its policy)");
@@ -199,6 +223,17 @@ Commands Define(CLI::App& app, Flags& f) {
   c.cleanup->add_option("ipc", f.cleanup_names, "only these IPC names (default: every dead kvd)");
   c.cleanup->add_flag("--dry-run", f.dry_run, "say what would be removed, remove nothing");
   c.cleanup->add_flag("--logs", f.logs, "also the logs of their instances");
+  usage->Set(c.list, "");
+  usage->Set(c.devices, "[IPC | --all]");
+  usage->Set(c.tenants, "[IPC | --all]");
+  usage->Set(c.instances, "[IPC | --all]");
+  usage->Set(c.watch, "[IPC]");
+  usage->Set(c.top, "[IPC]");
+  usage->Set(c.limit, "[IPC] TENANT SIZE|PCT%");
+  usage->Set(c.evict, "[IPC] TENANT | --objects [IPC] | --cluster KEY...");
+  usage->Set(c.objects, "[IPC] | --cluster");
+  usage->Set(c.cluster, "");
+  usage->Set(c.cleanup, "[IPC...]");
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
   return c;
 }
@@ -275,6 +310,15 @@ int PrintReport(const Result<Report>& report) {
   return report->exit_code;
 }
 
+// The object store's commands: kvd answers kFailedPrecondition when it runs
+// no store, which is "not enabled", not "not running".
+int PrintObjectReport(const Result<Report>& report) {
+  if (!report.ok() && report.status().code() == Code::kFailedPrecondition) {
+    return Fail(report.status(), kExitNotEnabled);
+  }
+  return PrintReport(report);
+}
+
 int RunObjectEvictCommand(const Flags& f);
 
 int RunChangeCommand(const Flags& f, const Commands& c) {
@@ -321,7 +365,7 @@ int RunObjectEvictCommand(const Flags& f) {
   }
   auto name = ResolveIpcName(f.positionals.empty() ? "" : f.positionals[0]);
   if (!name.ok()) return Fail(name.status());
-  return PrintReport(RunObjectEvict(*name, f.device, bytes, f.json));
+  return PrintObjectReport(RunObjectEvict(*name, f.device, bytes, f.json));
 }
 
 int RunObjectsCommand(const Flags& f) {
@@ -331,7 +375,7 @@ int RunObjectsCommand(const Flags& f) {
   }
   auto name = ResolveIpcName(f.ipc);
   if (!name.ok()) return Fail(name.status());
-  return PrintReport(RunObjects(*name, f.json));
+  return PrintObjectReport(RunObjects(*name, f.json));
 }
 
 int RunCleanupCommand(const Flags& f) {
@@ -373,9 +417,14 @@ int Main(int argc, char** argv) {
   try {
     app.parse(static_cast<int>(raw.size()), raw.data());
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0 && std::find(args.begin(), args.end(), "--json") != args.end()) {
+      errors_as_json = true;
+      return Usage(e.what());
+    }
     int code = app.exit(e);  // prints the help, or the error
     return code == 0 ? kExitOk : kExitUsage;
   }
+  errors_as_json = flags.json;
   if (flags.verbose) spdlog::set_level(spdlog::level::debug);
   if (!flags.run_dir.empty()) setenv("NANOKV_RUN_DIR", flags.run_dir.c_str(), 1);
 

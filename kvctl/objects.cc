@@ -32,10 +32,29 @@ Result<std::unique_ptr<ObjectStore>> OpenStore(const std::string& ipc_name) {
 
 }  // namespace
 
-std::string ObjectsView(const std::vector<ObjectEntry>& objects, bool json) {
+std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectStoreInfo& store, bool json) {
+  uint32_t live = 0;
+  uint64_t evictions = 0;
+  for (const ObjectStoreDeviceInfo& d : store.devices) {
+    live += d.objects;
+    evictions += d.evictions;
+  }
   if (json) {
     JsonWriter w;
-    w.BeginObject().Key("objects").BeginArray();
+    w.BeginObject().Key("store").BeginObject().Field("objects", live).Field("evictions", evictions);
+    w.Key("devices").BeginArray();
+    for (const ObjectStoreDeviceInfo& d : store.devices) {
+      w.BeginObject()
+          .Field("device", int64_t{d.device})
+          .Field("store_bytes", d.store_bytes)
+          .Field("used_bytes", d.used_bytes)
+          .Field("free_bytes", d.store_bytes - d.used_bytes)
+          .Field("objects", d.objects)
+          .Field("evictions", d.evictions)
+          .EndObject();
+    }
+    w.EndArray().EndObject();
+    w.Key("objects").BeginArray();
     for (const ObjectEntry& o : objects) {
       w.BeginObject()
           .Field("key", o.key)
@@ -62,13 +81,21 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, bool json) {
                   std::to_string(o.device), Seconds(o.age_ms), Seconds(o.idle_ms), lease,
                   PinName(o.pin)});
   }
-  return table.Render(false);
+  // One line however many devices: "store: 3 objects, 0 evictions; device 0
+  // 2.00 MiB used, 6.00 MiB free; device 1 ...".
+  std::string summary = "store: " + std::to_string(live) + " objects, " + std::to_string(evictions) + " evictions";
+  for (const ObjectStoreDeviceInfo& d : store.devices) {
+    summary += "; device " + std::to_string(d.device) + " " + FormatBytes(d.used_bytes) + " used, " +
+               FormatBytes(d.store_bytes - d.used_bytes) + " free";
+  }
+  return table.Render(false) + summary + "\n";
 }
 
 Result<Report> RunObjects(const std::string& ipc_name, bool json) {
   NANOKV_ASSIGN_OR_RETURN(auto store, OpenStore(ipc_name));
   NANOKV_ASSIGN_OR_RETURN(std::vector<ObjectEntry> objects, store->List());
-  return Report{ObjectsView(objects, json), 0};
+  NANOKV_ASSIGN_OR_RETURN(ObjectStoreInfo info, store->Info());
+  return Report{ObjectsView(objects, info, json), 0};
 }
 
 Result<Report> RunObjectEvict(const std::string& ipc_name, int device, uint64_t bytes, bool json) {

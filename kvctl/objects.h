@@ -12,8 +12,10 @@
 
 namespace nanokv::kvctl {
 
-// A row per object: key, size, state, device, age, idle, lease, pin.
-std::string ObjectsView(const std::vector<ObjectEntry>& objects, bool json);
+// A row per object: key, size, state, device, age, idle, lease, pin; then
+// a summary line of the store (each device's used and free bytes, objects,
+// evictions), "store" in JSON.
+std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectStoreInfo& store, bool json);
 Result<Report> RunObjects(const std::string& ipc_name, bool json);
 // Evicts READY objects of `device` (-1: all) until `bytes` are freed (0: down
 // to the store's low watermark).

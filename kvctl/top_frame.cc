@@ -11,7 +11,8 @@
 namespace nanokv::kvctl {
 namespace {
 
-constexpr int kMinBar = 10;
+constexpr size_t kMinBar = 10;
+constexpr size_t kMinNarrowBar = 5;  // a narrower bar tells nothing: left out
 
 // A line built from pieces, each with a tint; cut to a width before painting,
 // so escape sequences never count against the width or get cut in half.
@@ -140,8 +141,10 @@ void AddDevices(const ipc::Segment& segment, size_t columns, bool stale, std::ve
                        PadRight(Clip(std::string(ipc::ReadString(row.name)), name_width), name_width) + " [";
     std::string right = "] " + PadLeft(FormatBytes(dev_used), 10) + " / " +
                         PadRight(FormatBytes(dev_capacity), 10) + " " +
-                        PadLeft(FormatPercent(dev_used, dev_capacity), 6) + "  reserve " +
-                        FormatBytes(row.reserve_pages * row.page_bytes);
+                        PadLeft(FormatPercent(dev_used, dev_capacity), 6);
+    const std::string reserve = "  reserve " + FormatBytes(row.reserve_pages * row.page_bytes);
+    // The reserve is the first to go in a narrow window, the figures never.
+    if (left.size() + right.size() + reserve.size() + kMinBar <= columns) right += reserve;
     size_t bar = columns > left.size() + right.size() + kMinBar ? columns - left.size() - right.size()
                                                                  : kMinBar;
     const double share = Share(dev_used, dev_capacity);
@@ -227,16 +230,35 @@ void AddTenants(const TopModel& model, const Kvd& kvd, size_t columns, int rows,
     group_width = std::max(group_width, std::min<size_t>(16, ipc::ReadString(row->group).size()));
     dev_width = std::max(dev_width, std::min<size_t>(12, TenantDevices(segment, *row).size()));
   }
+  // 80 columns must show every figure (USE%, STATE, ACTIVE): the PID column
+  // gives way first, then the bar (USE% says it in figures), then long names
+  // (clipped with ~).
+  const size_t right_width = 1 + 10 + 3 + 10 + 1 + 6 + 2 + 10 + 2 + 8;
+  bool show_pid = true;
+  auto left_width = [&] { return name_width + 1 + (show_pid ? 8 : 0) + group_width + 1 + dev_width + 1; };
+  auto bar_room = [&] {
+    const size_t needed = left_width() + 2 + right_width;
+    return columns > needed ? columns - needed : 0;
+  };
+  if (bar_room() < kMinBar) show_pid = false;
+  const size_t bar = bar_room() >= kMinNarrowBar ? bar_room() : 0;  // 0: no bar at all
+  auto too_wide = [&] { return left_width() + (bar > 0 ? bar + 2 : 0) + right_width > columns; };
+  while (too_wide() && (name_width > 6 || group_width > 5)) {
+    if (name_width >= group_width && name_width > 6) {
+      --name_width;
+    } else {
+      --group_width;
+    }
+  }
+  auto left_text = [&](const std::string& name, const std::string& pid, const std::string& group,
+                       const std::string& dev) {
+    return PadRight(Clip(name, name_width), name_width) + " " + (show_pid ? PadLeft(pid, 7) + " " : "") +
+           PadRight(Clip(group, group_width), group_width) + " " + PadRight(Clip(dev, dev_width), dev_width) + " ";
+  };
   // Column heads over the text columns; the bar has none.
   Line head;
-  std::string head_left = PadRight("TENANT", name_width) + " " + PadLeft("PID", 7) + " " +
-                          PadRight("GROUP", group_width) + " " + PadRight("DEV", dev_width) + " ";
-  head.Add(head_left, Tint::kDim);
-  const size_t right_width = 1 + 10 + 3 + 10 + 1 + 6 + 2 + 10 + 2 + 8;
-  size_t bar = columns > head_left.size() + 2 + right_width + kMinBar
-                   ? columns - head_left.size() - 2 - right_width
-                   : kMinBar;
-  head.Add(PadRight("", bar + 2) + " " + PadLeft("USED", 10) + " / " + PadRight("LIMIT", 10) + " " +
+  head.Add(left_text("TENANT", "PID", "GROUP", "DEV"), Tint::kDim);
+  head.Add(PadRight("", bar > 0 ? bar + 2 : 0) + " " + PadLeft("USED", 10) + " / " + PadRight("LIMIT", 10) + " " +
                PadLeft("USE%", 6) + "  " + PadRight("STATE", 10) + "  ACTIVE",
            Tint::kDim);
   lines->push_back(std::move(head));
@@ -255,13 +277,12 @@ void AddTenants(const TopModel& model, const Kvd& kvd, size_t columns, int rows,
     size_t used_cells = Cells(share, bar);
     std::string state = TenantStateName(row, alive);
     Line line;
-    line.Add(PadRight(Clip(std::string(ipc::ReadString(row.name)), name_width), name_width) + " " +
-             PadLeft(std::to_string(row.pid), 7) + " " +
-             PadRight(Clip(std::string(ipc::ReadString(row.group)), group_width), group_width) + " " +
-             PadRight(Clip(TenantDevices(segment, row), dev_width), dev_width) + " [")
-        .Add(std::string(used_cells, '#'), tint)
-        .Add(std::string(bar - used_cells, '.'), Tint::kDim)
-        .Add("] " + PadLeft(FormatBytes(row.used_bytes), 10) + " / " + PadRight(FormatBytes(row.limit_bytes), 10) +
+    line.Add(left_text(std::string(ipc::ReadString(row.name)), std::to_string(row.pid),
+                       std::string(ipc::ReadString(row.group)), TenantDevices(segment, row)));
+    if (bar > 0) {
+      line.Add("[").Add(std::string(used_cells, '#'), tint).Add(std::string(bar - used_cells, '.'), Tint::kDim).Add("]");
+    }
+    line.Add(" " + PadLeft(FormatBytes(row.used_bytes), 10) + " / " + PadRight(FormatBytes(row.limit_bytes), 10) +
              " " + PadLeft(FormatPercent(row.used_bytes, row.limit_bytes), 6) + "  ")
         .Add(PadRight(state, 10), !alive ? Tint::kBad : reclaiming ? Tint::kWarn : Tint::kGood)
         .Add("  " + FormatAge(row.last_activity_unix_ns, model.now_unix_ns));

@@ -111,17 +111,45 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
   return keys;
 }
 
+// yaml-cpp keeps the last of two equal keys without a word: a second
+// `capacity:` further down would silently win. Every mapping, at any depth.
+Status CheckDuplicateKeys(const YamlField& top, const YAML::Node& node, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      NANOKV_RETURN_IF_ERROR(CheckDuplicateKeys(top, node[i], path + "[" + std::to_string(i) + "]"));
+    }
+  }
+  if (!node.IsMap()) return Status::OK();
+  std::map<std::string, int> seen;  // key -> its first line
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) continue;  // not a key kvd reads: "unknown key" says so
+    const std::string key = entry.first.Scalar();
+    const std::string full = path.empty() ? key : path + "." + key;
+    auto [it, fresh] = seen.emplace(key, entry.first.Mark().line + 1);
+    if (!fresh) return top.At(entry.first, full).Bad("given twice (first at line " + std::to_string(it->second) + ")");
+    NANOKV_RETURN_IF_ERROR(CheckDuplicateKeys(top, entry.second, full));
+  }
+  return Status::OK();
+}
+
 Status Apply(const std::string& origin, const std::string& base_dir, const YAML::Node& root,
              KvdConfig* c) {
-  if (root.IsNull()) return Status::OK();  // an empty file: all defaults
+  // An empty file is more often a mistake (a truncated copy, the wrong
+  // path) than a wish for every default, which `{}` says plainly.
+  if (root.IsNull()) return Status::InvalidArgument(origin + ":1: the file is empty (write {} for every default)");
   const YamlField top(origin, root, "(top level)");
   if (!root.IsMap()) return top.Bad("expected a mapping of key: value");
+  NANOKV_RETURN_IF_ERROR(CheckDuplicateKeys(top, root, ""));
   const std::map<std::string, KeyReader> keys = TopLevelKeys(base_dir, c);
   for (const auto& entry : root) {
     std::string key = entry.first.as<std::string>();
     auto it = keys.find(key);
     if (it == keys.end()) return top.At(entry.first, key).Bad("unknown key");
     NANOKV_RETURN_IF_ERROR(it->second(top.At(entry.second, key)));
+    c->where[key] = top.At(entry.first, key).Where();
+    if (key == "object_store" && entry.second.IsMap() && entry.second["size"]) {
+      c->where["object_store.size"] = top.At(entry.second["size"], "object_store.size").Where();
+    }
   }
   return Status::OK();
 }
@@ -161,22 +189,32 @@ Status ApplyOverride(const std::string& key, const YamlField& value, KvdConfig* 
   auto it = keys.find(key);
   if (it == keys.end()) return Status::InvalidArgument(value.key() + ": kvd's config has no key " + key);
   try {
-    return it->second(value);
+    NANOKV_RETURN_IF_ERROR(it->second(value));
   } catch (const YAML::Exception& e) {
     return value.Bad(e.msg);
   }
+  config->where[key] = value.Where();
+  if (key == "object_store") config->where.erase("object_store.size");
+  return Status::OK();
+}
+
+std::string KvdConfig::Origin(const std::string& key) const {
+  auto it = where.find(key);
+  if (it == where.end()) return key;
+  if (it->second.starts_with("--")) return it->second;  // the flag names the key
+  return it->second + ": " + key;
 }
 
 Status Validate(const KvdConfig& config) {
   if (!ipc::ValidIpcName(config.ipc_name)) {
-    return Status::InvalidArgument("ipc_name '" + config.ipc_name +
+    return Status::InvalidArgument(config.Origin("ipc_name") + ": '" + config.ipc_name +
                                    "' is not 1-48 of [A-Za-z0-9_.-]");
   }
   if (config.master.enabled() && !config.object_store.enabled()) {
-    return Status::InvalidArgument("master: a node joins the cluster with its object store: set object_store.size");
+    return Status::InvalidArgument(config.Origin("master") + ": a node joins the cluster with its object store: set object_store.size");
   }
   if (config.page_bytes == 0 || (config.page_bytes & (config.page_bytes - 1)) != 0) {
-    return Status::InvalidArgument("page_size " + std::to_string(config.page_bytes) +
+    return Status::InvalidArgument(config.Origin("page_size") + ": " + std::to_string(config.page_bytes) +
                                    " is not a power of two");
   }
   return Status::OK();

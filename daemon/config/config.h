@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,14 @@ struct KvdConfig {
   std::string log_format = "text";       // text | json (one JSON object per line)
   std::optional<uint16_t> metrics_port;  // unset: no /metrics; 0: a free port, logged
   std::string metrics_address = "127.0.0.1";
+  // Where each key given was given: "<file>:<line>", or the flag; also
+  // "object_store.size". A key left at its default is absent.
+  std::map<std::string, std::string> where;
+
+  // How an error about `key` starts, so that checks made once devices are
+  // open (granularity, devices present, the store's size) name the place
+  // too: "kvd.yaml:4: page_size", "--page-size", or "page_size" (a default).
+  std::string Origin(const std::string& key) const;
 };
 
 // Loads `path` over the defaults. Errors: "<path>:<line>: <key>: <what>", the
@@ -78,7 +87,8 @@ Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& ori
 // the config does not have. Validate the config once every value is set.
 Status ApplyOverride(const std::string& key, const YamlField& value, KvdConfig* config);
 
-// Semantic checks that need no device: names, ranges.
+// Semantic checks that need no device: names, ranges. Errors start with
+// config.Origin(key).
 Status Validate(const KvdConfig& config);
 
 }  // namespace nanokv::kvd

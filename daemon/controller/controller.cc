@@ -14,6 +14,8 @@
 #include <ctime>
 #include <system_error>
 
+#include "daemon/config/config_diff.h"
+
 #include <spdlog/spdlog.h>
 
 namespace nanokv::kvd {
@@ -65,8 +67,11 @@ struct Controller::Instance {
   milliseconds next_backoff{0};
   Clock::time_point due;     // kStarting/kRestarting: when to start
   Clock::time_point started; // kRunning: when this life began
-  Clock::time_point kill_at; // kRunning while stopping: SIGKILL then
+  Clock::time_point kill_at; // kRunning while stopping or retiring: SIGKILL then
   bool killed = false;       // SIGKILL sent in this stop
+  bool retiring = false;     // SIGTERM sent: removed or replaced by a reload
+  std::optional<InstanceConfig> replacement;  // retiring: start this once it ended; none: remove
+  bool gone = false;         // removed: its row goes at the end of this turn
 };
 
 Controller::Controller(std::vector<InstanceConfig> instances, ControllerOptions options,
@@ -121,6 +126,95 @@ void Controller::Stop() {
   Wait();
 }
 
+void Controller::Reconfigure(std::vector<InstanceConfig> instances) {
+  {
+    std::lock_guard lock(pending_mu_);
+    pending_ = std::move(instances);
+  }
+  if (stop_fd_ >= 0) {  // wakes the loop, which looks at pending_ every turn
+    uint64_t one = 1;
+    ssize_t ignored = write(stop_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+}
+
+void Controller::ApplyPending() {
+  std::optional<std::vector<InstanceConfig>> next;
+  {
+    std::lock_guard lock(pending_mu_);
+    next.swap(pending_);
+  }
+  if (!next || stopping_) return;
+  const Clock::time_point now = Clock::now();
+  auto find = [&](const std::string& name) -> const InstanceConfig* {
+    for (const InstanceConfig& c : *next) {
+      if (c.name == name) return &c;
+    }
+    return nullptr;
+  };
+  for (Instance& instance : instances_) {
+    const InstanceConfig* wanted = find(instance.config.name);
+    if (wanted == nullptr) {
+      Retire(instance, std::nullopt, now);
+    } else if (!SameButLimit(instance.config, *wanted)) {
+      Retire(instance, *wanted, now);
+    } else {
+      instance.config.limit = wanted->limit;  // its next start asks for it; kvd set it live
+      instance.config.where = wanted->where;
+    }
+  }
+  for (const InstanceConfig& config : *next) {
+    bool known = false;
+    for (const Instance& instance : instances_) known |= instance.config.name == config.name;
+    if (known) continue;
+    Instance instance;
+    instance.config = config;
+    instance.log_path = InstanceLogPath(config, options_.site);
+    instance.next_backoff = config.backoff;
+    instance.since_unix_ns = UnixNowNs();
+    instance.due = now + config.start_delay;
+    spdlog::info("kvd: instance '{}' added by a reload", config.name);
+    instances_.push_back(std::move(instance));
+  }
+  std::erase_if(instances_, [](const Instance& instance) { return instance.gone; });
+  PublishAll();
+}
+
+void Controller::Retire(Instance& instance, std::optional<InstanceConfig> replacement, Clock::time_point now) {
+  const bool removed = !replacement.has_value();
+  instance.replacement = std::move(replacement);
+  if (instance.state != ipc::InstanceState::kRunning) {
+    if (removed) {
+      spdlog::info("kvd: instance '{}' removed by a reload", instance.config.name);
+      instance.gone = true;
+    } else {
+      Restart(instance);
+    }
+    return;
+  }
+  if (instance.retiring) return;  // SIGTERM sent already; the last reload's wish holds
+  spdlog::info("kvd: instance '{}' (pid {}) {} by a reload: SIGTERM", instance.config.name, instance.pid,
+               removed ? "removed" : "changed");
+  AppendLogLine(instance.log_path, "=== nanokv: " + WallClock() + ": " +
+                                       (removed ? "removed from" : "changed in") + " kvd's config: SIGTERM");
+  SignalGroup(instance.pid, SIGTERM);
+  instance.retiring = true;
+  instance.killed = false;
+  instance.kill_at = now + instance.config.grace;
+}
+
+void Controller::Restart(Instance& instance) {
+  instance.config = std::move(*instance.replacement);
+  instance.replacement.reset();
+  instance.retiring = false;
+  instance.log_path = InstanceLogPath(instance.config, options_.site);
+  instance.next_backoff = instance.config.backoff;
+  instance.in_a_row = 0;
+  instance.due = Clock::now() + instance.config.start_delay;
+  spdlog::info("kvd: instance '{}' starts again with its new config", instance.config.name);
+  SetState(instance, ipc::InstanceState::kStarting);
+}
+
 void Controller::Loop() {
   // kvd's signals are for the main thread (their handler only wakes threads).
   sigset_t signals;
@@ -133,6 +227,7 @@ void Controller::Loop() {
   std::vector<Instance*> polled;  // fds[i + 1] is polled[i]'s pidfd
   while (true) {
     if (stop_requested_.load() && !stopping_) BeginStop();
+    ApplyPending();
     Clock::time_point now = Clock::now();
     bool running = false;
     Clock::time_point next = Clock::time_point::max();
@@ -142,7 +237,7 @@ void Controller::Loop() {
       if (waiting && !stopping_ && now >= instance.due) Launch(instance);
       if (instance.state == ipc::InstanceState::kRunning) {
         running = true;
-        if (stopping_ && !instance.killed) {
+        if ((stopping_ || instance.retiring) && !instance.killed) {
           if (now >= instance.kill_at) {
             spdlog::warn("kvd: instance '{}' (pid {}) outlived its grace of {} ms: SIGKILL",
                          instance.config.name, instance.pid, instance.config.grace.count());
@@ -189,6 +284,7 @@ void Controller::Loop() {
     for (size_t i = 0; i < polled.size(); ++i) {
       if (fds[i + 1].revents != 0) Reap(*polled[i]);
     }
+    if (std::erase_if(instances_, [](const Instance& instance) { return instance.gone; }) > 0) PublishAll();
   }
   PublishAll();
   spdlog::info("kvd: controller: every instance stopped");
@@ -253,6 +349,16 @@ void Controller::Ended(Instance& instance, int exit_code, const std::string& how
   instance.exit_code = exit_code;
   Clock::duration lived = Clock::now() - instance.started;
   std::string line = "=== nanokv: " + WallClock() + ": '" + c.name + "' " + how + " after " + Seconds(lived);
+  if (instance.retiring && !stopping_) {  // a reload removed or changed it
+    AppendLogLine(instance.log_path, line + (instance.replacement ? " (changed: starting again)" : " (removed)"));
+    if (!instance.replacement) {
+      spdlog::info("kvd: instance '{}' {}: removed by a reload", c.name, how);
+      instance.gone = true;
+      return;
+    }
+    Restart(instance);
+    return;
+  }
   bool restart = !stopping_ && (c.restart == RestartPolicy::kAlways ||
                                 (c.restart == RestartPolicy::kOnFailure && exit_code != 0));
   if (!restart) {

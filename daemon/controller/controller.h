@@ -24,6 +24,13 @@
 // An engine's pages come back through kvd's own death handling (NodeServer
 // sees its socket close or its pidfd fire), not through the controller.
 //
+// Reconfigure (kvd's SIGHUP reload) takes a new list: an instance not in it
+// is stopped as at kvd's stop (SIGTERM, SIGKILL after its grace) and its row
+// goes; one that changed beyond its `limit` is stopped so and started again
+// with the new config at once; a new one starts after its start_delay. A
+// change of `limit` alone restarts nothing (kvd sets the tenant's limit live;
+// the next start gets the new one).
+//
 // One thread does everything: it waits in poll(2) on one pidfd per running
 // instance and a stop eventfd, with the next start or kill deadline as its
 // timeout. It never touches NodeState or the server's thread.
@@ -33,6 +40,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -78,6 +87,9 @@ class Controller {
   void Wait();
   // RequestStop, then Wait.
   void Stop();
+  // Applies a new list of instances (see above) on the controller's thread,
+  // soon after; a later call before then replaces this one. Thread-safe.
+  void Reconfigure(std::vector<InstanceConfig> instances);
 
  private:
   struct Instance;
@@ -87,6 +99,13 @@ class Controller {
   void Reap(Instance& instance);
   void Ended(Instance& instance, int exit_code, const std::string& how);
   void BeginStop();
+  void ApplyPending();
+  // SIGTERM to a running instance that is removed or replaced, then SIGKILL
+  // after its grace; one not running goes (or restarts) at once.
+  void Retire(Instance& instance, std::optional<InstanceConfig> replacement,
+              std::chrono::steady_clock::time_point now);
+  // A replaced instance, ended: the new config, started at once.
+  void Restart(Instance& instance);
   void SetState(Instance& instance, ipc::InstanceState state);
   void PublishAll();
 
@@ -96,6 +115,8 @@ class Controller {
   std::vector<Instance> instances_;  // touched by the thread only, once started
   int stop_fd_ = -1;                 // eventfd
   std::atomic<bool> stop_requested_{false};
+  std::mutex pending_mu_;
+  std::optional<std::vector<InstanceConfig>> pending_;  // Reconfigure's, guarded by pending_mu_
   bool stopping_ = false;            // the thread's own: BeginStop ran
   std::thread thread_;
 };

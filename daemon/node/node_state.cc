@@ -131,20 +131,11 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   if (FindTenantByName(params.name) != nullptr) {
     return Status::AlreadyExists("a tenant named '" + params.name + "' is already attached");
   }
-  uint64_t capacity = capacity_bytes();
-  uint64_t limit = params.limit_bytes;
-  if (limit == 0 && params.limit_fraction > 0) {
-    limit = static_cast<uint64_t>(params.limit_fraction * static_cast<double>(capacity));
-  }
-  if (limit == 0 && default_limit_ != 0) limit = default_limit_;
-  if (limit == 0 && default_limit_fraction_ > 0) {
-    limit = static_cast<uint64_t>(default_limit_fraction_ * static_cast<double>(capacity));
-  }
-  if (limit == 0) limit = capacity;
   // An engine never asks itself above the ceiling; the default limit is the
   // operator's, but the ceiling is the operator's too and the stricter word.
   const uint64_t ceiling = ConfigCeiling();
-  limit = std::min(limit, ceiling);
+  const uint64_t limit =
+      std::min(ResolveLimit(params.name, params.limit_bytes, params.limit_fraction), ceiling);
 
   Tenant tenant;
   tenant.id = next_tenant_++;
@@ -155,6 +146,8 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.uid = params.uid;
   tenant.limit_bytes = limit;
   tenant.ceiling_bytes = ceiling;
+  tenant.kvd_owned = params.kvd_owned;
+  tenant.default_limit = !params.kvd_owned && params.limit_bytes == 0 && params.limit_fraction == 0;
   tenant.attach_unix_ns = now_unix_ns;
   tenant.last_activity_unix_ns = now_unix_ns;
   tenant.used_pages.assign(pools_.size(), 0);
@@ -396,27 +389,44 @@ uint64_t NodeState::ConfigCeiling() const {
   return ceiling == 0 ? capacity : std::min(ceiling, capacity);
 }
 
+uint64_t NodeState::ResolveLimit(const std::string& tenant, uint64_t bytes, double fraction) const {
+  const uint64_t capacity = capacity_bytes();
+  const auto share = [capacity](double f) { return static_cast<uint64_t>(f * static_cast<double>(capacity)); };
+  uint64_t limit = bytes;
+  if (limit == 0 && fraction > 0) limit = share(fraction);
+  if (limit == 0) limit = default_limit_ != 0 ? default_limit_ : share(default_limit_fraction_);
+  if (limit == 0) return capacity;
+  if (limit > capacity) {
+    // Said, not silently done: the tenant asked for more than the node has.
+    spdlog::warn("kvd: tenant '{}' asked for a limit of {} bytes, over the node's capacity of {}: "
+                 "clamped to the capacity", tenant, limit, capacity);
+    return capacity;
+  }
+  return limit;
+}
+
 Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes, LimitSetter by) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
-  const uint64_t capacity = capacity_bytes();
-  uint64_t limit = std::min<uint64_t>(limit_bytes, capacity);
+  // 0 is the default limit, as at attach; over the capacity is clamped, with a warning.
+  uint64_t limit = ResolveLimit(tenant->name, limit_bytes, 0);
   if (by == LimitSetter::kOperator) {
-    tenant->ceiling_bytes = limit;
-    tenant->ceiling_by_operator = true;
+    // The operator's word is the ceiling too; its 0 puts both back to the config's.
+    tenant->ceiling_bytes = limit_bytes == 0 ? ConfigCeiling() : limit;
+    tenant->ceiling_by_operator = limit_bytes != 0;
+    limit = std::min(limit, tenant->ceiling_bytes);
+  } else if (limit_bytes == 0) {
+    limit = std::min(limit, tenant->ceiling_bytes);  // the default is the operator's: held to the ceiling
   } else if (limit > tenant->ceiling_bytes) {
-    if (tenant->ceiling_bytes >= capacity) {
-      limit = capacity;  // no ceiling below the capacity: clamp, as always
-    } else {
-      // Issue 19 item 7: an engine raised itself over the operator's limit.
-      return Status::PermissionDenied(
-          "tenant '" + tenant->name + "' may not raise its limit to " + std::to_string(limit_bytes) +
-          " bytes: its ceiling is " + std::to_string(tenant->ceiling_bytes) + " bytes, set by " +
-          (tenant->ceiling_by_operator ? "the operator (kvctl limit)" : "kvd's config (limit_ceiling)") +
-          "; the limit stays " + std::to_string(tenant->limit_bytes) + " bytes");
-    }
+    // Issue 19 item 7: an engine raised itself over the operator's limit.
+    return Status::PermissionDenied(
+        "tenant '" + tenant->name + "' may not raise its limit to " + std::to_string(limit_bytes) +
+        " bytes: its ceiling is " + std::to_string(tenant->ceiling_bytes) + " bytes, set by " +
+        (tenant->ceiling_by_operator ? "the operator (kvctl limit)" : "kvd's config (limit_ceiling)") +
+        "; the limit stays " + std::to_string(tenant->limit_bytes) + " bytes");
   }
   tenant->limit_bytes = limit;
+  tenant->default_limit = limit_bytes == 0;
   uint64_t used = UsedBytes(*tenant);
   if (used > tenant->limit_bytes) {
     tenant->state = TenantState::kReclaiming;
@@ -427,6 +437,19 @@ Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes, L
     tenant->state = TenantState::kAttached;
   }
   return tenant->limit_bytes;
+}
+
+std::vector<std::string> NodeState::SetDefaultLimit(uint64_t bytes, double fraction) {
+  default_limit_ = bytes;
+  default_limit_fraction_ = fraction;
+  std::vector<std::string> changed;
+  for (auto& [id, tenant] : tenants_) {
+    if (!tenant.default_limit) continue;
+    const uint64_t before = tenant.limit_bytes;
+    (void)SetLimit(id, 0);  // 0: the (new) default, held to its ceiling; it exists, so this cannot fail
+    if (tenant.limit_bytes != before) changed.push_back(tenant.name);
+  }
+  return changed;
 }
 
 Status NodeState::Evict(TenantId tenant_id, uint32_t pages) {

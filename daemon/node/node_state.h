@@ -71,6 +71,8 @@ struct Tenant {
   // config, or what the operator last set (kvctl limit). Never engine-set.
   uint64_t ceiling_bytes = 0;
   bool ceiling_by_operator = false;  // the operator set it (else the config)
+  bool kvd_owned = false;  // AttachParams::kvd_owned: no operator may limit or evict it
+  bool default_limit = false;  // it asked for none: a new default limit (SIGHUP) applies to it
   TenantState state = TenantState::kAttached;
   uint64_t attach_unix_ns = 0;
   uint64_t last_activity_unix_ns = 0;
@@ -173,13 +175,18 @@ class NodeState {
   // up to its ceiling; the operator (kvctl, root or kvd's uid) sets limit
   // and ceiling together.
   enum class LimitSetter { kEngine, kOperator };
-  // Sets a tenant's limit (clamped to the node's capacity). Below its use,
-  // the tenant goes to kReclaiming and a kReclaim notice is queued. An
+  // Sets a tenant's limit (clamped to the node's capacity, with a warning);
+  // 0 means what it means at attach: the node's default limit. Below its
+  // use, the tenant goes to kReclaiming and a kReclaim notice is queued. An
   // engine asking above its ceiling gets kPermissionDenied naming the
   // ceiling and who set it (limit_ceiling, or kvctl limit), and its limit
   // stays; a ceiling that is the capacity clamps instead (nothing to defend).
   Result<uint64_t> SetLimit(TenantId tenant, uint64_t limit_bytes,
                             LimitSetter by = LimitSetter::kEngine);
+  // A new default limit (kvd's SIGHUP reload): applies to tenants attaching
+  // from now on and to every tenant whose limit is the default (it asked for
+  // none, or was set to 0), which may then have to reclaim. Returns their names.
+  std::vector<std::string> SetDefaultLimit(uint64_t bytes, double fraction);
   // Asks a tenant to give back `pages` pages without changing its limit
   // (kvctl evict); 0 means all it holds.
   Status Evict(TenantId tenant, uint32_t pages);
@@ -276,6 +283,10 @@ class NodeState {
   void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageGrant>* out);
   void ReleaseHolder(size_t d, PageId id, TenantId tenant);
   Status CheckQuota(const Tenant& tenant, uint32_t count) const;
+  // A tenant's limit from what was asked: bytes, else a fraction of the
+  // capacity, else (both 0) the default limit, else the capacity; clamped to
+  // the capacity with a warning naming `tenant`.
+  uint64_t ResolveLimit(const std::string& tenant, uint64_t bytes, double fraction) const;
   void MaybeEndReclaim(Tenant& tenant);
   uint64_t ConfigCeiling() const;  // limit_ceiling in bytes, at most the capacity
 

@@ -34,6 +34,7 @@ constexpr RequestKind kRequestKinds[] = {
     {wire::Message::kObjectPages, "object_pages"},
     {wire::Message::kObjectList, "object_list"},
     {wire::Message::kObjectEvict, "object_evict"},
+    {wire::Message::kObjectInfo, "object_info"},
 };
 
 std::string Ordinal(int device) { return std::to_string(device); }

@@ -39,12 +39,14 @@ NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions op
     : node_(node), listener_(std::move(listener)), options_(std::move(options)) {
   // Made here, not in Run, so Stop() is safe from a signal handler at any time.
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  task_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 NodeServer::~NodeServer() {
   Shutdown();
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
+  if (task_fd_ >= 0) close(task_fd_);
   if (spare_fd_ >= 0) close(spare_fd_);
 }
 
@@ -61,6 +63,11 @@ Status NodeServer::Setup() {
   ev.data.u64 = kStopTag | static_cast<uint32_t>(stop_fd_);
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev) != 0) {
     return Status::FromErrno("epoll_ctl", errno, "stop eventfd");
+  }
+  if (task_fd_ < 0) return Status::FromErrno("eventfd", errno);
+  ev.data.u64 = kTaskTag | static_cast<uint32_t>(task_fd_);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task_fd_, &ev) != 0) {
+    return Status::FromErrno("epoll_ctl", errno, "task eventfd");
   }
   spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // ShedOneConnection's
   if (spare_fd_ < 0) return Status::FromErrno("open", errno, "/dev/null");
@@ -141,6 +148,8 @@ Status NodeServer::Run() {
         }
       } else if (tag == kSocketTag) {
         OnReadable(fd);
+      } else if (tag == kTaskTag) {
+        RunPosted();
       }
     }
     DeliverNotices();
@@ -311,6 +320,19 @@ void NodeServer::HandleAdopt(Connection& c, const wire::Message& m, std::vector<
   Send(c, reply);
 }
 
+// kvcached's gpu_utilization: a share of the engine's GPU, not of the node.
+// The devices it named, else one device: an engine of kvcached's runs on one.
+uint64_t NodeServer::EngineDeviceShare(const wire::AttachRequest& a) const {
+  uint64_t base = 0, largest = 0;
+  for (const DeviceCounts& counts : node_.Counts()) {
+    const uint64_t bytes = uint64_t{counts.capacity_pages} * node_.page_bytes();
+    largest = std::max(largest, bytes);
+    for (int32_t device : a.devices()) base += device == counts.device ? bytes : 0;
+  }
+  if (a.devices().empty()) base = largest;
+  return std::max<uint64_t>(1, static_cast<uint64_t>(a.device_fraction() * static_cast<double>(base)));
+}
+
 void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
   uint64_t rid = m.request_id();
   if (c.tenant != 0) return SendError(c, rid, Status::FailedPrecondition("already attached"));
@@ -330,6 +352,9 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
     if (!served) {
       return SendError(c, rid, Status::NotFound("kvd does not serve device " + std::to_string(device)));
     }
+  }
+  if (params.limit_bytes == 0 && params.limit_fraction == 0 && a.device_fraction() > 0) {
+    params.limit_bytes = EngineDeviceShare(a);
   }
   auto tenant = node_.Attach(params, NowUnixNs());
   if (!tenant.ok()) return SendError(c, rid, tenant.status());

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,11 @@ class NodeServer {
   // return every engine was told kvd is stopping and every connection closed.
   Status Run();
   void Stop();
+  // Runs `task` on the server's thread, between requests, with the node
+  // (kvd's SIGHUP reload: a new default limit, an instance's limit). Notices
+  // it queues go out in that turn. Thread-safe; not from a signal handler.
+  // Tasks posted after Run returned never run.
+  void Post(std::function<void(NodeState&)> task);
 
   size_t connection_count() const { return connections_.size(); }
   // Connections accepted only to be closed at once because kvd was out of
@@ -123,8 +129,10 @@ class NodeServer {
   static constexpr uint64_t kStopTag = 2ull << 32;
   static constexpr uint64_t kSocketTag = 3ull << 32;
   static constexpr uint64_t kPidTag = 4ull << 32;
+  static constexpr uint64_t kTaskTag = 5ull << 32;
 
   Status Setup();
+  void RunPosted();
   // daemon/server/node_server_accept.cc: admission, limits, refusals.
   void Accept();
   // Why `peer` may not have another connection; OK if it may.
@@ -137,6 +145,8 @@ class NodeServer {
   void OnReadable(int fd);
   void Handle(Connection& c, const std::vector<std::byte>& data, std::vector<int>* fds);
   void HandleAttach(Connection& c, const wire::Message& m);
+  // The limit AttachRequest.device_fraction asks for, in bytes.
+  uint64_t EngineDeviceShare(const wire::AttachRequest& a) const;
   void HandleGrant(Connection& c, uint64_t request_id, int device,
                    Result<std::vector<PageGrant>> granted);
   void HandleSetLimit(Connection& c, const wire::Message& m);
@@ -167,6 +177,9 @@ class NodeServer {
   std::function<void(const NodeState&)> publish_;
   int epoll_fd_ = -1;
   int stop_fd_ = -1;  // eventfd
+  int task_fd_ = -1;  // eventfd: Post wrote a task
+  std::mutex tasks_mu_;
+  std::vector<std::function<void(NodeState&)>> tasks_;  // guarded by tasks_mu_
   std::map<int, std::unique_ptr<Connection>> connections_;  // by socket fd
   std::map<int, int> pidfds_;                                // pidfd -> socket fd
   std::map<TenantId, int> tenant_fds_;                       // tenant -> socket fd

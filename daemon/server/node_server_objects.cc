@@ -30,7 +30,8 @@ uint64_t Ms(uint64_t later_ns, uint64_t now_ns) {
 void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
   uint64_t rid = m.request_id();
   if (objects_ == nullptr) {
-    return SendError(c, rid, Status::Unavailable("kvd runs no object store (object_store.size is 0)"));
+    // Right call, wrong kvd: not "unavailable", which clients read as "kvd is gone".
+    return SendError(c, rid, Status::FailedPrecondition("kvd runs no object store (object_store.size is 0)"));
   }
   ObjectIndex& store = *objects_;
   uint64_t now = SteadyNs();
@@ -134,6 +135,20 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       auto freed = store.Evict(m.object_evict().device(), m.object_evict().bytes(), now);
       if (!freed.ok()) return SendError(c, rid, freed.status());
       reply.mutable_object_evict_reply()->set_freed_bytes(*freed);
+      break;
+    }
+    case wire::Message::kObjectInfo: {
+      wire::ObjectInfoReply* out = reply.mutable_object_info_reply();
+      out->set_backend(options_.backend_name);
+      for (const StoreDeviceStats& d : store.Stats()) {
+        wire::ObjectStoreDevice* row = out->add_devices();
+        row->set_device(d.device);
+        row->set_store_bytes(d.payload_capacity);
+        row->set_used_bytes(d.payload_used);
+        row->set_objects(d.objects);
+        row->set_evictions(d.evictions);
+        row->set_pages(d.pages);
+      }
       break;
     }
     default:

@@ -1,5 +1,7 @@
 // kvd's answers to limit requests and to evict: an engine's own limit, and
-// what only the operator (root or kvd's uid) may ask of another tenant.
+// what only the operator (root or kvd's uid) may ask of another tenant; and
+// the tasks other threads post to the server's (a SIGHUP reload).
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +12,16 @@
 #include "daemon/server/node_server.h"
 
 namespace nanokv::kvd {
+
+namespace {
+// An operator's limit or evict of kvd's own tenant (the object store's
+// `kvd.objects`) would strand its pages: the store sizes itself.
+Status KvdOwnTenant(const Tenant& t, const char* what) {
+  return Status::PermissionDenied("tenant '" + t.name + "' is kvd's own (the object store): no operator may " +
+                                  what + " it; object_store.size sets its size, `kvctl evict --objects` "
+                                  "frees its objects");
+}
+}  // namespace
 
 void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
   uint64_t rid = m.request_id();
@@ -23,6 +35,7 @@ void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
     if (t == nullptr) {
       return SendError(c, rid, Status::NotFound("no tenant named '" + m.set_limit().tenant() + "'"));
     }
+    if (t->kvd_owned) return SendError(c, rid, KvdOwnTenant(*t, "limit"));
     target = t->id;
   }
   const auto by = m.set_limit().tenant().empty() ? NodeState::LimitSetter::kEngine
@@ -49,6 +62,7 @@ void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
   if (t == nullptr) {
     return SendError(c, rid, Status::NotFound("no tenant named '" + m.evict().tenant() + "'"));
   }
+  if (t->kvd_owned) return SendError(c, rid, KvdOwnTenant(*t, "evict"));
   // ceil(bytes / page) without overflow; 0 (all it holds) stays 0. NodeState
   // asks for at most what the tenant holds, so clamping to uint32 loses nothing.
   const uint64_t page = node_.page_bytes();
@@ -66,6 +80,29 @@ void NodeServer::HandleEvict(Connection& c, const wire::Message& m) {
   reply.mutable_evict_reply()->set_pages_requested(asked);
   reply.mutable_evict_reply()->set_used_bytes(used);
   Send(c, reply);
+}
+
+void NodeServer::Post(std::function<void(NodeState&)> task) {
+  {
+    std::lock_guard lock(tasks_mu_);
+    tasks_.push_back(std::move(task));
+  }
+  uint64_t one = 1;
+  ssize_t ignored = write(task_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void NodeServer::RunPosted() {
+  uint64_t count;
+  ssize_t ignored = read(task_fd_, &count, sizeof(count));
+  (void)ignored;
+  std::vector<std::function<void(NodeState&)>> tasks;
+  {
+    std::lock_guard lock(tasks_mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task(node_);
+  dirty_ = true;  // and the turn's DeliverNotices sends what they queued
 }
 
 }  // namespace nanokv::kvd

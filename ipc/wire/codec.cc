@@ -35,6 +35,9 @@ Status CheckBody(const Message& m) {
       if (!(a.limit_fraction() >= 0.0 && a.limit_fraction() <= 1.0)) {
         return Fault("attach: limit_fraction must be in [0, 1]");
       }
+      if (!(a.device_fraction() >= 0.0 && a.device_fraction() <= 1.0)) {
+        return Fault("attach: device_fraction must be in [0, 1]");
+      }
       return Status::OK();
     }
     case Message::kGrant:
@@ -120,6 +123,8 @@ Status CheckBody(const Message& m) {
     case Message::kObjectEvict:
     case Message::kObjectEvictReply:
     case Message::kObjectAck:
+    case Message::kObjectInfo:
+    case Message::kObjectInfoReply:
       return CheckObjectBody(m);  // ipc/wire/object_codec.cc
     case Message::BODY_NOT_SET:
       return Fault("message has no body (or one this version does not know)");

@@ -69,6 +69,7 @@ bool IsObjectRequest(Message::BodyCase body) {
     case Message::kObjectPages:
     case Message::kObjectList:
     case Message::kObjectEvict:
+    case Message::kObjectInfo:
       return true;
     default:
       return false;
@@ -79,7 +80,7 @@ bool IsObjectBody(Message::BodyCase body) {
   return IsObjectRequest(body) || body == Message::kObjectPlan ||
          body == Message::kObjectLeaseReply || body == Message::kObjectPagesReply ||
          body == Message::kObjectListReply || body == Message::kObjectEvictReply ||
-         body == Message::kObjectAck;
+         body == Message::kObjectAck || body == Message::kObjectInfoReply;
 }
 
 Status CheckObjectBody(const Message& m) {
@@ -123,6 +124,16 @@ Status CheckObjectBody(const Message& m) {
         NANOKV_RETURN_IF_ERROR(Device(e.device(), false, "object_list_reply"));
       }
       return Status::OK();
+    case Message::kObjectInfoReply:
+      if (m.object_info_reply().devices_size() > kMaxObjectInfoDevices) {
+        return Fault("object_info_reply: more than " + std::to_string(kMaxObjectInfoDevices) + " devices");
+      }
+      for (const ObjectStoreDevice& d : m.object_info_reply().devices()) {
+        NANOKV_RETURN_IF_ERROR(Device(d.device(), false, "object_info_reply"));
+        if (d.used_bytes() > d.store_bytes()) return Fault("object_info_reply: more used than the store holds");
+      }
+      return Status::OK();
+    case Message::kObjectInfo:
     case Message::kObjectList:
     case Message::kObjectLeaseReply:
     case Message::kObjectEvictReply:

@@ -13,6 +13,7 @@ namespace nanokv::wire {
 inline constexpr uint32_t kMaxObjectPageFds = 64;      // fds in one ObjectPagesReply
 inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in one reply
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
+inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectInfoReply (the segment's rows)
 
 // Whether the body is one of the object store's messages.
 bool IsObjectBody(Message::BodyCase body);

@@ -58,6 +58,10 @@ Status ValidateOptions(const ClientOptions& options, const std::string& tenant) 
     return Status::InvalidArgument("group name '" + options.group.substr(0, 80) +
                                    "' is not 1-63 of [A-Za-z0-9_.:@-]");
   }
+  if (!(options.limit_device_fraction >= 0 && options.limit_device_fraction <= 1)) {
+    return Status::InvalidArgument("limit_device_fraction " + std::to_string(options.limit_device_fraction) +
+                                   " is not in [0, 1]");
+  }
   if (!(options.limit_fraction >= 0 && options.limit_fraction <= 1)) {
     return Status::InvalidArgument("limit_fraction " + std::to_string(options.limit_fraction) +
                                    " is not in [0, 1]");
@@ -87,6 +91,7 @@ Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& 
   for (int device : options.devices) attach->add_devices(device);
   attach->set_limit_bytes(options.limit_bytes);
   attach->set_limit_fraction(options.limit_fraction);
+  attach->set_device_fraction(options.limit_device_fraction);
   attach->set_resume(resume);
   // Attach is the connection's first request: a refusal at connect (an
   // Error with request id 0) is its answer (ipc::Call); any other message

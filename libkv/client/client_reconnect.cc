@@ -63,6 +63,7 @@ Status Client::Impl::Resume(ipc::Channel channel) {
   ClientOptions again = options_;
   again.limit_bytes = limit_bytes();  // what kvd last granted, not the first request
   again.limit_fraction = 0;
+  again.limit_device_fraction = 0;
   NANOKV_ASSIGN_OR_RETURN(wire::AttachReply reply,
                           client::Handshake(channel, again, tenant_, next_request_id_++,
                                             /*resume=*/true));

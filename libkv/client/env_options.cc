@@ -112,7 +112,7 @@ Result<std::optional<ClientOptions>> OptionsFromEnvironment() {
     NANOKV_ASSIGN_OR_RETURN(double fraction, ParseNumber(*utilization));
     if (!(fraction > 0 && fraction <= 1))
       return Malformed(*utilization, "not a fraction in (0, 1]");
-    options.limit_fraction = fraction;
+    options.limit_device_fraction = fraction;  // of the engine's GPU, as kvcached means it
   }
 
   if (auto var = Lookup({"NANOKV_GROUP"})) {

@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -34,9 +36,9 @@ void CloseAll(std::vector<int>* fds) {
 
 class ObjectStore::Impl {
  public:
-  Impl(ipc::Channel channel, std::unique_ptr<gpu::Backend> backend, const ObjectStoreOptions& options)
+  // The backend comes once kvd said which (SetBackend), before any map.
+  Impl(ipc::Channel channel, const ObjectStoreOptions& options)
       : channel_(std::move(channel)),
-        backend_(std::move(backend)),
         timeout_ms_(options.request_timeout_ms),
         spin_us_(options.spin_us),
         access_devices_(options.access_devices) {}
@@ -69,6 +71,7 @@ class ObjectStore::Impl {
   }
 
   gpu::Backend& backend() { return *backend_; }
+  void SetBackend(std::unique_ptr<gpu::Backend> backend) { backend_ = std::move(backend); }
 
   // Notes the uuid kvd gave with a plan of its device `device`.
   void NoteDevice(int device, const std::string& uuid) {
@@ -227,9 +230,48 @@ class ObjectStore::Impl {
   std::map<int, int> local_;          // kvd's ordinal -> this process's, once matched
 };
 
+namespace {
+
+// The backend to map kvd's pages with: the one asked, else $NANOKV_BACKEND,
+// else kvd's. A host backend simulates every device kvd serves (ImportPage
+// checks the ordinal), whatever NANOKV_HOST_DEVICES says.
+Result<std::unique_ptr<gpu::Backend>> OpenStoreBackend(const ObjectStoreOptions& options,
+                                                       const ObjectStoreInfo& info) {
+  std::string name = options.backend;
+  if (name.empty()) {
+    const char* env = std::getenv("NANOKV_BACKEND");
+    name = env != nullptr && *env != '\0' ? env : info.backend;
+  }
+  if (name != "host") return gpu::OpenBackend(name);
+  gpu::HostBackendOptions host = gpu::HostOptionsFromEnvironment();
+  for (const ObjectStoreDeviceInfo& d : info.devices) host.devices = std::max(host.devices, d.device + 1);
+  return gpu::MakeHostBackend(host);
+}
+
+Result<ObjectStoreInfo> FromWireInfo(const wire::Message& reply) {
+  if (reply.body_case() != wire::Message::kObjectInfoReply) return Status::ProtocolError("info: bad reply");
+  ObjectStoreInfo info;
+  info.backend = reply.object_info_reply().backend();
+  for (const auto& d : reply.object_info_reply().devices()) {
+    info.devices.push_back({d.device(), d.store_bytes(), d.used_bytes(), d.objects(), d.evictions(), d.pages()});
+  }
+  return info;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions& options) {
   NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::ConnectToKvdNamed(options.ipc_name));
-  NANOKV_ASSIGN_OR_RETURN(auto backend, gpu::OpenBackend(options.backend));
+  if (options.spin_us > 10'000) {
+    return Status::InvalidArgument("nanokv objects: spin_us " + std::to_string(options.spin_us) +
+                                   " is over 10000");
+  }
+  auto impl = std::make_unique<Impl>(std::move(channel), options);
+  wire::Message ask;
+  ask.mutable_object_info();
+  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl->Call(std::move(ask)));
+  NANOKV_ASSIGN_OR_RETURN(ObjectStoreInfo info, FromWireInfo(reply));
+  NANOKV_ASSIGN_OR_RETURN(auto backend, OpenStoreBackend(options, info));
   for (int device : options.access_devices) {
     if (device < 0 || device >= backend->device_count()) {
       return Status::InvalidArgument("nanokv objects: access device " + std::to_string(device) +
@@ -237,11 +279,7 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions&
                                      std::to_string(backend->device_count()));
     }
   }
-  if (options.spin_us > 10'000) {
-    return Status::InvalidArgument("nanokv objects: spin_us " + std::to_string(options.spin_us) +
-                                   " is over 10000");
-  }
-  auto impl = std::make_unique<Impl>(std::move(channel), std::move(backend), options);
+  impl->SetBackend(std::move(backend));
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
 }
 
@@ -462,6 +500,13 @@ Result<uint64_t> ObjectStore::Evict(int device, uint64_t bytes) {
   NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
   if (reply.body_case() != wire::Message::kObjectEvictReply) return Status::ProtocolError("evict: bad reply");
   return reply.object_evict_reply().freed_bytes();
+}
+
+Result<ObjectStoreInfo> ObjectStore::Info() {
+  wire::Message m;
+  m.mutable_object_info();
+  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl_->Call(std::move(m)));
+  return FromWireInfo(reply);
 }
 
 size_t ObjectStore::mapped_pages() const { return impl_->mapped_pages(); }

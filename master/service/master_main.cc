@@ -23,7 +23,11 @@ int MasterMain(int argc, char** argv) {
   MasterFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd --role master"),
                        "print the master's version, commit and backends, and exit");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // every usage error is 2, as kvd's
+  }
   // Every line to stderr (before the config is read too), then as the config
   // says: a file besides, text or JSON lines (ops/logging.h).
   ops::LogOptions log;
@@ -32,7 +36,7 @@ int MasterMain(int argc, char** argv) {
   auto config = flags.Load();
   if (!config.ok()) {
     spdlog::critical("master: {}", config.status().ToString());
-    return 1;
+    return 2;  // a config (file or flag) that does not load is a usage error
   }
   log.level = config->log_level;
   log.format = config->log_format == "json" ? ops::LogFormat::kJson : ops::LogFormat::kText;

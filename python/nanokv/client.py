@@ -1,5 +1,6 @@
 """Client: a tenant of the node's kvd (nanokv::Client over the C ABI)."""
 import ctypes
+import warnings
 import weakref
 from collections import namedtuple
 
@@ -8,6 +9,12 @@ from nanokv._handle import OwnedHandle
 from nanokv._lib import address, call, fit, id_array
 
 DeviceGeometry = namedtuple("DeviceGeometry", "device page_bytes capacity_pages")
+
+
+def _warn_clamped(asked, granted):
+    # kvd logs it too; said here, where the one who asked will see it.
+    warnings.warn(f"nanokv: asked for a limit of {asked} bytes, kvd granted {granted} "
+                  "(its capacity)", RuntimeWarning, stacklevel=3)
 
 
 class Client(OwnedHandle):
@@ -52,6 +59,8 @@ class Client(OwnedHandle):
         self._own(_handle)
         self._tenant = self._string("nanokv_client_tenant")
         self._backend = self._string("nanokv_client_backend")
+        if limit_bytes and self.limit_bytes < int(limit_bytes):
+            _warn_clamped(int(limit_bytes), self.limit_bytes)
 
     @classmethod
     def from_env(cls):
@@ -138,9 +147,12 @@ class Client(OwnedHandle):
         call("nanokv_return", self.handle, device, array, n)
 
     def set_limit(self, limit_bytes):
-        """Returns the limit kvd applied."""
+        """Returns the limit kvd applied (0: kvd's default limit). A limit
+        over kvd's capacity is clamped to it, with a warning."""
         applied = ctypes.c_uint64()
         call("nanokv_set_limit", self.handle, limit_bytes, ctypes.byref(applied))
+        if limit_bytes and applied.value < int(limit_bytes):
+            _warn_clamped(int(limit_bytes), applied.value)
         return applied.value
 
     # -- copies (synchronous, through the backend) ------------------------

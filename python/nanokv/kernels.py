@@ -15,8 +15,21 @@ _DTYPES = {"float16": 0, "bfloat16": 1}
 
 
 def available():
-    """True when libnanokv was built with the device kernels."""
-    return bool(_lib.lib.nanokv_kernels_available())
+    """True when the kernels can run here: libnanokv was built with them and
+    a CUDA GPU is present (the driver loads and counts at least one)."""
+    return bool(_lib.lib.nanokv_kernels_available()) and _gpu_present()
+
+
+def _gpu_present():
+    # The driver API itself, not torch: nanokv needs no torch to answer.
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return False
+    return count.value > 0
 
 
 def _stream_handle(stream):

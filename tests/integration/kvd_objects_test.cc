@@ -289,9 +289,55 @@ TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
 
 TEST_F(KvdObjectsTest, AKvdWithoutAStoreSaysSo) {
   StartKvd();
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->OpenForWrite("k", 10).status().code(), Code::kUnavailable);
+  ObjectStoreOptions options;
+  options.ipc_name = ipc_;
+  options.backend = Backend();
+  auto store = ObjectStore::Open(options);
+  EXPECT_EQ(store.status().code(), Code::kFailedPrecondition) << "not enabled, not unavailable";
+  EXPECT_NE(store.status().message().find("object_store.size is 0"), std::string_view::npos)
+      << store.status().ToString();
+}
+
+// On the host backend the store takes kvd's device count from kvd's answer
+// (not NANOKV_HOST_DEVICES, unset here); kvctl objects sums the store up.
+TEST_F(KvdObjectsTest, TheStoreTakesKvdsDevicesAndKvctlSumsItUp) {
+  if (Backend() != "host") GTEST_SKIP() << "the host backend's simulated devices";
+  unsetenv("NANOKV_HOST_DEVICES");
+  std::string path = dir_.path() + "/objects.yaml";
+  std::ofstream(path) << "object_store:\n  size: 8MiB\n";
+  StartKvd(16, {"--config", path, "--host-devices", "2"});
+  ObjectStoreOptions options;
+  options.ipc_name = ipc_;
+  options.backend = "host";
+  auto store = ObjectStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK((*store)->Put("on:1", ObjectPattern(5000, 7), 1));
+  auto got = (*store)->Get("on:1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, ObjectPattern(5000, 7));
+  auto info = (*store)->Info();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->backend, "host");
+  ASSERT_EQ(info->devices.size(), 2u);
+  EXPECT_EQ(info->devices[0].objects, 0u);
+  EXPECT_EQ(info->devices[0].used_bytes, 0u);
+  EXPECT_EQ(info->devices[1].objects, 1u);
+  EXPECT_GE(info->devices[1].used_bytes, 5000u);
+  EXPECT_GT(info->devices[1].store_bytes, info->devices[1].used_bytes);
+
+  auto kvctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), Binary("NANOKV_KVCTL_BINARY", NANOKV_KVCTL_BINARY));
+    Process p = Process::Start(args, {{"NANOKV_RUN_DIR", dir_.path()}}, dir_.path() + "/kvctl.log");
+    auto code = p.Wait(std::chrono::seconds(30));
+    EXPECT_TRUE(code.has_value() && *code == 0) << p.Log();
+    return p.Log();
+  };
+  std::string table = kvctl({"objects", ipc_});
+  EXPECT_NE(table.find("store: 1 objects, 0 evictions; device 0 0 B used, "), std::string::npos) << table;
+  EXPECT_NE(table.find("; device 1 "), std::string::npos) << table;
+  std::string json = kvctl({"objects", ipc_, "--json"});
+  EXPECT_NE(json.find("\"store\":{\"objects\":1,\"evictions\":0,\"devices\":[{\"device\":0,"), std::string::npos)
+      << json;
 }
 
 }  // namespace

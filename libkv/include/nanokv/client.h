@@ -42,6 +42,9 @@ struct ClientOptions {
   // limit_bytes is 0. Both 0: kvd's default. kvd may grant less.
   uint64_t limit_bytes = 0;
   double limit_fraction = 0;
+  // Or a share of this engine's own device(s) (`devices`, else one device),
+  // as kvcached's KVCACHED_GPU_UTILIZATION means it; used when both above are 0.
+  double limit_device_fraction = 0;
   // The page size this engine was built for; Attach fails (kInvalidArgument)
   // when kvd's differs. 0: accept kvd's.
   size_t expect_page_bytes = 0;
@@ -167,7 +170,8 @@ class Client {
   // same pages again, and then they cost no import.
   Status Return(int device, std::span<const uint32_t> ids);
   // Sets this tenant's own limit; returns the limit kvd applied (clamped to
-  // its capacity). Below current use, kvd sends a ReclaimNotice.
+  // its capacity; 0: kvd's default limit, as at attach). Below current use,
+  // kvd sends a ReclaimNotice.
   Result<uint64_t> SetLimit(uint64_t bytes);
   // Tells kvd this tenant is leaving and closes the connection. Idempotent;
   // afterwards every request answers kFailedPrecondition.

@@ -44,9 +44,26 @@ struct ObjectLease {
   uint64_t ttl_ms = 0;
 };
 
+// What kvd's store is, per device (kvctl objects' summary line).
+struct ObjectStoreDeviceInfo {
+  int device = 0;            // kvd's ordinal
+  uint64_t store_bytes = 0;  // payload room of the device's store pages
+  uint64_t used_bytes = 0;   // allocated (rounded) payload bytes
+  uint32_t objects = 0;      // live: RESERVED, WRITING or READY
+  uint64_t evictions = 0;    // since kvd started
+  uint32_t pages = 0;        // store pages kvd holds from the device's pool
+};
+
+struct ObjectStoreInfo {
+  std::string backend;  // kvd's: "cuda", "hip" or "host"
+  std::vector<ObjectStoreDeviceInfo> devices;
+};
+
 struct ObjectStoreOptions {
   std::string ipc_name = "nanokv";
-  // The backend kvd runs ("cuda", "hip", "host"); empty: $NANOKV_BACKEND, else auto.
+  // The backend kvd runs ("cuda", "hip", "host"); empty: $NANOKV_BACKEND,
+  // else the one kvd names. On "host" the simulated device count is kvd's
+  // (its reply at open), not NANOKV_HOST_DEVICES.
   std::string backend;
   uint32_t request_timeout_ms = 60'000;
   // How long a request polls for kvd's reply without sleeping before it
@@ -65,7 +82,8 @@ struct ObjectStoreOptions {
 
 class ObjectStore {
  public:
-  // kUnavailable when kvd is not running.
+  // Asks kvd what its store is first: kUnavailable when kvd is not running,
+  // kFailedPrecondition when it runs no object store (object_store.size 0).
   static Result<std::unique_ptr<ObjectStore>> Open(const ObjectStoreOptions& options);
   ObjectStore(const ObjectStore&) = delete;
   ObjectStore& operator=(const ObjectStore&) = delete;
@@ -127,6 +145,8 @@ class ObjectStore {
   // kvctl objects / evict.
   Result<std::vector<ObjectEntry>> List();
   Result<uint64_t> Evict(int device, uint64_t bytes);
+  // Each device's store: room, use, objects, evictions.
+  Result<ObjectStoreInfo> Info();
 
   // Store pages this process has mapped so far (the import cache).
   size_t mapped_pages() const;

@@ -177,10 +177,12 @@ TEST_F(EnvOptionsTest, GpuUtilizationAlias) {
   Set("ENABLE_KVCACHED", "1");
   Set("KVCACHED_GPU_UTILIZATION", "0.5");
   ClientOptions options = Parse();
-  EXPECT_DOUBLE_EQ(options.limit_fraction, 0.5);
+  // A share of the engine's GPU as kvcached means it, not of kvd's whole capacity.
+  EXPECT_DOUBLE_EQ(options.limit_device_fraction, 0.5);
+  EXPECT_EQ(options.limit_fraction, 0.0);
   EXPECT_EQ(options.limit_bytes, 0u);
   Set("KVCACHED_GPU_UTILIZATION", "1");
-  EXPECT_DOUBLE_EQ(Parse().limit_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(Parse().limit_device_fraction, 1.0);
 }
 
 TEST_F(EnvOptionsTest, NanokvLimitWinsOverGpuUtilization) {
@@ -190,6 +192,7 @@ TEST_F(EnvOptionsTest, NanokvLimitWinsOverGpuUtilization) {
   ClientOptions options = Parse();
   EXPECT_EQ(options.limit_bytes, 1ull << 30);
   EXPECT_EQ(options.limit_fraction, 0.0);
+  EXPECT_EQ(options.limit_device_fraction, 0.0);
 }
 
 TEST_F(EnvOptionsTest, MalformedLimits) {

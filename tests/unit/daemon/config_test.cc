@@ -12,8 +12,8 @@
 namespace nanokv::kvd {
 namespace {
 
-TEST(Config, EmptyTextGivesDefaults) {
-  auto config = LoadConfigText("", "empty.yaml");
+TEST(Config, AnEmptyMappingGivesDefaults) {
+  auto config = LoadConfigText("{}", "empty.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->ipc_name, "nanokv");
   EXPECT_EQ(config->page_bytes, 2u << 20);
@@ -90,7 +90,16 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       {"key: [unclosed\n", "c.yaml:"},
       {"- a\n- b\n", "c.yaml:1: (top level): expected a mapping"},
       {"instances: {a: 1}\n", "c.yaml:1: instances: expected a list of instances"},
-      {"ipc_name: \"has space\"\n", "ipc_name 'has space' is not"},
+      {"ipc_name: \"has space\"\n", "c.yaml:1: ipc_name: 'has space' is not"},
+      // Issue 21: refused, not read as something else.
+      {"", "c.yaml:1: the file is empty (write {} for every default)"},
+      {"# only a comment\n", "c.yaml:1: the file is empty"},
+      {"capacity: 1.5\n", "c.yaml:1: capacity: '1.5' is a fraction above 1"},
+      {"default_limit: 2.5\n", "c.yaml:1: default_limit: '2.5' is a fraction above 1"},
+      {"capacity: 1GiB\nreserve_pages: 2\ncapacity: 2GiB\n", "c.yaml:3: capacity: given twice (first at line 1)"},
+      {"object_store:\n  size: 8MiB\n  size: 9MiB\n", "c.yaml:3: object_store.size: given twice (first at line 2)"},
+      {"instances:\n  - name: a\n    command: /bin/true\n    name: b\n",
+       "c.yaml:4: instances[0].name: given twice (first at line 2)"},
       {"max_connections_per_process: 0\n", "c.yaml:1: max_connections_per_process: '0' is outside"},
       {"max_connections: -1\n", "c.yaml:1: max_connections:"},
       {"busy_poll_us: 20000\n", "c.yaml:1: busy_poll_us: '20000' is outside"},
@@ -342,7 +351,7 @@ namespace nanokv::kvd {
 namespace {
 
 TEST(ConfigObjectStore, ReadsEveryKeyAndDefaultsToNoStore) {
-  auto none = LoadConfigText("", "o.yaml");
+  auto none = LoadConfigText("{}", "o.yaml");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->object_store.enabled());
   auto config = LoadConfigText(R"(
@@ -476,6 +485,20 @@ TEST(ConfigFlags, ErrorsNameTheFlagAndSayTheKeysRule) {
 
 // A value is taken as given, quotes and colons included: it is never pasted
 // into YAML text to be parsed again.
+// Checks made once devices are open start with where the key was given.
+TEST(ConfigFlags, OriginNamesTheFileLineOrTheFlag) {
+  auto file = LoadConfigText("\nipc_name: a\npage_size: 4MiB\nobject_store:\n  size: 8MiB\n", "c.yaml");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->Origin("page_size"), "c.yaml:3: page_size");
+  EXPECT_EQ(file->Origin("object_store.size"), "c.yaml:5: object_store.size");
+  EXPECT_EQ(file->Origin("devices"), "devices") << "a default names the key alone";
+  auto flags = LoadFlags({"--page-size", "4MiB", "--ipc-name", "has space"});
+  EXPECT_EQ(flags.status().message(), "--ipc-name: 'has space' is not 1-48 of [A-Za-z0-9_.-]");
+  flags = LoadFlags({"--page-size", "4MiB"});
+  ASSERT_TRUE(flags.ok()) << flags.status().ToString();
+  EXPECT_EQ(flags->Origin("page_size"), "--page-size");
+}
+
 TEST(ConfigFlags, ValuesAreTakenAsGiven) {
   auto config = LoadFlags({"--run-dir", "/tmp/a \"b\": c"});
   ASSERT_TRUE(config.ok()) << config.status().ToString();

@@ -301,6 +301,35 @@ TEST_F(NodeStateTest, LimitCeilingOfTheConfigBoundsAttachAndSetLimit) {
   EXPECT_EQ(*(*node)->SetLimit(*a, 5 * kPage), 5 * kPage);
 }
 
+// A limit of 0 is the default limit; a new default (kvd's SIGHUP) reaches
+// the tenants on it, not those that asked for their own.
+TEST_F(NodeStateTest, ZeroIsTheDefaultLimitAndANewDefaultReachesItsTenants) {
+  TenantId on_default = AttachAs("d");
+  TenantId own = AttachAs("o", "", 3 * kPage);
+  EXPECT_EQ(node_->FindTenant(on_default)->limit_bytes, 16 * kPage) << "no default_limit: the capacity";
+  ASSERT_TRUE(node_->Grant(on_default, 0, 4, 1).ok());
+  std::vector<std::string> changed = node_->SetDefaultLimit(2 * kPage, 0);
+  EXPECT_EQ(changed, std::vector<std::string>{"d"});
+  EXPECT_EQ(node_->FindTenant(on_default)->limit_bytes, 2 * kPage);
+  EXPECT_EQ(node_->FindTenant(on_default)->state, TenantState::kReclaiming) << "4 pages held, 2 allowed";
+  EXPECT_EQ(node_->FindTenant(own)->limit_bytes, 3 * kPage);
+  auto notices = node_->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].pages, 2u);
+  // The tenant with its own limit set back to 0: the default, and a later
+  // default reaches it too.
+  auto zero = node_->SetLimit(own, 0);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(*zero, 2 * kPage);
+  EXPECT_EQ(node_->SetDefaultLimit(0, 0.5).size(), 2u);
+  EXPECT_EQ(node_->FindTenant(own)->limit_bytes, 8 * kPage);
+  // Over the capacity: clamped (and logged).
+  auto big = node_->SetLimit(own, 1000 * kPage);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(*big, 16 * kPage);
+  Check();
+}
+
 TEST_F(NodeStateTest, DetachGivesEveryPageBack) {
   TenantId a = AttachAs("a");
   ASSERT_TRUE(node_->Grant(a, 0, 5, 1).ok());

@@ -85,6 +85,23 @@ TEST(ObjectCodec, RejectsOutOfRangeFields) {
     for (uint32_t i = 0; i <= kMaxObjectPageFds; ++i) m.mutable_object_pages()->add_page_ids(i);
   })));
   EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_evict()->set_device(-2); })));
+  // The store's summary (kvctl objects; a host client's device count).
+  EXPECT_TRUE(With([](Message& m) { m.mutable_object_info(); }).ok());
+  EXPECT_TRUE(With([](Message& m) {
+    auto* d = m.mutable_object_info_reply()->add_devices();
+    d->set_device(1);
+    d->set_store_bytes(100);
+    d->set_used_bytes(100);
+  }).ok());
+  EXPECT_TRUE(fault(With([](Message& m) {
+    auto* d = m.mutable_object_info_reply()->add_devices();
+    d->set_store_bytes(100);
+    d->set_used_bytes(101);  // more used than there is
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_info_reply()->add_devices()->set_device(-1); })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    for (int i = 0; i <= kMaxObjectInfoDevices; ++i) m.mutable_object_info_reply()->add_devices();
+  })));
   // Plans whose spans or offsets do not add up.
   EXPECT_TRUE(fault(With([](Message& m) {
     *m.mutable_object_plan() = GoodPlan();

@@ -148,7 +148,7 @@ TEST(KvdMasterBlock, ReadsItsKeysAndNamesItsErrors) {
             "InvalidArgument: kvd.yaml:4: master.adresses: unknown key (addresses, node_id, data_address, "
             "token_file, tls, retry_interval)");
   EXPECT_EQ(Error(kvd::LoadConfigText("master:\n  addresses: [\"m:1\"]\n", "kvd.yaml")),
-            "InvalidArgument: master: a node joins the cluster with its object store: set object_store.size");
+            "InvalidArgument: kvd.yaml:1: master: a node joins the cluster with its object store: set object_store.size");
   EXPECT_EQ(Error(kvd::LoadConfigText(
                 "object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n  tls:\n    cert: c.pem\n", "kvd.yaml")),
             "InvalidArgument: kvd.yaml:6: master.tls: a node speaking TLS needs ca (the master's certificate chain)");
