@@ -212,14 +212,22 @@ TEST_F(KvdAuthorityTest, ObjectsAreRemovedByTheirProducerOrTheOperatorOnly) {
                       << "object_store:\n  size: 8MiB\n";
   ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
   StartKvd(32, {"--config", path});
-  EXPECT_EQ(RunAs(producer.uid(), producer.gid(), [&] {
-              auto store = OpenStore();
-              if (store == nullptr) return 1;
-              if (!store->Put("mine", std::vector<std::byte>(100, std::byte{1})).ok()) return 2;
-              if (!store->Put("kept", std::vector<std::byte>(100, std::byte{2})).ok()) return 3;
-              return store->Remove("mine").ok() ? 10 : 4;
-            }),
-            10)
+  // The producer is a fresh process (object_peer, exec'd after the fork): a
+  // child forked from this one cannot use CUDA once this process has.
+  auto peer = [&](const std::vector<std::string>& args) {
+    return RunAs(producer.uid(), producer.gid(), [&] {
+      std::vector<std::string> argv = {Binary("NANOKV_OBJECT_PEER", NANOKV_OBJECT_PEER)};
+      argv.insert(argv.end(), args.begin(), args.end());
+      std::vector<char*> raw;
+      for (std::string& a : argv) raw.push_back(a.data());
+      raw.push_back(nullptr);
+      execv(raw[0], raw.data());
+      return 127;
+    });
+  };
+  EXPECT_EQ(peer({"put", ipc_, "mine", "100", "1"}), 0);
+  EXPECT_EQ(peer({"put", ipc_, "kept", "100", "2"}), 0);
+  EXPECT_EQ(peer({"remove", ipc_, "mine", "0", "0"}), 0)
       << "a producer removes its own object";
   const std::string socket = SocketPath();
   // Sends one object request as `user`: 20 when refused kPermissionDenied

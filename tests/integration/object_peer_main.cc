@@ -5,6 +5,7 @@
 //       buffer of this process, PutFromDevice (kernels on cuda)
 //   object_peer get-device <ipc_name> <key> <bytes> <seed>  GetToDevice into a device
 //       buffer, copied out and compared byte-exact
+//   object_peer remove <ipc_name> <key> 0 0                 remove the object
 // Exit 0 on success; 1 with the reason on stderr.
 #include <cstdio>
 #include <cstdlib>
@@ -65,7 +66,7 @@ int RunDevice(nanokv::ObjectStore& store, const std::string& backend_name, bool 
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device <ipc_name> <key> <bytes> <seed>\n");
+    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device|remove <ipc_name> <key> <bytes> <seed>\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -85,6 +86,10 @@ int main(int argc, char** argv) {
   if (mode == "put") {
     nanokv::Status put = (*store)->Put(key, data, 0);
     return put.ok() ? 0 : Failed("put", put);
+  }
+  if (mode == "remove") {
+    nanokv::Status removed = (*store)->Remove(key);
+    return removed.ok() ? 0 : Failed("remove", removed);
   }
   auto got = (*store)->Get(key);
   if (!got.ok()) return Failed("get", got.status());
