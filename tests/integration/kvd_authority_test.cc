@@ -14,6 +14,7 @@
 #include "ipc/uds/channel.h"
 #include "ipc/wire/codec.h"
 #include "tests/integration/kvctl_fixture.h"
+#include "tests/integration/page_ledger.h"
 #include "tests/util/other_user.h"
 
 namespace nanokv::testing {
@@ -58,6 +59,9 @@ TEST_F(KvdAuthorityTest, AnEngineCannotRaiseItselfOverTheOperatorsLimit) {
   ASSERT_NE(engine, nullptr);
   auto held = engine->Grant(0, 6);
   ASSERT_TRUE(held.ok()) << held.status().ToString();
+  PageLedger ledger;  // refusals take and give nothing: kvd's rows stay the ledger's
+  ledger.Attach("quota", "");
+  ledger.Hold("quota", 0, *held);
 
   Ran limit = Kvctl({"limit", ipc_, "quota", "4M"});
   ASSERT_EQ(limit.code, 0) << limit.out << limit.err;
@@ -92,6 +96,7 @@ TEST_F(KvdAuthorityTest, AnEngineCannotRaiseItselfOverTheOperatorsLimit) {
   auto again = engine->SetLimit(8u << 20);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, 8u << 20);
+  ExpectLedger(ledger);
 }
 
 // Item 7, the config's ceiling: no engine asks itself above limit_ceiling,
@@ -109,7 +114,12 @@ TEST_F(KvdAuthorityTest, LimitCeilingFromTheConfigBoundsEveryEngine) {
   EXPECT_NE(raised.status().message().find("kvd's config (limit_ceiling)"), std::string::npos)
       << raised.status().ToString();
   EXPECT_EQ(engine->Grant(0, 5).status().code(), Code::kResourceExhausted);
-  ASSERT_TRUE(engine->Grant(0, 4).ok());
+  auto held = engine->Grant(0, 4);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  PageLedger ledger;
+  ledger.Attach("capped", "");
+  ledger.Hold("capped", 0, *held);
+  ExpectLedger(ledger);
 }
 
 // Item 10: 308k lease acquires in 15 s took kvd from 10.9 to 30.1 MB. Now
