@@ -270,6 +270,9 @@ int Main(int argc, char** argv) {
     objects = std::move(store).value();
   }
   SegmentPublisher publisher(std::move(*writer), **backend, **node);
+  // The first publish has the devices: the controller's instance rows (it
+  // exists from here, instances or not) must never be the first a reader sees.
+  publisher.Publish(**node);
 
   auto listener = ipc::Listener::Bind(socket_path, config.socket_mode, config.group);
   if (!listener.ok()) return Fail(listener.status());
