@@ -9,8 +9,8 @@
 //            the driver refuses cuMemMap at a non-zero offset into a handle.
 //   range    a reserved virtual address range: address space, no memory.
 //   mapping  one page mapped at one address inside a range.
-//   access   the devices allowed to read and write a mapping. A new mapping has
-//            none: SetAccess must follow every Map.
+//   access   the devices allowed to read (and, unless read-only, write) a
+//            mapping. A new mapping has none: SetAccess must follow every Map.
 //
 // What every method may assume and promises (like mimalloc's prim.h):
 //   - sizes and addresses given to Reserve/Map/SetAccess/Unmap are multiples of
@@ -66,6 +66,13 @@ struct DeviceInfo {
 
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
+// What SetAccess gives: read-write, or read only (cuda's
+// CU_MEM_ACCESS_FLAGS_PROT_READ, hip's hipMemAccessFlagsProtRead, host's
+// PROT_READ). A write through a read-only mapping faults: SIGSEGV on host, a
+// GPU fault on cuda and hip; the backend's own Copy and Fill refuse it first
+// (kPermissionDenied), as they refuse a mapping without access.
+enum class Access { kReadWrite, kReadOnly };
+
 class Backend {
  public:
   Backend() = default;
@@ -100,6 +107,15 @@ class Backend {
   // backend does. A process that must pass an imported page on keeps a
   // duplicate of the fd it imported (libkv's page cache does, for kvd restarts).
   virtual Result<int> ExportPage(PageHandle page) = 0;
+  // An fd of the page behind `exported_fd` (an ExportPage fd, not taken) that
+  // gives its holder read access only, for readers of what others wrote.
+  // The caller owns it. Host: the memfd re-opened O_RDONLY, so a peer
+  // cannot map it writable (mmap PROT_WRITE|MAP_SHARED is EACCES), and pages
+  // are 0600 so it cannot re-open it writable through /proc either, unless it
+  // runs as the page's owner or root. cuda and hip: a duplicate of the fd, as
+  // the driver's POSIX-fd export gives whoever holds it full access (read-only
+  // access flags then bind only a cooperating importer).
+  virtual Result<int> ExportReadOnly(int exported_fd);
   // Imports a page exported by ExportPage, in this or another process.
   // Takes ownership of `fd` whether it succeeds or not. `size` is the page
   // size the exporter announced; kInvalidArgument where the backend can tell
@@ -116,10 +132,13 @@ class Backend {
   // Maps the whole of `page` (of `size` bytes) at `address`, inside a range and
   // over no other mapping. The mapping has no access until SetAccess (rule 1).
   virtual Status Map(uintptr_t address, size_t size, PageHandle page) = 0;
-  // Gives `devices` read-write access to [address, address+size), which must
-  // be made of whole mappings with no hole (rule 2: kInvalidArgument otherwise).
-  virtual Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices) = 0;
-  // Whether `device` may read and write the mapped byte at `address`.
+  // Gives `devices` `access` to [address, address+size), which must be made
+  // of whole mappings with no hole (rule 2: kInvalidArgument otherwise).
+  // kPermissionDenied for read-write where the page came from a read-only
+  // export (ExportReadOnly): the host backend can tell; a GPU driver cannot.
+  virtual Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices,
+                           Access access = Access::kReadWrite) = 0;
+  // Whether `device` may access (read, at least) the mapped byte at `address`.
   virtual Result<bool> HasAccess(uintptr_t address, int device) = 0;
   // Unmaps [address, address+size), which must be made of whole mappings
   // (rule 2: kInvalidArgument otherwise).

@@ -402,7 +402,7 @@ class CudaBackend final : public DriverBackend {
   }
 
   Status MemSetAccess(int context_device, uintptr_t address, size_t size, uint64_t devices,
-                      uint64_t grant) override {
+                      uint64_t grant, bool read_only) override {
     std::vector<CUmemAccessDesc> descs;
     for (int device = 0; device < device_count(); ++device) {
       uint64_t bit = uint64_t{1} << device;
@@ -410,14 +410,16 @@ class CudaBackend final : public DriverBackend {
       CUmemAccessDesc desc{};
       desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       desc.location.id = devices_[device]->handle;
-      desc.flags = (grant & bit) != 0 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-                                      : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+      desc.flags = (grant & bit) == 0 ? CU_MEM_ACCESS_FLAGS_PROT_NONE
+                   : read_only        ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                      : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
       descs.push_back(desc);
     }
     ScopedContext scope(driver_);
     NANOKV_RETURN_IF_ERROR(Enter(scope, context_device));
     return NANOKV_CU(driver_, cuMemSetAccess,
-                     fmt::format("{}+{}, {} devices", Hex(address), size, std::popcount(grant)),
+                     fmt::format("{}+{}, {} devices{}", Hex(address), size, std::popcount(grant),
+                                 read_only ? ", read-only" : ""),
                      static_cast<CUdeviceptr>(address), size, descs.data(), descs.size());
   }
 
@@ -431,7 +433,7 @@ class CudaBackend final : public DriverBackend {
     NANOKV_RETURN_IF_ERROR(NANOKV_CU(driver_, cuMemGetAccess,
                                      fmt::format("{} for device {}", Hex(address), device), &flags,
                                      &location, static_cast<CUdeviceptr>(address)));
-    return flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE || flags == CU_MEM_ACCESS_FLAGS_PROT_READ;
   }
 
   Status MemUnmap(int device, uintptr_t address, size_t size) override {

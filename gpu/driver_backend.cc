@@ -141,7 +141,8 @@ Status DriverBackend::Map(uintptr_t address, size_t size, PageHandle page) {
   return status;
 }
 
-Status DriverBackend::SetAccess(uintptr_t address, size_t size, std::span<const int> devices) {
+Status DriverBackend::SetAccess(uintptr_t address, size_t size, std::span<const int> devices,
+                                Access access) {
   uint64_t grant = 0;
   for (int device : devices) {
     NANOKV_RETURN_IF_ERROR(CheckDevice(device));
@@ -161,9 +162,10 @@ Status DriverBackend::SetAccess(uintptr_t address, size_t size, std::span<const 
   // named too, to revoke theirs.
   const uint64_t changed = grant | had;
   if (changed == 0) return Status::OK();
-  NANOKV_RETURN_IF_ERROR(MemSetAccess(context_device, address, size, changed, grant));
+  const bool read_only = access == Access::kReadOnly;
+  NANOKV_RETURN_IF_ERROR(MemSetAccess(context_device, address, size, changed, grant, read_only));
   std::lock_guard<std::mutex> lock(mu_);
-  registry_.SetAccess(address, size, grant);
+  registry_.SetAccess(address, size, grant, read_only);
   return Status::OK();
 }
 

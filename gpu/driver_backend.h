@@ -42,7 +42,8 @@ class DriverBackend : public Backend {
   Result<uintptr_t> ReserveRange(size_t size, size_t alignment) final;
   Status FreeRange(uintptr_t base, size_t size) final;
   Status Map(uintptr_t address, size_t size, PageHandle page) final;
-  Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices) final;
+  Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices,
+                   Access access = Access::kReadWrite) final;
   Result<bool> HasAccess(uintptr_t address, int device) final;
   Status Unmap(uintptr_t address, size_t size) final;
   Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind) final;
@@ -86,11 +87,12 @@ class DriverBackend : public Backend {
   virtual Result<uintptr_t> AddressReserve(int device, size_t size, size_t alignment) = 0;
   virtual Status AddressFree(uintptr_t base, size_t size) = 0;
   virtual Status MemMap(int device, uintptr_t address, size_t size, uint64_t page) = 0;
-  // For each device whose bit is set in `devices`: read-write access where its
-  // bit is also set in `grant`, none otherwise. Other devices are untouched
-  // (the driver only changes the locations it is given).
+  // For each device whose bit is set in `devices`: read-write access (read
+  // only when `read_only`) where its bit is also set in `grant`, none
+  // otherwise. Other devices are untouched (the driver only changes the
+  // locations it is given).
   virtual Status MemSetAccess(int context_device, uintptr_t address, size_t size,
-                              uint64_t devices, uint64_t grant) = 0;
+                              uint64_t devices, uint64_t grant, bool read_only) = 0;
   virtual Result<bool> MemGetAccess(int context_device, uintptr_t address, int device) = 0;
   virtual Status MemUnmap(int device, uintptr_t address, size_t size) = 0;
   // Synchronous: another process sees the bytes once these return.

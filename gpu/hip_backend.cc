@@ -442,7 +442,7 @@ class HipBackend final : public DriverBackend {
   }
 
   Status MemSetAccess(int context_device, uintptr_t address, size_t size, uint64_t devices,
-                      uint64_t grant) override {
+                      uint64_t grant, bool read_only) override {
     std::vector<hipMemAccessDesc> descs;
     for (int device = 0; device < device_count(); ++device) {
       uint64_t bit = uint64_t{1} << device;
@@ -450,13 +450,16 @@ class HipBackend final : public DriverBackend {
       hipMemAccessDesc desc{};
       desc.location.type = hipMemLocationTypeDevice;
       desc.location.id = device;
-      desc.flags = (grant & bit) != 0 ? hipMemAccessFlagsProtReadWrite : hipMemAccessFlagsProtNone;
+      desc.flags = (grant & bit) == 0 ? hipMemAccessFlagsProtNone
+                   : read_only        ? hipMemAccessFlagsProtRead
+                                      : hipMemAccessFlagsProtReadWrite;
       descs.push_back(desc);
     }
     ScopedDevice scope(runtime_);
     NANOKV_RETURN_IF_ERROR(scope.Enter(context_device));
     return NANOKV_HIP(runtime_, hipMemSetAccess,
-                      fmt::format("{}+{}, {} devices", Hex(address), size, std::popcount(grant)),
+                      fmt::format("{}+{}, {} devices{}", Hex(address), size, std::popcount(grant),
+                                  read_only ? ", read-only" : ""),
                       AddressPointer(address), size, descs.data(), descs.size());
   }
 
@@ -470,7 +473,7 @@ class HipBackend final : public DriverBackend {
     NANOKV_RETURN_IF_ERROR(NANOKV_HIP(runtime_, hipMemGetAccess,
                                       fmt::format("{} for device {}", Hex(address), device),
                                       &flags, &location, AddressPointer(address)));
-    return flags == hipMemAccessFlagsProtReadWrite;
+    return flags == hipMemAccessFlagsProtReadWrite || flags == hipMemAccessFlagsProtRead;
   }
 
   Status MemUnmap(int device, uintptr_t address, size_t size) override {

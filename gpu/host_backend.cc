@@ -7,7 +7,11 @@
 //   export   = dup of the memfd           import  = keep the fd
 //   reserve  = mmap PROT_NONE             map     = mmap MAP_FIXED|MAP_SHARED,
 //                                                   PROT_NONE until SetAccess
-//   access   = mprotect read-write        unmap   = back to a PROT_NONE hole
+//   access   = mprotect read-write, or    unmap   = back to a PROT_NONE hole
+//              PROT_READ (read-only)
+//   read-only export = the memfd re-opened O_RDONLY (/proc/self/fd): it
+//              cannot be mapped writable; pages are 0600, so another uid
+//              holding it cannot re-open it writable through /proc either
 //   release  = close the fd (mappings keep the memory, as cuMemRelease does)
 //
 // The rules are enforced with the record the GPU backends keep (VmmRegistry),
@@ -30,6 +34,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -150,6 +155,10 @@ class HostBackend final : public Backend {
       failure = Status::FromErrno("ftruncate", errno, "page of " + std::to_string(size) + " bytes");
     } else if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
       failure = Status::FromErrno("fcntl(F_ADD_SEALS)", errno);
+    } else if (fchmod(fd, 0600) != 0) {
+      // A memfd is 0777: anyone holding a read-only fd of it could re-open
+      // /proc/self/fd/N read-write. 0600 leaves that to the creator's uid.
+      failure = Status::FromErrno("fchmod", errno, "page mode 0600");
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure.ok()) {
@@ -173,6 +182,15 @@ class HostBackend final : public Backend {
     }
     int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno, "ExportPage");
+    return fd;
+  }
+
+  Result<int> ExportReadOnly(int exported_fd) override {
+    // A new open of the same memfd, read-only: a dup would share the
+    // writable open file description.
+    std::string path = "/proc/self/fd/" + std::to_string(exported_fd);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno("open", errno, path + " read-only (ExportReadOnly)");
     return fd;
   }
 
@@ -248,7 +266,8 @@ class HostBackend final : public Backend {
     return Status::OK();
   }
 
-  Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices) override {
+  Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices,
+                   Access access = Access::kReadWrite) override {
     NANOKV_RETURN_IF_ERROR(CheckAligned("SetAccess", address, size));
     uint64_t mask = 0;
     for (int device : devices) {
@@ -259,11 +278,17 @@ class HostBackend final : public Backend {
     // Whole mappings only, as cuMemSetAccess takes (CUDA_ERROR_INVALID_VALUE
     // for part of one): mprotect would take any page-aligned part.
     NANOKV_RETURN_IF_ERROR(registry_.WholeMappings("SetAccess", address, size).status());
-    int prot = mask != 0 ? PROT_READ | PROT_WRITE : PROT_NONE;
+    const bool read_only = access == Access::kReadOnly;
+    int prot = mask == 0 ? PROT_NONE : read_only ? PROT_READ : PROT_READ | PROT_WRITE;
     if (mprotect(reinterpret_cast<void*>(address), size, prot) != 0) {
+      if (errno == EACCES) {  // mapped from an fd opened read-only
+        return Status::PermissionDenied("SetAccess at " + Hex(address) +
+                                        ": the page came as a read-only export; it can be "
+                                        "mapped read-only only");
+      }
       return Status::FromErrno("mprotect", errno, "SetAccess at " + Hex(address));
     }
-    registry_.SetAccess(address, size, mask);
+    registry_.SetAccess(address, size, mask, read_only);
     return Status::OK();
   }
 
@@ -296,7 +321,7 @@ class HostBackend final : public Backend {
     if (dst == nullptr || src == nullptr) return Status::InvalidArgument("Copy: null address");
     bool dst_device = kind != CopyKind::kDeviceToHost;
     bool src_device = kind != CopyKind::kHostToDevice;
-    if (dst_device) NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Copy", dst, bytes));
+    if (dst_device) NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Copy", dst, bytes, /*write=*/true));
     if (src_device) NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Copy", src, bytes));
     std::memmove(dst, src, bytes);
     return Status::OK();
@@ -305,7 +330,7 @@ class HostBackend final : public Backend {
   Status Fill(void* dst, uint8_t value, size_t bytes) override {
     if (bytes == 0) return Status::OK();
     if (dst == nullptr) return Status::InvalidArgument("Fill: null address");
-    NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Fill", dst, bytes));
+    NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Fill", dst, bytes, /*write=*/true));
     std::memset(dst, value, bytes);
     return Status::OK();
   }
@@ -364,10 +389,11 @@ class HostBackend final : public Backend {
   // copy anywhere else faults (and the fault is sticky); here it would write
   // wherever the pointer says, so it is refused as the GPU would refuse it.
   // Lock order: Live().mu before any backend's mu_, never the other way.
-  Status CheckDeviceMemory(const char* call, const void* pointer, size_t bytes) {
+  Status CheckDeviceMemory(const char* call, const void* pointer, size_t bytes, bool write = false) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span, registry_.CheckSpan(call, pointer, bytes));
+      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span,
+                              registry_.CheckSpan(call, pointer, bytes, write));
       if (span.ours) return Status::OK();
     }
     std::lock_guard<std::mutex> live(Live().mu);
@@ -375,7 +401,7 @@ class HostBackend final : public Backend {
       if (other == this) continue;
       std::lock_guard<std::mutex> lock(other->mu_);
       NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span,
-                              other->registry_.CheckSpan(call, pointer, bytes));
+                              other->registry_.CheckSpan(call, pointer, bytes, write));
       if (span.ours) return Status::OK();
     }
     return Status::InvalidArgument(

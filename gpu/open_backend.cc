@@ -1,7 +1,10 @@
 // Backend selection: by name, or "auto" (the first GPU backend that finds a
 // VMM-capable device, else host). Why a GPU backend was passed over is logged,
 // so "why am I on host?" has an answer in the engine's log.
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +14,13 @@
 #include "base/human_size.h"
 
 namespace nanokv::gpu {
+
+Result<int> Backend::ExportReadOnly(int exported_fd) {
+  // The GPU drivers' fds cannot be narrowed: a duplicate, documented as such.
+  int fd = fcntl(exported_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno, "ExportReadOnly");
+  return fd;
+}
 
 HostBackendOptions HostOptionsFromEnvironment() {
   HostBackendOptions options;

@@ -177,11 +177,12 @@ Result<std::vector<const VmmRegistry::Mapping*>> VmmRegistry::WholeMappings(
   return run;
 }
 
-void VmmRegistry::SetAccess(uintptr_t address, size_t size, uint64_t access) {
+void VmmRegistry::SetAccess(uintptr_t address, size_t size, uint64_t access, bool read_only) {
   uintptr_t end = 0;
   if (!SpanEnd(address, size, &end)) return;  // WholeMappings refused it
   for (auto it = mappings_.lower_bound(address); it != mappings_.end() && it->first < end; ++it) {
     it->second.access = access;
+    it->second.read_only = access != 0 && read_only;
   }
 }
 
@@ -201,7 +202,7 @@ void VmmRegistry::RestoreMappings(const TakenMappings& taken) {
 }
 
 Result<VmmRegistry::Span> VmmRegistry::CheckSpan(const char* call, const void* pointer,
-                                                 size_t bytes) const {
+                                                 size_t bytes, bool write) const {
   const uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
   uintptr_t end = 0;
   if (!SpanEnd(address, bytes, &end)) return WrapsAround(call, address, bytes);
@@ -230,6 +231,10 @@ Result<VmmRegistry::Span> VmmRegistry::CheckSpan(const char* call, const void* p
       return Status::PermissionDenied(fmt::format(
           "{}: {} is mapped without access (SetAccess after Map)", call, Hex(cursor)));
     }
+    if (write && it->second.read_only) {
+      return Status::PermissionDenied(fmt::format(
+          "{}: {} is mapped read-only (a write there would fault)", call, Hex(cursor)));
+    }
     if (span.device < 0) span.device = it->second.device;
     span.access &= it->second.access;
     cursor = it->first + it->second.size;
@@ -242,7 +247,7 @@ Result<int> VmmRegistry::CopyDevice(const char* call, const void* dst, const voi
   Span to;
   Span from;
   if (kind != CopyKind::kDeviceToHost) {
-    NANOKV_ASSIGN_OR_RETURN(to, CheckSpan(call, dst, bytes));
+    NANOKV_ASSIGN_OR_RETURN(to, CheckSpan(call, dst, bytes, /*write=*/true));
   }
   if (kind != CopyKind::kHostToDevice) {
     NANOKV_ASSIGN_OR_RETURN(from, CheckSpan(call, src, bytes));

@@ -73,7 +73,8 @@ class VmmRegistry {
     size_t size = 0;
     uint64_t page = 0;    // the handle value it was made from (may be released since)
     int device = 0;       // the page's
-    uint64_t access = 0;  // bit d: device d may read and write
+    uint64_t access = 0;  // bit d: device d may read (and write, unless read_only)
+    bool read_only = false;  // Access::kReadOnly: writes fault
   };
   // What Map asks for, checked by ClaimMapping.
   struct MapRequest {
@@ -137,7 +138,7 @@ class VmmRegistry {
   // Sets the access of every mapping that starts in [address, address+size).
   // REQUIRES: WholeMappings(address, size) was OK (under this same hold of
   // the lock, or an earlier one: a mapping unmapped since is simply skipped).
-  void SetAccess(uintptr_t address, size_t size, uint64_t access);
+  void SetAccess(uintptr_t address, size_t size, uint64_t access, bool read_only = false);
   // WholeMappings, then takes them out of the record, so a racing Unmap fails
   // cleanly; RestoreMappings puts them back if the driver then refuses.
   // ENSURES on success: the result is non-empty.
@@ -150,13 +151,15 @@ class VmmRegistry {
   // access: on a GPU a copy there would fault, and a fault is sticky. Memory
   // outside them is the caller's (host memory, or device memory we do not
   // manage) and is not checked. Errors: kInvalidArgument when the span runs
-  // past its range or meets a hole, kPermissionDenied at a mapping without access.
+  // past its range or meets a hole, kPermissionDenied at a mapping without
+  // access, or, when `write`, at a read-only one (a GPU would fault there).
   struct Span {
     bool ours = false;    // inside one of our ranges
     int device = -1;      // the first mapping's page's device
     uint64_t access = 0;  // devices that may access every byte of it
   };
-  Result<Span> CheckSpan(const char* call, const void* pointer, size_t bytes) const;
+  Result<Span> CheckSpan(const char* call, const void* pointer, size_t bytes,
+                         bool write = false) const;
   // The device to run a copy on, checking the ends `kind` says are device
   // memory (a fill is kHostToDevice with src null): one with access to both
   // ends, preferring an end's own device. -1 when neither end is in our

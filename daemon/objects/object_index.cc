@@ -395,6 +395,28 @@ Result<uintptr_t> ObjectIndex::StoreBase(int device) const {
   return devices_[d].base;
 }
 
+Status ObjectIndex::CheckWritablePage(int device, PageId id, uint32_t requester) const {
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  std::lock_guard lock(mu_);
+  const Device& dev = devices_[d];
+  auto at = std::find(dev.pages.begin(), dev.pages.end(), id);
+  if (at != dev.pages.end()) {
+    const uint64_t index = static_cast<uint64_t>(at - dev.pages.begin());
+    for (const auto& [deadline, object] : dev.writing) {
+      if (object->owner != requester && object->owner != kOperator) continue;
+      const uint64_t first = object->payload_offset / page_bytes_;
+      const uint64_t last = (object->payload_offset + object->bytes_total - 1) / page_bytes_;
+      const uint64_t header = uint64_t{object->slot} * kHeaderBytes / page_bytes_;
+      if (index == header || (index >= first && index <= last)) return Status::OK();
+    }
+  }
+  return Status::PermissionDenied("page " + std::to_string(id) + " of device " +
+                                  std::to_string(device) +
+                                  " holds no open plan of yours: store pages are written "
+                                  "only through the writer's own open plans (readers get "
+                                  "read-only fds)");
+}
+
 bool ObjectIndex::OwnsPage(int device, PageId id) const {
   auto d = DeviceIndex(device);
   if (!d.ok()) return false;

@@ -177,6 +177,17 @@ class ObjectIndex {
   // Whether `id` is one of the store's pages on `device`: the only pages
   // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
+  // Whether `requester` (a uid, or kOperator) may have an fd that writes
+  // store page `id` of `device`: the page holds the header or payload of an
+  // open plan (RESERVED/WRITING) that `requester` opened, or that kvd's own
+  // callers opened (kOperator: the cluster master's orders, whose writer kvd
+  // cannot tell). Everyone else reads store pages only. kPermissionDenied
+  // naming the page otherwise. Pages shared with READY objects are not
+  // refused (docs/ARCHITECTURE.md, Security: the page-sharing gap).
+  Status CheckWritablePage(int device, PageId id, uint32_t requester) const;
+  // A new fd of a store page (from its exported fd, not taken) that reads
+  // only: the backend's ExportReadOnly. The caller owns it.
+  Result<int> ReadOnlyFd(int exported_fd) const { return backend_.ExportReadOnly(exported_fd); }
   // REQUIRES: `node` is not being changed by another thread.
   Status CheckInvariants(const NodeState& node) const;
   // `listener` hears of every object that becomes READY or goes, in order.

@@ -25,6 +25,11 @@ uint64_t Ms(uint64_t later_ns, uint64_t now_ns) {
   return later_ns > now_ns ? (later_ns - now_ns) / 1'000'000 : 0;
 }
 
+void CloseFds(std::vector<int>& fds) {
+  for (int fd : fds) close(fd);
+  fds.clear();
+}
+
 }  // namespace
 
 void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
@@ -95,12 +100,35 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
                                        "page " + std::to_string(id) + " of device " +
                                        std::to_string(r.device()) + " is not an object store page"));
         }
+        // A writer gets the page's own fd, only for its open plans; a reader
+        // one that cannot write (READY objects are immutable against every
+        // peer, not only cooperating ones).
+        if (r.write()) {
+          Status writable = store.CheckWritablePage(r.device(), id, peer);
+          if (!writable.ok()) return SendError(c, rid, writable);
+        }
+      }
+      for (uint32_t id : r.page_ids()) {
         auto fd = node_.PageFd(r.device(), id);
-        if (!fd.ok()) return SendError(c, rid, fd.status());
-        fds.push_back(*fd);  // owned by the pool; the kernel duplicates it in flight
+        if (fd.ok() && r.write()) {
+          fds.push_back(*fd);  // owned by the pool; the kernel duplicates it in flight
+          continue;
+        }
+        auto read_only = fd.ok() ? store.ReadOnlyFd(*fd) : Result<int>(fd.status());
+        if (!read_only.ok()) {
+          if (!r.write()) CloseFds(fds);
+          return SendError(c, rid, read_only.status());
+        }
+        fds.push_back(*read_only);  // ours: closed once sent
       }
       reply.mutable_object_pages_reply()->set_device(r.device());
       *reply.mutable_object_pages_reply()->mutable_page_ids() = r.page_ids();
+      reply.mutable_object_pages_reply()->set_write(r.write());
+      if (!r.write()) {
+        Send(c, reply, fds);
+        CloseFds(fds);
+        return;
+      }
       break;
     }
     case wire::Message::kObjectList: {

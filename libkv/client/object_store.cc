@@ -21,18 +21,11 @@
 #include "ipc/wire/codec.h"
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
+#include "libkv/client/object_mappings.h"
 #include "libkv/client/object_transfer.h"
 #include "gpu/backend.h"
 
 namespace nanokv {
-namespace {
-
-void CloseAll(std::vector<int>* fds) {
-  for (int fd : *fds) close(fd);
-  fds->clear();
-}
-
-}  // namespace
 
 class ObjectStore::Impl {
  public:
@@ -43,17 +36,8 @@ class ObjectStore::Impl {
         spin_us_(options.spin_us),
         access_devices_(options.access_devices) {}
 
-  ~Impl() {
-    for (auto& [device, map] : maps_) {
-      for (size_t i = 0; i < map.mapped.size(); ++i) {
-        if (!map.mapped[i]) continue;
-        Status s = backend_->Unmap(map.base + i * map.page_bytes, map.page_bytes);
-        if (!s.ok()) spdlog::warn("nanokv objects: unmap failed: {}", s.ToString());
-      }
-      Status s = backend_->FreeRange(map.base, map.bytes);
-      if (!s.ok()) spdlog::warn("nanokv objects: free range failed: {}", s.ToString());
-    }
-  }
+  // The mappings go before the backend they were made with.
+  ~Impl() { mappings_.reset(); }
 
   // Sends `request` and waits for its reply; an Error reply is its Status.
   // The reply's fds are appended to *fds (nullptr: closed).
@@ -62,16 +46,38 @@ class ObjectStore::Impl {
     return CallLocked(std::move(request), fds);
   }
 
+  // A plan being written (WRITING: from an open) points into the write
+  // range, read-write while the plan is open here; any other (READY: from a
+  // locate) into the read range, read-only (client::ObjectMappings).
   Result<void*> Pointer(const ObjectPlan& plan, bool header) {
     std::lock_guard lock(call_mu_);
     NoteDeviceLocked(plan.device, plan.device_uuid);  // a plan from elsewhere (the master) carries it too
-    NANOKV_RETURN_IF_ERROR(MapPlan(plan));
-    uintptr_t base = maps_[plan.device].base;
+    NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
+    auto fetch = [this](int device, const std::vector<uint32_t>& ids, bool write) -> Result<std::vector<int>> {
+      wire::Message request;
+      wire::DevicePages* r = request.mutable_object_pages();
+      r->set_device(device);
+      r->set_write(write);
+      for (uint32_t id : ids) r->add_page_ids(id);
+      std::vector<int> fds;
+      NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
+      return fds;
+    };
+    NANOKV_ASSIGN_OR_RETURN(uintptr_t base, mappings_->Map(plan, local_device, fetch));
     return reinterpret_cast<void*>(base + (header ? plan.header_offset : plan.payload_offset));
   }
 
+  // Committed or revoked: the plan's pages lose write access here.
+  void ClosePlan(std::string_view key, uint32_t epoch) {
+    std::lock_guard lock(call_mu_);
+    mappings_->ClosePlan(key, epoch);
+  }
+
   gpu::Backend& backend() { return *backend_; }
-  void SetBackend(std::unique_ptr<gpu::Backend> backend) { backend_ = std::move(backend); }
+  void SetBackend(std::unique_ptr<gpu::Backend> backend) {
+    backend_ = std::move(backend);
+    mappings_ = std::make_unique<client::ObjectMappings>(*backend_, access_devices_);
+  }
 
   // Notes the uuid kvd gave with a plan of its device `device`.
   void NoteDevice(int device, const std::string& uuid) {
@@ -90,32 +96,15 @@ class ObjectStore::Impl {
     return LocalDeviceLocked(device);
   }
 
-  // The devices MapOne gives access to a page of `device` (a local ordinal).
-  std::vector<int> AccessOf(int device) const {
-    std::vector<int> access = {device};
-    for (int other : access_devices_) {
-      if (other != device) access.push_back(other);
-    }
-    return access;
-  }
+  // The devices a page of `device` (a local ordinal) is given access to.
+  std::vector<int> AccessOf(int device) const { return mappings_->AccessOf(device); }
 
   size_t mapped_pages() const {
     std::lock_guard lock(call_mu_);
-    size_t n = 0;
-    for (const auto& [device, map] : maps_) {
-      for (bool m : map.mapped) n += m ? 1 : 0;
-    }
-    return n;
+    return mappings_->mapped_pages();
   }
 
  private:
-  struct DeviceMap {
-    uintptr_t base = 0;
-    uint64_t bytes = 0;
-    uint64_t page_bytes = 0;
-    std::vector<bool> mapped;  // by page index in the store range
-  };
-
   Result<wire::Message> CallLocked(wire::Message request, std::vector<int>* fds) {
     if (!channel_.valid()) return Status::Unavailable("nanokv objects: kvd went away");
     ipc::ChannelTransport transport(channel_);
@@ -140,7 +129,6 @@ class ObjectStore::Impl {
     return std::move(reply.message);
   }
 
-  // Imports and maps the plan's header and payload pages not mapped yet.
   // REQUIRES: call_mu_ held.
   Result<int> LocalDeviceLocked(int device) {
     if (auto it = local_.find(device); it != local_.end()) return it->second;
@@ -151,81 +139,14 @@ class ObjectStore::Impl {
     return *local;
   }
 
-  Status MapPlan(const ObjectPlan& plan) {
-    NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
-    DeviceMap& map = maps_[plan.device];
-    if (map.base == 0) {
-      if (plan.store_bytes == 0 || plan.page_bytes == 0 || plan.store_bytes % plan.page_bytes != 0) {
-        return Status::InvalidArgument("nanokv objects: plan without a store geometry");
-      }
-      NANOKV_ASSIGN_OR_RETURN(map.base, backend_->ReserveRange(plan.store_bytes, 0));
-      map.bytes = plan.store_bytes;
-      map.page_bytes = plan.page_bytes;
-      map.mapped.assign(plan.store_bytes / plan.page_bytes, false);
-    }
-    if (map.bytes != plan.store_bytes || map.page_bytes != plan.page_bytes) {
-      return Status::FailedPrecondition("nanokv objects: kvd's store changed (restarted?): open a new ObjectStore");
-    }
-    std::map<uint64_t, uint32_t> wanted;  // page index -> id
-    auto want = [&](uint64_t offset, uint32_t id) {
-      uint64_t index = offset / map.page_bytes;
-      if (index < map.mapped.size() && !map.mapped[index]) wanted.emplace(index, id);
-    };
-    want(plan.header_offset, plan.header_page);
-    uint64_t at = plan.payload_offset;
-    for (const ObjectSpan& span : plan.spans) {
-      want(at, span.page_id);
-      at += span.length;
-    }
-    auto it = wanted.begin();
-    while (it != wanted.end()) {
-      wire::Message request;
-      wire::DevicePages* r = request.mutable_object_pages();
-      r->set_device(plan.device);
-      std::vector<uint64_t> indexes;
-      for (; it != wanted.end() && indexes.size() < wire::kMaxObjectPageFds; ++it) {
-        r->add_page_ids(it->second);
-        indexes.push_back(it->first);
-      }
-      std::vector<int> fds;
-      NANOKV_ASSIGN_OR_RETURN(wire::Message reply, CallLocked(std::move(request), &fds));
-      if (fds.size() != indexes.size()) {
-        CloseAll(&fds);
-        return Status::ProtocolError("nanokv objects: kvd sent " + std::to_string(fds.size()) +
-                                     " page fds for " + std::to_string(indexes.size()) + " pages");
-      }
-      for (size_t i = 0; i < indexes.size(); ++i) {
-        Status s = MapOne(map, local_device, indexes[i], fds[i]);
-        fds[i] = -1;  // taken by ImportPage
-        if (!s.ok()) {
-          for (size_t j = i + 1; j < fds.size(); ++j) close(fds[j]);
-          return s;
-        }
-      }
-    }
-    return Status::OK();
-  }
-
-  // `device`: this process's ordinal.
-  Status MapOne(DeviceMap& map, int device, uint64_t index, int fd) {
-    NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle handle, backend_->ImportPage(fd, device, map.page_bytes));
-    uintptr_t at = map.base + index * map.page_bytes;
-    Status mapped = backend_->Map(at, map.page_bytes, handle);
-    Status released = backend_->ReleasePage(handle);  // the mapping keeps the memory
-    NANOKV_RETURN_IF_ERROR(mapped);
-    map.mapped[index] = true;
-    NANOKV_RETURN_IF_ERROR(released);
-    return backend_->SetAccess(at, map.page_bytes, AccessOf(device));
-  }
-
   mutable std::mutex call_mu_;
   ipc::Channel channel_;
   std::unique_ptr<gpu::Backend> backend_;
+  std::unique_ptr<client::ObjectMappings> mappings_;  // GUARDED_BY(call_mu_); made with the backend
   uint32_t timeout_ms_;
   uint32_t spin_us_;
   std::vector<int> access_devices_;  // besides each page's own device
   uint64_t next_rid_ = 1;
-  std::map<int, DeviceMap> maps_;  // by kvd's ordinal
   std::map<int, std::string> uuids_;  // kvd's ordinal -> uuid, from its plans
   std::map<int, int> local_;          // kvd's ordinal -> this process's, once matched
 };
@@ -312,14 +233,18 @@ Status ObjectStore::Commit(std::string_view key, uint32_t epoch, bool published_
   m.mutable_object_commit()->set_key(std::string(key));
   m.mutable_object_commit()->set_epoch(epoch);
   m.mutable_object_commit()->set_published(published_on_device);
-  return ExpectAck(impl_->Call(std::move(m)));
+  Status committed = ExpectAck(impl_->Call(std::move(m)));
+  impl_->ClosePlan(key, epoch);  // READY or dead: either way not to be written again
+  return committed;
 }
 
 Status ObjectStore::Revoke(std::string_view key, uint32_t epoch) {
   wire::Message m;
   m.mutable_object_revoke()->set_key(std::string(key));
   m.mutable_object_revoke()->set_epoch(epoch);
-  return ExpectAck(impl_->Call(std::move(m)));
+  Status revoked = ExpectAck(impl_->Call(std::move(m)));
+  impl_->ClosePlan(key, epoch);
+  return revoked;
 }
 
 Status ObjectStore::Remove(std::string_view key) {
@@ -361,6 +286,7 @@ Status ObjectStore::ReleaseLease(std::string_view key, uint64_t lease_id) {
 }
 
 Result<void*> ObjectStore::PayloadPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, false); }
+void ObjectStore::ClosePlan(const ObjectPlan& plan) { impl_->ClosePlan(plan.key, plan.epoch); }
 Result<void*> ObjectStore::HeaderPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, true); }
 
 Status ObjectStore::CopyIn(const ObjectPlan& plan, std::span<const std::byte> bytes) {

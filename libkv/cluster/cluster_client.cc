@@ -116,6 +116,18 @@ std::vector<Status> Acks(const Status& call, const v1::AckReply& reply, size_t i
 }
 }  // namespace
 
+// Committed or revoked: this node's replicas lose their write mappings here
+// (ObjectStore::ClosePlan), whatever the master answered.
+void ClusterClient::ClosePlans(const std::vector<ClusterPlan>& plans) {
+  for (const ClusterPlan& p : plans) {
+    for (const ReplicaPlan& replica : p.replicas) {
+      if (!replica.local) continue;
+      auto store = impl_->Local();
+      if (store.ok()) (*store)->ClosePlan(replica.plan);
+    }
+  }
+}
+
 std::vector<Status> ClusterClient::BatchCommit(const std::vector<ClusterPlan>& plans, bool published_on_device) {
   v1::FinishRequest request;
   for (const ClusterPlan& p : plans) {
@@ -127,6 +139,7 @@ std::vector<Status> ClusterClient::BatchCommit(const std::vector<ClusterPlan>& p
   v1::AckReply reply;
   Status status = impl_->master().Run(
       [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Commit(&context, request, &reply); });
+  ClosePlans(plans);
   return Acks(status, reply, plans.size());
 }
 
@@ -140,6 +153,7 @@ std::vector<Status> ClusterClient::BatchRevoke(const std::vector<ClusterPlan>& p
   v1::AckReply reply;
   Status status = impl_->master().Run(
       [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Revoke(&context, request, &reply); });
+  ClosePlans(plans);
   return Acks(status, reply, plans.size());
 }
 

@@ -6,6 +6,10 @@
 //   object_peer get-device <ipc_name> <key> <bytes> <seed>  GetToDevice into a device
 //       buffer, copied out and compared byte-exact
 //   object_peer remove <ipc_name> <key> 0 0                 remove the object
+//   object_peer scribble <ipc_name> <key> <bytes> <seed>    writes through the READY
+//       object's mapping, which is a reader's (read-only): host stores a byte by
+//       hand (SIGSEGV expected); elsewhere the backend copies one in (refused
+//       expected: exit 20)
 // Exit 0 on success; 1 with the reason on stderr.
 #include <cstdio>
 #include <cstdlib>
@@ -62,11 +66,39 @@ int RunDevice(nanokv::ObjectStore& store, const std::string& backend_name, bool 
   return 0;
 }
 
+// Issue 19 item 12: a reader's mapping is read-only.
+int Scribble(nanokv::ObjectStore& store, const std::string& backend_name, const std::string& key) {
+  auto plan = store.GetLocation(key);
+  if (!plan.ok()) return Failed("locate", plan.status());
+  auto payload = store.PayloadPointer(*plan);
+  if (!payload.ok()) return Failed("payload pointer", payload.status());
+  if (backend_name == "host") {
+    std::fflush(stdout);
+    volatile unsigned char* byte = static_cast<unsigned char*>(*payload);
+    *byte = static_cast<unsigned char>(*byte ^ 0xFF);  // faults: PROT_READ
+    std::fprintf(stderr, "wrote through a reader's mapping\n");
+    return 1;
+  }
+  // A backend of this process that did not map the page: the driver itself
+  // must refuse (or fault on) the write into the read-only mapping.
+  auto backend = nanokv::gpu::OpenBackend(backend_name);
+  if (!backend.ok()) return Failed("open backend", backend.status());
+  unsigned char byte = 0x5A;
+  nanokv::Status wrote = (*backend)->Copy(*payload, &byte, 1, nanokv::gpu::CopyKind::kHostToDevice);
+  if (wrote.ok()) {
+    std::fprintf(stderr, "the driver let a copy write through a read-only mapping\n");
+    return 1;
+  }
+  std::printf("refused: %s\n", wrote.ToString().c_str());
+  return 20;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device|remove <ipc_name> <key> <bytes> <seed>\n");
+    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device|scribble|remove <ipc_name> <key> "
+                         "<bytes> <seed>\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -83,6 +115,7 @@ int main(int argc, char** argv) {
   if (mode == "put-device" || mode == "get-device") {
     return RunDevice(**store, options.backend, mode == "put-device", key, data);
   }
+  if (mode == "scribble") return Scribble(**store, options.backend, key);
   if (mode == "put") {
     nanokv::Status put = (*store)->Put(key, data, 0);
     return put.ok() ? 0 : Failed("put", put);

@@ -191,6 +191,7 @@ class ClusterClient {
 
  private:
   explicit ClusterClient(std::unique_ptr<Impl> impl);
+  void ClosePlans(const std::vector<ClusterPlan>& plans);
   std::unique_ptr<Impl> impl_;
 };
 

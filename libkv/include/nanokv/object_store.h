@@ -108,9 +108,16 @@ class ObjectStore {
 
   // Maps the plan's pages (those not mapped yet) and returns the device
   // address of its payload, contiguous for bytes_total bytes, or of its
-  // 64-byte header (nanokv/object_header.h), for kernels.
+  // 64-byte header (nanokv/object_header.h), for kernels. A plan being
+  // written (an open's, WRITING) is mapped read-write, with fds kvd gives
+  // only for this uid's open plans, until Commit or Revoke here (or
+  // ClosePlan); any other (a locate's, READY) read-only: a write through it
+  // faults (host: SIGSEGV; cuda/hip: a GPU fault).
   Result<void*> PayloadPointer(const ObjectPlan& plan);
   Result<void*> HeaderPointer(const ObjectPlan& plan);
+  // Drops write access to a plan committed or revoked elsewhere (through the
+  // master: ClusterClient); Commit and Revoke here do it themselves.
+  void ClosePlan(const ObjectPlan& plan);
 
   // Host bytes into a plan's payload (exactly bytes_total of them), or its
   // payload out (into at least bytes_total): the copies Put and Get make,

@@ -130,6 +130,7 @@ class CreateFailingBackend final : public gpu::Backend {
     return inner_.CreatePage(device, size);
   }
   Result<int> ExportPage(gpu::PageHandle page) override { return inner_.ExportPage(page); }
+  Result<int> ExportReadOnly(int fd) override { return inner_.ExportReadOnly(fd); }
   Result<gpu::PageHandle> ImportPage(int fd, int device, size_t size) override {
     return inner_.ImportPage(fd, device, size);
   }
@@ -141,8 +142,9 @@ class CreateFailingBackend final : public gpu::Backend {
   Status Map(uintptr_t address, size_t size, gpu::PageHandle page) override {
     return inner_.Map(address, size, page);
   }
-  Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices) override {
-    return inner_.SetAccess(address, size, devices);
+  Status SetAccess(uintptr_t address, size_t size, std::span<const int> devices,
+                   gpu::Access access = gpu::Access::kReadWrite) override {
+    return inner_.SetAccess(address, size, devices, access);
   }
   Result<bool> HasAccess(uintptr_t address, int device) override {
     return inner_.HasAccess(address, device);

@@ -122,6 +122,29 @@ TEST_P(BackendConformance, MapsWritesAndReadsAPage) {
   EXPECT_OK(b().ReleasePage(page));
 }
 
+// Issue 19 item 12: a reader's mapping is read-only (cuda's PROT_READ,
+// hip's ProtRead, host's PROT_READ): the backend's own writes are refused
+// before the driver sees them, reads go, and read-write comes back.
+TEST_P(BackendConformance, AReadOnlyMappingTakesReadsNotWrites) {
+  uintptr_t base = Reserve(1);
+  PageHandle page = Create(gran_);
+  MapWithAccess(base, gran_, page);
+  ASSERT_OK(WritePattern(b(), base, gran_, 3));
+  int devices[] = {0};
+  ASSERT_OK(b().SetAccess(base, gran_, devices, Access::kReadOnly));
+  EXPECT_TRUE(*b().HasAccess(base, 0));
+  ASSERT_OK(CheckPattern(b(), base, gran_, 3));
+  void* device = reinterpret_cast<void*>(base);
+  uint8_t byte = 9;
+  EXPECT_EQ(b().Copy(device, &byte, 1, CopyKind::kHostToDevice).code(), Code::kPermissionDenied);
+  EXPECT_EQ(b().Fill(device, 0, gran_).code(), Code::kPermissionDenied);
+  ASSERT_TRUE(CheckPattern(b(), base, gran_, 3).ok()) << "a refused write changed the bytes";
+  ASSERT_OK(b().SetAccess(base, gran_, devices));
+  ASSERT_OK(b().Fill(device, 0x5A, gran_));
+  EXPECT_OK(b().Unmap(base, gran_));
+  EXPECT_OK(b().ReleasePage(page));
+}
+
 TEST_P(BackendConformance, CopiesDeviceToDevice) {
   uintptr_t base = Reserve(2);
   PageHandle a = Create(gran_), c = Create(gran_);

@@ -383,6 +383,7 @@ class FakeDriverBackend final : public DriverBackend {
   uint64_t import_handle = 0;   // what MemImport answers
   uint64_t access_devices = 0;  // MemSetAccess's last arguments
   uint64_t access_grant = 0;
+  bool access_read_only = false;
   int copy_device = -1;         // Memcpy's last device
 
  private:
@@ -412,9 +413,11 @@ class FakeDriverBackend final : public DriverBackend {
   }
   Status AddressFree(uintptr_t, size_t) override { return Log("AddressFree"); }
   Status MemMap(int, uintptr_t, size_t, uint64_t) override { return Log("MemMap"); }
-  Status MemSetAccess(int, uintptr_t, size_t, uint64_t devices, uint64_t grant) override {
+  Status MemSetAccess(int, uintptr_t, size_t, uint64_t devices, uint64_t grant,
+                      bool read_only) override {
     access_devices = devices;
     access_grant = grant;
+    access_read_only = read_only;
     return Log("MemSetAccess");
   }
   Result<bool> MemGetAccess(int, uintptr_t, int) override { return false; }
@@ -487,6 +490,29 @@ TEST_F(DriverBackendFakeTest, SetAccessNamesTheDevicesThatLoseAccess) {
   uint8_t byte = 0;
   ASSERT_TRUE(b().Copy(reinterpret_cast<void*>(*base), &byte, 1, CopyKind::kHostToDevice).ok());
   EXPECT_EQ(b().copy_device, 1) << "the page's device, which has access";
+}
+
+TEST_F(DriverBackendFakeTest, AReadOnlyMappingIsReadOnlyForTheDriverAndRefusesWritesFirst) {
+  auto base = b().ReserveRange(kGran, 0);
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(base.ok() && page.ok());
+  ASSERT_TRUE(b().Map(*base, kGran, *page).ok());
+  const int zero[] = {0};
+  ASSERT_TRUE(b().SetAccess(*base, kGran, zero, Access::kReadOnly).ok());
+  EXPECT_TRUE(b().access_read_only) << "the driver must be asked for read-only access";
+  log_->clear();
+  uint8_t byte = 7;
+  void* device = reinterpret_cast<void*>(*base);
+  EXPECT_EQ(b().Copy(device, &byte, 1, CopyKind::kHostToDevice).code(), Code::kPermissionDenied);
+  EXPECT_EQ(b().Fill(device, 0, 1).code(), Code::kPermissionDenied);
+  EXPECT_TRUE(log_->empty()) << "a write into a read-only mapping never reaches the driver";
+  EXPECT_TRUE(b().Copy(&byte, device, 1, CopyKind::kDeviceToHost).ok()) << "reads still go";
+  ASSERT_TRUE(b().SetAccess(*base, kGran, zero).ok());
+  EXPECT_FALSE(b().access_read_only);
+  EXPECT_TRUE(b().Copy(device, &byte, 1, CopyKind::kHostToDevice).ok());
+  ASSERT_TRUE(b().Unmap(*base, kGran).ok());
+  ASSERT_TRUE(b().FreeRange(*base, kGran).ok());
+  ASSERT_TRUE(b().ReleasePage(*page).ok());
 }
 
 TEST_F(DriverBackendFakeTest, AnImportOfAHeldPageIsCountedOrUndone) {

@@ -3,7 +3,11 @@
 // memory accounting, and refusal of fds that are not nanokv pages.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 
 #include <cstdint>
 #include <vector>
@@ -40,6 +44,57 @@ TEST_F(HostBackendTest, TouchingAMappingWithoutAccessFaults) {
   EXPECT_EQ(p[0], 1);
   EXPECT_FALSE(*b().HasAccess(*base, 0));
   EXPECT_TRUE(*b().HasAccess(*base, 1));
+}
+
+// Issue 19 item 12: a store through a read-only mapping faults, as a GPU
+// kernel's store through a PROT_READ mapping would.
+TEST_F(HostBackendTest, AStoreThroughAReadOnlyMappingFaults) {
+  auto base = b().ReserveRange(kGran, 0);
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(base.ok() && page.ok());
+  ASSERT_TRUE(b().Map(*base, kGran, *page).ok());
+  int devices[] = {0};
+  ASSERT_TRUE(b().SetAccess(*base, kGran, devices, Access::kReadOnly).ok());
+  volatile char* p = reinterpret_cast<char*>(*base);
+  EXPECT_EQ(p[0], 0) << "reads go";
+  EXPECT_EXIT(p[0] = 1, ::testing::KilledBySignal(SIGSEGV), "")
+      << "a read-only mapping must not be writable";
+}
+
+// A read-only export cannot be mapped writable, by the backend or by a raw
+// mmap, and the page itself is 0600, so whoever holds the fd cannot re-open
+// it read-write through /proc unless it is the page's owner.
+TEST_F(HostBackendTest, AReadOnlyExportCannotBeMappedWritable) {
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(page.ok());
+  auto exported = b().ExportPage(*page);
+  ASSERT_TRUE(exported.ok());
+  auto read_only = b().ExportReadOnly(*exported);
+  ASSERT_TRUE(read_only.ok()) << read_only.status().ToString();
+  close(*exported);
+  EXPECT_EQ(fcntl(*read_only, F_GETFL) & O_ACCMODE, O_RDONLY);
+  struct stat st {};
+  ASSERT_EQ(fstat(*read_only, &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  void* raw = mmap(nullptr, kGran, PROT_READ | PROT_WRITE, MAP_SHARED, *read_only, 0);
+  EXPECT_EQ(raw, MAP_FAILED) << "a read-only fd mapped writable";
+  EXPECT_EQ(errno, EACCES);
+  if (raw != MAP_FAILED) munmap(raw, kGran);
+
+  auto other = MakeHostBackend({.devices = 2, .granularity = kGran, .device_bytes = 8 * kGran});
+  auto imported = other->ImportPage(*read_only, 0, kGran);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto base = other->ReserveRange(kGran, 0);
+  ASSERT_TRUE(base.ok());
+  ASSERT_TRUE(other->Map(*base, kGran, *imported).ok());
+  int devices[] = {0};
+  Status writable = other->SetAccess(*base, kGran, devices);
+  EXPECT_EQ(writable.code(), Code::kPermissionDenied) << writable.ToString();
+  EXPECT_TRUE(other->SetAccess(*base, kGran, devices, Access::kReadOnly).ok());
+  EXPECT_TRUE(other->Unmap(*base, kGran).ok());
+  EXPECT_TRUE(other->FreeRange(*base, kGran).ok());
+  EXPECT_TRUE(other->ReleasePage(*imported).ok());
+  EXPECT_TRUE(b().ReleasePage(*page).ok());
 }
 
 // Issue 19 item 11: on a GPU a copy to an address that is no device memory

@@ -1,0 +1,214 @@
+// Who may write an object's pages (issue 19 item 12), through a real kvd:
+// readers map store pages read-only and a write through such a mapping
+// faults (host: SIGSEGV; cuda: the driver refuses or faults the copy); kvd
+// hands a reader fds it cannot write through, and write fds only for pages
+// of the asker's own open plans. NANOKV_TEST_BACKEND=cuda runs the reader's
+// half on GPU pages; the fd half is the host backend's (a CUDA fd gives its
+// holder full access, docs/ARCHITECTURE.md "Security").
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+
+#include "gpu/backend.h"
+#include "ipc/uds/channel.h"
+#include "ipc/wire/codec.h"
+#include "nanokv/object_store.h"
+#include "tests/integration/kvd_fixture.h"
+#include "tests/integration/object_pattern.h"
+#include "tests/util/other_user.h"
+#include "tests/util/status_matchers.h"
+
+namespace nanokv::testing {
+namespace {
+
+class KvdObjectAccessTest : public KvdFixture {
+ protected:
+  void StartWithStore(const std::string& extra_yaml = "") {
+    std::string path = dir_.path() + "/objects.yaml";
+    std::ofstream(path) << "object_store:\n  size: 16MiB\n  write_timeout: 30s\n" << extra_yaml;
+    StartKvd(32, {"--config", path});
+  }
+
+  std::unique_ptr<ObjectStore> OpenStore() {
+    ObjectStoreOptions options;
+    options.ipc_name = ipc_;
+    options.backend = Backend();
+    auto store = ObjectStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  int RunPeer(const std::string& mode, const std::string& key, size_t bytes, int seed) {
+    Process peer = Process::Start({Binary("NANOKV_OBJECT_PEER", NANOKV_OBJECT_PEER), mode, ipc_, key,
+                                   std::to_string(bytes), std::to_string(seed)},
+                                  {{"NANOKV_RUN_DIR", dir_.path()}, {"NANOKV_TEST_BACKEND", Backend()}},
+                                  dir_.path() + "/peer_" + mode + ".log");
+    auto code = peer.Wait(std::chrono::seconds(60));
+    std::printf("--- peer %s (exit %d) ---\n%s\n", mode.c_str(), code ? *code : -1, peer.Log().c_str());
+    return code ? *code : -1;
+  }
+};
+
+// One object request on a raw connection, as a hostile peer sends it: the
+// reply, its fds appended to *fds.
+Result<wire::Message> Ask(ipc::Channel& channel, const wire::Message& request, std::vector<int>* fds) {
+  NANOKV_RETURN_IF_ERROR(channel.Send(wire::Encode(request)));
+  std::vector<std::byte> data;
+  NANOKV_ASSIGN_OR_RETURN(ipc::Channel::Received got, channel.Receive(&data, fds));
+  if (got != ipc::Channel::Received::kMessage) return Status::Unavailable("kvd closed the connection");
+  wire::Message reply;
+  NANOKV_RETURN_IF_ERROR(wire::Decode(data, &reply));
+  return reply;
+}
+
+wire::Message PagesRequest(uint64_t rid, int device, uint32_t page, bool write) {
+  wire::Message m;
+  m.set_request_id(rid);
+  m.mutable_object_pages()->set_device(device);
+  m.mutable_object_pages()->add_page_ids(page);
+  m.mutable_object_pages()->set_write(write);
+  return m;
+}
+
+// What a raw peer can do with a READY object's page: 0 when it got a fd
+// that neither maps writable nor re-opens writable, and no write fd; else
+// the step that let it write.
+int TryToWriteAReadyPage(const std::string& socket, int device, uint32_t page) {
+  auto channel = ipc::Channel::Connect(socket);
+  if (!channel.ok()) return 2;
+  std::vector<int> fds;
+  auto reply = Ask(*channel, PagesRequest(1, device, page, false), &fds);
+  if (!reply.ok() || reply->has_error() || fds.size() != 1) return 3;
+  const int fd = fds[0];
+  if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY) return 4;
+  void* writable = mmap(nullptr, 2u << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (writable != MAP_FAILED || errno != EACCES) return 5;
+  void* readable = mmap(nullptr, 2u << 20, PROT_READ, MAP_SHARED, fd, 0);
+  if (readable == MAP_FAILED) return 6;
+  munmap(readable, 2u << 20);
+  // Another uid cannot re-open the page writable through /proc (it is 0600);
+  // kvd's own uid (and root) can: they are the operator.
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  int reopened = open(proc.c_str(), O_RDWR | O_CLOEXEC);
+  if (reopened >= 0) close(reopened);
+  if (geteuid() != 0 && reopened >= 0) return 7;
+  close(fd);
+  fds.clear();
+  auto write = Ask(*channel, PagesRequest(2, device, page, true), &fds);
+  for (int f : fds) close(f);
+  if (!write.ok() || !write->has_error()) return 8;
+  if (write->error().code() != static_cast<int>(Code::kPermissionDenied) ||
+      write->error().message().find("no open plan of yours") == std::string::npos) {
+    return 9;
+  }
+  return 0;
+}
+
+// The reader's mapping is read-only: a second process writing through it
+// dies of SIGSEGV (host) or has the copy refused (cuda), and the bytes stay.
+TEST_F(KvdObjectAccessTest, AWriteThroughAReadersMappingFaults) {
+  StartWithStore();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const size_t bytes = 2 * kPage + 4321;
+  ASSERT_OK(store->Put("ro", ObjectPattern(bytes, 5)));
+  const int code = RunPeer("scribble", "ro", bytes, 5);
+  if (Backend() == "host") {
+    EXPECT_EQ(code, 128 + SIGSEGV) << "a write through a reader's mapping must fault";
+  } else {
+    EXPECT_EQ(code, 20) << "the driver must refuse a write through a read-only mapping";
+  }
+  auto got = store->Get("ro");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, ObjectPattern(bytes, 5)) << "the object's bytes changed";
+  EXPECT_EQ(RunPeer("get", "ro", bytes, 5), 0);
+  EXPECT_TRUE(kvd_.Running());
+}
+
+// The producer's own write mapping lasts while its plan is open: after the
+// commit its pointer no longer writes, and a locate's pointer never did.
+TEST_F(KvdObjectAccessTest, AProducerWritesOnlyWhileItsPlanIsOpen) {
+  if (Backend() != "host") GTEST_SKIP() << "checked through the host backend's record of mappings";
+  StartWithStore();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto host = gpu::MakeHostBackend();  // sees every host backend's mappings in this process
+  auto plan = store->OpenForWrite("w", 5000, 0);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto writing = store->PayloadPointer(*plan);
+  ASSERT_TRUE(writing.ok()) << writing.status().ToString();
+  const auto data = ObjectPattern(5000, 8);
+  ASSERT_OK(host->Copy(*writing, data.data(), data.size(), gpu::CopyKind::kHostToDevice));
+  ASSERT_OK(store->Commit("w", plan->epoch));
+  unsigned char byte = 1;
+  Status after = host->Copy(*writing, &byte, 1, gpu::CopyKind::kHostToDevice);
+  EXPECT_FALSE(after.ok()) << "the write mapping outlived the plan";
+  auto ready = store->GetLocation("w");
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  auto reading = store->PayloadPointer(*ready);
+  ASSERT_TRUE(reading.ok());
+  Status into = host->Copy(*reading, &byte, 1, gpu::CopyKind::kHostToDevice);
+  EXPECT_EQ(into.code(), Code::kPermissionDenied) << into.ToString();
+  std::vector<std::byte> out(5000);
+  ASSERT_OK(host->Copy(out.data(), *reading, out.size(), gpu::CopyKind::kDeviceToHost));
+  EXPECT_EQ(out, data);
+}
+
+// A hostile raw peer: kvd's fds of a READY object's page do not write, and
+// a write fd is refused for a page without an open plan of the asker. Its
+// own open plan's pages it gets writable. Root also tries as `nobody`,
+// which cannot re-open the read-only fd writable through /proc.
+TEST_F(KvdObjectAccessTest, ARawPeerGetsNoWritableFdOfAReadyObject) {
+  if (Backend() != "host") GTEST_SKIP() << "a CUDA fd gives its holder full access (ARCHITECTURE.md)";
+  const bool root = geteuid() == 0;
+  if (root) {  // nobody must reach the socket
+    ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  }
+  StartWithStore(root ? "socket_mode: \"0666\"\nallowed_uids: [" + std::to_string(kNobody) + "]\n" : "");
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Put("ready", ObjectPattern(2 * kPage, 3)));
+  auto plan = store->GetLocation("ready");
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const uint32_t page = plan->spans[0].page_id;
+  EXPECT_EQ(TryToWriteAReadyPage(SocketPath(), plan->device, page), 0);
+  if (root) {
+    EXPECT_EQ(RunAs(kNobody, kNobody, [&] { return TryToWriteAReadyPage(SocketPath(), plan->device, page); }),
+              0)
+        << "as another uid";
+  } else {
+    std::printf("not root: the /proc re-open as another uid is not tried\n");
+  }
+
+  // The same peer's own open plan: its pages come writable.
+  auto channel = ipc::Channel::Connect(SocketPath());
+  ASSERT_TRUE(channel.ok()) << channel.status().ToString();
+  wire::Message open;
+  open.set_request_id(3);
+  open.mutable_object_open()->set_key("mine");
+  open.mutable_object_open()->set_bytes_total(3 * kPage);
+  open.mutable_object_open()->set_preferred_device(plan->device);
+  std::vector<int> fds;
+  auto opened = Ask(*channel, open, &fds);
+  ASSERT_TRUE(opened.ok() && opened->has_object_plan()) << (opened.ok() ? opened->DebugString() : "");
+  const uint32_t mine = opened->object_plan().spans(1).page_id();
+  auto write = Ask(*channel, PagesRequest(4, plan->device, mine, true), &fds);
+  ASSERT_TRUE(write.ok() && !write->has_error()) << (write.ok() ? write->DebugString() : "");
+  ASSERT_EQ(fds.size(), 1u);
+  void* mapped = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  EXPECT_NE(mapped, MAP_FAILED) << "the peer's own open plan must be writable: " << errno;
+  if (mapped != MAP_FAILED) munmap(mapped, kPage);
+  close(fds[0]);
+  auto got = store->Get("ready");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, ObjectPattern(2 * kPage, 3));
+  EXPECT_TRUE(kvd_.Running());
+}
+
+}  // namespace
+}  // namespace nanokv::testing
