@@ -111,8 +111,8 @@ MUTANTS = [
            "    if (state == SlotState::kGranted || state == SlotState::kGroupFree) [[likely]] {\n      --granted_;",
            "a page freed twice is pushed twice onto its group's free list"),
     Mutant("pool-reserve-one-short", "daemon/node/page_pool.cc",
-           "if (free_count_ >= reserve_ || uncreated_count_ == 0) {",
-           "if (free_count_ + 1 >= reserve_ || uncreated_count_ == 0) {",
+           "if (free_count_ >= reserve_ || !RoomLocked()) {",
+           "if (free_count_ + 1 >= reserve_ || !RoomLocked()) {",
            "the refill thread stops one page short of the reserve"),
     # ---- objects (daemon/objects/) ----
     Mutant("commit-stale-epoch-code", "daemon/objects/object_index.cc",
