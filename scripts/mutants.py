@@ -93,11 +93,11 @@ MUTANTS = [
            "for (PageId id = 0; id + 1 < devices_[d].pages.size(); ++id) {\n"
            "      const auto& holders = devices_[d].pages[id].holders;",
            "a detach forgets the last page of each device"),
-    Mutant("recycle-keeps-generation", "daemon/node/node_state.cc",
+    Mutant("recycle-keeps-generation", "daemon/node/node_state_recycle.cc",
            "  PageInfo& page = devices_[d].pages[id];\n  ++page.generation;\n",
            "  PageInfo& page = devices_[d].pages[id];\n",
            "a recycled page keeps its generation: engines reuse their stale handle"),
-    Mutant("recycle-no-forget", "daemon/node/node_state.cc",
+    Mutant("recycle-no-forget", "daemon/node/node_state_recycle.cc",
            "    QueueForget(tenant_id, pools_[d]->device(), id);",
            "    (void)tenant_id;",
            "the old group's engines are not told to forget a recycled page"),
