@@ -115,11 +115,22 @@ int main(int argc, char** argv) {
     f->set_device(0);
     f->add_page_ids(7);
   }
+  {
+    DevicePages* f = add("forget_done").mutable_forget_done();
+    f->set_device(0);
+    f->add_page_ids(7);
+  }
   add("shutdown").mutable_shutdown()->set_reason("kvd stopping");
   {
     Error* e = add("error").mutable_error();
     e->set_code(5);
     e->set_message("grant: out of memory");
+  }
+  {
+    Error* e = add("error_retry_after_forget").mutable_error();
+    e->set_code(5);
+    e->set_message("device 0 is full: 1 of its 8 pages are held after recycle");
+    e->set_retry_after_forget(true);
   }
   for (auto& [name, message] : seeds) {
     if (!Write(dir, name, std::move(message))) {

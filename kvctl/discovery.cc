@@ -53,7 +53,7 @@ uint64_t UsedBytes(const ipc::Segment& segment) {
   uint64_t total = 0;
   for (uint32_t d = 0; d < segment.header.device_count; ++d) {
     const ipc::DeviceRow& row = segment.devices[d];
-    total += (row.granted_pages + row.object_pages) * row.page_bytes;
+    total += (row.granted_pages + row.object_pages + row.held_after_recycle_pages) * row.page_bytes;
   }
   return total;
 }

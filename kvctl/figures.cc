@@ -110,7 +110,8 @@ std::string DeviceList(const ipc::Segment& segment) {
 uint64_t DeviceCapacityBytes(const ipc::DeviceRow& row) { return row.capacity_pages * row.page_bytes; }
 
 uint64_t DeviceUsedBytes(const ipc::DeviceRow& row) {
-  return (row.granted_pages + row.object_pages) * row.page_bytes;
+  // Pages held after recycle are memory engines keep: used, though no grant.
+  return (row.granted_pages + row.object_pages + row.held_after_recycle_pages) * row.page_bytes;
 }
 
 const char* SortKeyName(SortKey key) {

@@ -145,6 +145,12 @@ void AddDevices(const ipc::Segment& segment, size_t columns, bool stale, std::ve
     const std::string reserve = "  reserve " + FormatBytes(row.reserve_pages * row.page_bytes);
     // The reserve is the first to go in a narrow window, the figures never.
     if (left.size() + right.size() + reserve.size() + kMinBar <= columns) right += reserve;
+    if (row.held_after_recycle_pages > 0) {
+      // Memory engines keep after a recycle: why USED exceeds what is granted.
+      const std::string held = "  held after recycle " +
+                               FormatBytes(uint64_t{row.held_after_recycle_pages} * row.page_bytes);
+      if (left.size() + right.size() + held.size() + kMinBar <= columns) right += held;
+    }
     size_t bar = columns > left.size() + right.size() + kMinBar ? columns - left.size() - right.size()
                                                                  : kMinBar;
     const double share = Share(dev_used, dev_capacity);

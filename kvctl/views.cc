@@ -25,6 +25,7 @@ void WriteDeviceJson(JsonWriter& json, const ipc::DeviceRow& row) {
       .Field("granted_pages", row.granted_pages)
       .Field("reserve_pages", row.reserve_pages)
       .Field("object_pages", row.object_pages)
+      .Field("held_after_recycle_pages", row.held_after_recycle_pages)
       .Field("capacity_bytes", DeviceCapacityBytes(row))
       .Field("used_bytes", DeviceUsedBytes(row));
   json.Key("used_pct").Double(100.0 * Share(DeviceUsedBytes(row), DeviceCapacityBytes(row)));
@@ -187,7 +188,7 @@ std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options
                                  {"PAGE", Align::kRight},     {"CAPACITY", Align::kRight},
                                  {"USED", Align::kRight},     {"FREE", Align::kRight},
                                  {"CREATED", Align::kRight},  {"RESERVE", Align::kRight},
-                                 {"USE%", Align::kRight}};
+                                 {"HELD-AFTER-RECYCLE", Align::kRight}, {"USE%", Align::kRight}};
   if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC"});
   Table table(columns);
   for (const Kvd& kvd : kvds) {
@@ -204,6 +205,7 @@ std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options
                                  FormatBytes(capacity > used ? capacity - used : 0),
                                  FormatBytes(row.created_pages * row.page_bytes),
                                  FormatBytes(row.reserve_pages * row.page_bytes),
+                                 FormatBytes(uint64_t{row.held_after_recycle_pages} * row.page_bytes),
                                  Cell(FormatPercent(used, capacity), TintForShare(Share(used, capacity)))};
       if (options.with_ipc) cells.insert(cells.begin(), Cell(kvd.ipc_name));
       table.AddRow(std::move(cells));

@@ -49,6 +49,8 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
     config.export_fds = true;
     for (const RecoveredPage& page : recovered[p]) config.held_back.push_back(page.id);
     NANOKV_ASSIGN_OR_RETURN(auto pool, alloc::PagePool::Create(backend, config));
+    NodeState* self = node.get();
+    pool->SetStillHeld([self, p](PageId id) { return self->StillHeld(p, id); });
     node->devices_.emplace_back();
     node->devices_.back().pages.resize(pool->capacity_pages());
     node->pools_.push_back(std::move(pool));
@@ -152,6 +154,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.last_activity_unix_ns = now_unix_ns;
   tenant.used_pages.assign(pools_.size(), 0);
   tenant.imported.resize(pools_.size());
+  tenant.held_after_recycle.resize(pools_.size());
   TenantId id = tenant.id;
   tenants_.emplace(id, std::move(tenant));
   return id;
@@ -161,6 +164,11 @@ Status NodeState::Detach(TenantId tenant_id) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   for (size_t d = 0; d < devices_.size(); ++d) {
+    // Its connection is gone: so is its word about pages recycled away
+    // (invariant 5 ends with the connection).
+    for (const auto& page : std::vector(tenant->held_after_recycle[d])) {
+      DropHeldAfterRecycle(d, tenant_id, page);
+    }
     if (tenant->used_pages[d] == 0) continue;
     for (PageId id = 0; id < devices_[d].pages.size(); ++id) {
       const auto& holders = devices_[d].pages[id].holders;
@@ -188,55 +196,30 @@ size_t NodeState::Obtainable(size_t d) const {
   // Every page not held by a tenant can be had: the group's own free pages
   // at once, pool pages fresh, other groups' free pages after a recycle;
   // not the pages held back for a dead kvd's engines.
-  return pools_[d]->capacity_pages() - devices_[d].held - devices_[d].recovering;
+  // nor the room of old pages recycled away that engines still hold.
+  return pools_[d]->capacity_pages() - devices_[d].held - devices_[d].recovering -
+         devices_[d].held_after_recycle.size();
 }
 
-Result<PageId> NodeState::TakePage(size_t d, int group) {
+Result<PageId> NodeState::TakePage(size_t d, int group, bool* held) {
   PageId recycled = alloc::kNoPage;
   Result<PageId> id = pools_[d]->Allocate(static_cast<alloc::GroupId>(group), &recycled);
+  *held = recycled != alloc::kNoPage && !id.ok() &&
+          id.status().code() == Code::kResourceExhausted;
   if (recycled != alloc::kNoPage) {
     ForgetOldPage(d, recycled);
     if (!id.ok()) {
-      // The old page is gone and no new one came: the pool took the id back
-      // as uncreated.
+      // The old page is gone and no new one came (none may while its old
+      // group holds it, invariant 5): the pool took the id back as uncreated.
       devices_[d].pages[recycled].group = -1;
       Journal(d, recycled);
-      spdlog::warn("kvd: recycling page {} of device {} failed: {}", recycled,
+      if (id.status().code() != Code::kResourceExhausted) spdlog::warn("kvd: recycling page {} of device {} failed: {}", recycled,
                    pools_[d]->device(), id.status().ToString());
     }
   }
   if (!id.ok()) return id.status();
   devices_[d].pages[*id].group = group;
   return *id;
-}
-
-void NodeState::ForgetOldPage(size_t d, PageId id) {
-  PageInfo& page = devices_[d].pages[id];
-  ++page.generation;
-  // Processes of the old group may still hold a handle of the old page: tell
-  // them to drop it, so the old memory is freed once they do.
-  for (auto& [tenant_id, tenant] : tenants_) {
-    if (tenant.group_index != page.group) continue;
-    auto it = tenant.imported[d].find(id);
-    if (it == tenant.imported[d].end()) continue;
-    tenant.imported[d].erase(it);
-    QueueForget(tenant_id, pools_[d]->device(), id);
-  }
-  Journal(d, id);  // the new generation, still unheld
-}
-
-void NodeState::QueueForget(TenantId tenant, int device, PageId id) {
-  // One notice per tenant and device, however many pages a grant recycles:
-  // a message per page could fill the engine's socket and cost it its
-  // connection. A notice stays within what one message may carry.
-  for (Notice& notice : notices_) {
-    if (notice.kind == Notice::Kind::kForget && notice.tenant == tenant &&
-        notice.device == device && notice.page_ids.size() < wire::kMaxPagesPerRequest) {
-      notice.page_ids.push_back(id);
-      return;
-    }
-  }
-  notices_.push_back({Notice::Kind::kForget, tenant, device, 0, 0, {id}});
 }
 
 void NodeState::PutBack(size_t d, PageId id) {
@@ -259,6 +242,8 @@ void NodeState::TakeGroupFree(size_t d, PageId id) {
 
 Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
   uint64_t used = UsedBytes(tenant);
+  // Old pages recycled away that it still holds are its memory too.
+  const uint64_t kept = HeldAfterRecyclePages(tenant) * page_bytes_;
   if (tenant.state == TenantState::kReclaiming) {
     return Status::ResourceExhausted("tenant '" + tenant.name + "' uses " + Mib(used) +
                                      ", over its limit of " + Mib(tenant.limit_bytes) +
@@ -270,6 +255,13 @@ Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
                                      Mib(tenant.limit_bytes) + ": uses " + Mib(used) +
                                      ", asked " + std::to_string(count) + " pages (" +
                                      Mib(asked) + ")");
+  }
+  if (used + kept + asked > tenant.limit_bytes) {
+    return Status::ResourceExhausted(
+        "tenant '" + tenant.name + "' limit " + Mib(tenant.limit_bytes) + ": uses " + Mib(used) +
+        " and still holds " + Mib(kept) + " of pages recycled away (held after recycle: " +
+        "told to forget them, it has not said it did), asked " + std::to_string(count) +
+        " pages (" + Mib(asked) + ")");
   }
   return Status::OK();
 }
@@ -295,20 +287,38 @@ Result<std::vector<PageGrant>> NodeState::Grant(TenantId tenant_id, int device, 
   NANOKV_RETURN_IF_ERROR(CheckQuota(*tenant, count));
   size_t obtainable = Obtainable(d);
   if (obtainable < count) {
-    return Status::ResourceExhausted("device " + std::to_string(device) + " has " +
-                                     std::to_string(obtainable) + " pages free of " +
-                                     std::to_string(pools_[d]->capacity_pages()) + ", asked " +
-                                     std::to_string(count));
+    const size_t kept = devices_[d].held_after_recycle.size();
+    return Status::ResourceExhausted(
+        "device " + std::to_string(device) + " has " + std::to_string(obtainable) +
+        " pages free of " + std::to_string(pools_[d]->capacity_pages()) + ", asked " +
+        std::to_string(count) +
+        (kept == 0 ? std::string()
+                   : " (" + std::to_string(kept) + " are " + alloc::kHeldAfterRecycle +
+                         " by engines told to forget them)"));
   }
+  NANOKV_ASSIGN_OR_RETURN(uint32_t recycles, RecyclesAllowed(d, *tenant, count));
   std::vector<PageId> taken;
   taken.reserve(count);
+  Status waits;  // a recycle whose old page is still held (invariant 5)
+  uint32_t held_recycles = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    auto id = TakePage(d, tenant->group_index);
-    if (!id.ok()) {
-      for (PageId back : taken) PutBack(d, back);
-      return id.status();
+    bool held = false;
+    auto id = TakePage(d, tenant->group_index, &held);
+    if (id.ok()) {
+      taken.push_back(*id);
+    } else if (held) {
+      // Recycle the rest too (up to what is needed), so their holders are
+      // told at once and one round of forget answers serves it asked again.
+      if (waits.ok()) waits = id.status();
+      if (++held_recycles >= recycles) break;
+    } else {
+      if (waits.ok()) waits = id.status();
+      break;
     }
-    taken.push_back(*id);
+  }
+  if (!waits.ok()) {
+    for (PageId back : taken) PutBack(d, back);
+    return waits;
   }
   std::vector<PageGrant> out;
   out.reserve(count);
@@ -492,6 +502,7 @@ std::vector<DeviceCounts> NodeState::Counts() const {
     c.held_pages = devices_[d].held;
     c.free_pages = stats.free_pages;  // the group free lists included
     c.group_free_pages = stats.group_free_pages;
+    c.held_after_recycle_pages = devices_[d].held_after_recycle.size();
     out.push_back(c);
   }
   return out;

@@ -20,6 +20,11 @@
 //      + fresh create, generation + 1): its old memory never crosses groups.
 //   3. A tenant's used pages are exactly the pages listing it as a holder.
 //   4. A tenant over its limit is given no new page until it is back under.
+//   5. A page recycled away while tenants of its old group had it imported
+//      stays charged (issue 19 item 8): to the device, once, as memory no new
+//      page may be made in (the pool's held_after_recycle count), and to each
+//      such tenant's quota, until that tenant says it dropped it (ForgetDone)
+//      or detaches. Device ledger and tenants' lists agree exactly.
 #ifndef NANOKV_DAEMON_NODE_NODE_STATE_H_
 #define NANOKV_DAEMON_NODE_NODE_STATE_H_
 
@@ -79,6 +84,10 @@ struct Tenant {
   std::vector<uint32_t> used_pages;  // per device index
   // Per device: page id -> generation this tenant's process has imported.
   std::vector<std::map<PageId, uint32_t>> imported;
+  // Per device: pages recycled away from its group that it was told to
+  // forget and has not said it dropped, in the order it was told (id, the
+  // old generation). Charged to its quota and to the device's capacity.
+  std::vector<std::vector<std::pair<PageId, uint32_t>>> held_after_recycle;
 };
 
 // One page of a grant as kvd decided it, in the order of the request: what
@@ -110,6 +119,9 @@ struct DeviceCounts {
   size_t group_free_pages = 0;
   size_t reserve_pages = 0;
   size_t recovering_pages = 0;  // held back for engines of a dead kvd (Adopt)
+  // Old pages recycled away that an engine may still hold (told to forget,
+  // not yet said it did): memory in use that no tenant's grant shows.
+  size_t held_after_recycle_pages = 0;
 };
 
 // One page an engine hands back after a kvd restart; `fd` is an export of
@@ -191,6 +203,14 @@ class NodeState {
   // (kvctl evict); 0 means all it holds.
   Status Evict(TenantId tenant, uint32_t pages);
 
+  // The tenant says its process dropped these recycled-away pages (it
+  // unmapped them and closed their fds after a forget notice): their charge
+  // ends. Ids it was not told to forget are ignored (a late or repeated
+  // word changes nothing); returns how many charges ended.
+  Result<size_t> ForgetDone(TenantId tenant, int device, std::span<const PageId> ids);
+  // Pages of `tenant` recycled away and not yet dropped, all devices.
+  size_t HeldAfterRecyclePages(const Tenant& tenant) const;
+
   // The exported fd of a granted page, made by the pool when it created the
   // page (export is the slowest driver call, so it is kept off the grant
   // path). Owned by the pool: callers send it (the kernel duplicates it)
@@ -242,6 +262,9 @@ class NodeState {
     std::vector<PageInfo> pages;               // by page id
     size_t held = 0;                           // pages with at least one holder
     size_t recovering = 0;                     // pages held back for Adopt
+    // (page id, old generation) recycled away -> the tenants that may still
+    // hold that old page (invariant 5). One charge against the capacity each.
+    std::map<std::pair<PageId, uint32_t>, std::vector<TenantId>> held_after_recycle;
   };
 
   NodeState(gpu::Backend& backend, size_t page_bytes, const NodeOptions& options);
@@ -265,8 +288,9 @@ class NodeState {
   int GroupIndex(const std::string& name, bool kvd_owned);
   // Takes one page for group `group` on device index `d` from the pool: its
   // own free list, then a never-used page, then another group's free page,
-  // recycled (ForgetOldPage runs for it).
-  Result<PageId> TakePage(size_t d, int group);
+  // recycled (ForgetOldPage runs for it). *held: refused because the
+  // recycled page's old memory is still held (invariant 5).
+  Result<PageId> TakePage(size_t d, int group, bool* held);
   // A page no tenant holds goes back to its group's free list in the pool
   // (also how a grant that failed part-way undoes its TakePage calls).
   void PutBack(size_t d, PageId id);
@@ -279,6 +303,17 @@ class NodeState {
   // Grants page `id`, on its group's free list, to that group again.
   void TakeGroupFree(size_t d, PageId id);
   void QueueForget(TenantId tenant, int device, PageId id);
+  // Whether a tenant of page `id`'s group has its current generation
+  // imported (the pool's StillHeld, asked before a recycle).
+  bool StillHeld(size_t d, PageId id) const;
+  // How many of a grant's `count` pages may come from recycles whose old
+  // pages are still held: while pages held after recycle will cover what
+  // the grant lacks once dropped, none (kResourceExhausted: wait), so a
+  // grant asked again never recycles another group's pages for nothing.
+  Result<uint32_t> RecyclesAllowed(size_t d, const Tenant& tenant, uint32_t count) const;
+  // Ends `tenant`'s charge for the old page (id, generation) of device d;
+  // the device's ends with its last holder.
+  void DropHeldAfterRecycle(size_t d, TenantId tenant, std::pair<PageId, uint32_t> page);
   size_t Obtainable(size_t d) const;
   void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageGrant>* out);
   void ReleaseHolder(size_t d, PageId id, TenantId tenant);

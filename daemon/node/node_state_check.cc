@@ -58,6 +58,26 @@ Status NodeState::CheckInvariants() const {
                               std::to_string(device.recovering) + ", pool " +
                               std::to_string(stats.held_back_pages) + ")");
     }
+    if (device.held_after_recycle.size() != stats.held_after_recycle_pages) {
+      return Status::Internal("device " + std::to_string(pools_[d]->device()) + ": " +
+                              std::to_string(device.held_after_recycle.size()) +
+                              " pages held after recycle, the pool counts " +
+                              std::to_string(stats.held_after_recycle_pages));
+    }
+    for (const auto& [page, holders] : device.held_after_recycle) {
+      std::string where = "device " + std::to_string(pools_[d]->device()) + " page " +
+                          std::to_string(page.first) + " (generation " +
+                          std::to_string(page.second) + ", held after recycle): ";
+      if (holders.empty()) return Status::Internal(where + "charged with no holder");
+      for (TenantId holder : holders) {
+        const Tenant* tenant = FindTenant(holder);
+        if (tenant == nullptr) return Status::Internal(where + "held by a gone tenant");
+        const auto& mine = tenant->held_after_recycle[d];
+        if (std::count(mine.begin(), mine.end(), page) != 1) {
+          return Status::Internal(where + "tenant '" + tenant->name + "' does not list it once");
+        }
+      }
+    }
     if (group_free != stats.group_free_pages || held != stats.granted_pages) {
       return Status::Internal("device " + std::to_string(pools_[d]->device()) + ": held " +
                               std::to_string(held) + " and group free " +
@@ -68,6 +88,15 @@ Status NodeState::CheckInvariants() const {
   }
   for (const auto& [id, tenant] : tenants_) {
     for (size_t d = 0; d < pools_.size(); ++d) {
+      for (const auto& page : tenant.held_after_recycle[d]) {
+        auto entry = devices_[d].held_after_recycle.find(page);
+        if (entry == devices_[d].held_after_recycle.end() ||
+            std::count(entry->second.begin(), entry->second.end(), id) != 1) {
+          return Status::Internal("tenant '" + tenant.name + "' lists page " +
+                                  std::to_string(page.first) +
+                                  " as held after recycle; the device does not");
+        }
+      }
       uint32_t holding = 0;
       for (const auto& page : devices_[d].pages) {
         holding += std::count(page.holders.begin(), page.holders.end(), id) > 0 ? 1 : 0;

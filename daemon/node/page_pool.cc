@@ -165,7 +165,8 @@ PagePool::~PagePool() {
   ++granted_;
   // Wake the refill thread once per dip below the reserve, not per grant:
   // refill_active_ stays set until the thread finds the reserve full again.
-  if (free_count_ < reserve_ && !refill_active_ && uncreated_count_ != 0) [[unlikely]] {
+  if (free_count_ < reserve_ && !refill_active_ && uncreated_count_ > held_after_recycle_)
+      [[unlikely]] {
     refill_active_ = true;
     *wake = true;
   }
@@ -237,11 +238,11 @@ Status PagePool::Free(PageId id) {
       if (wake) WakeRefill();
       return id;
     }
-    if (uncreated_count_ > 0) {
+    if (RoomLocked()) {
       id = ClaimUncreatedLocked();
       claimed = true;
       // The reserve is empty: make sure the refill thread is on it too.
-      if (reserve_ > 0 && !refill_active_ && uncreated_count_ > 0) {
+      if (reserve_ > 0 && !refill_active_ && RoomLocked()) {
         refill_active_ = true;
         wake = true;
       }
@@ -262,6 +263,7 @@ Status PagePool::Free(PageId id) {
     }
     in_flight = creating_ > 0;
     granted = granted_;
+    const uint32_t held_away = held_after_recycle_;
     lock_.unlock();
     if (wake) WakeRefill();
     if (claimed) {
@@ -269,10 +271,12 @@ Status PagePool::Free(PageId id) {
       return id;
     }
     if (other != kNoPage) {
-      NANOKV_RETURN_IF_ERROR(RecycleSlot(other, old, old_fd, other_group, recycled));
+      // Outside the lock: the owner's model of who imported what.
+      const bool held = still_held_ && still_held_(other);
+      NANOKV_RETURN_IF_ERROR(RecycleSlot(other, old, old_fd, other_group, recycled, held));
       return other;
     }
-    if (!in_flight) return Exhausted(granted);
+    if (!in_flight) return Exhausted(granted, held_away);
     // Every id is created or being created and none is free: a CreatePage
     // in flight lands within microseconds (or fails and frees its id).
     std::this_thread::yield();
@@ -350,7 +354,7 @@ Status PagePool::FillReserve() {
     PageId id;
     {
       std::lock_guard<SpinLock> guard(lock_);
-      if (free_count_ >= reserve_ || uncreated_count_ == 0) {
+      if (free_count_ >= reserve_ || !RoomLocked()) {
         refill_active_ = false;  // the next dip below the reserve wakes us again
         return Status::OK();
       }
@@ -444,6 +448,7 @@ PagePool::Stats PagePool::stats() const {
   out.create_failures = create_failures_;
   out.recycles = recycles_;
   out.held_back_pages = held_back_;
+  out.held_after_recycle_pages = held_after_recycle_;
   return out;
 }
 

@@ -8,7 +8,10 @@
 // Invariants (CheckInvariants() walks the state and verifies each; tests call it):
 //   1. free_pages + granted_pages == created_pages <= capacity_pages, where
 //      free_pages counts the free stack and every group's free list (the
-//      object store's pages are granted pages, held by its own tenant).
+//      object store's pages are granted pages, held by its own tenant); and
+//      created + creating + held back + held after recycle <= capacity_pages:
+//      a page recycled away whose old memory a process may still hold counts
+//      as memory until its owner calls DropHeldAfterRecycle (issue 19 item 8).
 //   2. Every page id is in exactly one state: uncreated (on the uncreated
 //      stack), creating (claimed by one CreatePage in flight), free (on the
 //      free stack, exactly once), granted (to one group), group-free (on its
@@ -35,6 +38,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -87,6 +91,9 @@ class PagePool {
     // group's free page.
     uint64_t recycles = 0;
     size_t held_back_pages = 0;    // ids awaiting Adopt or ReleaseHeldBack
+    // Old pages recycled away that some process may still hold (it was told
+    // to forget them and has not said it did): memory no page may be made in.
+    size_t held_after_recycle_pages = 0;
   };
 
   // Builds the pool and creates its reserve before returning, so the first
@@ -120,7 +127,24 @@ class PagePool {
   // Errors: kInvalidArgument for kNoGroup; kResourceExhausted when all
   // capacity_pages are granted; the backend's error (e.g. kOutOfMemory) when
   // a needed page cannot be created or recycled.
+  // A recycle of a page whose old memory may still be held (StillHeld says
+  // so) releases it but makes no fresh page: that would put the device over
+  // its capacity while the holder keeps the old one. The id then waits,
+  // uncreated and counted as held after recycle, until DropHeldAfterRecycle;
+  // *recycled names it and the answer is kResourceExhausted.
   Result<PageId> Allocate(GroupId group, PageId* recycled = nullptr);
+
+  // Whether a process may still hold the memory of page `id` as it is now
+  // (its group's engines imported it). Asked on the recycle path, outside
+  // the lock, on the thread that calls Allocate. Unset: never held. Set it
+  // before the first Allocate; what it reads must remain live while the
+  // pool exists.
+  using StillHeld = std::function<bool(PageId)>;
+  void SetStillHeld(StillHeld still_held) { still_held_ = std::move(still_held); }
+  // `pages` old pages recycled away are no longer held by anyone (every
+  // holder said it dropped them, or is gone): their room may hold new pages.
+  // kFailedPrecondition if fewer are counted.
+  Status DropHeldAfterRecycle(uint32_t pages);
 
   // Gives a granted page back onto its group's free list (O(1), no syscall).
   // The page keeps its memory and contents for that group: the pool recycles
@@ -166,6 +190,12 @@ class PagePool {
   // With export_fds: the fd of a granted page, owned by the pool (callers
   // send or dup it, never close it); -1 otherwise. A Recycle replaces it.
   int exported_fd(PageId id) const;
+
+  // Pages Allocate(group) can give without recycling another group's: its
+  // own free list, the free stack, pages being created, and the room of
+  // uncreated ids. Walks the group's list under the lock, so only for the
+  // slow path (kvd asks while pages are held after recycle).
+  size_t ObtainableWithoutRecycle(GroupId group) const;
 
   Stats stats() const;
   // OK, or kInternal naming the first invariant found broken.
@@ -228,8 +258,15 @@ class PagePool {
   // `back_to` != kNoGroup, on that group's free list. Once the release is
   // done, *released (may be null) = id. On a create failure the id goes
   // back to the uncreated stack.
+  // With `held` (StillHeld said so) no fresh page is made: the id joins the
+  // uncreated ones, counted as held after recycle, and kResourceExhausted
+  // is returned.
   Status RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId back_to,
-                     PageId* released);
+                     PageId* released, bool held = false);
+  // Whether one more page may be created: the uncreated ids outnumber the
+  // pages held after recycle (each of those is memory a process keeps).
+  // REQUIRES: lock_ held.
+  bool RoomLocked() const { return uncreated_count_ > held_after_recycle_; }
   Result<PageId> AllocateSlow(GroupId group, PageId* recycled);
   // Creates one physical page (and exports it, with export_fds) outside the
   // lock; on an export failure the page is released again.
@@ -249,7 +286,7 @@ class PagePool {
   Status NotHeldBack(const char* call, PageId id, SlotState state) const;
   Status NotGroupFree(PageId id, GroupId group, SlotState state, GroupId owner) const;
   Status NoGroup(const char* call) const;
-  Status Exhausted(uint32_t granted) const;
+  Status Exhausted(uint32_t granted, uint32_t held_after_recycle) const;
   Status CreateError(const Status& cause, PageId id, uint32_t created) const;
 
   gpu::Backend& backend_;  // must remain live while the pool exists
@@ -281,6 +318,7 @@ class PagePool {
   uint64_t create_failures_ = 0;
   uint64_t recycles_ = 0;
   uint32_t held_back_ = 0;
+  uint32_t held_after_recycle_ = 0;  // see Stats::held_after_recycle_pages
 
   // Only to wake and stop the refill thread.
   std::mutex refill_mu_;
@@ -288,6 +326,7 @@ class PagePool {
   bool wake_ = false;  // guarded by refill_mu_
   bool stop_ = false;  // guarded by refill_mu_
   std::thread refill_thread_;
+  StillHeld still_held_;  // set before use, read on the recycle path only
 };
 
 // ---- The group free lists: inline, as Allocate and Free use them. ----

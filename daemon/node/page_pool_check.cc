@@ -127,6 +127,10 @@ Status PagePool::CheckInvariants() const {
     }
     if (created_ > capacity_) fail("created > capacity", created_, capacity_);
     if (n_held_back != held_back_) fail("held-back ids vs held-back count", n_held_back, held_back_);
+    if (held_after_recycle_ > uncreated_count_) {
+      fail("held after recycle > uncreated: memory over the capacity", held_after_recycle_,
+           uncreated_count_);
+    }
     if (uncreated_count_ + creating_ + created_ + held_back_ != capacity_) {
       fail("uncreated + creating + created + held back != capacity",
            uncreated_count_ + creating_ + created_ + held_back_, capacity_);
@@ -198,12 +202,17 @@ Status PagePool::NoGroup(const char* call) const {
                                  ": kNoGroup is not a group");
 }
 
-Status PagePool::Exhausted(uint32_t granted) const {
+Status PagePool::Exhausted(uint32_t granted, uint32_t held_after_recycle) const {
+  std::string held;
+  if (held_after_recycle > 0) {
+    held = "; " + std::to_string(held_after_recycle) +
+           " more are held after recycle by engines told to forget them";
+  }
   return Status::ResourceExhausted(
       "page pool on device " + std::to_string(device_) + " is exhausted: " +
       std::to_string(granted) + " of " + std::to_string(capacity_) + " pages granted (capacity " +
       std::to_string(static_cast<uint64_t>(capacity_) * page_bytes_) + " bytes, page size " +
-      std::to_string(page_bytes_) + ")");
+      std::to_string(page_bytes_) + ")" + held);
 }
 
 Status PagePool::CreateError(const Status& cause, PageId id, uint32_t created) const {

@@ -95,7 +95,7 @@ Status PagePool::Recycle(PageId id) {
 }
 
 Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId back_to,
-                             PageId* released) {
+                             PageId* released, bool held) {
   // Release first: on a full device there may be no room for a second page.
   Status release = backend_.ReleasePage(old);
   if (!release.ok()) {
@@ -120,6 +120,29 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
   }
   if (old_fd >= 0) close(old_fd);  // the old page's fd must not reach anyone again
   if (released != nullptr) *released = id;
+  if (held) {
+    // The old memory lives on in a holder: a fresh page now would be one
+    // more than the capacity (issue 19 item 8). The id waits, uncreated.
+    uint32_t held_away;
+    {
+      std::lock_guard<SpinLock> guard(lock_);
+      Slot& slot = slots_[id];
+      assert(slot.state == SlotState::kRecycling);
+      slot.handle = {};
+      slot.group = kNoGroup;
+      slot.state = SlotState::kUncreated;
+      uncreated_ids_[uncreated_count_++] = id;
+      --created_;
+      --granted_;
+      held_away = ++held_after_recycle_;
+    }
+    return Status::ResourceExhausted(
+        "device " + std::to_string(device_) + " is full: " + std::to_string(held_away) +
+        " of its " + std::to_string(capacity_) +
+        " pages are held after recycle (page id " + std::to_string(id) +
+        " was recycled away from a group whose engines still hold it; they were told to "
+        "forget it, and its room comes back once they have)");
+  }
   Result<NewPage> fresh = MakePage();
   uint32_t created = 0;
   {
@@ -148,6 +171,37 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
                 std::string(error.message()) + " (recycle: the old page was released, so id " +
                     std::to_string(id) + " is no longer granted)",
                 error.call(), error.error_name());
+}
+
+size_t PagePool::ObtainableWithoutRecycle(GroupId group) const {
+  std::lock_guard<SpinLock> guard(lock_);
+  size_t pages = free_count_ + creating_;
+  if (uncreated_count_ > held_after_recycle_) pages += uncreated_count_ - held_after_recycle_;
+  if (group < group_count_) {
+    for (PageId id = group_heads_[group]; id != kNoPage; id = slots_[id].next) ++pages;
+  }
+  return pages;
+}
+
+Status PagePool::DropHeldAfterRecycle(uint32_t pages) {
+  bool wake = false;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    if (pages > held_after_recycle_) {
+      return Status::FailedPrecondition(
+          "page pool on device " + std::to_string(device_) + ": dropping " +
+          std::to_string(pages) + " pages held after recycle of " +
+          std::to_string(held_after_recycle_) + " counted");
+    }
+    held_after_recycle_ -= pages;
+    // Room again: refill the reserve, as a grant's dip below it would.
+    if (free_count_ < reserve_ && !refill_active_ && RoomLocked()) {
+      refill_active_ = true;
+      wake = true;
+    }
+  }
+  if (wake) WakeRefill();
+  return Status::OK();
 }
 
 // ---- Held-back ids (kvd restart). ----

@@ -33,6 +33,11 @@ using GroupId = uint32_t;  // kvd's tenant group index
 inline constexpr PageId kNoPage = UINT32_MAX;
 inline constexpr GroupId kNoGroup = UINT32_MAX;
 
+// In every refusal that ends by itself once engines drop pages recycled away
+// from them (issue 19 item 8); kvd's server looks for it to tell the engine
+// to ask again (wire Error.retry_after_forget).
+inline constexpr char kHeldAfterRecycle[] = "held after recycle";
+
 // A test-and-test-and-set spinlock for critical sections of a few dozen
 // instructions (push/pop on a free stack). Why not std::mutex: uncontended,
 // both cost one atomic RMW to lock, but this one unlocks with a plain release

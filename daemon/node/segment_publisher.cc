@@ -36,6 +36,7 @@ void SegmentPublisher::Publish(const NodeState& node) {
       row.free_pages = counts[d].free_pages;
       row.granted_pages = counts[d].held_pages;
       row.reserve_pages = counts[d].reserve_pages;
+      row.held_after_recycle_pages = static_cast<uint32_t>(counts[d].held_after_recycle_pages);
       row.object_pages = 0;  // the object store is not built yet
     }
     std::vector<const Tenant*> tenants = node.Tenants();

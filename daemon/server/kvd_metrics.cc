@@ -23,6 +23,7 @@ constexpr RequestKind kRequestKinds[] = {
     {wire::Message::kSetLimit, "set_limit"},
     {wire::Message::kDetach, "detach"},
     {wire::Message::kAdopt, "adopt"},
+    {wire::Message::kForgetDone, "forget_done"},
     {wire::Message::kEvict, "evict"},
     {wire::Message::kObjectOpen, "object_open"},
     {wire::Message::kObjectCommit, "object_commit"},

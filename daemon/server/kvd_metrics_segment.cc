@@ -141,6 +141,14 @@ void KvdMetrics::Collect(ops::TextWriter& out) const {
                &ipc::DeviceRow::granted_pages);
   DeviceFamily(out, s, "nanokv_device_reserve_pages", "Pages kvd keeps created ahead of demand.",
                &ipc::DeviceRow::reserve_pages);
+  out.Family("nanokv_device_held_after_recycle_pages",
+             "Old pages recycled away that engines told to forget them still hold: counted against the "
+             "capacity until they say they dropped them or detach.",
+             MetricType::kGauge);
+  for (uint32_t d = 0; d < s.header.device_count; ++d) {
+    out.Sample("nanokv_device_held_after_recycle_pages", {{"device", Ordinal(s.devices[d].device)}},
+               uint64_t{s.devices[d].held_after_recycle_pages});
+  }
   TenantFamilies(out, s);
   InstanceFamilies(out, s);
 }

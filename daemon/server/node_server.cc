@@ -244,7 +244,8 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
                         m.body_case() == wire::Message::kReturnPages ||
                         m.body_case() == wire::Message::kSetLimit ||
                         m.body_case() == wire::Message::kDetach ||
-                        m.body_case() == wire::Message::kAdopt;
+                        m.body_case() == wire::Message::kAdopt ||
+                        m.body_case() == wire::Message::kForgetDone;
   if (!engine_request) {
     return Fault(c, rid, Status::ProtocolError(std::string("kvd does not take '") + wire::BodyName(m) +
                                                "' from an engine"));
@@ -276,6 +277,12 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
     }
     case wire::Message::kSetLimit:
       return HandleSetLimit(c, m);
+    case wire::Message::kForgetDone: {  // no reply: the engine does not wait for one
+      std::vector<PageId> ids(m.forget_done().page_ids().begin(), m.forget_done().page_ids().end());
+      Result<size_t> ended = node_.ForgetDone(c.tenant, m.forget_done().device(), ids);
+      if (!ended.ok()) return Fault(c, rid, ended.status());
+      return;
+    }
     case wire::Message::kDetach: {
       TenantId tenant = std::exchange(c.tenant, 0);
       tenant_fds_.erase(tenant);
@@ -389,7 +396,18 @@ const std::string& NodeServer::DeviceUuid(int device) const {
 
 void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
                              Result<std::vector<PageGrant>> granted) {
-  if (!granted.ok()) return SendError(c, rid, granted.status());
+  if (!granted.ok()) {
+    const Status& refused = granted.status();
+    wire::Message reply = wire::ErrorReply(rid, refused);
+    // A refusal that ends once engines drop pages recycled away from them.
+    if (refused.code() == Code::kResourceExhausted &&
+        refused.message().find(alloc::kHeldAfterRecycle) != std::string_view::npos) {
+      reply.mutable_error()->set_retry_after_forget(true);
+    }
+    if (metrics_ != nullptr) metrics_->Refused(refused.code());
+    Send(c, reply);
+    return;
+  }
   // Look up every fd first: if an export fails, the grant is undone whole.
   std::vector<int> fds;
   for (const PageGrant& page : *granted) {

@@ -114,7 +114,11 @@ struct SegmentHeader {
 struct DeviceRow {
   int32_t device;
   char name[kNameBytes];
-  uint32_t reserved0;
+  // Old pages recycled away from a group whose engines may still hold them
+  // (told to forget, not yet said they did): memory in use beyond
+  // created_pages, counted against the capacity (issue 19 item 8). Was
+  // reserved (always 0) before, so the layout version stays.
+  uint32_t held_after_recycle_pages;
   uint64_t page_bytes;
   uint64_t device_bytes;
   uint64_t capacity_pages;

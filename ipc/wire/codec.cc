@@ -83,6 +83,10 @@ Status CheckBody(const Message& m) {
     case Message::kForget:
       NANOKV_RETURN_IF_ERROR(CheckDevice(m.forget().device(), "forget"));
       return CheckCount(m.forget().page_ids_size(), "forget");
+    case Message::kForgetDone:
+      NANOKV_RETURN_IF_ERROR(CheckDevice(m.forget_done().device(), "forget_done"));
+      if (m.forget_done().page_ids_size() == 0) return Fault("forget_done: no pages");
+      return CheckCount(m.forget_done().page_ids_size(), "forget_done");
     case Message::kAttachReply:
       if (static_cast<size_t>(m.attach_reply().devices_size()) > kMaxDevices) {
         return Fault("attach_reply: too many devices");

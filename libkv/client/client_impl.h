@@ -114,6 +114,9 @@ class Client::Impl {
     // The caller stopped waiting (timeout) or never will (fire and forget):
     // the reader drops the reply, returning any pages it granted.
     bool abandoned = false;
+    // kvd refused, and said the refusal ends once engines drop pages
+    // recycled away from them (wire Error.retry_after_forget).
+    bool retry_after_forget = false;
     std::condition_variable cv;
   };
 
@@ -137,6 +140,9 @@ class Client::Impl {
   // Returns pages nobody will map (a caller gave up, a grant failed half
   // way), without waiting for kvd's answer.
   void ReturnAbandoned(int device, std::vector<uint32_t> ids);
+  // Tells kvd this process dropped the pages of its forget notice, so their
+  // old memory stops counting against the device and this tenant (no reply).
+  void SendForgetDone(int device, std::span<const uint32_t> ids);
   Result<std::vector<client::ImportedPage>> FinishGrant(Status status,
                                                         const std::shared_ptr<Pending>& pending,
                                                         int device);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -20,6 +21,10 @@ namespace {
 // Detach should not hold an exiting engine for long on a hung kvd: closing
 // the socket detaches the tenant anyway.
 constexpr uint32_t kDetachTimeoutMs = 5'000;
+// How long a grant waits for other engines to drop pages recycled away from
+// them (kvd's retry_after_forget), at most: a holder that keeps its fds
+// never answers, and the refusal then reaches the caller.
+constexpr uint32_t kForgetWaitMs = 5'000;
 
 // The request kind a reply without pages answers.
 std::optional<Client::Impl::Kind> SimpleReplyKind(wire::Message::BodyCase body) {
@@ -93,6 +98,17 @@ Status Client::Impl::Call(wire::Message message, const std::shared_ptr<Pending>&
   return pending->status;
 }
 
+void Client::Impl::SendForgetDone(int device, std::span<const uint32_t> ids) {
+  if (ids.empty()) return;
+  wire::Message message;
+  message.set_request_id(next_request_id_++);  // kvd answers only a fault
+  wire::DevicePages* done = message.mutable_forget_done();
+  done->set_device(device);
+  for (uint32_t id : ids) done->add_page_ids(id);
+  Status sent = SendMessage(message);
+  if (!sent.ok()) spdlog::warn("nanokv: telling kvd {} forgotten pages are dropped: {}", ids.size(), sent.ToString());
+}
+
 void Client::Impl::ReturnAbandoned(int device, std::vector<uint32_t> ids) {
   for (size_t first = 0; first < ids.size(); first += wire::kMaxPagesPerRequest) {
     size_t n = std::min<size_t>(wire::kMaxPagesPerRequest, ids.size() - first);
@@ -155,15 +171,32 @@ Result<int> Client::Impl::LocalDevice(int device) const {
 Result<std::vector<client::ImportedPage>> Client::Impl::GrantPages(int device, uint32_t pages) {
   NANOKV_RETURN_IF_ERROR(CheckPageCount(pages, "grant"));
   NANOKV_RETURN_IF_ERROR(CheckDevice(device));
-  auto pending = std::make_shared<Pending>();
-  pending->kind = Kind::kGrant;
-  pending->device = device;
-  pending->expect_pages = pages;
-  wire::Message message;
-  message.mutable_grant()->set_device(device);
-  message.mutable_grant()->set_pages(pages);
-  Status status = Call(std::move(message), pending, options_.request_timeout_ms);
-  return FinishGrant(std::move(status), pending, device);
+  // A grant that needs pages recycled away from engines still holding them
+  // is refused until they drop them (they were told to, and say so): ask
+  // again for a while, backing off, rather than fail an engine for what
+  // another one's reader thread settles in microseconds.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(std::min<uint32_t>(
+                           options_.request_timeout_ms == 0 ? kForgetWaitMs
+                                                            : options_.request_timeout_ms,
+                           kForgetWaitMs));
+  std::chrono::microseconds pause{100};
+  for (;;) {
+    auto pending = std::make_shared<Pending>();
+    pending->kind = Kind::kGrant;
+    pending->device = device;
+    pending->expect_pages = pages;
+    wire::Message message;
+    message.mutable_grant()->set_device(device);
+    message.mutable_grant()->set_pages(pages);
+    Status status = Call(std::move(message), pending, options_.request_timeout_ms);
+    if (status.ok() || !pending->retry_after_forget ||
+        std::chrono::steady_clock::now() + pause >= give_up) {
+      return FinishGrant(std::move(status), pending, device);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(50));
+  }
 }
 
 Result<std::vector<client::ImportedPage>> Client::Impl::SharePages(int device,
@@ -353,6 +386,7 @@ Status Client::Impl::Dispatch(const wire::Message& message, std::vector<int>* fd
       std::vector<uint32_t> unwanted;
       {
         std::lock_guard<std::mutex> lock(mu_);
+        pending->retry_after_forget = message.error().retry_after_forget();
         CompleteLocked(message.request_id(), *pending, wire::StatusFromError(message.error()));
         if (pending->abandoned) unwanted = Ids(pending->pages);
       }
@@ -463,6 +497,8 @@ Status Client::Impl::DispatchNotice(const wire::Message& message) {
       const wire::ForgetPages& forget = message.forget();
       std::vector<uint32_t> ids(forget.page_ids().begin(), forget.page_ids().end());
       cache_->Forget(forget.device(), ids);
+      // Dropped (unmapped, released, fds closed): kvd may count the room again.
+      SendForgetDone(forget.device(), ids);
       return Status::OK();
     }
     case wire::Message::kShutdown: {

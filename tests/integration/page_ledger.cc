@@ -114,6 +114,12 @@ std::string PageLedger::Diff(const ipc::Snapshot& s, const std::set<std::string>
       out << "device " << row.device << ": kvd counts " << row.granted_pages
           << " pages granted, the ledger " << want << "\n";
     }
+    // Old pages engines keep after a recycle are memory too (issue 19 item 8).
+    if (row.created_pages + row.held_after_recycle_pages > row.capacity_pages) {
+      out << "device " << row.device << ": created " << row.created_pages
+          << " + held after recycle " << row.held_after_recycle_pages << " > capacity "
+          << row.capacity_pages << "\n";
+    }
     if (row.free_pages + row.granted_pages != row.created_pages) {
       out << "device " << row.device << ": free " << row.free_pages << " + granted "
           << row.granted_pages << " != created " << row.created_pages << "\n";

@@ -45,7 +45,8 @@ class PageLedger {
   // lists no tenant the ledger does not know (but those in `others`, e.g.
   // engine processes a test does not track page by page, whose rows are then
   // checked only for presence and whose pages `others_pages` counts per
-  // device). Else one line per difference.
+  // device), and no device made more pages than its capacity holds beside
+  // those held after recycle. Else one line per difference.
   std::string Diff(const ipc::Snapshot& s, const std::set<std::string>& others = {},
                    const std::map<int, uint64_t>& others_pages = {}) const;
 

@@ -244,6 +244,8 @@ class MisbehavingKvd {
       case wire::Message::kDetach:
         reply.mutable_detach_reply();
         break;
+      case wire::Message::kForgetDone:
+        return;  // kvd answers it with nothing
       default:
         reply = wire::ErrorReply(request.request_id(),
                                  Status::ProtocolError("misbehaving kvd: unexpected request"));

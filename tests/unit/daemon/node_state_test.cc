@@ -144,15 +144,23 @@ TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
     ASSERT_TRUE(gpu::testing::WritePattern(*backend_, at, kPage, 77).ok());
   }
   ASSERT_TRUE(node_->Return(a, 0, Ids(*ga), 2).ok());
+  // g1 still holds every old page: no fresh one may be made until it says
+  // it dropped them (invariant 5), and all are recycled at once.
+  EXPECT_EQ(node_->Grant(b, 0, 8, 3).status().code(), Code::kResourceExhausted);
+  std::vector<Notice> notices = node_->TakeNotices();
+  std::vector<PageId> forgotten;
+  for (const Notice& n : notices) {
+    if (n.kind == Notice::Kind::kForget && n.tenant == a) {
+      forgotten.insert(forgotten.end(), n.page_ids.begin(), n.page_ids.end());
+    }
+  }
+  EXPECT_EQ(forgotten.size(), 8u) << "group g1 must be told to drop the recycled pages";
+  EXPECT_EQ(notices.size(), 1u) << "one forget notice for all pages of one device";
+  EXPECT_EQ(node_->Counts()[0].held_after_recycle_pages, 8u);
+  Check();
+  ASSERT_TRUE(node_->ForgetDone(a, 0, forgotten).ok());
   auto gb = node_->Grant(b, 0, 8, 3);
   ASSERT_TRUE(gb.ok()) << gb.status().ToString();
-  std::vector<Notice> notices = node_->TakeNotices();
-  size_t forgotten = 0;
-  for (const Notice& n : notices) {
-    if (n.kind == Notice::Kind::kForget && n.tenant == a) forgotten += n.page_ids.size();
-  }
-  EXPECT_EQ(forgotten, 8u) << "group g1 must be told to drop the recycled pages";
-  EXPECT_EQ(notices.size(), 1u) << "one forget notice for all pages of one device";
   for (size_t i = 0; i < 8; ++i) {
     const PageGrant& p = gb->at(i);
     EXPECT_TRUE(p.needs_fd);
@@ -182,10 +190,12 @@ TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
   Check();
 }
 
-// A recycle whose fresh page cannot be made still tells the old group to drop
-// the old page at once: the engines' handles of it may be what keeps the
-// device full. The id then comes back as a fresh page, at a new generation.
-TEST_F(NodeStateTest, AFailedRecycleStillTellsTheOldGroupToForget) {
+// A recycle tells the old group to drop the old page at once, and while it
+// has not (it had the page imported) no fresh page is made in its room
+// (invariant 5): the grant is refused. Once dropped, a fresh page whose
+// create fails leaves the id uncreated; the next grant makes it, at a new
+// generation.
+TEST_F(NodeStateTest, ARecycleTellsTheOldGroupToForgetAndWaitsForIt) {
   alloc::testing::CreateFailingBackend failing(*backend_);
   NodeOptions options;
   alloc::PagePoolConfig pool;
@@ -203,9 +213,8 @@ TEST_F(NodeStateTest, AFailedRecycleStillTellsTheOldGroupToForget) {
   ASSERT_TRUE(ga.ok()) << ga.status().ToString();
   ASSERT_TRUE(node.Return(*a, 0, Ids(*ga), 2).ok());
 
-  failing.FailCreates(1);
   auto refused = node.Grant(*b, 0, 1, 3);
-  EXPECT_EQ(refused.status().code(), Code::kOutOfMemory) << refused.status().ToString();
+  EXPECT_EQ(refused.status().code(), Code::kResourceExhausted) << refused.status().ToString();
   std::vector<Notice> notices = node.TakeNotices();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].kind, Notice::Kind::kForget);
@@ -215,9 +224,19 @@ TEST_F(NodeStateTest, AFailedRecycleStillTellsTheOldGroupToForget) {
   EXPECT_EQ(lost, ga->at(1).id) << "the newest free page of g1 is the one recycled";
   DeviceCounts counts = node.Counts()[0];
   EXPECT_EQ(counts.created_pages, 1u);
+  EXPECT_EQ(counts.held_after_recycle_pages, 1u);
   EXPECT_EQ(counts.group_free_pages, 1u);
-  EXPECT_EQ(counts.free_pages, 1u);
   EXPECT_EQ(counts.held_pages, 0u);
+  ASSERT_TRUE(node.CheckInvariants().ok()) << node.CheckInvariants().ToString();
+
+  // a dropped it: the room is back. A create that fails there tells nobody.
+  auto ended = node.ForgetDone(*a, 0, std::vector<PageId>{lost});
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  EXPECT_EQ(*ended, 1u);
+  EXPECT_EQ(node.Counts()[0].held_after_recycle_pages, 0u);
+  failing.FailCreates(1);
+  EXPECT_EQ(node.Grant(*b, 0, 1, 4).status().code(), Code::kOutOfMemory);
+  EXPECT_TRUE(node.TakeNotices().empty());
   ASSERT_TRUE(node.CheckInvariants().ok()) << node.CheckInvariants().ToString();
 
   auto gb = node.Grant(*b, 0, 1, 4);

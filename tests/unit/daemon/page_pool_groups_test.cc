@@ -156,6 +156,65 @@ TEST_F(PagePoolTest, GroupListsGrowAndNoGroupIsRefused) {
   EXPECT_OK(pool->CheckInvariants());
 }
 
+// Issue 19 item 8: a page whose old memory a process still holds (StillHeld)
+// is released but not replaced: a fresh page would put the device over its
+// capacity. The id waits, counted as held after recycle, and no page is made
+// in its room (not by a grant, not by the refill) until it is dropped.
+TEST_F(PagePoolTest, ARecycleOfAStillHeldPageMakesNoPageUntilDropped) {
+  auto pool = MakePool(Config(4, 2));
+  ASSERT_NE(pool, nullptr);
+  std::vector<PageId> held_ids;
+  pool->SetStillHeld([&held_ids](PageId id) {
+    held_ids.push_back(id);
+    return true;
+  });
+  std::vector<PageId> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = pool->Allocate(kGroupA);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+  }
+  for (PageId id : ids) ASSERT_OK(pool->Free(id));
+
+  PageId recycled = kNoPage;
+  auto refused = pool->Allocate(kGroupB, &recycled);
+  EXPECT_EQ(refused.status().code(), Code::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find(kHeldAfterRecycle), std::string_view::npos)
+      << refused.status().ToString();
+  EXPECT_EQ(recycled, ids.back()) << "the released page is named, so its holders are told";
+  EXPECT_EQ(held_ids, std::vector<PageId>{ids.back()});
+  PagePool::Stats s = pool->stats();
+  EXPECT_EQ(s.held_after_recycle_pages, 1u);
+  EXPECT_EQ(s.created_pages, 3u);
+  EXPECT_LE(s.created_pages + s.creating_pages + s.held_after_recycle_pages, s.capacity_pages);
+  EXPECT_OK(pool->CheckInvariants());
+
+  // A's other free pages go the same way, each refused: never a fourth page.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(pool->Allocate(kGroupB).status().code(), Code::kResourceExhausted);
+    s = pool->stats();
+    EXPECT_LE(s.created_pages + s.creating_pages + s.held_after_recycle_pages, s.capacity_pages);
+  }
+  s = pool->stats();
+  EXPECT_EQ(s.held_after_recycle_pages, 4u);
+  EXPECT_EQ(s.created_pages, 0u);
+  EXPECT_EQ(pool->Allocate(kGroupB).status().code(), Code::kResourceExhausted)
+      << "nothing left to recycle, nothing may be made";
+  EXPECT_OK(pool->CheckInvariants());
+
+  // Dropped: the room comes back, for grants and the reserve alike.
+  EXPECT_EQ(pool->DropHeldAfterRecycle(5).code(), Code::kFailedPrecondition);
+  ASSERT_OK(pool->DropHeldAfterRecycle(1));
+  auto b = pool->Allocate(kGroupB);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_OK(pool->DropHeldAfterRecycle(3));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool->Allocate(kGroupB).ok());
+  s = pool->stats();
+  EXPECT_EQ(s.held_after_recycle_pages, 0u);
+  EXPECT_EQ(s.granted_pages, 4u);
+  EXPECT_OK(pool->CheckInvariants());
+}
+
 // The one fault after a recycle released the old page: the fresh page cannot
 // be made. The id leaves service, and the caller still learns which page's
 // old memory its group must drop.

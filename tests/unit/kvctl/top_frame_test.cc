@@ -38,7 +38,24 @@ TEST(TopFrame, ShowsDevicesAndTenantsWithTheirFigures) {
   EXPECT_LT(frame.find("vllm"), frame.find("sglang")) << "16 MiB used before 12 MiB\n" << frame;
 }
 
+// Pages held after recycle (issue 19 item 8) are named where there are any.
+TEST(TopFrame, NamesPagesHeldAfterRecycle) {
+  TopModel model = Model();
+  EXPECT_EQ(Joined(RenderTop(model, 160, 40, false)).find("held after recycle"), std::string::npos);
+  model.kvds[0].snapshot->segment.devices[1].held_after_recycle_pages = 2;
+  std::string frame = Joined(RenderTop(model, 160, 40, false));
+  EXPECT_NE(frame.find("held after recycle 4.00 MiB"), std::string::npos) << frame;
+}
+
 TEST(TopFrame, NoLineIsWiderThanTheScreenAndNoneIsMissing) {
+  TopModel held = Model();
+  held.kvds[0].snapshot->segment.devices[0].held_after_recycle_pages = 3;
+  for (int columns : {20, 40, 80, 132, 250}) {
+    std::vector<std::string> lines = RenderTop(held, columns, 40, false);
+    for (const std::string& line : lines) {
+      EXPECT_LE(line.size(), static_cast<size_t>(columns)) << "'" << line << "'";
+    }
+  }
   for (int columns : {20, 40, 80, 132, 250}) {
     std::vector<std::string> lines = RenderTop(Model(), columns, 40, false);
     for (const std::string& line : lines) {

@@ -128,12 +128,25 @@ TEST(Views, TenantsJsonHasPerDeviceUse) {
 
 TEST(Views, DevicesHasARowPerDevice) {
   std::string table = DevicesView({TwoKvds()[0]}, Options());
-  EXPECT_NE(table.find("  0  Fake GPU 0  2.00 MiB  128.0 MiB  16.0 MiB  112.0 MiB  24.0 MiB  8.00 MiB  12.5%"),
+  EXPECT_NE(table.find("  0  Fake GPU 0  2.00 MiB  128.0 MiB  16.0 MiB  112.0 MiB  24.0 MiB  8.00 MiB"
+                       "                 0 B  12.5%"),
             std::string::npos)
       << table;
   auto doc = JsonParser::Parse(DevicesView(TwoKvds(), Options(true)));
   ASSERT_TRUE(doc);
   EXPECT_EQ((*doc)["kvds"][0]["devices"][1]["capacity_bytes"].u64(), 64 * kFakePage);
+  // Pages held after recycle (issue 19 item 8): their own column, and used.
+  std::vector<Kvd> kvds = {TwoKvds()[0]};
+  kvds[0].snapshot->segment.devices[0].held_after_recycle_pages = 3;
+  table = DevicesView(kvds, Options());
+  EXPECT_NE(table.find("  0  Fake GPU 0  2.00 MiB  128.0 MiB  22.0 MiB  106.0 MiB  24.0 MiB  8.00 MiB"
+                       "            6.00 MiB  17.2%"),
+            std::string::npos)
+      << table;
+  doc = JsonParser::Parse(DevicesView(kvds, Options(true)));
+  ASSERT_TRUE(doc);
+  EXPECT_EQ((*doc)["kvds"][0]["devices"][0]["held_after_recycle_pages"].u64(), 3u);
+  EXPECT_EQ((*doc)["kvds"][0]["devices"][0]["used_bytes"].u64(), 11 * kFakePage);
 }
 
 TEST(Figures, AgesPercentsAndSortKeys) {
