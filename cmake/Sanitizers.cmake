@@ -27,3 +27,11 @@ if(_nanokv_san)
   add_compile_options(${_nanokv_san} -fno-omit-frame-pointer)
   add_link_options(${_nanokv_san})
 endif()
+if(NANOKV_TSAN AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  # Boost.Asio's fenced blocks (ops/http_server.cc, tests/util/http_get.cc)
+  # use std::atomic_thread_fence, which GCC warns TSan does not model
+  # (-Wtsan, an error under NANOKV_WERROR). The headers are Debian's; what
+  # TSan may then report through them would be a finding to look at, not a
+  # build to stop.
+  add_compile_options(-Wno-tsan)
+endif()

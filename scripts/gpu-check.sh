@@ -110,6 +110,9 @@ NANOKV_TEST_BACKEND=cuda step objects_cuda "$B/bin/kvd_objects_test" --gtest_bri
 NANOKV_TEST_BACKEND=cuda step restart_cuda "$B/bin/kvd_restart_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kv_cache_cuda "$B/bin/kv_cache_kvd_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step limits_cuda "$B/bin/kvd_limits_test" --gtest_brief=1
+# Pages recycled away while an engine kept their (CUDA POSIX-fd) handles.
+NANOKV_TEST_BACKEND=cuda step recycle_cuda "$B/bin/kvd_recycle_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step client_cuda "$B/bin/client_test" --gtest_brief=1
 # The cluster: a master and kvds on GPU pages; ClusterClient's local path
 # moves bytes through the node's store pages on the GPU.
 NANOKV_TEST_BACKEND=cuda step cluster_cuda "$B/bin/cluster_routing_test" --gtest_brief=1
@@ -176,7 +179,7 @@ unset SECTION
 
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
-         objects_cuda restart_cuda kv_cache_cuda limits_cuda paged_append_gpu object_pages_gpu \
+         objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda paged_append_gpu object_pages_gpu \
          objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done

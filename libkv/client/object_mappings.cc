@@ -135,8 +135,14 @@ void ObjectMappings::ClosePlan(std::string_view key, uint32_t epoch) {
   auto it = open_plans_.find({std::string(key), epoch});
   if (it == open_plans_.end()) return;
   DeviceMap& map = write_[it->second.device];
+  // On cuda and hip the write mapping stays for the next plan on the page:
+  // unmapping there guards nothing the kept fd does not already give, and
+  // costs a map + access + unmap per page per put (a 64 MiB put on an H100:
+  // 1.8 ms against 0.28; docs/BENCHMARKS.md). On host, where kvd's fds
+  // enforce it, a committed plan's pages stop taking writes.
+  const bool unmap = backend_.name() == "host";
   for (uint64_t index : it->second.pages) {
-    if (--map.writers[index] == 0 && map.mapped[index]) UnmapOne(map, index);
+    if (--map.writers[index] == 0 && map.mapped[index] && unmap) UnmapOne(map, index);
   }
   open_plans_.erase(it);
 }

@@ -4,10 +4,11 @@
 //
 //   read range   every page a reader touched, mapped read-only from fds kvd
 //                gives readers (on host they cannot write either)
-//   write range  only pages of plans open here (WRITING, from an open here or
+//   write range  only pages of plans opened here (WRITING, from an open here or
 //                the master), mapped read-write from fds kvd gives only for the
-//                asker's open plans, and unmapped once no plan open here
-//                covers the page (Commit, Revoke, ClosePlan)
+//                asker's open plans; on host unmapped once no plan open here
+//                covers the page (Commit, Revoke, ClosePlan); on cuda and hip
+//                kept for the next plan (ClosePlan says why)
 //
 // Why two ranges and not one mapping whose access changes: a page may hold
 // a READY object another thread is reading and a plan this process writes;
@@ -52,8 +53,8 @@ class ObjectMappings {
   // plan's state says (WRITING or RESERVED: the write range) and returns that
   // range's base. `local_device`: this process's ordinal of plan.device.
   Result<uintptr_t> Map(const ObjectPlan& plan, int local_device, const FetchFds& fetch);
-  // The plan (key, epoch) is committed or revoked: its write-range pages that
-  // no other plan open here covers are unmapped. The caller's writes through
+  // The plan (key, epoch) is committed or revoked: on host, its write-range
+  // pages that no other plan open here covers are unmapped. The caller's writes through
   // them are done (it commits after them). Unknown plans are ignored.
   void ClosePlan(std::string_view key, uint32_t epoch);
 
