@@ -111,12 +111,21 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, KvdCo
   return keys;
 }
 
+// kvd's deepest key is a few levels down; a file nested deeper, or a node
+// that holds itself (`a: &a [*a]`), is refused before the walk below could
+// run out of stack (found by fuzz_config_load).
+constexpr int kMaxConfigDepth = 32;
+
 // yaml-cpp keeps the last of two equal keys without a word: a second
 // `capacity:` further down would silently win. Every mapping, at any depth.
-Status CheckDuplicateKeys(const YamlField& top, const YAML::Node& node, const std::string& path) {
+Status CheckDuplicateKeys(const YamlField& top, const YAML::Node& node, const std::string& path, int depth = 0) {
+  if (depth > kMaxConfigDepth) {
+    return top.At(node, path.empty() ? "(top level)" : path)
+        .Bad("nested deeper than " + std::to_string(kMaxConfigDepth) + " levels: no key of kvd's is");
+  }
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) {
-      NANOKV_RETURN_IF_ERROR(CheckDuplicateKeys(top, node[i], path + "[" + std::to_string(i) + "]"));
+      NANOKV_RETURN_IF_ERROR(CheckDuplicateKeys(top, node[i], path + "[" + std::to_string(i) + "]", depth + 1));
     }
   }
   if (!node.IsMap()) return Status::OK();
@@ -127,7 +136,7 @@ Status CheckDuplicateKeys(const YamlField& top, const YAML::Node& node, const st
     const std::string full = path.empty() ? key : path + "." + key;
     auto [it, fresh] = seen.emplace(key, entry.first.Mark().line + 1);
     if (!fresh) return top.At(entry.first, full).Bad("given twice (first at line " + std::to_string(it->second) + ")");
-    NANOKV_RETURN_IF_ERROR(CheckDuplicateKeys(top, entry.second, full));
+    NANOKV_RETURN_IF_ERROR(CheckDuplicateKeys(top, entry.second, full, depth + 1));
   }
   return Status::OK();
 }

@@ -113,6 +113,17 @@ TEST(Config, ErrorsNameFileLineAndKey) {
   }
 }
 
+// fuzz_config_load: a node that holds itself (an alias of its own anchor)
+// ran the duplicate-key walk out of stack.
+TEST(Config, NestingDeeperThanAnyKeyIsRefused) {
+  const std::string text = "a: &a [*a]\nunknown_key: 1\n";
+  auto config = LoadConfigText(text, "c.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("nested deeper than 32 levels"), std::string_view::npos)
+      << config.status().ToString();
+}
+
 TEST(Config, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/kvd.yaml").status().code(), Code::kNotFound);
 }
