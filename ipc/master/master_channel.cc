@@ -68,8 +68,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   // A master that went away is tried again soon, not after gRPC's default
   // two-minute backoff: kvds re-register as soon as one answers.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(max_backoff.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  // Also the least time gRPC gives one connection attempt (its HTTP/2
+  // handshake included): at 100 ms a master slowed by ThreadSanitizer on a
+  // busy 2-core machine missed it and a call failed UNAVAILABLE at once. A
+  // master that is gone refuses the connection at once anyway.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
   // Each channel its own connection: a client's channels to several masters,
   // and the node agent's after a reconnect, never share a dead subchannel.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
