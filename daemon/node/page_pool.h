@@ -235,6 +235,10 @@ class PagePool {
   void UnlinkGroupFreeLocked(PageId id);
   // Grants a group-free id to its group again. REQUIRES: lock_ held.
   void RegrantGroupFreeLocked(PageId id);
+  // A recycled id whose old page was released and that gets no new one (its
+  // memory is still held away, or creating failed): out of the grant, back to
+  // the uncreated ids.
+  void UncreateRecycledLocked(PageId id);
   // Grants the newest page of `group`'s free list to it again, and returns
   // it. REQUIRES: lock_ held, the list is not empty.
   PageId PopGroupFreeLocked(GroupId group);
@@ -363,6 +367,16 @@ inline PageId PagePool::PopGroupFreeLocked(GroupId group) {
   --group_free_;
   ++granted_;
   return id;
+}
+
+inline void PagePool::UncreateRecycledLocked(PageId id) {
+  Slot& slot = slots_[id];
+  slot.handle = {};
+  slot.group = kNoGroup;
+  slot.state = SlotState::kUncreated;
+  uncreated_ids_[uncreated_count_++] = id;
+  --created_;
+  --granted_;
 }
 
 inline void PagePool::RegrantGroupFreeLocked(PageId id) {

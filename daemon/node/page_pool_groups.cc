@@ -126,14 +126,8 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
     uint32_t held_away;
     {
       std::lock_guard<SpinLock> guard(lock_);
-      Slot& slot = slots_[id];
-      assert(slot.state == SlotState::kRecycling);
-      slot.handle = {};
-      slot.group = kNoGroup;
-      slot.state = SlotState::kUncreated;
-      uncreated_ids_[uncreated_count_++] = id;
-      --created_;
-      --granted_;
+      assert(slots_[id].state == SlotState::kRecycling);
+      UncreateRecycledLocked(id);
       held_away = ++held_after_recycle_;
     }
     return Status::ResourceExhausted(
@@ -157,12 +151,7 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
       return Status::OK();
     }
     // The old page is gone and no new one came: the id leaves the grant.
-    slot.handle = {};
-    slot.group = kNoGroup;
-    slot.state = SlotState::kUncreated;
-    uncreated_ids_[uncreated_count_++] = id;
-    --created_;
-    --granted_;
+    UncreateRecycledLocked(id);
     ++create_failures_;
     created = created_;
   }

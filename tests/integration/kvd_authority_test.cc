@@ -24,15 +24,6 @@ using namespace std::chrono_literals;
 
 class KvdAuthorityTest : public KvctlTest {
  protected:
-  std::unique_ptr<ObjectStore> OpenStore() {
-    ObjectStoreOptions options;
-    options.ipc_name = ipc_;
-    options.backend = Backend();
-    auto store = ObjectStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(store).value() : nullptr;
-  }
-
   // Leases kvd says the object has (kvctl objects' column).
   uint32_t LeasesOn(ObjectStore& store, const std::string& key) {
     auto listed = store.List();

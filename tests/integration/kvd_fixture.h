@@ -21,6 +21,7 @@
 #include "ipc/segment/segment_reader.h"
 #include "ipc/uds/channel.h"
 #include "nanokv/client.h"
+#include "nanokv/object_store.h"
 #include "tests/integration/page_ledger.h"
 #include "tests/integration/process_util.h"
 
@@ -115,6 +116,16 @@ class KvdFixture : public ::testing::Test {
     env["NANOKV_TENANT"] = name;
     env["NANOKV_RUN_DIR"] = dir_.path();
     return Process::Start(argv, env, dir_.path() + "/" + name + ".log");
+  }
+
+  // The running kvd's object store, as an engine of this process opens it.
+  std::unique_ptr<ObjectStore> OpenStore() {
+    ObjectStoreOptions options;
+    options.ipc_name = ipc_;
+    options.backend = Backend();
+    auto store = ObjectStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
   }
 
   ipc::Snapshot Read() {

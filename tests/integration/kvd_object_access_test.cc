@@ -35,15 +35,6 @@ class KvdObjectAccessTest : public KvdFixture {
     StartKvd(32, {"--config", path});
   }
 
-  std::unique_ptr<ObjectStore> OpenStore() {
-    ObjectStoreOptions options;
-    options.ipc_name = ipc_;
-    options.backend = Backend();
-    auto store = ObjectStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(store).value() : nullptr;
-  }
-
   int RunPeer(const std::string& mode, const std::string& key, size_t bytes, int seed) {
     // Under a sanitizer the fault the scribble expects must reach the process
     // as SIGSEGV, not as the sanitizer's report and its own exit code.

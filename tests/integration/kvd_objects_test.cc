@@ -27,15 +27,6 @@ class KvdObjectsTest : public KvdFixture {
     StartKvd(32, {"--config", path});
   }
 
-  std::unique_ptr<ObjectStore> OpenStore() {
-    ObjectStoreOptions options;
-    options.ipc_name = ipc_;
-    options.backend = Backend();
-    auto store = ObjectStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(store).value() : nullptr;
-  }
-
   int RunPeer(const std::string& mode, const std::string& key, size_t bytes, int seed) {
     Process peer = Process::Start({Binary("NANOKV_OBJECT_PEER", NANOKV_OBJECT_PEER), mode, ipc_, key,
                                    std::to_string(bytes), std::to_string(seed)},
