@@ -220,6 +220,17 @@ Result<int> PointerDevice(const void* pointer) {
   return device;
 }
 
+MappedAccess MappedAccessOf(const void* pointer, int device) {
+  int access = -1;
+  (void)detail::MappedAccess(pointer, device, &access);
+  switch (access) {
+    case 3: return MappedAccess::kReadWrite;
+    case 1: return MappedAccess::kRead;
+    case 0: return MappedAccess::kNone;
+    default: return MappedAccess::kNotVmm;
+  }
+}
+
 Status EnablePeerAccess(int peer) {
   return FromRuntime(detail::EnablePeerAccess(peer), "cudaDeviceEnablePeerAccess");
 }

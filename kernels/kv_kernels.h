@@ -145,6 +145,11 @@ Result<int> StreamDevice(void* stream);
 // The device whose memory `pointer` is: -1 for host or managed memory, or
 // where the runtime cannot tell (HIP).
 Result<int> PointerDevice(const void* pointer);
+// What `device` may do to the memory at `pointer` when it is a VMM mapping
+// (cuMemSetAccess decides there, cudaDeviceEnablePeerAccess does not reach
+// it): kNotVmm for other memory and where the runtime cannot tell (HIP).
+enum class MappedAccess { kNotVmm, kNone, kRead, kReadWrite };
+MappedAccess MappedAccessOf(const void* pointer, int device);
 // Lets kernels on the current device read and write device `peer`'s memory
 // (peer-to-peer over NVLink or PCIe). OK when already enabled; the
 // runtime's error (e.g. cudaErrorPeerAccessUnsupported) otherwise.

@@ -62,6 +62,10 @@ int StreamDevice(void* stream, int* device);
 // The device whose memory `pointer` is; *device = -1 for host or managed
 // memory, or where the runtime cannot say (HIP).
 int PointerDevice(const void* pointer, int* device);
+// What `device` may do to the VMM mapping at `pointer` (cuMemGetAccess):
+// 3 read and write, 1 read, 0 nothing; -1 where `pointer` is not a VMM
+// mapping (cudaMalloc memory, where peer access decides) or on HIP.
+int MappedAccess(const void* pointer, int device, int* access);
 // Lets kernels of the current device access device `peer`'s memory;
 // already enabled is success.
 int EnablePeerAccess(int peer);

@@ -4,6 +4,9 @@
 #include <cstdint>
 
 #include "kernels/gpu_compat.h"
+#if !defined(NANOKV_HIP)
+#include <cuda.h>  // types of cuMemGetAccess, reached through the runtime (no libcuda link)
+#endif
 #include "kernels/kv_launch.h"
 #include "nanokv/object_header.h"
 #include "kernels/object_state.cuh"
@@ -152,6 +155,41 @@ int PointerDevice(const void* pointer, int* device) {
   cudaError_t error = cudaPointerGetAttributes(&attributes, pointer);
   if (error != cudaSuccess) return static_cast<int>(error);
   if (attributes.type == cudaMemoryTypeDevice) *device = attributes.device;
+  return 0;
+#endif
+}
+
+int MappedAccess(const void* pointer, int device, int* access) {
+  *access = -1;
+#if defined(NANOKV_HIP)
+  (void)pointer;
+  (void)device;
+  return 0;
+#else
+  using GetAccess = CUresult (*)(unsigned long long*, const CUmemLocation*, CUdeviceptr);
+  static GetAccess get_access = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    cudaError_t error = cudaGetDriverEntryPointByVersion("cuMemGetAccess", &fn, 10020, cudaEnableDefault, &found);
+#else
+    cudaError_t error = cudaGetDriverEntryPoint("cuMemGetAccess", &fn, cudaEnableDefault, &found);
+#endif
+    if (error != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<GetAccess>(nullptr);
+    }
+    return reinterpret_cast<GetAccess>(fn);
+  }();
+  if (get_access == nullptr) return 0;  // an old driver: unknown, peer access decides
+  CUmemLocation location{};
+  location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  location.id = device;
+  unsigned long long flags = 0;
+  // An address no cuMemMap covers (cudaMalloc memory) is an error: not a
+  // VMM mapping, *access stays -1.
+  if (get_access(&flags, &location, reinterpret_cast<CUdeviceptr>(pointer)) != CUDA_SUCCESS) return 0;
+  *access = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? 3 : flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? 1 : 0;
   return 0;
 #endif
 }

@@ -11,13 +11,16 @@ namespace {
 
 // Where the kernels run, for the length of one transfer: a device that
 // reaches the object's pages (this process mapped them with access for it)
-// and the caller's buffer. A stream names its device, which must reach the
-// pages; a nullptr stream takes the current device if it reaches them, else
-// the buffer's, else the object's own. That device is made current for the
-// call (CUDA refuses a launch into another device's stream) and restored
-// after; a buffer on another device is reached peer-to-peer (found on two
-// H200s: a kernel on the object's GPU read a buffer of the other GPU without
-// peer access and faulted the context).
+// and the caller's buffer. A stream names its device, which must reach both;
+// a nullptr stream takes the first of the current device, the buffer's and
+// the object's own that does. That device is made current for the call
+// (CUDA refuses a launch into another device's stream) and restored after.
+// A buffer on another device is reached peer-to-peer: cudaMalloc memory
+// after cudaDeviceEnablePeerAccess (found on two H200s: without it a kernel
+// on the object's GPU faulted the context), a VMM mapping (cuMemMap: a
+// PyTorch expandable segment, another store's page) only where its owner
+// gave that device access, which peer access does not change (found on two
+// H100s: the load wrote a VMM buffer of GPU 0 from GPU 1 and faulted).
 class OnDevice {
  public:
   OnDevice() = default;
@@ -29,32 +32,63 @@ class OnDevice {
     if (!restored.ok()) spdlog::warn("nanokv objects: restoring device {}: {}", previous_, restored.ToString());
   }
 
-  Status Enter(void* stream, const void* buffer, const ObjectPieces& object) {
+  // `writes_buffer`: the kernels write the buffer (a load), else read it.
+  Status Enter(void* stream, const void* buffer, const ObjectPieces& object, bool writes_buffer) {
     NANOKV_ASSIGN_OR_RETURN(int current, kernels::CurrentDevice());
     NANOKV_ASSIGN_OR_RETURN(int buffer_device, kernels::PointerDevice(buffer));
     // -1: the runtime cannot tell (HIP), so the caller's choice stands.
-    auto reaches = [&](int device) {
+    auto reaches_pages = [&](int device) {
       return device < 0 ||
              std::find(object.access.begin(), object.access.end(), device) != object.access.end();
     };
-    int run = object.device;
+    auto reaches_buffer = [&](int device) {
+      if (device < 0 || buffer_device < 0 || device == buffer_device) return true;
+      switch (kernels::MappedAccessOf(buffer, device)) {
+        case kernels::MappedAccess::kNotVmm: return true;  // peer access, below
+        case kernels::MappedAccess::kReadWrite: return true;
+        case kernels::MappedAccess::kRead: return !writes_buffer;
+        case kernels::MappedAccess::kNone: return false;
+      }
+      return false;
+    };
+    const std::string buffer_side =
+        " the buffer on device " + std::to_string(buffer_device) +
+        " (a VMM mapping: its owner's cuMemSetAccess decides who reaches it)";
+    int run = -1;
     if (stream != nullptr) {
       NANOKV_ASSIGN_OR_RETURN(run, kernels::StreamDevice(stream));
-      if (!reaches(run)) {
+      if (!reaches_pages(run)) {
         return Status::InvalidArgument(
             "object on device " + std::to_string(object.device) + ": the stream's device " +
             std::to_string(run) + " has no access to its pages here (ObjectStoreOptions::access_devices)");
       }
-    } else if (reaches(current)) {
-      run = current;
-    } else if (buffer_device >= 0 && reaches(buffer_device)) {
-      run = buffer_device;
+      if (!reaches_buffer(run)) {
+        return Status::InvalidArgument("object on device " + std::to_string(object.device) +
+                                       ": the stream's device " + std::to_string(run) + " cannot reach" +
+                                       buffer_side);
+      }
+    } else {
+      for (int candidate : {current, buffer_device, object.device}) {
+        if (candidate >= 0 && reaches_pages(candidate) && reaches_buffer(candidate)) {
+          run = candidate;
+          break;
+        }
+      }
+      if (run < 0 && buffer_device >= 0) {
+        return Status::FailedPrecondition(
+            "object on device " + std::to_string(object.device) + ": no device reaches both its pages and" +
+            buffer_side + "; list device " + std::to_string(buffer_device) +
+            " in ObjectStoreOptions::access_devices, or give device " + std::to_string(object.device) +
+            " access to the buffer");
+      }
+      if (run < 0) run = object.device;
     }
     if (run >= 0 && current >= 0 && run != current) {
       NANOKV_RETURN_IF_ERROR(kernels::SetCurrentDevice(run));
       previous_ = current;
     }
-    if (run >= 0 && buffer_device >= 0 && buffer_device != run) {
+    if (run >= 0 && buffer_device >= 0 && buffer_device != run &&
+        kernels::MappedAccessOf(buffer, run) == kernels::MappedAccess::kNotVmm) {
       Status peer = kernels::EnablePeerAccess(buffer_device);
       if (!peer.ok()) {
         return Status(peer.code(), "object on device " + std::to_string(object.device) +
@@ -76,7 +110,7 @@ bool KernelsBuilt() { return true; }
 
 Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream) {
   OnDevice on;
-  NANOKV_RETURN_IF_ERROR(on.Enter(stream, src, object));
+  NANOKV_RETURN_IF_ERROR(on.Enter(stream, src, object, /*writes_buffer=*/false));
   // READY is stored on the device right after the last byte, in stream
   // order: a device reader spinning on the header sees the object before
   // kvd hears of the commit. result nullptr: kvd's Commit is the verdict.
@@ -87,7 +121,7 @@ Status StoreWithKernels(const void* src, const ObjectPieces& object, void* strea
 
 Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream) {
   OnDevice on;
-  NANOKV_RETURN_IF_ERROR(on.Enter(stream, dst, object));
+  NANOKV_RETURN_IF_ERROR(on.Enter(stream, dst, object, /*writes_buffer=*/true));
   NANOKV_RETURN_IF_ERROR(kernels::LoadPages(dst, object.segments.data(), object.segments.size(), stream));
   return kernels::Synchronize(stream);
 }

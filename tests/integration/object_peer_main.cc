@@ -31,7 +31,16 @@ int RunDevice(nanokv::ObjectStore& store, const std::string& backend_name, bool 
               const std::string& key, const std::vector<std::byte>& data) {
   auto backend = nanokv::gpu::OpenBackend(backend_name);
   if (!backend.ok()) return Failed("open backend", backend.status());
-  auto buffer = nanokv::testing::BackendBuffer::Create(**backend, 0, data.size() + 1);  // +1: a byte past the end
+  // A put stages on device 0 and asks for the object there; a get reads into
+  // a buffer on the object's own device, as a reader of that GPU would (the
+  // peer names no access_devices, so no other device reaches its pages).
+  int device_index = 0;
+  if (!put) {
+    auto plan = store.GetLocation(key);
+    if (!plan.ok()) return Failed("locate", plan.status());
+    device_index = plan->device;
+  }
+  auto buffer = nanokv::testing::BackendBuffer::Create(**backend, device_index, data.size() + 1);  // +1: past the end
   if (!buffer.ok()) return Failed("device buffer", buffer.status());
   void* device = (*buffer)->get();
   std::printf("device transfers use kernels: %d\n", store.device_transfers_use_kernels() ? 1 : 0);

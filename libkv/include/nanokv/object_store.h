@@ -139,7 +139,10 @@ class ObjectStore {
   // cudaStream_t of the object's device or of one in access_devices (else
   // kInvalidArgument, nothing launched); nullptr runs on the calling
   // thread's current device when it is one of those, else on the object's
-  // device for the call. Both return once the bytes have
+  // device for the call. A buffer on another device is reached
+  // peer-to-peer; a VMM one (cuMemMap, PyTorch's expandable segments) only
+  // by devices its owner gave access: where no device reaches both it and
+  // the pages, kFailedPrecondition, nothing launched. Both return once the bytes have
   // moved. GetToDevice answers the object's size; kInvalidArgument when it
   // is over `capacity` (nothing copied).
   Status PutFromDevice(std::string_view key, const void* src, uint64_t bytes,
