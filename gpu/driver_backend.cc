@@ -200,6 +200,7 @@ Status DriverBackend::Unmap(uintptr_t address, size_t size) {
 }
 
 Status DriverBackend::Copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  CountDeviceWork();
   if (bytes == 0) return Status::OK();
   if (dst == nullptr || src == nullptr) return Status::InvalidArgument("Copy: null address");
   NANOKV_ASSIGN_OR_RETURN(int device, CopyDevice("Copy", dst, src, bytes, kind));
@@ -207,6 +208,7 @@ Status DriverBackend::Copy(void* dst, const void* src, size_t bytes, CopyKind ki
 }
 
 Status DriverBackend::Fill(void* dst, uint8_t value, size_t bytes) {
+  CountDeviceWork();
   if (bytes == 0) return Status::OK();
   if (dst == nullptr) return Status::InvalidArgument("Fill: null address");
   NANOKV_ASSIGN_OR_RETURN(int device,

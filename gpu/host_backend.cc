@@ -317,6 +317,7 @@ class HostBackend final : public Backend {
   }
 
   Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    CountDeviceWork();
     if (bytes == 0) return Status::OK();
     if (dst == nullptr || src == nullptr) return Status::InvalidArgument("Copy: null address");
     bool dst_device = kind != CopyKind::kDeviceToHost;
@@ -328,6 +329,7 @@ class HostBackend final : public Backend {
   }
 
   Status Fill(void* dst, uint8_t value, size_t bytes) override {
+    CountDeviceWork();
     if (bytes == 0) return Status::OK();
     if (dst == nullptr) return Status::InvalidArgument("Fill: null address");
     NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Fill", dst, bytes, /*write=*/true));

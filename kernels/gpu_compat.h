@@ -65,6 +65,26 @@ __device__ inline bool CasReleaseSystem(std::uint32_t* p, std::uint32_t* expecte
 #endif
 }
 
+// The same on the 64-bit {state, epoch} word of an object header.
+__device__ inline std::uint64_t LoadAcquireSystem64(const std::uint64_t* p) {
+#if defined(NANOKV_HIP)
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#else
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> a(*const_cast<std::uint64_t*>(p));
+  return a.load(cuda::std::memory_order_acquire);
+#endif
+}
+
+__device__ inline bool CasReleaseSystem64(std::uint64_t* p, std::uint64_t* expected, std::uint64_t desired) {
+#if defined(NANOKV_HIP)
+  return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+#else
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> a(*p);
+  return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_release,
+                                   cuda::std::memory_order_relaxed);
+#endif
+}
+
 // A 16-byte load of data read once (the source of a page copy): evict-first
 // (ld.global.cs) so it does not push the engine's working set out of L1/L2.
 __device__ inline uint4 LoadStreaming(const uint4* p) {

@@ -173,6 +173,12 @@ Status LoadPages(void* dst, const Segment* segments, std::size_t n_segments, voi
   return CopySegments(dst, segments, n_segments, /*store=*/false, stream);
 }
 
+Status BeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+  if (header == nullptr) return Status::InvalidArgument("kv_begin_write: null header");
+  if (writing.epoch == 0) return Status::InvalidArgument("kv_begin_write: epoch 0 names no object");
+  return FromLaunch(detail::LaunchBeginWrite(header, writing, result, stream), "kv_begin_write");
+}
+
 Status CommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result, void* stream) {
   if (header == nullptr) return Status::InvalidArgument("kv_commit_ready: null header");
   return FromLaunch(detail::LaunchCommitReady(header, epoch, result, stream), "kv_commit_ready");

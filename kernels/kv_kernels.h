@@ -111,14 +111,22 @@ Status StorePages(const void* src, const Segment* segments, std::size_t n_segmen
 // segments -> dst (contiguous); the same rules, source loads streaming.
 Status LoadPages(void* dst, const Segment* segments, std::size_t n_segments, void* stream);
 
-// One thread: if header->epoch == epoch, CAS state WRITING -> READY with
+// One thread: the producer's header write before its payload (nanokv/
+// object_header.h): {any state, an older epoch (EpochIsNewer)} -> {WRITING,
+// writing.epoch} in one 64-bit CAS at system scope, then writing's other
+// fields. A header already at {WRITING, writing.epoch} is left as it is.
+// result (device or mapped memory, 2 x uint32, may be nullptr) gets
+// {CommitCode, the slot's epoch}: kWrongEpoch when the slot holds a newer
+// epoch (the plan's object was reclaimed and the slot given on) or this one
+// READY, and then nothing is written.
+Status BeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream);
+
+// One thread: {WRITING, epoch} -> {READY, epoch} in one 64-bit CAS with
 // release at system scope. Enqueued on `stream`, it runs after all earlier
 // work there (the payload stores), so a reader that loads READY with acquire
-// sees every byte. result (device or mapped memory, 2 x uint32, may be
-// nullptr) gets {CommitCode (nanokv/object_header.h), the state found}. The
-// epoch check and the CAS are two steps: kvd must not reuse a slot a
-// timed-out writer may still commit (reclaim moves it to DEAD, which this CAS
-// refuses, and the epoch bumps).
+// sees every byte. result (as above) gets {CommitCode, the state found}. One
+// CAS of state and epoch together: a writer stalled past write_timeout whose
+// slot has been begun by the next plan finds another epoch and stores nothing.
 Status CommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result, void* stream);
 
 // StorePages then CommitReady on the same stream.

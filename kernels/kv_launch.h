@@ -50,6 +50,7 @@ struct SegmentBatch {
 
 // store: contiguous -> segments; else segments -> contiguous.
 int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream);
+int LaunchBeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream);
 int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                       void* stream);
 int LaunchReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream);

@@ -88,6 +88,15 @@ int Launch(char* contiguous, const SegmentBatch& batch, bool store, dim3 grid, c
   return static_cast<int>(cudaGetLastError());
 }
 
+__global__ void BeginWriteKernel(ObjectHeader* header, ObjectHeader writing, std::uint32_t* result) {
+  std::uint32_t seen = 0;
+  const std::uint32_t code = BeginWriteDevice(header, writing, &seen);
+  if (result != nullptr) {
+    result[0] = code;
+    result[1] = seen;
+  }
+}
+
 __global__ void CommitReadyKernel(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result) {
   std::uint32_t seen = 0;
   const std::uint32_t code = CommitReadyDevice(header, epoch, &seen);
@@ -115,6 +124,11 @@ int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, 
   auto* s = static_cast<cudaStream_t>(stream);
   if (batch.n <= kSmallBatch) return Launch<kSmallBatch>(linear, batch, store, grid, s);
   return Launch<kSegmentsPerLaunch>(linear, batch, store, grid, s);
+}
+
+int LaunchBeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+  BeginWriteKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(header, writing, result);
+  return static_cast<int>(cudaGetLastError());
 }
 
 int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,

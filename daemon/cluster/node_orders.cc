@@ -26,7 +26,7 @@ v1::InstructionReply NodeAgent::Execute(const v1::Instruction& instruction) {
       break;
     case v1::Instruction::kCommit:
       for (const v1::KeyOrder& order : instruction.commit().orders()) {
-        master::ToItem(store_.Commit(order.key(), order.epoch(), now, order.published()), reply.add_statuses());
+        master::ToItem(store_.Commit(order.key(), order.epoch(), now), reply.add_statuses());
       }
       break;
     case v1::Instruction::kRevoke:

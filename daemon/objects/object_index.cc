@@ -74,6 +74,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     device.header_pages = header_pages;
     device.header_slots = static_cast<uint32_t>(slots);
     for (uint32_t s = device.header_slots; s > 0; --s) device.free_slots.push_back(s - 1);
+    device.slot_epochs.assign(device.header_slots, 0);
     uint64_t payload_bytes = (pages - header_pages) * page;
     NANOKV_ASSIGN_OR_RETURN(auto payload, alloc::OffsetAllocator::Create(payload_bytes, kPayloadAlignment));
     device.payload.emplace(std::move(payload));
@@ -174,32 +175,6 @@ ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
   return plan;
 }
 
-Status ObjectIndex::WriteHeader(const Object& object) {
-  const Device& device = devices_[object.device];
-  ObjectHeader header{};
-  header.key_hash = object.key_hash;
-  header.page_bytes = static_cast<uint32_t>(page_bytes_);
-  header.payload_base = object.payload_offset;
-  header.bytes_total = object.bytes_total;
-  header.state = static_cast<uint32_t>(object.state);
-  header.epoch = object.epoch;
-  header.last_access = object.last_access_ns;
-  header.flags = static_cast<uint32_t>(object.pin);
-  header.n_pages = PlanOf(object).n_pages;
-  void* at = reinterpret_cast<void*>(device.base + uint64_t{object.slot} * kHeaderBytes);
-  return backend_.Copy(at, &header, sizeof(header), gpu::CopyKind::kHostToDevice);
-}
-
-Status ObjectIndex::WriteState(const Object& object, ObjectState state) {
-  // One 4-byte copy, after all earlier work of kvd's copies: the host-side
-  // publish of the seed's design (the device side is kv_commit_ready).
-  const Device& device = devices_[object.device];
-  auto value = static_cast<uint32_t>(state);
-  void* at = reinterpret_cast<void*>(device.base + uint64_t{object.slot} * kHeaderBytes +
-                                     kObjectHeaderStateOffset);
-  return backend_.Copy(at, &value, sizeof(value), gpu::CopyKind::kHostToDevice);
-}
-
 Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint64_t now_ns) {
   Device& device = devices_[d];
   alloc::OffsetAllocator& payload = *device.payload;
@@ -271,22 +246,18 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   object.payload_offset = offset;
   object.bytes_total = bytes_total;
   object.state = ObjectState::kReserved;
-  object.epoch = device.next_epoch++;
-  if (device.next_epoch == 0) device.next_epoch = 1;  // 0 never names an object
+  const uint32_t last = device.slot_epochs[object.slot];
+  object.epoch = last == 0 ? object.slot + 1 : last + device.header_slots;
+  if (object.epoch == 0) object.epoch += device.header_slots;  // 0 never names an object
   object.seq = next_seq_++;
   object.created_ns = now_ns;
   object.last_access_ns = now_ns;
   object.deadline_ns = now_ns + static_cast<uint64_t>(config_.write_timeout.count()) * 1'000'000;
-  // RESERVED lives in this index only: the header goes to the device once,
-  // already WRITING (nobody holds the plan before this returns, and a reader
-  // of the slot's old epoch never sees READY in a torn write). One
-  // synchronous copy instead of two: on cuda each is ~8 us of the plan.
+  // The header is the producer's to write, from an older epoch to this one
+  // (a writer stalled past write_timeout then cannot clobber the slot's next
+  // object); RESERVED lives in the index only.
   object.state = ObjectState::kWriting;
-  Status written = WriteHeader(object);
-  if (!written.ok()) {
-    (void)device.payload->Free(offset - device.header_pages * page_bytes_);
-    return written;
-  }
+  device.slot_epochs[object.slot] = object.epoch;
   device.free_slots.pop_back();
   auto [it, inserted] = objects_.emplace(object.key, std::move(object));
   Object* live = &it->second;
@@ -295,7 +266,7 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   return PlanOf(*live);
 }
 
-Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, bool published) {
+Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) {
@@ -317,8 +288,6 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
     return Status::NotFound("commit of " + Quote(key) +
                             ": reclaimed, not committed within write_timeout");
   }
-  if (!published) NANOKV_RETURN_IF_ERROR(WriteState(*object, ObjectState::kReady));
-  object->published = published;
   devices_[object->device].writing.erase({object->deadline_ns, object});
   object->state = ObjectState::kReady;
   object->last_access_ns = now_ns;

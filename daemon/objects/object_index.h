@@ -14,19 +14,26 @@
 // (nanokv/object_header.h, nanokv/object_types.h): one vocabulary.
 //
 // Life of an object: OpenForWrite allocates a header slot and payload
-// (RESERVED, in the index only), writes the whole header to the device in one
-// copy with state WRITING, and returns an ObjectPlan carrying a fresh epoch.
-// The producer writes the payload through the plan's pages and publishes
-// READY itself (kv_commit_ready) and/or calls Commit(key, epoch).
-// Revoke(key, epoch) abandons a write; Remove(key) drops a READY object; a
-// write not committed within write_timeout is reclaimed. Dropping is
-// state -> DEAD on the device, then the payload and slot are freed.
+// (RESERVED -> WRITING, in the index only) and returns an ObjectPlan carrying
+// a fresh epoch, newer than any the slot held (EpochIsNewer). The producer
+// writes the header (a CAS of {state, epoch} from an older epoch to
+// {WRITING, epoch}), the payload, and READY, and calls
+// Commit(key, epoch). Revoke(key, epoch) abandons a write; Remove(key) drops
+// a READY object; a write not committed within write_timeout is reclaimed.
+// Dropping frees the payload and slot in the index only.
+//
+// kvd never touches the device while it serves (issue 15): a copy from kvd's
+// process makes the GPU switch between kvd's context and the engines' (~150
+// us each way on an H100, docs/BENCHMARKS.md). So no DEAD is stored: an
+// object is gone when the index says so, and a device reader tells its
+// object from the slot's next one by the epoch ({READY, its epoch}), holding
+// a lease while it reads so the space is not reused under it.
 //
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
 //      last_access hint changes; OpenForWrite on a live key answers
 //      kAlreadyExists (remove first, as Mooncake does).
-//   2. Epochs are unique per device and never reused: a plan for an object
+//   2. Epochs are unique per device and grow per header slot: a plan for an object
 //      that has since died answers kFailedPrecondition, never acts on the
 //      key's next object.
 //   3. A leased object (lease not expired) is neither evicted nor removed (a
@@ -135,10 +142,9 @@ class ObjectIndex {
                                  uint64_t now_ns, uint32_t owner = kOperator);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
   // epoch (the plan's object is gone), already READY (commit twice), revoked.
-  // published: the producer's kernel stored READY on the device already, so
-  // kvd does not (a device write from kvd makes the GPU switch between kvd's
-  // context and the producer's, ~150 us on an H100: docs/BENCHMARKS.md).
-  Status Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, bool published = false);
+  // READY on the device is the producer's to store, before it commits
+  // (libkv does); kvd stores nothing.
+  Status Commit(std::string_view key, uint32_t epoch, uint64_t now_ns);
   // RESERVED/WRITING -> DEAD -> freed. kFailedPrecondition for a READY object
   // (use Remove) or a stale epoch.
   Status Revoke(std::string_view key, uint32_t epoch, uint64_t now_ns);
@@ -217,7 +223,6 @@ class ObjectIndex {
     uint64_t rank = 0;           // the eviction order key while READY
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
     ObjectPin pin = ObjectPin::kNone;
-    bool published = false;      // committed on the producer's word that READY is on the device
     uint32_t owner = kOperator;  // the producer's uid (Remove)
   };
   using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
@@ -230,8 +235,12 @@ class ObjectIndex {
     uint32_t header_pages = 0;
     uint32_t header_slots = 0;
     std::vector<uint32_t> free_slots;  // stack
+    // By slot: the last epoch issued on it (0: none yet). A slot's epochs
+    // are slot + 1, then + header_slots each reuse: unique on the device
+    // (their residues differ) and growing per slot, which the producer's
+    // header CAS relies on.
+    std::vector<uint32_t> slot_epochs;
     std::optional<alloc::OffsetAllocator> payload;  // offsets are into the store range
-    uint32_t next_epoch = 1;
     std::set<OrderKey> evictable;  // READY objects by policy order
     std::set<std::pair<uint64_t, Object*>> writing;  // by deadline
     uint32_t objects = 0;
@@ -247,12 +256,10 @@ class ObjectIndex {
   ObjectPlan PlanOf(const Object& object) const;
 
   // REQUIRES: mu_ held, for all below.
-  Status WriteHeader(const Object& object);
-  Status WriteState(const Object& object, ObjectState state);
-  // Frees an object's payload and slot and drops it from the index (state
-  // must be DEAD on the device already). Invalidates `object`.
+  // Frees an object's payload and slot and drops it from the index.
+  // Invalidates `object`.
   void Drop(Object* object);
-  // state -> DEAD on the device, tell the listener `why`, then Drop.
+  // state -> DEAD in the index, tell the listener `why`, then Drop.
   void Kill(Object* object, ObjectEvent::Kind why);
   void Notify(const Object& object, ObjectEvent::Kind kind);
   void MakeEvictable(Object* object);

@@ -32,10 +32,8 @@ void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
   if (object->state == ObjectState::kReserved || object->state == ObjectState::kWriting) {
     device.writing.erase({object->deadline_ns, object});
   }
-  // DEAD first, so a device reader holding the old location sees it is gone
-  // before the space can hold another object.
-  Status dead = WriteState(*object, ObjectState::kDead);
-  if (!dead.ok()) spdlog::warn("object store: marking '{}' DEAD failed: {}", object->key, dead.ToString());
+  // DEAD in the index only (object_index.h: kvd stores nothing on the
+  // device); the slot's next object gets a newer epoch.
   object->state = ObjectState::kDead;
   Notify(*object, why);
   Drop(object);
@@ -204,19 +202,24 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     } else {
       return Status::Internal(where + "indexed in state " + ObjectStateName(object.state));
     }
-    // The device header agrees (a producer's kernel may have set READY first).
+    // The device header is the producer's: either not begun (an older
+    // epoch of the slot's) or this object's, WRITING or READY. (A producer
+    // that commits without storing READY leaves WRITING there: it hides only
+    // its own object from device readers.) A test-only read: kvd serving
+    // requests never calls this.
+    if (device.slot_epochs[object.slot] != object.epoch) {
+      return Status::Internal(where + "its slot's last epoch is " + std::to_string(device.slot_epochs[object.slot]));
+    }
     ObjectHeader header{};
     Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + uint64_t{object.slot} * sizeof(ObjectHeader)),
                                 sizeof(header), gpu::CopyKind::kDeviceToHost);
     if (!read.ok()) return read;
-    // (And a producer that committed "published" without storing READY
-    // leaves WRITING there: trusted, it hides only its own object.)
-    bool state_ok = header.state == static_cast<uint32_t>(object.state) ||
-                    (object.state == ObjectState::kWriting && header.state == static_cast<uint32_t>(ObjectState::kReady)) ||
-                    (object.state == ObjectState::kReady && object.published &&
-                     header.state == static_cast<uint32_t>(ObjectState::kWriting));
-    if (header.key_hash != object.key_hash || header.epoch != object.epoch || !state_ok ||
-        header.payload_base != object.payload_offset || header.bytes_total != object.bytes_total) {
+    const bool begun = header.epoch == object.epoch;
+    const bool state_ok = header.state == static_cast<uint32_t>(ObjectState::kWriting) ||
+                          header.state == static_cast<uint32_t>(ObjectState::kReady);
+    if (begun ? (header.key_hash != object.key_hash || !state_ok || header.payload_base != object.payload_offset ||
+                 header.bytes_total != object.bytes_total)
+              : (header.epoch != 0 && !EpochIsNewer(object.epoch, header.epoch))) {
       return Status::Internal(where + "device header disagrees (state " + std::to_string(header.state) +
                               ", epoch " + std::to_string(header.epoch) + ")");
     }

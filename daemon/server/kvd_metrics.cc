@@ -43,8 +43,8 @@ std::string Ordinal(int device) { return std::to_string(device); }
 }  // namespace
 
 KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std::vector<int>& devices,
-                       bool object_store)
-    : ipc_name_(std::move(ipc_name)) {
+                       bool object_store, const gpu::Backend& backend)
+    : ipc_name_(std::move(ipc_name)), backend_(backend) {
   kind_by_case_.fill(0xff);
   for (const RequestKind& kind : kRequestKinds) {
     kind_by_case_[static_cast<size_t>(kind.body_case)] = static_cast<uint8_t>(kind_names_.size());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "daemon/objects/object_index.h"
+#include "gpu/backend.h"
 #include "nanokv/status.h"
 #include "ops/metrics.h"
 
@@ -31,9 +32,10 @@ class KvdMetrics {
  public:
   // Registers every series on `registry`, which must outlive this object and
   // be rendered only while it lives. `devices`: kvd's device ordinals;
-  // `object_store`: whether kvd runs one (its series exist only then).
+  // `object_store`: whether kvd runs one (its series exist only then);
+  // `backend`: kvd's, whose device work is counted (must outlive this).
   KvdMetrics(ops::Registry& registry, std::string ipc_name, const std::vector<int>& devices,
-             bool object_store);
+             bool object_store, const gpu::Backend& backend);
   KvdMetrics(const KvdMetrics&) = delete;
   KvdMetrics& operator=(const KvdMetrics&) = delete;
 
@@ -78,6 +80,7 @@ class KvdMetrics {
   void Collect(ops::TextWriter& out) const;  // the segment's series, on the metrics thread
 
   const std::string ipc_name_;
+  const gpu::Backend& backend_;
   size_t other_ = 0;                           // the "other" kind's index
   int share_kind_ = -1;                        // share's index: its pages count as shared
   std::array<uint8_t, 64> kind_by_case_{};     // body case -> kind index

@@ -62,8 +62,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       break;
     }
     case wire::Message::kObjectCommit:
-      status = store.Commit(m.object_commit().key(), m.object_commit().epoch(), now,
-                            m.object_commit().published());
+      status = store.Commit(m.object_commit().key(), m.object_commit().epoch(), now);
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectRevoke:

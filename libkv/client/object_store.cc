@@ -49,8 +49,46 @@ class ObjectStore::Impl {
   // A plan being written (WRITING: from an open) points into the write
   // range, read-write while the plan is open here; any other (READY: from a
   // locate) into the read range, read-only (client::ObjectMappings).
-  Result<void*> Pointer(const ObjectPlan& plan, bool header) {
+  // `begin`: the first pointer of a plan being written also writes its
+  // header, WRITING at the plan's epoch (kvd writes none: issue 15), unless
+  // a kernel is about to (PutFromDevice).
+  Result<void*> Pointer(const ObjectPlan& plan, bool header, bool begin = true) {
     std::lock_guard lock(call_mu_);
+    NANOKV_ASSIGN_OR_RETURN(uintptr_t base, MapLocked(plan));
+    if (begin && plan.state == ObjectState::kWriting) {
+      auto* at = reinterpret_cast<ObjectHeader*>(base + plan.header_offset);
+      auto [it, fresh] = begun_.emplace(std::make_pair(plan.key, plan.epoch), at);
+      if (fresh) {
+        const auto now = std::chrono::steady_clock::now().time_since_epoch();
+        Status begun = client::BeginByCopy(*backend_, at, WritingHeaderOf(plan, static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now).count())));
+        if (!begun.ok()) {
+          begun_.erase(it);
+          return begun;
+        }
+      }
+    }
+    return reinterpret_cast<void*>(base + (header ? plan.header_offset : plan.payload_offset));
+  }
+
+  // READY into the header of a plan begun here (a copy after the caller's
+  // payload writes); nothing for one this process never wrote.
+  Status Publish(std::string_view key, uint32_t epoch) {
+    std::lock_guard lock(call_mu_);
+    auto it = begun_.find(std::make_pair(std::string(key), epoch));
+    if (it == begun_.end()) return Status::OK();
+    return client::PublishByCopy(*backend_, it->second);
+  }
+
+  // Committed or revoked: the plan's pages lose write access here.
+  void ClosePlan(std::string_view key, uint32_t epoch) {
+    std::lock_guard lock(call_mu_);
+    begun_.erase(std::make_pair(std::string(key), epoch));
+    mappings_->ClosePlan(key, epoch);
+  }
+
+ private:
+  Result<uintptr_t> MapLocked(const ObjectPlan& plan) {
     NoteDeviceLocked(plan.device, plan.device_uuid);  // a plan from elsewhere (the master) carries it too
     NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
     auto fetch = [this](int device, const std::vector<uint32_t>& ids, bool write) -> Result<std::vector<int>> {
@@ -63,15 +101,10 @@ class ObjectStore::Impl {
       NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
       return fds;
     };
-    NANOKV_ASSIGN_OR_RETURN(uintptr_t base, mappings_->Map(plan, local_device, fetch));
-    return reinterpret_cast<void*>(base + (header ? plan.header_offset : plan.payload_offset));
+    return mappings_->Map(plan, local_device, fetch);
   }
 
-  // Committed or revoked: the plan's pages lose write access here.
-  void ClosePlan(std::string_view key, uint32_t epoch) {
-    std::lock_guard lock(call_mu_);
-    mappings_->ClosePlan(key, epoch);
-  }
+ public:
 
   gpu::Backend& backend() { return *backend_; }
   void SetBackend(std::unique_ptr<gpu::Backend> backend) {
@@ -147,6 +180,9 @@ class ObjectStore::Impl {
   uint32_t spin_us_;
   std::vector<int> access_devices_;  // besides each page's own device
   uint64_t next_rid_ = 1;
+  // Plans being written whose header this process wrote, by (key, epoch):
+  // where, for the READY a Commit stores. GUARDED_BY(call_mu_).
+  std::map<std::pair<std::string, uint32_t>, ObjectHeader*> begun_;
   std::map<int, std::string> uuids_;  // kvd's ordinal -> uuid, from its plans
   std::map<int, int> local_;          // kvd's ordinal -> this process's, once matched
 };
@@ -229,6 +265,10 @@ Status ExpectAck(const Result<wire::Message>& reply) {
 }  // namespace
 
 Status ObjectStore::Commit(std::string_view key, uint32_t epoch, bool published_on_device) {
+  // READY is this process's to store, after its payload writes: kvd stores
+  // nothing on the device (a copy of kvd's costs every engine on the GPU a
+  // context switch). Failed: the plan stays open (Revoke it, or retry).
+  if (!published_on_device) NANOKV_RETURN_IF_ERROR(impl_->Publish(key, epoch));
   wire::Message m;
   m.mutable_object_commit()->set_key(std::string(key));
   m.mutable_object_commit()->set_epoch(epoch);
@@ -286,6 +326,10 @@ Status ObjectStore::ReleaseLease(std::string_view key, uint64_t lease_id) {
 }
 
 Result<void*> ObjectStore::PayloadPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, false); }
+Status ObjectStore::PublishReady(const ObjectPlan& plan) {
+  NANOKV_RETURN_IF_ERROR(impl_->Pointer(plan, true).status());  // begins it, if not yet
+  return impl_->Publish(plan.key, plan.epoch);
+}
 void ObjectStore::ClosePlan(const ObjectPlan& plan) { impl_->ClosePlan(plan.key, plan.epoch); }
 Result<void*> ObjectStore::HeaderPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, true); }
 
@@ -336,15 +380,19 @@ Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
 namespace {
 // The plan's pages mapped here, as the transfers see them: `local_device`
 // and `access` are this process's ordinals.
-Result<client::ObjectPieces> PiecesOf(ObjectStore& store, const ObjectPlan& plan, int local_device,
+Result<client::ObjectPieces> PiecesOf(ObjectStore::Impl& impl, const ObjectPlan& plan, int local_device,
                                       std::vector<int> access) {
   client::ObjectPieces pieces;
   pieces.device = local_device;
   pieces.bytes = plan.bytes_total;
   pieces.epoch = plan.epoch;
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  pieces.writing = WritingHeaderOf(plan, static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
   pieces.access = std::move(access);
-  NANOKV_ASSIGN_OR_RETURN(pieces.payload, store.PayloadPointer(plan));
-  NANOKV_ASSIGN_OR_RETURN(void* header, store.HeaderPointer(plan));
+  // The transfer writes the header itself (client::StoreObject).
+  NANOKV_ASSIGN_OR_RETURN(pieces.payload, impl.Pointer(plan, false, /*begin=*/false));
+  NANOKV_ASSIGN_OR_RETURN(void* header, impl.Pointer(plan, true, /*begin=*/false));
   pieces.header = static_cast<ObjectHeader*>(header);
   // One segment per span, as a producer that maps pages one by one sees them.
   auto* at = static_cast<std::byte*>(pieces.payload);
@@ -362,7 +410,7 @@ Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_
   if (bytes == 0) return Status::InvalidArgument("put of " + std::string(key) + ": 0 bytes");
   NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes, preferred_device));
   auto local = impl_->LocalDevice(plan.device);
-  auto pieces = local.ok() ? PiecesOf(*this, plan, *local, impl_->AccessOf(*local))
+  auto pieces = local.ok() ? PiecesOf(*impl_, plan, *local, impl_->AccessOf(*local))
                            : Result<client::ObjectPieces>(local.status());
   Result<bool> published = pieces.ok() ? client::StoreObject(impl_->backend(), src, *pieces, stream)
                                        : Result<bool>(pieces.status());
@@ -387,7 +435,7 @@ Result<uint64_t> ObjectStore::GetToDevice(std::string_view key, void* dst, uint6
                                   " bytes, the destination " + std::to_string(capacity));
   } else {
     auto local = impl_->LocalDevice(plan->device);
-    auto pieces = local.ok() ? PiecesOf(*this, *plan, *local, impl_->AccessOf(*local))
+    auto pieces = local.ok() ? PiecesOf(*impl_, *plan, *local, impl_->AccessOf(*local))
                              : Result<client::ObjectPieces>(local.status());
     Status loaded = pieces.ok() ? client::LoadObject(impl_->backend(), dst, *pieces, stream) : pieces.status();
     out = loaded.ok() ? Result<uint64_t>(plan->bytes_total) : Result<uint64_t>(loaded);

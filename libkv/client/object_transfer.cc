@@ -17,8 +17,21 @@ Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPie
     NANOKV_RETURN_IF_ERROR(StoreWithKernels(src, object, stream));
     return true;  // kv_commit_ready ran after the stores
   }
+  NANOKV_RETURN_IF_ERROR(BeginByCopy(backend, object.header, object.writing));
   NANOKV_RETURN_IF_ERROR(backend.Copy(object.payload, src, object.bytes, gpu::CopyKind::kDeviceToDevice));
-  return false;
+  NANOKV_RETURN_IF_ERROR(PublishByCopy(backend, object.header));
+  return true;
+}
+
+Status BeginByCopy(gpu::Backend& backend, ObjectHeader* at, const ObjectHeader& writing) {
+  return backend.Copy(at, &writing, sizeof(writing), gpu::CopyKind::kHostToDevice);
+}
+
+Status PublishByCopy(gpu::Backend& backend, ObjectHeader* at) {
+  // One aligned 4-byte copy after the payload's, which have completed: a
+  // reader that sees READY sees the bytes (the seed's host-side publish).
+  const auto ready = static_cast<uint32_t>(ObjectState::kReady);
+  return backend.Copy(&at->state, &ready, sizeof(ready), gpu::CopyKind::kHostToDevice);
 }
 
 Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream) {

@@ -24,15 +24,25 @@ struct ObjectPieces {
   uint64_t bytes = 0;
   ObjectHeader* header = nullptr;
   uint32_t epoch = 0;
+  ObjectHeader writing{};                   // the header to begin with (WritingHeaderOf)
   std::vector<int> access;                  // devices that reach the pages here
 };
 
 // Whether Store/Load below launch kernels on `backend` (else they copy).
 bool TransfersUseKernels(const gpu::Backend& backend);
 
-// src -> the object's pages, then (kernels) READY published on the device
-// after the last byte; returns once all of it has run, answering whether
-// READY is on the device now (the commit then says "published"). stream: a
+// The producer's header writes by copy, where no kernel makes them (Put's
+// host bytes, the plan API, the host backend): the whole header WRITING at
+// its epoch, and after the payload the 4-byte READY. Plain synchronous
+// copies, not the kernels' CAS: a process stalled past write_timeout between
+// them can still overwrite the slot's next header (the kernel path cannot).
+Status BeginByCopy(gpu::Backend& backend, ObjectHeader* at, const ObjectHeader& writing);
+Status PublishByCopy(gpu::Backend& backend, ObjectHeader* at);
+
+// The header begun, src -> the object's pages, then READY published on the
+// device after the last byte (kernels: kv_begin_write, kv_store_pages,
+// kv_commit_ready on one stream; else the backend's copies); returns once
+// all of it has run, answering whether READY is on the device now. stream: a
 // cudaStream_t of a device in object.access (else kInvalidArgument, nothing
 // launched), or nullptr: the calling thread's current device when it is in
 // object.access (a producer on GPU a pushing into GPU b's pages), else the

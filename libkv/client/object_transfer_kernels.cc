@@ -111,9 +111,11 @@ bool KernelsBuilt() { return true; }
 Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream) {
   OnDevice on;
   NANOKV_RETURN_IF_ERROR(on.Enter(stream, src, object, /*writes_buffer=*/false));
-  // READY is stored on the device right after the last byte, in stream
-  // order: a device reader spinning on the header sees the object before
-  // kvd hears of the commit. result nullptr: kvd's Commit is the verdict.
+  // The header first, then READY right after the last byte, all in stream
+  // order and in this process's context (kvd does no GPU work: issue 15): a
+  // device reader spinning on the header sees the object before kvd hears
+  // of the commit. result nullptr: kvd's Commit is the verdict.
+  NANOKV_RETURN_IF_ERROR(kernels::BeginWrite(object.header, object.writing, nullptr, stream));
   NANOKV_RETURN_IF_ERROR(kernels::StorePagesAndCommit(src, object.segments.data(), object.segments.size(),
                                                       object.header, object.epoch, nullptr, stream));
   return kernels::Synchronize(stream);

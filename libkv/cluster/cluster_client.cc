@@ -9,6 +9,8 @@
 #include <mutex>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_checks.h"
 #include "ipc/wire/object_codec.h"
@@ -129,6 +131,19 @@ void ClusterClient::ClosePlans(const std::vector<ClusterPlan>& plans) {
 }
 
 std::vector<Status> ClusterClient::BatchCommit(const std::vector<ClusterPlan>& plans, bool published_on_device) {
+  // READY in each local replica's header is this process's to store (kvd
+  // stores nothing on the device). A failed store still commits: the bytes
+  // are there for every reader through kvd; device readers see WRITING.
+  if (!published_on_device) {
+    for (const ClusterPlan& p : plans) {
+      for (const ReplicaPlan& replica : p.replicas) {
+        if (!replica.local) continue;
+        auto store = impl_->Local();
+        Status published = store.ok() ? (*store)->PublishReady(replica.plan) : store.status();
+        if (!published.ok()) spdlog::warn("nanokv cluster: READY of '{}': {}", p.key, published.ToString());
+      }
+    }
+  }
   v1::FinishRequest request;
   for (const ClusterPlan& p : plans) {
     v1::WriteRef* ref = request.add_items();

@@ -183,6 +183,60 @@ TEST_F(ObjectPagesGpuTest, CommitReadyTransitions) {
   CUDA_ASSERT(cudaDeviceSynchronize());
 }
 
+// kv_begin_write (issue 15: the producer writes the header, kvd none):
+// {any state, an older epoch} -> {WRITING, epoch} and the fields; a newer
+// epoch in the slot (a writer stalled past write_timeout) is refused and
+// nothing is written; serial order holds across the 32-bit wrap.
+TEST_F(ObjectPagesGpuTest, BeginWriteTransitions) {
+  DeviceBuffer hdr(sizeof(ObjectHeader)), result(2 * sizeof(std::uint32_t));
+  ASSERT_TRUE(hdr.ok() && result.ok());
+  auto* h = hdr.as<ObjectHeader>();
+  CUDA_ASSERT(cudaMemset(h, 0, sizeof(ObjectHeader)));  // a fresh arena slot
+  auto begin = [&](std::uint32_t epoch, std::uint64_t key_hash) {
+    ObjectHeader writing = WritingHeader(epoch);
+    writing.key_hash = key_hash;
+    writing.bytes_total = 1000 + epoch;
+    EXPECT_OK(BeginWrite(h, writing, result.as<std::uint32_t>(), nullptr));
+    std::uint32_t r[2] = {99, 99};
+    EXPECT_EQ(cudaMemcpy(r, result.get(), sizeof r, cudaMemcpyDeviceToHost), cudaSuccess);
+    return std::make_pair(r[0], r[1]);
+  };
+  auto header = [&] {
+    ObjectHeader back{};
+    EXPECT_EQ(cudaMemcpy(&back, h, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+    return back;
+  };
+  const auto kOk = static_cast<std::uint32_t>(CommitCode::kCommitted);
+  const auto kStale = static_cast<std::uint32_t>(CommitCode::kWrongEpoch);
+  EXPECT_EQ(begin(5, 0xA).first, kOk);
+  EXPECT_EQ(header().state, static_cast<std::uint32_t>(ObjectState::kWriting));
+  EXPECT_EQ(header().epoch, 5u);
+  EXPECT_EQ(header().key_hash, 0xAu);
+  EXPECT_EQ(header().bytes_total, 1005u);
+  EXPECT_EQ(begin(5, 0xA).first, kOk);  // begun already (libkv's copy, then the kernel)
+  ASSERT_OK(CommitReady(h, 5, nullptr, nullptr));
+  EXPECT_EQ(begin(5, 0xA).first, kStale) << "READY at its own epoch is not begun again";
+  EXPECT_EQ(header().state, static_cast<std::uint32_t>(ObjectState::kReady));
+
+  EXPECT_EQ(begin(9, 0xB).first, kOk);  // the slot's next object replaces the READY one
+  auto stalled = begin(5, 0xA);          // the old writer, late: refused, nothing written
+  EXPECT_EQ(stalled.first, kStale);
+  EXPECT_EQ(stalled.second, 9u);
+  EXPECT_EQ(header().key_hash, 0xBu);
+  EXPECT_EQ(header().epoch, 9u);
+  std::uint32_t r[2];
+  ASSERT_OK(CommitReady(h, 5, result.as<std::uint32_t>(), nullptr));
+  CUDA_ASSERT(cudaMemcpy(r, result.get(), sizeof r, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(r[0], kStale) << "its commit cannot publish the next object";
+  EXPECT_EQ(header().state, static_cast<std::uint32_t>(ObjectState::kWriting));
+
+  ObjectHeader old = WritingHeader(0xFFFFFFF0u);  // across the wrap
+  old.state = static_cast<std::uint32_t>(ObjectState::kReady);
+  CUDA_ASSERT(cudaMemcpy(h, &old, sizeof old, cudaMemcpyHostToDevice));
+  EXPECT_EQ(begin(0x10, 0xC).first, kOk);
+  EXPECT_EQ(header().epoch, 0x10u);
+}
+
 // One stream stores + commits many objects while a reader kernel on another
 // stream spins on each READY with acquire and checks all bytes behind it.
 TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {

@@ -7,23 +7,27 @@
 // CUDA or HIP) compile one copy. The records kvd and engines exchange (plans,
 // listings) are in nanokv/object_types.h.
 //
-// Who writes what:
-//   kvd (host), open_for_write: every field in one synchronous copy, state
-//     already WRITING (RESERVED is kvd's index only: nobody holds the plan
-//     until that copy has landed), before the plan is handed out.
-//   the producer: payload bytes only (kv_store_pages or its own kernels), then
-//     state = READY with a release store at system scope (kv_commit_ready), or
-//     kvd's commit() does the same store from the host after the producer's
-//     stream has finished.
-//   readers (get, device readers): state with an acquire load before touching
-//     payload; last_access best effort (relaxed, may be lost, eviction hint).
-//   kvd, remove/evict/reclaim: CAS READY -> DEAD (or RESERVED/WRITING -> DEAD
-//     past write_timeout), then frees payload and header; epoch += 1 when the
-//     header slot is reused (ABA guard: a plan carries the epoch it was made for).
+// Who writes what (kvd writes nothing on the device while it serves: a
+// device write from kvd's process costs a GPU context switch, issue 15):
+//   the producer, on its own stream (kv_store_pages) or by libkv's copies:
+//     first the {state, epoch} pair as one 64-bit CAS from any older epoch
+//     of the slot (any state) to {WRITING, epoch}, then the other fields;
+//     then the payload; then state = READY with a CAS of {WRITING,
+//     epoch} -> {READY, epoch}, a release at system scope (kv_commit_ready),
+//     or libkv's 4-byte copy after its payload copies; then Commit to kvd.
+//   readers (get, device readers): {state, epoch} with an acquire load before
+//     touching payload, READY at their plan's epoch; last_access best effort
+//     (relaxed, may be lost, eviction hint).
+//   kvd: zeroes the arena once at start; remove, evict and reclaim are
+//     decided in its index only. A slot's epochs only grow, so a writer
+//     stalled past write_timeout fails its CAS once the slot's next object
+//     has begun instead of clobbering it; a removed object's header still says
+//     READY at its old epoch until the slot is reused, which is why a device
+//     reader holds a lease while it reads (the lease keeps the space).
 //
 // Memory orders (invariants):
 //   1. An object is immutable once READY: no payload or header field other
-//      than state (READY -> DEAD) and last_access changes afterwards.
+//      than last_access changes afterwards, until its slot is reused.
 //   2. READY is stored with release at system scope, after all payload stores
 //      of the writer (same launch or earlier work on the same stream), so a
 //      reader on any device or the host that sees READY with acquire sees
@@ -103,15 +107,29 @@ static_assert(offsetof(ObjectHeader, epoch) == 36);
 static_assert(offsetof(ObjectHeader, last_access) == 40);
 static_assert(offsetof(ObjectHeader, flags) == 48);
 
-// What a device-side commit (kv_commit_ready) reports: {code, state seen}.
+// What a device-side begin (kv_begin_write: {code, epoch seen}) or commit
+// (kv_commit_ready: {code, state seen}) reports.
 enum class CommitCode : std::uint32_t {
-  kCommitted = 0,   // state was WRITING with the expected epoch; now READY
-  kWrongEpoch = 1,  // header epoch != expected: the slot was reused, nothing stored
-  kWrongState = 2,  // state was not WRITING (READY twice, DEAD after a timeout ...)
+  kCommitted = 0,   // done: WRITING (begin) or READY (commit) at the expected epoch
+  kWrongEpoch = 1,  // the slot's epoch is not the plan's (or the one before it): nothing stored
+  kWrongState = 2,  // state was not WRITING (READY twice ...)
 };
 
 // Byte offset of state, for code that addresses it through a raw pointer.
 inline constexpr std::size_t kObjectHeaderStateOffset = offsetof(ObjectHeader, state);
+// {state, epoch} as one 64-bit word at kObjectHeaderStateOffset (8-aligned):
+// little-endian on every target (x86, NVIDIA and AMD GPUs), state low.
+constexpr std::uint64_t StateEpochWord(ObjectState state, std::uint32_t epoch) {
+  return (std::uint64_t{epoch} << 32) | static_cast<std::uint32_t>(state);
+}
+constexpr std::uint32_t EpochOfWord(std::uint64_t word) { return static_cast<std::uint32_t>(word >> 32); }
+constexpr std::uint32_t StateOfWord(std::uint64_t word) { return static_cast<std::uint32_t>(word); }
+// Whether epoch `a` came after `b` in the same header slot: serial-number
+// order, so it holds across the 32-bit wrap (a slot's epochs step by the
+// arena's slot count; 2^31 of that is further than any header lags).
+constexpr bool EpochIsNewer(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int32_t>(a - b) > 0;
+}
 
 }  // namespace nanokv
 

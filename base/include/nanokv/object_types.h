@@ -40,11 +40,31 @@ struct ObjectPlan {
   uint64_t page_bytes = 0;
   uint32_t n_pages = 0;         // spans.size()
   uint64_t bytes_total = 0;
-  uint32_t epoch = 0;           // what Commit and Revoke must name
+  // What Commit and Revoke must name. Epochs of one header slot grow with
+  // each object it holds (EpochIsNewer), so the producer's header write (a
+  // CAS of {state, epoch} from an older epoch only) fails for a writer
+  // stalled past write_timeout whose slot has been given on.
+  uint32_t epoch = 0;
   ObjectState state = ObjectState::kFree;  // WRITING from an open, READY from a locate
   uint64_t store_bytes = 0;     // the size of the device's store range
   uint32_t header_page = 0;     // the page holding the header
 };
+
+// The header a producer writes for `plan` before its payload (state
+// WRITING; nanokv/object_header.h says in which order). `now_ns`: the steady
+// clock, for last_access.
+inline ObjectHeader WritingHeaderOf(const ObjectPlan& plan, std::uint64_t now_ns) {
+  ObjectHeader header{};
+  header.key_hash = plan.key_hash;
+  header.n_pages = plan.n_pages;
+  header.page_bytes = static_cast<std::uint32_t>(plan.page_bytes);
+  header.payload_base = plan.payload_offset;
+  header.bytes_total = plan.bytes_total;
+  header.state = static_cast<std::uint32_t>(ObjectState::kWriting);
+  header.epoch = plan.epoch;
+  header.last_access = now_ns;
+  return header;
+}
 
 // One object as kvctl lists it; times are relative to kvd's answer.
 struct ObjectEntry {

@@ -93,11 +93,12 @@ class ObjectStore {
   // The plan API (daemon/objects/object_index.h says what each error means).
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total,
                                   int preferred_device = -1);
-  // published_on_device: the producer stored READY itself (kv_commit_ready on
-  // HeaderPointer, after its payload stores, and its stream has finished),
-  // so kvd need not store it again: that store would be GPU work in kvd's
-  // context, which costs a context switch against the producer's (~150 us on
-  // an H100). Say it only when true: otherwise device readers never see READY.
+  // Commit stores READY in the plan's header (a 4-byte copy from this
+  // process, after the caller's payload writes) and then tells kvd; kvd
+  // stores nothing on the device (a store from kvd's process would cost a
+  // GPU context switch, ~150 us on an H100). published_on_device: the
+  // producer stored READY itself (kv_begin_write before its payload and
+  // kv_commit_ready after, on HeaderPointer, and its stream has finished).
   Status Commit(std::string_view key, uint32_t epoch, bool published_on_device = false);
   Status Revoke(std::string_view key, uint32_t epoch);
   Status Remove(std::string_view key);
@@ -108,7 +109,9 @@ class ObjectStore {
 
   // Maps the plan's pages (those not mapped yet) and returns the device
   // address of its payload, contiguous for bytes_total bytes, or of its
-  // 64-byte header (nanokv/object_header.h), for kernels. A plan being
+  // 64-byte header (nanokv/object_header.h), for kernels. The first pointer
+  // of a plan being written writes its header (WRITING at the plan's epoch,
+  // a copy from here: the producer writes headers, kvd none). A plan being
   // written (an open's, WRITING) is mapped read-write, with fds kvd gives
   // only for this uid's open plans, until Commit or Revoke here (or
   // ClosePlan); any other (a locate's, READY) read-only: a write through it
@@ -118,6 +121,10 @@ class ObjectStore {
   // Drops write access to a plan committed or revoked elsewhere (through the
   // master: ClusterClient); Commit and Revoke here do it themselves.
   void ClosePlan(const ObjectPlan& plan);
+  // What Commit stores before it tells kvd, for a plan committed elsewhere
+  // (ClusterClient's, through the master): the header begun if it is not
+  // yet, then READY, after the caller's payload writes.
+  Status PublishReady(const ObjectPlan& plan);
 
   // Host bytes into a plan's payload (exactly bytes_total of them), or its
   // payload out (into at least bytes_total): the copies Put and Get make,

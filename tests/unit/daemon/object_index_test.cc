@@ -88,7 +88,9 @@ TEST_F(ObjectStoreTest, StateTransitionsAndIllegalOnes) {
   // The producer writes through the plan's location, then commits.
   auto base = store_->StoreBase(0);
   auto data = Pattern(4096, 3);
+  ASSERT_OK(WriteHeader(*plan, ObjectState::kWriting, kMs));
   std::memcpy(reinterpret_cast<void*>(*base + plan->payload_offset), data.data(), data.size());
+  ASSERT_OK(WriteHeader(*plan, ObjectState::kReady, kMs));
   ASSERT_OK(store_->Commit("k", plan->epoch, 2 * kMs));
   Check();
   EXPECT_EQ(*GetUnderLease("k", 3 * kMs), data);
@@ -104,10 +106,10 @@ TEST_F(ObjectStoreTest, StateTransitionsAndIllegalOnes) {
   EXPECT_EQ(store_->Remove("k", 4 * kMs).code(), Code::kNotFound);
   EXPECT_EQ(GetUnderLease("k", 4 * kMs).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->Commit("k", plan->epoch, 4 * kMs).code(), Code::kNotFound);
-  // The header was marked DEAD before its slot was freed.
-  ObjectHeader header;
-  std::memcpy(&header, reinterpret_cast<const void*>(*base + plan->header_offset), sizeof(header));
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kDead));
+  // kvd stored nothing: the header is as the producer left it, READY at an
+  // epoch no plan names any more, until the slot's next object begins.
+  EXPECT_EQ(HeaderOnDevice(*plan).state, static_cast<uint32_t>(ObjectState::kReady));
+  EXPECT_EQ(HeaderOnDevice(*plan).epoch, plan->epoch);
 
   // Revoke: WRITING -> DEAD, then the plan is dead.
   auto again = store_->OpenForWrite("k2", 100, 0, 5 * kMs);
@@ -122,40 +124,46 @@ TEST_F(ObjectStoreTest, ACommitByTheProducersKernelIsAccepted) {
   Open();
   auto plan = store_->OpenForWrite("k", 64, 0, kMs);
   ASSERT_TRUE(plan.ok());
+  Check();  // not begun yet: the slot's epoch before
+  ASSERT_OK(WriteHeader(*plan, ObjectState::kWriting, kMs));
+  Check();
   // What kv_commit_ready does on a GPU: READY stored into the header first.
-  auto base = store_->StoreBase(0);
-  uint32_t ready = static_cast<uint32_t>(ObjectState::kReady);
-  std::memcpy(reinterpret_cast<void*>(*base + plan->header_offset + kObjectHeaderStateOffset), &ready, 4);
+  ASSERT_OK(WriteHeader(*plan, ObjectState::kReady, kMs));
   Check();  // a device READY under a WRITING index entry is legal
   ASSERT_OK(store_->Commit("k", plan->epoch, kMs));
   Check();
 }
 
-// Commit "published": kvd takes the producer's word that READY is on the
-// device and does not store it (a GPU write from kvd costs a context switch).
-TEST_F(ObjectStoreTest, APublishedCommitLeavesTheDeviceHeaderAlone) {
+// Issue 15: kvd does no device work while it serves (a copy from kvd's
+// process costs the engines a GPU context switch). Open, commit, revoke,
+// remove, leases, locate, pin, evict and reclaim make no Copy or Fill of
+// the backend's; the slot's next object gets a newer epoch.
+TEST_F(ObjectStoreTest, ServingMakesNoDeviceWork) {
   Open();
-  auto plan = store_->OpenForWrite("k", 64, 0, kMs);
-  ASSERT_TRUE(plan.ok());
-  auto base = store_->StoreBase(0);
-  auto state_on_device = [&] {
-    uint32_t state = 0;
-    std::memcpy(&state, reinterpret_cast<void*>(*base + plan->header_offset + kObjectHeaderStateOffset), 4);
-    return static_cast<ObjectState>(state);
-  };
-  ASSERT_OK(store_->Commit("k", plan->epoch, kMs, /*published=*/true));
-  EXPECT_EQ(state_on_device(), ObjectState::kWriting);  // kvd did not write it
-  EXPECT_EQ(store_->GetLocation("k", kMs)->state, ObjectState::kReady);
-  Check();
-  // The same rules as any commit: twice, or with a stale epoch, is refused.
-  EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
+  const uint64_t before = backend_->device_work_calls();
+  auto first = store_->OpenForWrite("k", 64, 0, kMs);
+  ASSERT_TRUE(first.ok());
+  ASSERT_OK(store_->Commit("k", first->epoch, kMs));
+  ASSERT_TRUE(store_->GetLocation("k", kMs).ok());
+  auto lease = store_->AcquireLease("k", kHolder, kMs);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_OK(store_->ReleaseLease("k", lease->id, kMs));
+  ASSERT_OK(store_->SetPin("k", ObjectPin::kSoft));
   ASSERT_OK(store_->Remove("k", kMs));
-  EXPECT_EQ(state_on_device(), ObjectState::kDead);
   auto next = store_->OpenForWrite("k", 64, 0, kMs);
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(store_->Commit("k", plan->epoch, kMs, true).code(), Code::kFailedPrecondition);
-  ASSERT_OK(store_->Commit("k", next->epoch, kMs));
-  EXPECT_EQ(state_on_device(), ObjectState::kReady);
+  EXPECT_EQ(next->header_offset, first->header_offset);
+  EXPECT_TRUE(EpochIsNewer(next->epoch, first->epoch)) << "a slot's epochs grow";
+  ASSERT_OK(store_->Revoke("k", next->epoch, kMs));
+  auto zombie = store_->OpenForWrite("z", 64, 0, kMs);
+  ASSERT_TRUE(zombie.ok());
+  EXPECT_EQ(store_->Reclaim(10'000 * kMs), 1u);
+  ASSERT_OK(PutByPlan("e", Pattern(64, 1), 0, 10'000 * kMs));
+  const uint64_t producer_copies = 3;  // PutByPlan's header, payload, READY
+  auto evicted = store_->Evict(0, 1, 10'000 * kMs);
+  ASSERT_TRUE(evicted.ok()) << evicted.status().ToString();
+  EXPECT_GT(*evicted, 0u);
+  EXPECT_EQ(backend_->device_work_calls() - before, producer_copies);
   Check();
 }
 
@@ -168,6 +176,7 @@ TEST_F(ObjectStoreTest, EpochsGuardReuse) {
   ASSERT_TRUE(second.ok());
   EXPECT_NE(second->epoch, first->epoch);
   EXPECT_EQ(second->header_offset, first->header_offset);  // the slot is reused...
+  EXPECT_TRUE(EpochIsNewer(second->epoch, first->epoch));  // ...with a newer epoch
   // ...and the old plan cannot touch the new object.
   EXPECT_EQ(store_->Commit("k", first->epoch, kMs).code(), Code::kFailedPrecondition);
   EXPECT_EQ(store_->Revoke("k", first->epoch, kMs).code(), Code::kFailedPrecondition);

@@ -62,19 +62,40 @@ class ObjectStoreTest : public ::testing::Test {
 
   void Check() { ASSERT_OK(store_->CheckInvariants(*node_)); }
 
-  // A producer's put: open, copy the bytes to the plan's payload through the
-  // backend, commit (revoke when the copy fails).
+  // A producer's put, as libkv's copy path makes it: open; the header
+  // (WRITING at the plan's epoch), the payload and READY through the backend;
+  // commit (revoke when a copy fails). kvd writes none of it.
   Status PutByPlan(const std::string& key, std::span<const std::byte> bytes, int device,
                    uint64_t now_ns) {
     NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->OpenForWrite(key, bytes.size(), device, now_ns));
     NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
-    Status copied = backend_->Copy(reinterpret_cast<void*>(base + plan.payload_offset), bytes.data(),
-                                   bytes.size(), gpu::CopyKind::kHostToDevice);
+    Status copied = WriteHeader(plan, ObjectState::kWriting, now_ns);
+    if (copied.ok()) {
+      copied = backend_->Copy(reinterpret_cast<void*>(base + plan.payload_offset), bytes.data(), bytes.size(),
+                              gpu::CopyKind::kHostToDevice);
+    }
+    if (copied.ok()) copied = WriteHeader(plan, ObjectState::kReady, now_ns);
     if (!copied.ok()) {
       (void)store_->Revoke(key, plan.epoch, now_ns);
       return copied;
     }
     return store_->Commit(key, plan.epoch, now_ns);
+  }
+
+  // The plan's header on its device as a producer leaves it in `state`.
+  Status WriteHeader(const ObjectPlan& plan, ObjectState state, uint64_t now_ns) {
+    NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
+    ObjectHeader header = WritingHeaderOf(plan, now_ns);
+    header.state = static_cast<uint32_t>(state);
+    return backend_->Copy(reinterpret_cast<void*>(base + plan.header_offset), &header, sizeof(header),
+                          gpu::CopyKind::kHostToDevice);
+  }
+
+  ObjectHeader HeaderOnDevice(const ObjectPlan& plan) {
+    ObjectHeader header{};
+    auto base = store_->StoreBase(plan.device);
+    if (base.ok()) std::memcpy(&header, reinterpret_cast<const void*>(*base + plan.header_offset), sizeof(header));
+    return header;
   }
 
   // A reader's get: a lease first (the object can be neither removed nor

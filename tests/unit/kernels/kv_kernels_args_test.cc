@@ -97,6 +97,12 @@ TEST(KvKernelsArgs, SegmentsNeedPointersForTheirBytes) {
 TEST(KvKernelsArgs, HeaderCallsNeedAHeader) {
   std::uint32_t* out = static_cast<std::uint32_t*>(Fake(0x7000));
   EXPECT_EQ(CommitReady(nullptr, 1, out, nullptr).code(), Code::kInvalidArgument);
+  ObjectHeader writing{};
+  writing.epoch = 3;
+  EXPECT_EQ(BeginWrite(nullptr, writing, out, nullptr).code(), Code::kInvalidArgument);
+  writing.epoch = 0;  // names no object
+  EXPECT_EQ(BeginWrite(static_cast<ObjectHeader*>(Fake(0x8000)), writing, out, nullptr).code(),
+            Code::kInvalidArgument);
   EXPECT_EQ(ReadState(nullptr, out, nullptr).code(), Code::kInvalidArgument);
   EXPECT_EQ(ReadState(static_cast<const ObjectHeader*>(Fake(0x8000)), nullptr, nullptr).code(),
             Code::kInvalidArgument);
