@@ -176,10 +176,11 @@ int Main(int argc, char** argv) {
   KvdFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
   bool check_limits = false, json = false;
-  app.add_flag("--check-limits", check_limits,
-               "say the fds, memory and devices kvd needs at full use for this config and flags, whether this "
-               "machine's limits allow them and the LimitNOFILE= to set if not; exit 0 if they do, 3 if not");
-  app.add_flag("--json", json, "with --check-limits: the report as one JSON object");
+  CLI::Option* check_option = app.add_flag(
+      "--check-limits", check_limits,
+      "say the fds, memory and devices kvd needs at full use for this config and flags, whether this "
+      "machine's limits allow them and the LimitNOFILE= to set if not; exit 0 if they do, 3 if not");
+  app.add_flag("--json", json, "with --check-limits: the report as one JSON object")->needs(check_option);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
