@@ -70,6 +70,7 @@ void WriteKvdJson(JsonWriter& json, const Kvd& kvd) {
     json.Field("capacity_bytes", CapacityBytes(segment)).Field("used_bytes", UsedBytes(segment));
     json.Key("used_pct").Double(100.0 * Share(UsedBytes(segment), CapacityBytes(segment)));
     json.Field("tenants", segment.header.tenant_count);
+    json.Key("tenant_table_full").Bool(segment.header.tenant_count >= ipc::kMaxTenants);
     json.Key("devices").BeginArray();
     for (uint32_t d = 0; d < segment.header.device_count; ++d) WriteDeviceJson(json, segment.devices[d]);
     json.EndArray();
@@ -161,7 +162,11 @@ std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options,
                   std::string(ipc::ReadString(segment.header.backend)), DeviceList(segment),
                   FormatBytes(capacity), FormatBytes(used),
                   Cell(FormatPercent(used, capacity), TintForShare(Share(used, capacity))),
-                  std::to_string(segment.header.tenant_count), state,
+                  // The segment's table holds no more: the next attach is refused.
+                  segment.header.tenant_count >= ipc::kMaxTenants
+                      ? Cell(std::to_string(segment.header.tenant_count) + " (full)", Tint::kWarn)
+                      : Cell(std::to_string(segment.header.tenant_count)),
+                  state,
                   FormatAge(segment.header.update_unix_ns, options.now_unix_ns)});
   }
   return table.Render(options.colour);

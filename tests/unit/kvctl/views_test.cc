@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ipc/segment/layout.h"
 #include "tests/unit/kvctl/fake_segment.h"
 #include "tests/unit/kvctl/mini_json.h"
 
@@ -59,6 +60,22 @@ TEST(Views, ListJsonCarriesTotalsDevicesAndTimes) {
   EXPECT_EQ(a["devices"][1]["name"].str(), "Fake GPU 1");
   EXPECT_EQ(a["devices"][1]["granted_pages"].u64(), 19u);
   EXPECT_EQ((*doc)["kvds"][1]["state"].str(), "stale");
+}
+
+// Issue 16 item 4: a kvd whose tenant table is full (256) says so: the
+// next engine's attach is refused.
+TEST(Views, ListSaysWhenTheTenantTableIsFull) {
+  std::vector<Kvd> kvds = TwoKvds();
+  EXPECT_FALSE(JsonParser::Parse(ListView(kvds, Options(true))).value()["kvds"][0]["tenant_table_full"].boolean);
+  ipc::Segment& segment = kvds[0].snapshot->segment;
+  for (uint32_t i = 2; i < ipc::kMaxTenants; ++i) segment.tenants[i] = segment.tenants[0];
+  segment.header.tenant_count = ipc::kMaxTenants;
+  EXPECT_NE(ListView(kvds, Options()).find(" 256 (full)  live"), std::string::npos)
+      << ListView(kvds, Options());
+  auto doc = JsonParser::Parse(ListView(kvds, Options(true)));
+  ASSERT_TRUE(doc);
+  EXPECT_TRUE((*doc)["kvds"][0]["tenant_table_full"].boolean);
+  EXPECT_EQ((*doc)["kvds"][0]["tenants"].u64(), 256u);
 }
 
 TEST(Views, UnreadableKvdsAreListedWithTheirError) {
