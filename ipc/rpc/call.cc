@@ -73,7 +73,11 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
   auto asked = [&] { return std::string(body) + " (request " + std::to_string(request_id) + ")"; };
   request.set_request_id(request_id);
   if (Status sent = transport.Send(wire::Encode(std::move(request)), request_fds); !sent.ok()) {
-    if (auto refusal = RefusalLeftBehind(transport)) return *refusal;
+    // Only where the peer is gone: any other failure leaves what it sent unread.
+    const std::string_view why = sent.error_name();
+    if (why == "EPIPE" || why == "ECONNRESET" || why == "ECONNREFUSED" || why == "ENOTCONN") {
+      if (auto refusal = RefusalLeftBehind(transport)) return *refusal;
+    }
     return sent;
   }
   // From the send, as a blocked poll would count it.
