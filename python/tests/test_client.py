@@ -225,3 +225,31 @@ class TenantTableTest(KvdTestCase):
         self.assertEqual(e.exception.code, NanoKVError.RESOURCE_EXHAUSTED)
         self.assertIn("kvd has 256 tenants attached, the most its state segment's tenant table "
                       "holds (256", e.exception.message)
+
+
+class OutOfFdsTest(KvdTestCase):
+    """A kvd out of file descriptors still tells a Python engine why, naming
+    the limit and LimitNOFILE= (issue 16 item 3)."""
+
+    def test_an_engine_kvd_has_no_fd_for_reads_why(self):
+        import resource
+        self.attach("py-warm-up").close()  # kvd's lazily made fds exist before counting
+        pid = self.kvd.pid
+        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        # Room for none: the next accept has no fd.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), old[1]))
+        try:
+            refused = None
+            for i in range(8):  # kvd's fds may shift by one meanwhile: keep any served
+                try:
+                    self.attach(f"py-short-{i}")
+                except NanoKVError as e:
+                    refused = e
+                    break
+            self.assertIsNotNone(refused, "kvd served every engine")
+            self.assertEqual(refused.code, NanoKVError.RESOURCE_EXHAUSTED, refused.message)
+            self.assertIn("kvd is out of file descriptors", refused.message)
+            self.assertIn("LimitNOFILE=", refused.message)
+            self.assertIn("max_connections in kvd's config", refused.message)
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
