@@ -147,7 +147,7 @@ std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options,
     WriteListJson(json, kvds, skipped);
     return json.str() + "\n";
   }
-  Table table({{"IPC"}, {"PID", Align::kRight}, {"BACKEND"}, {"DEVICES"}, {"CAPACITY", Align::kRight},
+  Table table({{"IPC", Align::kLeft, true}, {"PID", Align::kRight}, {"BACKEND"}, {"DEVICES"}, {"CAPACITY", Align::kRight},
                {"USED", Align::kRight}, {"USE%", Align::kRight}, {"TENANTS", Align::kRight},
                {"STATE"}, {"UPDATED"}});
   for (const Kvd& kvd : kvds) {
@@ -169,7 +169,7 @@ std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options,
                   state,
                   FormatAge(segment.header.update_unix_ns, options.now_unix_ns)});
   }
-  return table.Render(options.colour);
+  return table.Render(options.colour, options.width);
 }
 
 std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options) {
@@ -189,12 +189,12 @@ std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options
     json.EndArray().EndObject();
     return json.str() + "\n";
   }
-  std::vector<Column> columns = {{"DEV", Align::kRight},      {"NAME"},
+  std::vector<Column> columns = {{"DEV", Align::kRight},      {"NAME", Align::kLeft, true},
                                  {"PAGE", Align::kRight},     {"CAPACITY", Align::kRight},
                                  {"USED", Align::kRight},     {"FREE", Align::kRight},
                                  {"CREATED", Align::kRight},  {"RESERVE", Align::kRight},
                                  {"HELD-AFTER-RECYCLE", Align::kRight}, {"USE%", Align::kRight}};
-  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC"});
+  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC", Align::kLeft, true});
   Table table(columns);
   for (const Kvd& kvd : kvds) {
     if (!kvd.snapshot) continue;
@@ -216,7 +216,7 @@ std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options
       table.AddRow(std::move(cells));
     }
   }
-  return table.Render(options.colour);
+  return table.Render(options.colour, options.width);
 }
 
 std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options) {
@@ -231,10 +231,10 @@ std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options
     }
     return json.str() + "\n";
   }
-  std::vector<Column> columns = {{"TENANT"}, {"PID", Align::kRight}, {"GROUP"},
+  std::vector<Column> columns = {{"TENANT", Align::kLeft, true}, {"PID", Align::kRight}, {"GROUP", Align::kLeft, true},
                                  {"DEVICE"}, {"LIMIT", Align::kRight}, {"USED", Align::kRight},
                                  {"USE%", Align::kRight}, {"STATE"}, {"ACTIVE"}};
-  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC"});
+  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC", Align::kLeft, true});
   Table table(columns);
   for (const Kvd& kvd : kvds) {
     if (!kvd.snapshot) continue;
@@ -256,7 +256,7 @@ std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options
       table.AddRow(std::move(cells));
     }
   }
-  return table.Render(options.colour);
+  return table.Render(options.colour, options.width);
 }
 
 }  // namespace nanokv::kvctl

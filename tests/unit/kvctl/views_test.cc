@@ -172,6 +172,10 @@ TEST(Figures, AgesPercentsAndSortKeys) {
   EXPECT_EQ(FormatAge(kFakeNow - 59'000'000'000ull, kFakeNow), "59s ago");
   EXPECT_EQ(FormatAge(kFakeNow - 600'000'000'000ull, kFakeNow), "10m ago");
   EXPECT_EQ(FormatAge(kFakeNow - 3 * 86400'000'000'000ull, kFakeNow), "3d ago");
+  EXPECT_EQ(OrdinalList({0, 1, 2, 3, 4, 5, 6, 7}), "0-7");
+  EXPECT_EQ(OrdinalList({0, 1}), "0,1");
+  EXPECT_EQ(OrdinalList({0, 2, 3, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15}), "0,2-4,6,8-15");
+  EXPECT_EQ(OrdinalList({}), "-");
   EXPECT_EQ(FormatPercent(1, 3), "33.3%");
   EXPECT_EQ(FormatPercent(1, 0), "-");
   EXPECT_EQ(*ParseSortKey("share"), SortKey::kShare);
