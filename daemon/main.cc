@@ -25,6 +25,7 @@
 #include "daemon/controller/controller.h"
 #include "daemon/server/fd_budget.h"
 #include "daemon/server/kvd_metrics.h"
+#include "daemon/server/limits_check.h"
 #include "daemon/server/node_server.h"
 #include "daemon/node/node_state.h"
 #include "daemon/objects/object_index.h"
@@ -137,6 +138,26 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
   return options;
 }
 
+gpu::HostBackendOptions HostOptionsOf(const KvdConfig& config) {
+  gpu::HostBackendOptions host = gpu::HostOptionsFromEnvironment();
+  host.devices = config.host_devices;
+  if (config.host_device_bytes != 0) host.device_bytes = config.host_device_bytes;
+  return host;
+}
+
+// kvd --check-limits: the report on stdout, nothing made, nothing served.
+int CheckLimits(const KvdConfig& config, bool json) {
+  auto backend = gpu::OpenBackend(config.backend, HostOptionsOf(config));
+  if (!backend.ok()) return Fail(backend.status());
+  auto need = NeedsFor(config, **backend, CountOpenFds());
+  if (!need.ok()) return Fail(need.status());
+  const MachineLimits machine = ReadMachineLimits();
+  const LimitsVerdict verdict = Judge(*need, machine);
+  const std::string report = json ? LimitsReportJson(*need, machine, verdict) : LimitsReport(*need, machine, verdict);
+  std::fputs(report.c_str(), stdout);
+  return verdict.ok() ? 0 : kLimitsDoNotSuffice;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"kvd: the nanokv node daemon. It owns GPU memory as physical pages and shares "
                "them with engine processes (ENABLE_NANOKV=1 NANOKV_IPC_NAME=<name>). "
@@ -154,6 +175,12 @@ int Main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   KvdFlags flags(&app);
   app.set_version_flag("--version", ops::VersionLine("kvd"), "print kvd's version, commit and backends, and exit");
+  bool check_limits = false, json = false;
+  CLI::Option* check_option = app.add_flag(
+      "--check-limits", check_limits,
+      "say the fds, memory and devices kvd needs at full use for this config and flags, whether this "
+      "machine's limits allow them and the LimitNOFILE= to set if not; exit 0 if they do, 3 if not");
+  app.add_flag("--json", json, "with --check-limits: the report as one JSON object")->needs(check_option);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -173,6 +200,7 @@ int Main(int argc, char** argv) {
   Status logging = ops::SetUpLogging(LogOptionsOf(config));
   if (!logging.ok()) return Fail(logging);
   spdlog::info("{}", ops::VersionLine("kvd"));
+  if (check_limits) return CheckLimits(config, json);
 
   // /metrics, when a port is configured: bound first, so a port in use stops
   // kvd before it made anything. Its own thread renders `registry`; kvd's
@@ -205,10 +233,7 @@ int Main(int argc, char** argv) {
   }
   const std::string socket_path = ipc::SocketPathIn(run_dir, config.ipc_name);
 
-  gpu::HostBackendOptions host = gpu::HostOptionsFromEnvironment();
-  host.devices = config.host_devices;
-  if (config.host_device_bytes != 0) host.device_bytes = config.host_device_bytes;
-  auto backend = gpu::OpenBackend(config.backend, host);
+  auto backend = gpu::OpenBackend(config.backend, HostOptionsOf(config));
   if (!backend.ok()) return Fail(backend.status());
   spdlog::info("kvd: backend {} with {} device(s)", (*backend)->name(), (*backend)->device_count());
 
@@ -303,6 +328,18 @@ int Main(int argc, char** argv) {
   } else {
     spdlog::info("kvd: {}; serving at most {} connections, {} per process", budget.ToString(),
                  server_options.max_connections, server_options.max_connections_per_process);
+  }
+  // The same verdict as kvd --check-limits, in one line (the fds per page as measured).
+  auto need = NeedsFor(config, **backend, fds_before_pages);
+  if (need.ok()) {
+    need->fds_per_page = fds_per_page;
+    const MachineLimits machine = ReadMachineLimits();
+    const LimitsVerdict verdict = Judge(*need, machine);
+    if (verdict.ok()) {
+      spdlog::info("kvd: {}", LimitsLogLine(*need, machine, verdict));
+    } else {
+      spdlog::warn("kvd: {}", LimitsLogLine(*need, machine, verdict));
+    }
   }
   NodeServer server(**node, std::move(*listener), server_options);
   server.SetObjectStore(objects.get());

@@ -90,21 +90,36 @@ std::string SignalName(int signal) {
   return "signal " + std::to_string(signal);
 }
 
-std::string TenantDevices(const ipc::Segment& segment, const ipc::TenantRow& row) {
+std::string OrdinalList(const std::vector<int>& ordinals) {
+  // Runs of three or more as ranges: 8 GPUs are "0-7", not fifteen characters.
   std::string out;
-  for (uint32_t d = 0; d < segment.header.device_count; ++d) {
-    if (row.used_pages[d] == 0) continue;
-    out += (out.empty() ? "" : ",") + std::to_string(segment.devices[d].device);
+  for (size_t i = 0; i < ordinals.size();) {
+    size_t end = i;
+    while (end + 1 < ordinals.size() && ordinals[end + 1] == ordinals[end] + 1) ++end;
+    if (!out.empty()) out += ",";
+    if (end - i >= 2) {
+      out += std::to_string(ordinals[i]) + "-" + std::to_string(ordinals[end]);
+      i = end + 1;
+    } else {
+      out += std::to_string(ordinals[i]);
+      ++i;
+    }
   }
   return out.empty() ? "-" : out;
 }
 
-std::string DeviceList(const ipc::Segment& segment) {
-  std::string out;
+std::string TenantDevices(const ipc::Segment& segment, const ipc::TenantRow& row) {
+  std::vector<int> used;
   for (uint32_t d = 0; d < segment.header.device_count; ++d) {
-    out += (d == 0 ? "" : ",") + std::to_string(segment.devices[d].device);
+    if (row.used_pages[d] != 0) used.push_back(segment.devices[d].device);
   }
-  return out.empty() ? "-" : out;
+  return OrdinalList(used);
+}
+
+std::string DeviceList(const ipc::Segment& segment) {
+  std::vector<int> all;
+  for (uint32_t d = 0; d < segment.header.device_count; ++d) all.push_back(segment.devices[d].device);
+  return OrdinalList(all);
 }
 
 uint64_t DeviceCapacityBytes(const ipc::DeviceRow& row) { return row.capacity_pages * row.page_bytes; }

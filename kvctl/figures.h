@@ -45,6 +45,8 @@ bool InstanceHasEnded(const ipc::InstanceRow& row);
 std::string SignalName(int signal);
 
 // Ordinals of the devices a tenant holds pages on: "0", "0,1", or "-".
+// Device ordinals, runs of three or more as ranges ("0-7", "0,2,4-6"); "-" for none.
+std::string OrdinalList(const std::vector<int>& ordinals);
 std::string TenantDevices(const ipc::Segment& segment, const ipc::TenantRow& row);
 // Ordinals of a kvd's devices: "0,1".
 std::string DeviceList(const ipc::Segment& segment);

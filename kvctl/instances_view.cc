@@ -66,7 +66,7 @@ std::string InstancesView(const std::vector<Kvd>& kvds, const ViewOptions& optio
   }
   std::vector<Column> columns = {{"NAME"}, {"PID", Align::kRight}, {"STATE"}, {"RESTARTS", Align::kRight},
                                  {"SINCE"}};
-  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC"});
+  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC", Align::kLeft, true});
   Table table(columns);
   for (const Kvd& kvd : kvds) {
     if (!kvd.snapshot) continue;
@@ -82,7 +82,7 @@ std::string InstancesView(const std::vector<Kvd>& kvds, const ViewOptions& optio
       table.AddRow(std::move(cells));
     }
   }
-  return table.Render(options.colour);
+  return table.Render(options.colour, options.width);
 }
 
 }  // namespace nanokv::kvctl

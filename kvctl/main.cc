@@ -1,6 +1,7 @@
 // kvctl: see and steer the kvds on this node. Views read the /dev/shm
 // segments (they work while a kvd is busy or hung); commands go through kvd's
 // socket. Run as `kvtop`, it is `kvctl top`. docs/KVCTL.md is the user guide.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,6 +130,12 @@ ViewOptions MakeViewOptions(const Flags& flags) {
   view.json = flags.json;
   view.colour = !flags.json && UseColour(ParseColour(flags.colour), STDOUT_FILENO);
   view.now_unix_ns = NowUnixNs();
+  // On a terminal, tables fit its width (names clip, figures stay whole);
+  // piped or in a file, nothing is cut.
+  winsize ws{};
+  if (!flags.json && isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    view.width = ws.ws_col;
+  }
   return view;
 }
 

@@ -61,17 +61,34 @@ void Table::AddRow(std::vector<Cell> cells) {
   rows_.push_back(std::move(cells));
 }
 
-std::string Table::Render(bool colour) const {
+std::string Table::Render(bool colour, size_t max_width) const {
   std::vector<size_t> widths(columns_.size());
   for (size_t c = 0; c < columns_.size(); ++c) {
     widths[c] = columns_[c].header.size();
     for (const auto& row : rows_) widths[c] = std::max(widths[c], row[c].text.size());
   }
+  auto total = [&] {
+    size_t sum = widths.empty() ? 0 : 2 * (widths.size() - 1);
+    for (size_t w : widths) sum += w;
+    return sum;
+  };
+  while (max_width > 0 && total() > max_width) {
+    size_t widest = columns_.size();
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t least = std::max<size_t>(columns_[c].header.size(), 6);
+      if (columns_[c].clip && widths[c] > least && (widest == columns_.size() || widths[c] > widths[widest])) {
+        widest = c;
+      }
+    }
+    if (widest == columns_.size()) break;  // nothing left to give: the figures stay whole
+    --widths[widest];
+  }
   std::string out;
   auto emit = [&](const std::vector<Cell>& cells) {
     std::string line;
     for (size_t c = 0; c < cells.size(); ++c) {
-      const std::string& text = cells[c].text;
+      std::string text = cells[c].text;
+      if (text.size() > widths[c]) text = text.substr(0, widths[c] - 1) + "~";
       const bool last = c + 1 == cells.size();
       std::string pad(widths[c] - text.size(), ' ');
       if (c > 0) line += "  ";

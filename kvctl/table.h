@@ -36,6 +36,9 @@ enum class Align { kLeft, kRight };
 struct Column {
   std::string header;
   Align align = Align::kLeft;
+  // A name column that may be clipped (with '~') to fit a narrow terminal;
+  // figures never are.
+  bool clip = false;
 };
 
 struct Cell {
@@ -56,8 +59,10 @@ class Table {
   size_t rows() const { return rows_.size(); }
 
   // The header and every row, two spaces between columns, no trailing
-  // blanks, each line ending in '\n'. With no rows, just the header.
-  std::string Render(bool colour) const;
+  // blanks, each line ending in '\n'. With no rows, just the header. With
+  // `max_width` (a terminal's columns; 0: none), the widest clip columns
+  // give way first, down to their header or 6 characters, until lines fit.
+  std::string Render(bool colour, size_t max_width = 0) const;
 
  private:
   std::vector<Column> columns_;

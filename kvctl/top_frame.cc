@@ -7,6 +7,7 @@
 #include "kvctl/table.h"
 #include "kvctl/views.h"
 #include "base/human_size.h"
+#include "ipc/segment/layout.h"
 
 namespace nanokv::kvctl {
 namespace {
@@ -117,14 +118,19 @@ void AddTitle(const TopModel& model, const Kvd* kvd, size_t columns, std::vector
   lines->push_back(std::move(keys));
 }
 
-void AddDevices(const ipc::Segment& segment, size_t columns, bool stale, std::vector<Line>* lines) {
+void AddDevices(const ipc::Segment& segment, size_t columns, int rows, bool stale, std::vector<Line>* lines) {
   const uint64_t capacity = CapacityBytes(segment), used = UsedBytes(segment);
+  // Whole figures only: in a narrow window the page size goes first, then free.
+  const uint32_t tenant_count = segment.header.tenant_count;
+  std::vector<std::string> figures = {
+      "capacity " + FormatBytes(capacity) + "  used " + FormatBytes(used) + " (" + FormatPercent(used, capacity) + ")",
+      "  tenants " + std::to_string(tenant_count) + (tenant_count >= ipc::kMaxTenants ? " (table full)" : ""),
+      "  free " + FormatBytes(capacity > used ? capacity - used : 0),
+      "  page " + FormatBytes(segment.header.page_bytes)};
+  std::string text = figures[0];
+  for (size_t i = 1; i < figures.size() && text.size() + figures[i].size() <= columns; ++i) text += figures[i];
   Line summary;
-  summary.Add("capacity " + FormatBytes(capacity) + "  used " + FormatBytes(used) + " (" +
-              FormatPercent(used, capacity) + ")  free " +
-              FormatBytes(capacity > used ? capacity - used : 0) + "  tenants " +
-              std::to_string(segment.header.tenant_count) + "  page " +
-              FormatBytes(segment.header.page_bytes));
+  summary.Add(text, tenant_count >= ipc::kMaxTenants ? Tint::kWarn : Tint::kPlain);
   lines->push_back(std::move(summary));
   lines->emplace_back();
   Line heading;
@@ -134,7 +140,15 @@ void AddDevices(const ipc::Segment& segment, size_t columns, bool stale, std::ve
   for (uint32_t d = 0; d < segment.header.device_count; ++d) {
     name_width = std::max(name_width, std::min<size_t>(20, ipc::ReadString(segment.devices[d].name).size()));
   }
-  for (uint32_t d = 0; d < segment.header.device_count; ++d) {
+  // In a short window the devices take at most half the rows left, so the
+  // tenants keep theirs (16 devices would fill 80x24); a line says how many more.
+  size_t shown = segment.header.device_count;
+  if (rows > 0) {
+    const size_t left = static_cast<size_t>(rows) > lines->size() ? static_cast<size_t>(rows) - lines->size() : 0;
+    const size_t most = std::max<size_t>(2, left / 2);
+    if (shown > most) shown = most - 1;
+  }
+  for (uint32_t d = 0; d < shown; ++d) {
     const ipc::DeviceRow& row = segment.devices[d];
     const uint64_t dev_capacity = DeviceCapacityBytes(row), dev_used = DeviceUsedBytes(row);
     std::string left = PadLeft(std::to_string(row.device), 3) + " " +
@@ -163,6 +177,13 @@ void AddDevices(const ipc::Segment& segment, size_t columns, bool stale, std::ve
         .Add(std::string(bar - created_cells, '.'), Tint::kDim)
         .Add(right);
     lines->push_back(std::move(line));
+  }
+  if (shown < segment.header.device_count) {
+    Line more;
+    more.Add("... " + std::to_string(segment.header.device_count - shown) +
+                 " more devices (a taller window, or kvctl devices, shows them)",
+             Tint::kDim);
+    lines->push_back(std::move(more));
   }
 }
 
@@ -335,7 +356,7 @@ std::vector<std::string> RenderTop(const TopModel& model, int columns_in, int ro
       hung.Add("kvd is alive but has not published for over 5 s: busy or hung", Tint::kWarn);
       lines.push_back(std::move(hung));
     }
-    AddDevices(kvd->snapshot->segment, columns, kvd->state == KvdState::kStale, &lines);
+    AddDevices(kvd->snapshot->segment, columns, rows, kvd->state == KvdState::kStale, &lines);
     AddInstances(*kvd, model.now_unix_ns, rows, &lines);
     AddTenants(model, *kvd, columns, rows, &lines);
   }

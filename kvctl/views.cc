@@ -70,6 +70,7 @@ void WriteKvdJson(JsonWriter& json, const Kvd& kvd) {
     json.Field("capacity_bytes", CapacityBytes(segment)).Field("used_bytes", UsedBytes(segment));
     json.Key("used_pct").Double(100.0 * Share(UsedBytes(segment), CapacityBytes(segment)));
     json.Field("tenants", segment.header.tenant_count);
+    json.Key("tenant_table_full").Bool(segment.header.tenant_count >= ipc::kMaxTenants);
     json.Key("devices").BeginArray();
     for (uint32_t d = 0; d < segment.header.device_count; ++d) WriteDeviceJson(json, segment.devices[d]);
     json.EndArray();
@@ -146,7 +147,7 @@ std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options,
     WriteListJson(json, kvds, skipped);
     return json.str() + "\n";
   }
-  Table table({{"IPC"}, {"PID", Align::kRight}, {"BACKEND"}, {"DEVICES"}, {"CAPACITY", Align::kRight},
+  Table table({{"IPC", Align::kLeft, true}, {"PID", Align::kRight}, {"BACKEND"}, {"DEVICES"}, {"CAPACITY", Align::kRight},
                {"USED", Align::kRight}, {"USE%", Align::kRight}, {"TENANTS", Align::kRight},
                {"STATE"}, {"UPDATED"}});
   for (const Kvd& kvd : kvds) {
@@ -161,10 +162,14 @@ std::string ListView(const std::vector<Kvd>& kvds, const ViewOptions& options,
                   std::string(ipc::ReadString(segment.header.backend)), DeviceList(segment),
                   FormatBytes(capacity), FormatBytes(used),
                   Cell(FormatPercent(used, capacity), TintForShare(Share(used, capacity))),
-                  std::to_string(segment.header.tenant_count), state,
+                  // The segment's table holds no more: the next attach is refused.
+                  segment.header.tenant_count >= ipc::kMaxTenants
+                      ? Cell(std::to_string(segment.header.tenant_count) + " (full)", Tint::kWarn)
+                      : Cell(std::to_string(segment.header.tenant_count)),
+                  state,
                   FormatAge(segment.header.update_unix_ns, options.now_unix_ns)});
   }
-  return table.Render(options.colour);
+  return table.Render(options.colour, options.width);
 }
 
 std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options) {
@@ -184,12 +189,12 @@ std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options
     json.EndArray().EndObject();
     return json.str() + "\n";
   }
-  std::vector<Column> columns = {{"DEV", Align::kRight},      {"NAME"},
+  std::vector<Column> columns = {{"DEV", Align::kRight},      {"NAME", Align::kLeft, true},
                                  {"PAGE", Align::kRight},     {"CAPACITY", Align::kRight},
                                  {"USED", Align::kRight},     {"FREE", Align::kRight},
                                  {"CREATED", Align::kRight},  {"RESERVE", Align::kRight},
                                  {"HELD-AFTER-RECYCLE", Align::kRight}, {"USE%", Align::kRight}};
-  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC"});
+  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC", Align::kLeft, true});
   Table table(columns);
   for (const Kvd& kvd : kvds) {
     if (!kvd.snapshot) continue;
@@ -211,7 +216,7 @@ std::string DevicesView(const std::vector<Kvd>& kvds, const ViewOptions& options
       table.AddRow(std::move(cells));
     }
   }
-  return table.Render(options.colour);
+  return table.Render(options.colour, options.width);
 }
 
 std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options) {
@@ -226,10 +231,10 @@ std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options
     }
     return json.str() + "\n";
   }
-  std::vector<Column> columns = {{"TENANT"}, {"PID", Align::kRight}, {"GROUP"},
+  std::vector<Column> columns = {{"TENANT", Align::kLeft, true}, {"PID", Align::kRight}, {"GROUP", Align::kLeft, true},
                                  {"DEVICE"}, {"LIMIT", Align::kRight}, {"USED", Align::kRight},
                                  {"USE%", Align::kRight}, {"STATE"}, {"ACTIVE"}};
-  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC"});
+  if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC", Align::kLeft, true});
   Table table(columns);
   for (const Kvd& kvd : kvds) {
     if (!kvd.snapshot) continue;
@@ -251,7 +256,7 @@ std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options
       table.AddRow(std::move(cells));
     }
   }
-  return table.Render(options.colour);
+  return table.Render(options.colour, options.width);
 }
 
 }  // namespace nanokv::kvctl

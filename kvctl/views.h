@@ -23,6 +23,7 @@ struct ViewOptions {
   uint64_t now_unix_ns = 0;   // ages and the hung test are against this
   bool with_ipc = false;      // devices/tenants: an IPC column (several kvds)
   SortKey sort = SortKey::kName;
+  size_t width = 0;           // tables: names clipped to fit (a terminal's columns); 0: none
 };
 
 // Each returns the whole output, ending in '\n': a table (just the header

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ipc/segment/layout.h"
 #include "ipc/wire/codec.h"
 
 namespace nanokv::kvd {
@@ -132,6 +133,14 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   if (!wire::ValidName(group)) return Status::InvalidArgument("bad group name");
   if (FindTenantByName(params.name) != nullptr) {
     return Status::AlreadyExists("a tenant named '" + params.name + "' is already attached");
+  }
+  // One row each in the state segment and no more: a tenant past the table
+  // would hold pages that kvctl and /metrics never show.
+  if (tenants_.size() >= ipc::kMaxTenants) {
+    return Status::ResourceExhausted(
+        "kvd has " + std::to_string(tenants_.size()) + " tenants attached, the most its state "
+        "segment's tenant table holds (" + std::to_string(ipc::kMaxTenants) +
+        ", fixed by the segment's layout, not a config key): wait for one to detach");
   }
   // An engine never asks itself above the ceiling; the default limit is the
   // operator's, but the ceiling is the operator's too and the stricter word.

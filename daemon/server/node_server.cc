@@ -357,7 +357,13 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
     bool served = false;
     for (size_t d = 0; d < node_.device_count(); ++d) served |= node_.device_ordinal(d) == device;
     if (!served) {
-      return SendError(c, rid, Status::NotFound("kvd does not serve device " + std::to_string(device)));
+      std::string ordinals;
+      for (size_t d = 0; d < node_.device_count(); ++d) {
+        ordinals += (d == 0 ? "" : ", ") + std::to_string(node_.device_ordinal(d));
+      }
+      return SendError(c, rid, Status::NotFound("kvd does not serve device " + std::to_string(device) +
+                                                " (it serves " + ordinals +
+                                                ": devices in kvd's config)"));
     }
   }
   if (params.limit_bytes == 0 && params.limit_fraction == 0 && a.device_fraction() > 0) {

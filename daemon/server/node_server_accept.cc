@@ -3,17 +3,20 @@
 // own; nothing a client says changes it.
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "daemon/server/kvd_metrics.h"
 #include "daemon/server/node_server.h"
+#include "ipc/uds/fd_passing.h"
 #include "ipc/wire/codec.h"
 
 namespace nanokv::kvd {
@@ -24,6 +27,25 @@ namespace {
 // peer that connects in a loop and never reads must not hold kvd's fds.
 constexpr auto kRefusalGrace = std::chrono::seconds(2);
 constexpr size_t kMaxPendingRefusals = 128;
+
+// The refusal of a connection kvd closes at once because it is out of fds:
+// sent before the close, so the engine reads why (ipc::Call looks for it when
+// its send or receive finds the connection gone), not just a reset.
+void TellOutOfFds(int fd) {
+  rlimit limit{};
+  const std::string soft =
+      getrlimit(RLIMIT_NOFILE, &limit) == 0 ? std::to_string(limit.rlim_cur) : std::string("?");
+  const Status why = Status::ResourceExhausted(
+      "kvd is out of file descriptors (its open-file limit, RLIMIT_NOFILE, is " + soft +
+      "): it closed this connection at once; raise kvd's limit (LimitNOFILE= in its systemd "
+      "unit; kvd --check-limits says how far) or lower max_connections in kvd's config");
+  (void)ipc::SendWithFds(fd, wire::Encode(wire::ErrorReply(0, why)), {});
+  // Read what the peer sent already (its attach): closing a socket with
+  // unread data resets the peer's end, which may then miss the refusal.
+  std::byte drain[512];
+  for (int i = 0; i < 4 && recv(fd, drain, sizeof(drain), MSG_DONTWAIT) > 0; ++i) {
+  }
+}
 
 int PidfdOpen(pid_t pid) {
   if (pid <= 0) return -1;
@@ -182,8 +204,9 @@ void NodeServer::ShedOneConnection() {
     close(spare_fd_);
     spare_fd_ = -1;
   }
-  int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd >= 0) {
+    TellOutOfFds(fd);
     close(fd);
     ++shed_connections_;
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -45,6 +46,21 @@ Result<Transport::Received> NextMessage(Transport& transport, std::vector<std::b
   return transport.Receive(data, fds, deadline);
 }
 
+// The refusal a peer sent just before it closed the connection (kvd out of
+// fds closes at once), when the send or receive found the connection gone:
+// read before the close, so the caller hears why instead of a reset.
+std::optional<Status> RefusalLeftBehind(Transport& transport) {
+  std::vector<std::byte> data;
+  std::vector<int> fds;
+  auto received = transport.Receive(&data, &fds, kLookOnce);
+  CloseAll(&fds);
+  if (!received.ok() || *received != Transport::Received::kMessage) return std::nullopt;
+  wire::Message message;
+  if (!wire::Decode(data, &message).ok()) return std::nullopt;
+  if (message.request_id() != 0 || !message.has_error()) return std::nullopt;
+  return wire::StatusFromError(message.error());
+}
+
 }  // namespace
 
 Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message request,
@@ -56,7 +72,14 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
   const char* body = wire::BodyName(request);
   auto asked = [&] { return std::string(body) + " (request " + std::to_string(request_id) + ")"; };
   request.set_request_id(request_id);
-  NANOKV_RETURN_IF_ERROR(transport.Send(wire::Encode(std::move(request)), request_fds));
+  if (Status sent = transport.Send(wire::Encode(std::move(request)), request_fds); !sent.ok()) {
+    // Only where the peer is gone: any other failure leaves what it sent unread.
+    const std::string_view why = sent.error_name();
+    if (why == "EPIPE" || why == "ECONNRESET" || why == "ECONNREFUSED" || why == "ENOTCONN") {
+      if (auto refusal = RefusalLeftBehind(transport)) return *refusal;
+    }
+    return sent;
+  }
   // From the send, as a blocked poll would count it.
   const Clock::time_point deadline =
       options.timeout ? Clock::now() + *options.timeout : Transport::kNoDeadline;
@@ -78,7 +101,9 @@ Result<Reply> Call(Transport& transport, uint64_t request_id, wire::Message requ
     }
     if (*received == Transport::Received::kClosed) {
       CloseAll(&fds);
+      auto refusal = RefusalLeftBehind(transport);
       transport.Close();
+      if (refusal) return *refusal;
       return Status::Unavailable(std::string(options.peer) +
                                  " closed the connection before answering " + asked());
     }

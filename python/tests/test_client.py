@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import unittest
 
 from kvd_process import PAGE, KvdTestCase
@@ -176,3 +177,87 @@ class RefusalTest(KvdTestCase):
         self.assertIn("uid 65534 (gid 65534) may not connect to this kvd", out.stdout)
         self.assertIn("allowed_uids or allowed_gids", out.stdout)
 
+
+
+class AttachRefusalTest(KvdTestCase):
+    """Each refusal at attach reaches Python as its own error naming its cause
+    and, where there is one, kvd's config key (issue 16 items 3 and 4)."""
+    EXTRA_CONFIG = "max_connections_per_process: 2\n"
+
+    def attach_eventually(self, tenant):
+        # kvd may still count a refused attach's connection for a moment.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return self.attach(tenant)
+            except NanoKVError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def refusal(self, code, **kwargs):
+        # Once kvd no longer counts the connection of the refusal before
+        # (max_connections_per_process is 2), unless that is the refusal asked.
+        deadline = time.monotonic() + 10
+        while True:
+            with self.assertRaises(NanoKVError) as e:
+                nanokv.Client(ipc_name=self.ipc, **kwargs)
+            per_process = "max_connections_per_process" in e.exception.message
+            if code == NanoKVError.RESOURCE_EXHAUSTED or not per_process or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        self.assertEqual(e.exception.code, code, e.exception.message)
+        self.assertNotIn("request id 0", e.exception.message)
+        return e.exception.message
+
+    def test_each_refusal_at_attach_names_its_cause(self):
+        self.attach_eventually("py-first")
+        self.assertIn("a tenant named 'py-first' is already attached",
+                      self.refusal(NanoKVError.ALREADY_EXISTS, tenant="py-first"))
+        self.assertIn("kvd does not serve device 5 (it serves 0: devices in kvd's config)",
+                      self.refusal(NanoKVError.NOT_FOUND, tenant="py-far", devices=[5]))
+        self.attach_eventually("py-second")
+        self.assertIn("its most (max_connections_per_process in kvd's config)",
+                      self.refusal(NanoKVError.RESOURCE_EXHAUSTED, tenant="py-third"))
+
+
+class TenantTableTest(KvdTestCase):
+    """Tenant 257 is refused naming the segment's table (issue 16 item 4)."""
+    EXTRA_CONFIG = "max_connections_per_process: 300\n"
+
+    def test_tenant_257_is_refused_naming_the_table(self):
+        for i in range(256):
+            self.attach(f"py-t{i}")
+        with self.assertRaises(NanoKVError) as e:
+            nanokv.Client(ipc_name=self.ipc, tenant="py-t256")
+        self.assertEqual(e.exception.code, NanoKVError.RESOURCE_EXHAUSTED)
+        self.assertIn("kvd has 256 tenants attached, the most its state segment's tenant table "
+                      "holds (256", e.exception.message)
+
+
+class OutOfFdsTest(KvdTestCase):
+    """A kvd out of file descriptors still tells a Python engine why, naming
+    the limit and LimitNOFILE= (issue 16 item 3)."""
+
+    def test_an_engine_kvd_has_no_fd_for_reads_why(self):
+        import resource
+        self.attach("py-warm-up").close()  # kvd's lazily made fds exist before counting
+        pid = self.kvd.pid
+        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        # Room for none: the next accept has no fd.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), old[1]))
+        try:
+            refused = None
+            for i in range(8):  # kvd's fds may shift by one meanwhile: keep any served
+                try:
+                    self.attach(f"py-short-{i}")
+                except NanoKVError as e:
+                    refused = e
+                    break
+            self.assertIsNotNone(refused, "kvd served every engine")
+            self.assertEqual(refused.code, NanoKVError.RESOURCE_EXHAUSTED, refused.message)
+            self.assertIn("kvd is out of file descriptors", refused.message)
+            self.assertIn("LimitNOFILE=", refused.message)
+            self.assertIn("max_connections in kvd's config", refused.message)
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)

@@ -75,6 +75,18 @@ inline const Json* FindByKey(const Json& array, const std::string& key, const st
   return nullptr;
 }
 
+// tmux on its own socket in the test's directory: no other tmux touched,
+// the server killed at the end.
+class Tmux {
+ public:
+  explicit Tmux(const std::string& dir) : socket_(Quote(dir + "/tmux.sock")) {}
+  ~Tmux() { (void)std::system(("tmux -S " + socket_ + " kill-server >/dev/null 2>&1").c_str()); }
+  std::string Command(const std::string& args) const { return "tmux -S " + socket_ + " " + args; }
+
+ private:
+  std::string socket_;
+};
+
 class KvctlTest : public KvdFixture {
  protected:
   static std::string KvctlBinary() { return Binary("NANOKV_KVCTL_BINARY", NANOKV_KVCTL_BINARY); }

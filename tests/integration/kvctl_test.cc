@@ -233,16 +233,6 @@ TEST_F(KvctlTest, WatchAndTopOnceRefreshTheSameFigures) {
   EXPECT_NE(not_a_terminal.err.find("terminal"), std::string::npos) << not_a_terminal.err;
 }
 
-class Tmux {
- public:
-  explicit Tmux(const std::string& dir) : socket_(Quote(dir + "/tmux.sock")) {}
-  ~Tmux() { (void)std::system(("tmux -S " + socket_ + " kill-server >/dev/null 2>&1").c_str()); }
-  std::string Command(const std::string& args) const { return "tmux -S " + socket_ + " " + args; }
-
- private:
-  std::string socket_;
-};
-
 TEST_F(KvctlTest, TopInTmuxShowsTenantsAndQuitsOnQ) {
   if (std::system("command -v tmux >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh installs it)";

@@ -48,6 +48,7 @@ TEST_F(KvdStartErrorsTest, UsageErrorsExitTwo) {
            {"--reserve-pages"},               // a value missing: 114
            {"--config", "/no/such/file.yaml"},  // 105
            {"stray-positional"},
+           {"--json"},                          // --check-limits's alone
        }) {
     Refused refused = Start(args);
     EXPECT_EQ(refused.code, 2) << args[0] << "\n" << refused.log;

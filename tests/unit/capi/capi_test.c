@@ -119,6 +119,28 @@ static void TestRefusalAtConnect(void) {
   StopKvdPid(pid);
 }
 
+/* A refusal of the attach itself is its own code and message too. */
+static void TestRefusalAtAttach(void) {
+  nanokv_options_t options;
+  CHECK_OK(nanokv_options_init(&options));
+  options.ipc_name = ipc_name;
+  options.tenant = "capi-twin";
+  nanokv_client_t* first = NULL;
+  nanokv_client_t* again = NULL;
+  CHECK_OK(nanokv_attach(&options, &first));
+  CHECK_FAILS(nanokv_attach(&options, &again), NANOKV_ALREADY_EXISTS,
+              "a tenant named 'capi-twin' is already attached");
+  static const int kFarDevice[] = {5};
+  options.tenant = "capi-far";
+  options.devices = kFarDevice;
+  options.device_count = 1;
+  CHECK_FAILS(nanokv_attach(&options, &again), NANOKV_NOT_FOUND,
+              "kvd does not serve device 5 (it serves 0: devices in kvd's config)");
+  CHECK(strstr(nanokv_last_error(), "request id 0") == NULL);
+  CHECK(again == NULL);
+  if (first != NULL) CHECK_OK(nanokv_detach(first));
+}
+
 static nanokv_client_t* AttachAs(const char* tenant, const char* group) {
   nanokv_options_t options;
   CHECK_OK(nanokv_options_init(&options));
@@ -471,6 +493,7 @@ int main(void) {
   TestGeometryAndPages();
   TestTensorsAndSharing();
   TestAttachFromEnv();
+  TestRefusalAtAttach();
   TestCache();
   StopKvd();
   TestRefusalAtConnect();

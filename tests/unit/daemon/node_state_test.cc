@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ipc/segment/layout.h"
 #include "tests/unit/daemon/page_pool_test_util.h"
 #include "tests/unit/gpu/backend_test_util.h"
 
@@ -449,6 +450,31 @@ TEST_F(NodeStateTest, OnlyKvdsFlagMakesATenantKvdOwned) {
   // With the engine gone only kvd's own pages are held: nothing to recover.
   ASSERT_TRUE(node_->Detach(impostor).ok());
   EXPECT_FALSE(node_->HoldsPages());
+  Check();
+}
+
+}  // namespace
+}  // namespace nanokv::kvd
+
+namespace nanokv::kvd {
+namespace {
+
+// Issue 16 item 4: the segment has a row for 256 tenants; tenant 257 is
+// refused by name of the limit, not attached to be left out of every view.
+TEST_F(NodeStateTest, TenantPastTheSegmentsTableIsRefusedNamingTheLimit) {
+  for (uint32_t i = 0; i < ipc::kMaxTenants; ++i) ASSERT_NE(AttachAs("t" + std::to_string(i)), 0u);
+  AttachParams params;
+  params.name = "one-too-many";
+  auto refused = node_->Attach(params, 1);
+  ASSERT_EQ(refused.status().code(), Code::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("256 tenants attached, the most its state segment's "
+                                            "tenant table holds (256"),
+            std::string_view::npos) << refused.status().ToString();
+  EXPECT_EQ(node_->FindTenantByName("one-too-many"), nullptr);
+  // A place comes free when one detaches.
+  ASSERT_TRUE(node_->Detach(node_->FindTenantByName("t7")->id).ok());
+  params.name = "now-there-is-room";
+  EXPECT_TRUE(node_->Attach(params, 1).ok());
   Check();
 }
 

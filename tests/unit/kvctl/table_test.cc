@@ -18,6 +18,27 @@ TEST(Table, AlignsColumnsAndTrimsTrailingBlanks) {
             "longer-name     17 B\n");
 }
 
+// Issue 16 item 4: on a narrow terminal the name columns give way (clipped
+// with ~, the widest first, never below their header or 6), figures never.
+TEST(Table, ANarrowWidthClipsNamesNotFigures) {
+  Table table({{"TENANT", Align::kLeft, true}, {"GROUP", Align::kLeft, true}, {"USED", Align::kRight}});
+  table.AddRow({"engine-of-a-long-deployment-name", "shared-group", "1.5 GiB"});
+  table.AddRow({"e1", "g", "17 B"});
+  EXPECT_EQ(table.Render(false, 0),
+            "TENANT                            GROUP            USED\n"
+            "engine-of-a-long-deployment-name  shared-group  1.5 GiB\n"
+            "e1                                g                17 B\n");
+  EXPECT_EQ(table.Render(false, 30),
+            "TENANT     GROUP          USED\n"
+            "engine-o~  shared-gr~  1.5 GiB\n"
+            "e1         g              17 B\n");
+  // Nothing narrower than the headers: the figures stay whole past the width.
+  EXPECT_EQ(table.Render(false, 10),
+            "TENANT  GROUP      USED\n"
+            "engin~  share~  1.5 GiB\n"
+            "e1      g          17 B\n");
+}
+
 TEST(Table, WithNoRowsIsJustTheHeader) {
   Table table({{"IPC"}, {"PID", Align::kRight}});
   EXPECT_EQ(table.Render(false), "IPC  PID\n");

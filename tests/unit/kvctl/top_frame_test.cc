@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ipc/segment/layout.h"
 #include "tests/unit/kvctl/fake_segment.h"
 
 namespace nanokv::kvctl {
@@ -118,6 +119,39 @@ TEST(TopFrame, ManyInstancesLeaveRoomForTheTenants) {
   frame = Joined(RenderTop(model, 120, 0, false));
   EXPECT_NE(frame.find("i39"), std::string::npos) << frame;
   EXPECT_EQ(frame.find("more"), std::string::npos) << frame;
+}
+
+// Issue 16 item 4: the segment at full size, 16 devices and 256 tenants, in
+// 80x24: the devices leave the tenants rows, each part says how many more,
+// the summary line keeps whole figures and says the table is full.
+TEST(TopFrame, SixteenDevicesAndAFullTenantTableFitEightyByTwentyFour) {
+  TopModel model = Model();
+  ipc::Segment& segment = model.kvds[0].snapshot->segment;
+  segment.header.device_count = ipc::kMaxDevices;
+  for (uint32_t d = 2; d < ipc::kMaxDevices; ++d) {
+    segment.devices[d] = segment.devices[1];
+    segment.devices[d].device = static_cast<int32_t>(d);
+  }
+  for (uint32_t i = 2; i < ipc::kMaxTenants; ++i) {
+    segment.tenants[i] = segment.tenants[0];
+    ipc::CopyString(segment.tenants[i].name, "tenant-with-a-long-name-" + std::to_string(i));
+  }
+  segment.header.tenant_count = ipc::kMaxTenants;
+  std::vector<std::string> lines = RenderTop(model, 80, 24, false);
+  const std::string frame = Joined(lines);
+  EXPECT_EQ(lines.size(), 24u) << frame;
+  for (const std::string& line : lines) EXPECT_LE(line.size(), 80u) << "'" << line << "'";
+  EXPECT_NE(frame.find("tenants 256 (table full)"), std::string::npos) << frame;
+  EXPECT_EQ(frame.find("page 2.0"), std::string::npos) << "cut whole, not half\n" << frame;
+  EXPECT_NE(frame.find("more devices (a taller window, or kvctl devices, shows them)"), std::string::npos)
+      << frame;
+  EXPECT_NE(frame.find("tenant-with-a"), std::string::npos) << "the tenants keep rows\n" << frame;
+  EXPECT_NE(lines.back().find("more (a taller window shows them)"), std::string::npos) << frame;
+  // 200x50 shows all 16 devices, and says how many tenants more.
+  const std::string tall = Joined(RenderTop(model, 200, 50, false));
+  EXPECT_NE(tall.find("page 2.00 MiB"), std::string::npos) << tall;
+  EXPECT_EQ(tall.find("more devices"), std::string::npos) << tall;
+  EXPECT_NE(tall.find(" 15 Fake GPU 1"), std::string::npos) << tall;
 }
 
 TEST(TopFrame, SaysSoWhenThereIsNoKvdOrItIsGone) {

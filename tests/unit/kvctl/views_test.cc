@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ipc/segment/layout.h"
 #include "tests/unit/kvctl/fake_segment.h"
 #include "tests/unit/kvctl/mini_json.h"
 
@@ -59,6 +60,22 @@ TEST(Views, ListJsonCarriesTotalsDevicesAndTimes) {
   EXPECT_EQ(a["devices"][1]["name"].str(), "Fake GPU 1");
   EXPECT_EQ(a["devices"][1]["granted_pages"].u64(), 19u);
   EXPECT_EQ((*doc)["kvds"][1]["state"].str(), "stale");
+}
+
+// Issue 16 item 4: a kvd whose tenant table is full (256) says so: the
+// next engine's attach is refused.
+TEST(Views, ListSaysWhenTheTenantTableIsFull) {
+  std::vector<Kvd> kvds = TwoKvds();
+  EXPECT_FALSE(JsonParser::Parse(ListView(kvds, Options(true))).value()["kvds"][0]["tenant_table_full"].boolean);
+  ipc::Segment& segment = kvds[0].snapshot->segment;
+  for (uint32_t i = 2; i < ipc::kMaxTenants; ++i) segment.tenants[i] = segment.tenants[0];
+  segment.header.tenant_count = ipc::kMaxTenants;
+  EXPECT_NE(ListView(kvds, Options()).find(" 256 (full)  live"), std::string::npos)
+      << ListView(kvds, Options());
+  auto doc = JsonParser::Parse(ListView(kvds, Options(true)));
+  ASSERT_TRUE(doc);
+  EXPECT_TRUE((*doc)["kvds"][0]["tenant_table_full"].boolean);
+  EXPECT_EQ((*doc)["kvds"][0]["tenants"].u64(), 256u);
 }
 
 TEST(Views, UnreadableKvdsAreListedWithTheirError) {
@@ -155,6 +172,10 @@ TEST(Figures, AgesPercentsAndSortKeys) {
   EXPECT_EQ(FormatAge(kFakeNow - 59'000'000'000ull, kFakeNow), "59s ago");
   EXPECT_EQ(FormatAge(kFakeNow - 600'000'000'000ull, kFakeNow), "10m ago");
   EXPECT_EQ(FormatAge(kFakeNow - 3 * 86400'000'000'000ull, kFakeNow), "3d ago");
+  EXPECT_EQ(OrdinalList({0, 1, 2, 3, 4, 5, 6, 7}), "0-7");
+  EXPECT_EQ(OrdinalList({0, 1}), "0,1");
+  EXPECT_EQ(OrdinalList({0, 2, 3, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15}), "0,2-4,6,8-15");
+  EXPECT_EQ(OrdinalList({}), "-");
   EXPECT_EQ(FormatPercent(1, 3), "33.3%");
   EXPECT_EQ(FormatPercent(1, 0), "-");
   EXPECT_EQ(*ParseSortKey("share"), SortKey::kShare);
