@@ -16,7 +16,7 @@ namespace nanokv::testing {
 namespace {
 
 TEST_F(KvctlTest, LimitChangesWhatAnEngineHolds) {
-  StartKvd(32);
+  StartKvd(32, {"--devices", "0"});  // one pool: the figures below are one device's (two GPUs serve both)
   Process engine = HoldingEngine("held", 8);
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 8; }, 20s)) << engine.Log();
 

@@ -11,7 +11,7 @@ namespace nanokv::testing {
 namespace {
 
 TEST_F(KvctlTest, ListAndTenantsShowWhatTheSegmentSays) {
-  StartKvd(32);
+  StartKvd(32, {"--devices", "0"});  // one pool: the figures below are one device's (two GPUs serve both)
   Process alpha = HoldingEngine("alpha", 8);
   Process beta = HoldingEngine("beta", 6, {{"NANOKV_GROUP", "g2"}, {"NANOKV_LIMIT", "16M"}});
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 14; }, 20s)) << alpha.Log() << beta.Log();
@@ -237,7 +237,7 @@ TEST_F(KvctlTest, TopInTmuxShowsTenantsAndQuitsOnQ) {
   if (std::system("command -v tmux >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh installs it)";
   }
-  StartKvd(32);
+  StartKvd(32, {"--devices", "0"});  // one pool: the figures below are one device's (two GPUs serve both)
   Process alpha = HoldingEngine("alpha", 8);
   Process beta = HoldingEngine("beta", 6, {{"NANOKV_GROUP", "g2"}, {"NANOKV_LIMIT", "16M"}});
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 14; }, 20s)) << alpha.Log() << beta.Log();
