@@ -163,7 +163,10 @@ class ObjectIndex {
   // of every object are pruned first, so they never count or pile up.
   Result<LeaseExpiry> AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns);
   // kNotFound for an unknown key or lease id (already released or expired).
-  Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns);
+  // `holder`: the releaser's uid; only the lease's holder (or kOperator)
+  // may end it, kPermissionDenied otherwise (a reader's lease is what keeps
+  // its object's space from reuse while it copies).
+  Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder = kOperator);
   Status SetPin(std::string_view key, ObjectPin pin);
 
   // Reclaims writes past write_timeout and drops expired leases. Returns how

@@ -71,11 +71,17 @@ Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t hol
   return lease;
 }
 
-Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns) {
+Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("release of a lease on " + Quote(key) + ": no such object");
   Leased(*object, now_ns);  // drops expired ones
+  auto record = leases_.find(lease_id);
+  if (holder != kOperator && object->leases.contains(lease_id) && record != leases_.end() &&
+      record->second.holder != holder) {
+    return Status::PermissionDenied("lease " + std::to_string(lease_id) + " on " + Quote(key) +
+                                    " is another uid's: only its holder ends it early");
+  }
   if (object->leases.erase(lease_id) == 0) {
     return Status::NotFound("lease " + std::to_string(lease_id) + " on " + Quote(key) +
                             " is not held (released, or expired after lease_ttl)");

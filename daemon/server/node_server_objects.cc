@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "daemon/server/node_server.h"
 #include "daemon/objects/object_index.h"
 #include "ipc/wire/object_codec.h"
@@ -80,12 +82,25 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
     case wire::Message::kObjectLease: {
       const auto& r = m.object_lease();
       if (r.release()) {
-        status = store.ReleaseLease(r.key(), r.lease_id(), now);
+        status = store.ReleaseLease(r.key(), r.lease_id(), now, peer);
         reply.mutable_object_ack();
         break;
       }
+      if (r.release_lease_id() != 0) {
+        // The previous get's lease, released in the same request.
+        Status released = store.ReleaseLease(r.release_key(), r.release_lease_id(), now, peer);
+        if (!released.ok()) spdlog::debug("kvd: lease release with an acquire: {}", released.ToString());
+      }
       auto lease = store.AcquireLease(r.key(), c.peer.uid, now);
       if (!lease.ok()) return SendError(c, rid, lease.status());
+      if (r.locate()) {
+        auto plan = store.GetLocation(r.key(), now);
+        if (!plan.ok()) {
+          (void)store.ReleaseLease(r.key(), lease->id, now);
+          return SendError(c, rid, plan.status());
+        }
+        wire::ToWirePlan(*plan, DeviceUuid(plan->device), reply.mutable_object_lease_reply()->mutable_plan());
+      }
       reply.mutable_object_lease_reply()->set_lease_id(lease->id);
       reply.mutable_object_lease_reply()->set_ttl_ms(Ms(lease->expires_ns, now));
       break;

@@ -93,7 +93,15 @@ Status CheckObjectBody(const Message& m) {
     case Message::kObjectRevoke: return Key(m.object_revoke().key(), "object_revoke");
     case Message::kObjectRemove: return Key(m.object_remove().key(), "object_remove");
     case Message::kObjectLocate: return Key(m.object_locate().key(), "object_locate");
-    case Message::kObjectLease: return Key(m.object_lease().key(), "object_lease");
+    case Message::kObjectLease:
+      NANOKV_RETURN_IF_ERROR(Key(m.object_lease().key(), "object_lease"));
+      if (m.object_lease().release_lease_id() != 0) {
+        NANOKV_RETURN_IF_ERROR(Key(m.object_lease().release_key(), "object_lease: release_key"));
+      }
+      if (m.object_lease().release() && (m.object_lease().locate() || m.object_lease().release_lease_id() != 0)) {
+        return Fault("object_lease: a release cannot also locate or release another");
+      }
+      return Status::OK();
     case Message::kObjectPin:
       NANOKV_RETURN_IF_ERROR(Key(m.object_pin().key(), "object_pin"));
       if (m.object_pin().pin() > static_cast<uint32_t>(kLastObjectPin)) {
@@ -133,9 +141,10 @@ Status CheckObjectBody(const Message& m) {
         if (d.used_bytes() > d.store_bytes()) return Fault("object_info_reply: more used than the store holds");
       }
       return Status::OK();
+    case Message::kObjectLeaseReply:
+      return m.object_lease_reply().has_plan() ? Plan(m.object_lease_reply().plan()) : Status::OK();
     case Message::kObjectInfo:
     case Message::kObjectList:
-    case Message::kObjectLeaseReply:
     case Message::kObjectEvictReply:
     case Message::kObjectAck:
       return Status::OK();

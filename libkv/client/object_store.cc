@@ -34,16 +34,30 @@ class ObjectStore::Impl {
       : channel_(std::move(channel)),
         timeout_ms_(options.request_timeout_ms),
         spin_us_(options.spin_us),
+        defer_lease_release_(options.defer_lease_release),
         access_devices_(options.access_devices) {}
 
-  // The mappings go before the backend they were made with.
+  // The mappings go before the backend they were made with. A kept lease
+  // (defer_lease_release) ends with lease_ttl: no request here, which a
+  // hung kvd would make a destructor wait on.
   ~Impl() { mappings_.reset(); }
 
   // Sends `request` and waits for its reply; an Error reply is its Status.
   // The reply's fds are appended to *fds (nullptr: closed).
   Result<wire::Message> Call(wire::Message request, std::vector<int>* fds = nullptr) {
     std::lock_guard lock(call_mu_);
+    SettleKeptLeaseLocked(request);
     return CallLocked(std::move(request), fds);
+  }
+
+  // A get's lease is done: released now, or with this store's next request
+  // (defer_lease_release).
+  void EndLease(std::string_view key, uint64_t lease_id) {
+    std::lock_guard lock(call_mu_);
+    kept_lease_ = {std::string(key), lease_id};
+    if (defer_lease_release_) return;
+    wire::Message none;
+    SettleKeptLeaseLocked(none);
   }
 
   // A plan being written (WRITING: from an open) points into the write
@@ -88,6 +102,26 @@ class ObjectStore::Impl {
   }
 
  private:
+  // The lease a get kept goes out with `request` when that is another
+  // lease's acquire (one request for both), else on its own first. A
+  // failed release is only logged: the lease ends with lease_ttl anyway.
+  void SettleKeptLeaseLocked(wire::Message& request) {
+    if (kept_lease_.second == 0) return;
+    auto [key, id] = std::move(kept_lease_);
+    kept_lease_ = {};
+    if (request.has_object_lease() && !request.object_lease().release()) {
+      request.mutable_object_lease()->set_release_key(key);
+      request.mutable_object_lease()->set_release_lease_id(id);
+      return;
+    }
+    wire::Message release;
+    release.mutable_object_lease()->set_key(key);
+    release.mutable_object_lease()->set_release(true);
+    release.mutable_object_lease()->set_lease_id(id);
+    auto released = CallLocked(std::move(release), nullptr);
+    if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.status().ToString());
+  }
+
   Result<uintptr_t> MapLocked(const ObjectPlan& plan) {
     NoteDeviceLocked(plan.device, plan.device_uuid);  // a plan from elsewhere (the master) carries it too
     NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
@@ -178,6 +212,8 @@ class ObjectStore::Impl {
   std::unique_ptr<client::ObjectMappings> mappings_;  // GUARDED_BY(call_mu_); made with the backend
   uint32_t timeout_ms_;
   uint32_t spin_us_;
+  bool defer_lease_release_;
+  std::pair<std::string, uint64_t> kept_lease_;  // GUARDED_BY(call_mu_); id 0: none
   std::vector<int> access_devices_;  // besides each page's own device
   uint64_t next_rid_ = 1;
   // Plans being written whose header this process wrote, by (key, epoch):
@@ -362,19 +398,34 @@ Status ObjectStore::Put(std::string_view key, std::span<const std::byte> bytes, 
   return Commit(key, plan.epoch);
 }
 
-Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
-  // The lease keeps the object in place while its bytes are copied out.
-  NANOKV_ASSIGN_OR_RETURN(ObjectLease lease, Lease(key));
-  auto plan = GetLocation(key);
-  Result<std::vector<std::byte>> out = plan.status();
-  if (plan.ok()) {
-    std::vector<std::byte> bytes(plan->bytes_total);
-    Status copied = CopyOut(*plan, bytes);
-    out = copied.ok() ? Result<std::vector<std::byte>>(std::move(bytes)) : copied;
+namespace {
+// A get's one request: a lease (which keeps the object in place while its
+// bytes are copied out) and the object's location in its reply.
+struct LeasedPlan {
+  uint64_t lease_id = 0;
+  ObjectPlan plan;
+};
+Result<LeasedPlan> LeaseAndLocate(ObjectStore::Impl& impl, std::string_view key) {
+  wire::Message m;
+  m.mutable_object_lease()->set_key(std::string(key));
+  m.mutable_object_lease()->set_locate(true);
+  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl.Call(std::move(m)));
+  if (reply.body_case() != wire::Message::kObjectLeaseReply || !reply.object_lease_reply().has_plan()) {
+    return Status::ProtocolError("lease: no location in the reply");
   }
-  Status released = ReleaseLease(key, lease.id);
-  if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.ToString());
-  return out;
+  const wire::ObjectPlan& plan = reply.object_lease_reply().plan();
+  impl.NoteDevice(plan.device(), plan.device_uuid());
+  return LeasedPlan{reply.object_lease_reply().lease_id(), wire::FromWirePlan(key, plan)};
+}
+}  // namespace
+
+Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
+  NANOKV_ASSIGN_OR_RETURN(LeasedPlan leased, LeaseAndLocate(*impl_, key));
+  std::vector<std::byte> bytes(leased.plan.bytes_total);
+  Status copied = CopyOut(leased.plan, bytes);
+  impl_->EndLease(key, leased.lease_id);
+  if (!copied.ok()) return copied;
+  return bytes;
 }
 
 namespace {
@@ -425,12 +476,10 @@ Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_
 Result<uint64_t> ObjectStore::GetToDevice(std::string_view key, void* dst, uint64_t capacity, void* stream) {
   if (dst == nullptr) return Status::InvalidArgument("get of " + std::string(key) + " to a null address");
   // The lease keeps the object in place until the load has run.
-  NANOKV_ASSIGN_OR_RETURN(ObjectLease lease, Lease(key));
+  NANOKV_ASSIGN_OR_RETURN(LeasedPlan leased, LeaseAndLocate(*impl_, key));
   Result<uint64_t> out = Status::Internal("unset");
-  auto plan = GetLocation(key);
-  if (!plan.ok()) {
-    out = plan.status();
-  } else if (plan->bytes_total > capacity) {
+  const ObjectPlan* plan = &leased.plan;
+  if (plan->bytes_total > capacity) {
     out = Status::InvalidArgument("object " + std::string(key) + " holds " + std::to_string(plan->bytes_total) +
                                   " bytes, the destination " + std::to_string(capacity));
   } else {
@@ -440,8 +489,7 @@ Result<uint64_t> ObjectStore::GetToDevice(std::string_view key, void* dst, uint6
     Status loaded = pieces.ok() ? client::LoadObject(impl_->backend(), dst, *pieces, stream) : pieces.status();
     out = loaded.ok() ? Result<uint64_t>(plan->bytes_total) : Result<uint64_t>(loaded);
   }
-  Status released = ReleaseLease(key, lease.id);
-  if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.ToString());
+  impl_->EndLease(key, leased.lease_id);
   return out;
 }
 

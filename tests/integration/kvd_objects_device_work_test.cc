@@ -36,13 +36,26 @@ class KvdDeviceWorkTest : public MetricsFixture {
     EXPECT_TRUE(value.has_value()) << *body;
     return value.value_or(-1);
   }
+
+  // Requests of one kind kvd has served (its latency histogram's count).
+  double Requests(const std::string& kind) {
+    auto body = Scrape();
+    EXPECT_TRUE(body.ok()) << body.status().ToString();
+    auto samples = body.ok() ? ParseExposition(*body) : Result<std::vector<MetricSample>>(body.status());
+    if (!samples.ok()) return -1;
+    return FindSample(*samples, "nanokv_request_duration_seconds_count", {{"request", kind}}).value_or(0);
+  }
+
+  void StartWithStore() {
+    std::string path = dir_.path() + "/objects.yaml";
+    std::ofstream(path) << "object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n"
+                        << "  write_timeout: 300ms\n";
+    StartKvdWithMetrics(32, {"--config", path});
+  }
 };
 
 TEST_F(KvdDeviceWorkTest, ObjectRequestsMakeNoDeviceWorkInKvd) {
-  std::string path = dir_.path() + "/objects.yaml";
-  std::ofstream(path) << "object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n"
-                      << "  write_timeout: 300ms\n";
-  StartKvdWithMetrics(32, {"--config", path});
+  StartWithStore();
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   const double at_start = DeviceWork();
@@ -92,6 +105,50 @@ TEST_F(KvdDeviceWorkTest, ObjectRequestsMakeNoDeviceWorkInKvd) {
 
   EXPECT_EQ(DeviceWork(), at_start) << "kvd made device work while it served";
   EXPECT_TRUE(kvd_.Running());
+}
+
+// Issue 15 item 4: a get is one request (a lease whose reply says where the
+// object is) plus the copy; with defer_lease_release the lease goes back
+// with the next get's request, so a loop of gets is one request a get.
+TEST_F(KvdDeviceWorkTest, AGetIsOneRequest) {
+  StartWithStore();
+  auto writer = OpenStore();
+  ASSERT_NE(writer, nullptr);
+  for (int i = 0; i < 4; ++i) ASSERT_OK(writer->Put("k" + std::to_string(i), ObjectPattern(5000 + i, i)));
+  const double leases = Requests("object_lease"), locates = Requests("object_locate");
+
+  // Plain: the lease with its location, then its release.
+  auto got = writer->Get("k0");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, ObjectPattern(5000, 0));
+  EXPECT_EQ(Requests("object_lease") - leases, 2);
+  EXPECT_EQ(Requests("object_locate") - locates, 0) << "the lease's reply says where";
+
+  // Deferred: one request a get; the last lease is kept until the next request.
+  ObjectStoreOptions options;
+  options.ipc_name = ipc_;
+  options.backend = Backend();
+  options.defer_lease_release = true;
+  auto reader = ObjectStore::Open(options);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      auto bytes = (*reader)->Get("k" + std::to_string(i));
+      ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+      EXPECT_EQ(*bytes, ObjectPattern(5000 + i, i));
+    }
+  }
+  EXPECT_EQ(Requests("object_lease") - leases, 2 + 12);
+  // The kept lease holds k3 against another's remove until the reader's
+  // next request gives it back.
+  EXPECT_EQ(writer->Remove("k3").code(), Code::kFailedPrecondition);
+  ASSERT_TRUE((*reader)->Info().ok());
+  ASSERT_OK(writer->Remove("k3"));
+  EXPECT_EQ(Requests("object_lease") - leases, 2 + 12 + 1);
+  // A failed get (no such key) keeps nothing, and a lease never outlives
+  // the reader's errors.
+  EXPECT_EQ((*reader)->Get("k3").status().code(), Code::kNotFound);
+  ASSERT_OK(writer->Remove("k2"));
 }
 
 }  // namespace

@@ -71,6 +71,14 @@ struct ObjectStoreOptions {
   // wake-up of a sleeping thread, most of a plan's latency on a quiet host;
   // the cost is this thread's CPU for at most spin_us a request.
   uint32_t spin_us = 50;
+  // A get (Get, GetToDevice) is one request, a lease that answers the
+  // object's location, plus the copy; its lease is then released by a
+  // second request, or, when this is true, with this store's next request
+  // (in the same message when that is the next get). That saves a round
+  // trip a get in a loop of gets; the cost: the last object read stays
+  // leased (neither removed nor evicted) until this store's next request
+  // or, after its last, kvd's lease_ttl (5 s by default).
+  bool defer_lease_release = false;
   // Devices given access to every store page this process maps, besides the
   // page's own: a producer on GPU a that writes objects owned by GPU b lists
   // a here and its kernels store into b's pages peer-to-peer (one hop, no

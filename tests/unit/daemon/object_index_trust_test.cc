@@ -36,6 +36,22 @@ TEST_F(ObjectStoreTest, LeasesAreBoundedPerHolderAndPrunedOnAcquire) {
   Check();
 }
 
+// A reader's lease keeps the object's space while it copies: another uid
+// cannot end it early (lease ids are sequential, easy to guess).
+TEST_F(ObjectStoreTest, OnlyTheHolderOrTheOperatorEndsALease) {
+  Open();
+  PutMany("o", 1, kMiB);
+  auto lease = store_->AcquireLease("o0", kHolder, kMs);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(store_->ReleaseLease("o0", lease->id, kMs, kHolder + 1).code(), Code::kPermissionDenied);
+  EXPECT_EQ(store_->Remove("o0", kMs).code(), Code::kFailedPrecondition) << "still leased";
+  ASSERT_OK(store_->ReleaseLease("o0", lease->id, kMs, kHolder));
+  auto again = store_->AcquireLease("o0", kHolder, kMs);
+  ASSERT_TRUE(again.ok());
+  ASSERT_OK(store_->ReleaseLease("o0", again->id, kMs, ObjectIndex::kOperator));
+  Check();
+}
+
 // Issue 19 item 12: remove was anyone's.
 TEST_F(ObjectStoreTest, OnlyTheProducersUidOrTheOperatorRemoves) {
   Open();

@@ -119,6 +119,28 @@ TEST(ObjectCodec, RejectsOutOfRangeFields) {
     *m.mutable_object_plan() = GoodPlan();
     m.mutable_object_plan()->set_n_pages(3);
   })));
+  // A get's lease: locate and release-the-previous ride on an acquire only,
+  // the released key is checked like any key, the reply's plan like a plan.
+  EXPECT_TRUE(With([](Message& m) {
+    m.mutable_object_lease()->set_key("k");
+    m.mutable_object_lease()->set_locate(true);
+    m.mutable_object_lease()->set_release_key("j");
+    m.mutable_object_lease()->set_release_lease_id(9);
+  }).ok());
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_lease()->set_key("k");
+    m.mutable_object_lease()->set_release_lease_id(9);  // no key for it
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_lease()->set_key("k");
+    m.mutable_object_lease()->set_release(true);
+    m.mutable_object_lease()->set_locate(true);
+  })));
+  EXPECT_TRUE(With([](Message& m) { *m.mutable_object_lease_reply()->mutable_plan() = GoodPlan(); }).ok());
+  EXPECT_TRUE(fault(With([](Message& m) {
+    *m.mutable_object_lease_reply()->mutable_plan() = GoodPlan();
+    m.mutable_object_lease_reply()->mutable_plan()->set_n_pages(3);
+  })));
   EXPECT_TRUE(fault(With([](Message& m) {
     for (uint32_t i = 0; i <= kMaxObjectListEntries; ++i) {
       m.mutable_object_list_reply()->add_objects()->set_key("k");
