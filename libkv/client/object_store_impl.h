@@ -1,0 +1,227 @@
+// ObjectStore's inside (libkv/client/object_store.cc): its own connection
+// to kvd, one request at a time, its map of store pages, the headers it
+// began, and a get's kept lease. Internal: only object_store.cc includes it.
+#ifndef NANOKV_LIBKV_CLIENT_OBJECT_STORE_IMPL_H_
+#define NANOKV_LIBKV_CLIENT_OBJECT_STORE_IMPL_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "gpu/backend.h"
+#include "ipc/rpc/call.h"
+#include "ipc/uds/channel.h"
+#include "ipc/uds/channel_transport.h"
+#include "ipc/wire/codec.h"
+#include "libkv/client/object_mappings.h"
+#include "libkv/client/object_transfer.h"
+#include "nanokv/object_store.h"
+
+namespace nanokv {
+
+class ObjectStore::Impl {
+ public:
+  // The backend comes once kvd said which (SetBackend), before any map.
+  Impl(ipc::Channel channel, const ObjectStoreOptions& options)
+      : channel_(std::move(channel)),
+        timeout_ms_(options.request_timeout_ms),
+        spin_us_(options.spin_us),
+        defer_lease_release_(options.defer_lease_release),
+        access_devices_(options.access_devices) {}
+
+  // The mappings go before the backend they were made with. A kept lease
+  // (defer_lease_release) ends with lease_ttl: no request here, which a
+  // hung kvd would make a destructor wait on.
+  ~Impl() { mappings_.reset(); }
+
+  // Sends `request` and waits for its reply; an Error reply is its Status.
+  // The reply's fds are appended to *fds (nullptr: closed).
+  Result<wire::Message> Call(wire::Message request, std::vector<int>* fds = nullptr) {
+    std::lock_guard lock(call_mu_);
+    SettleKeptLeaseLocked(request);
+    return CallLocked(std::move(request), fds);
+  }
+
+  // A get's lease is done: released now, or with this store's next request
+  // (defer_lease_release).
+  void EndLease(std::string_view key, uint64_t lease_id) {
+    std::lock_guard lock(call_mu_);
+    kept_lease_ = {std::string(key), lease_id};
+    if (defer_lease_release_) return;
+    wire::Message none;
+    SettleKeptLeaseLocked(none);
+  }
+
+  // A plan being written (WRITING: from an open) points into the write
+  // range, read-write while the plan is open here; any other (READY: from a
+  // locate) into the read range, read-only (client::ObjectMappings).
+  // `begin`: the first pointer of a plan being written also writes its
+  // header, WRITING at the plan's epoch (kvd writes none: issue 15), unless
+  // a kernel is about to (PutFromDevice).
+  Result<void*> Pointer(const ObjectPlan& plan, bool header, bool begin = true) {
+    std::lock_guard lock(call_mu_);
+    NANOKV_ASSIGN_OR_RETURN(uintptr_t base, MapLocked(plan));
+    if (begin && plan.state == ObjectState::kWriting) {
+      auto* at = reinterpret_cast<ObjectHeader*>(base + plan.header_offset);
+      auto [it, fresh] = begun_.emplace(std::make_pair(plan.key, plan.epoch), at);
+      if (fresh) {
+        const auto now = std::chrono::steady_clock::now().time_since_epoch();
+        Status begun = client::BeginByCopy(*backend_, at, WritingHeaderOf(plan, static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now).count())));
+        if (!begun.ok()) {
+          begun_.erase(it);
+          return begun;
+        }
+      }
+    }
+    return reinterpret_cast<void*>(base + (header ? plan.header_offset : plan.payload_offset));
+  }
+
+  // READY into the header of a plan begun here (a copy after the caller's
+  // payload writes); nothing for one this process never wrote.
+  Status Publish(std::string_view key, uint32_t epoch) {
+    std::lock_guard lock(call_mu_);
+    auto it = begun_.find(std::make_pair(std::string(key), epoch));
+    if (it == begun_.end()) return Status::OK();
+    return client::PublishByCopy(*backend_, it->second);
+  }
+
+  // Committed or revoked: the plan's pages lose write access here.
+  void ClosePlan(std::string_view key, uint32_t epoch) {
+    std::lock_guard lock(call_mu_);
+    begun_.erase(std::make_pair(std::string(key), epoch));
+    mappings_->ClosePlan(key, epoch);
+  }
+
+ private:
+  // The lease a get kept goes out with `request` when that is another
+  // lease's acquire (one request for both), else on its own first. A
+  // failed release is only logged: the lease ends with lease_ttl anyway.
+  void SettleKeptLeaseLocked(wire::Message& request) {
+    if (kept_lease_.second == 0) return;
+    auto [key, id] = std::move(kept_lease_);
+    kept_lease_ = {};
+    if (request.has_object_lease() && !request.object_lease().release()) {
+      request.mutable_object_lease()->set_release_key(key);
+      request.mutable_object_lease()->set_release_lease_id(id);
+      return;
+    }
+    wire::Message release;
+    release.mutable_object_lease()->set_key(key);
+    release.mutable_object_lease()->set_release(true);
+    release.mutable_object_lease()->set_lease_id(id);
+    auto released = CallLocked(std::move(release), nullptr);
+    if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.status().ToString());
+  }
+
+  Result<uintptr_t> MapLocked(const ObjectPlan& plan) {
+    NoteDeviceLocked(plan.device, plan.device_uuid);  // a plan from elsewhere (the master) carries it too
+    NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
+    auto fetch = [this](int device, const std::vector<uint32_t>& ids, bool write) -> Result<std::vector<int>> {
+      wire::Message request;
+      wire::DevicePages* r = request.mutable_object_pages();
+      r->set_device(device);
+      r->set_write(write);
+      for (uint32_t id : ids) r->add_page_ids(id);
+      std::vector<int> fds;
+      NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
+      return fds;
+    };
+    return mappings_->Map(plan, local_device, fetch);
+  }
+
+ public:
+
+  gpu::Backend& backend() { return *backend_; }
+  void SetBackend(std::unique_ptr<gpu::Backend> backend) {
+    backend_ = std::move(backend);
+    mappings_ = std::make_unique<client::ObjectMappings>(*backend_, access_devices_);
+  }
+
+  // Notes the uuid kvd gave with a plan of its device `device`.
+  void NoteDevice(int device, const std::string& uuid) {
+    std::lock_guard lock(call_mu_);
+    NoteDeviceLocked(device, uuid);
+  }
+  void NoteDeviceLocked(int device, const std::string& uuid) {
+    if (uuid.empty() || uuids_[device] == uuid) return;
+    uuids_[device] = uuid;
+    local_.erase(device);  // a kvd restarted on other devices: match again
+  }
+
+  // This process's ordinal of kvd's device `device`, by the uuid of its plans.
+  Result<int> LocalDevice(int device) {
+    std::lock_guard lock(call_mu_);
+    return LocalDeviceLocked(device);
+  }
+
+  // The devices a page of `device` (a local ordinal) is given access to.
+  std::vector<int> AccessOf(int device) const { return mappings_->AccessOf(device); }
+
+  size_t mapped_pages() const {
+    std::lock_guard lock(call_mu_);
+    return mappings_->mapped_pages();
+  }
+
+ private:
+  Result<wire::Message> CallLocked(wire::Message request, std::vector<int>* fds) {
+    if (!channel_.valid()) return Status::Unavailable("nanokv objects: kvd went away");
+    ipc::ChannelTransport transport(channel_);
+    ipc::CallOptions call;
+    call.peer = "nanokv objects: kvd";
+    if (timeout_ms_ != 0) call.timeout = std::chrono::milliseconds(timeout_ms_);
+    // A reply within spin_us skips the wake-up of a blocked poll
+    // (BENCHMARKS.md: plan round trip).
+    call.spin = std::chrono::microseconds(spin_us_);
+    call.reply_fds = fds != nullptr ? ipc::ReplyFds::kKeep : ipc::ReplyFds::kClose;
+    // One request at a time (call_mu_): a reply to another id answers
+    // nothing here, and is dropped.
+    call.stray_replies = ipc::StrayReplies::kSkip;
+    call.on_notice = [this](const wire::Message& notice) {
+      if (!notice.has_shutdown()) return Status::OK();  // not this connection's business
+      channel_.Close();
+      return Status::Unavailable("nanokv objects: kvd is shutting down");
+    };
+    NANOKV_ASSIGN_OR_RETURN(ipc::Reply reply,
+                            ipc::Call(transport, next_rid_++, std::move(request), {}, call));
+    if (fds != nullptr) fds->insert(fds->end(), reply.fds.begin(), reply.fds.end());
+    return std::move(reply.message);
+  }
+
+  // REQUIRES: call_mu_ held.
+  Result<int> LocalDeviceLocked(int device) {
+    if (auto it = local_.find(device); it != local_.end()) return it->second;
+    auto known = uuids_.find(device);
+    auto local = gpu::LocalOrdinal(*backend_, device, known == uuids_.end() ? "" : known->second);
+    if (!local.ok()) return Status(local.status().code(), "nanokv objects: " + std::string(local.status().message()));
+    local_[device] = *local;
+    return *local;
+  }
+
+  mutable std::mutex call_mu_;
+  ipc::Channel channel_;
+  std::unique_ptr<gpu::Backend> backend_;
+  std::unique_ptr<client::ObjectMappings> mappings_;  // GUARDED_BY(call_mu_); made with the backend
+  uint32_t timeout_ms_;
+  uint32_t spin_us_;
+  bool defer_lease_release_;
+  std::pair<std::string, uint64_t> kept_lease_;  // GUARDED_BY(call_mu_); id 0: none
+  std::vector<int> access_devices_;  // besides each page's own device
+  uint64_t next_rid_ = 1;
+  // Plans being written whose header this process wrote, by (key, epoch):
+  // where, for the READY a Commit stores. GUARDED_BY(call_mu_).
+  std::map<std::pair<std::string, uint32_t>, ObjectHeader*> begun_;
+  std::map<int, std::string> uuids_;  // kvd's ordinal -> uuid, from its plans
+  std::map<int, int> local_;          // kvd's ordinal -> this process's, once matched
+};
+
+}  // namespace nanokv
+
+#endif  // NANOKV_LIBKV_CLIENT_OBJECT_STORE_IMPL_H_
