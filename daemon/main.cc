@@ -261,13 +261,16 @@ int Main(int argc, char** argv) {
   const uint64_t fds_before_pages = CountOpenFds();
   auto node = NodeState::Create(**backend, *options);
   if (!node.ok()) return Fail(node.status());
-  // What one page costs in fds on this backend, from the pages created so far
-  // (the pool's refill thread may add one between the two reads: rounded).
+  // What one page costs in fds at rest on this backend, from the pages
+  // created so far, less the exports kept for their first grant (the pool's
+  // refill thread may add one between the reads: rounded). Host: 1 (the
+  // memfd); cuda and hip: 0 (a driver handle).
   uint64_t first_pages = 0;
   for (const DeviceCounts& c : (*node)->Counts()) first_pages += c.created_pages;
   const uint64_t fds_after_pages = CountOpenFds();
-  const uint64_t page_fds = fds_after_pages > fds_before_pages ? fds_after_pages - fds_before_pages : 0;
-  const uint64_t fds_per_page = first_pages > 0 ? (page_fds + first_pages / 2) / first_pages : 1;
+  const uint64_t kept_fds = (*node)->KeptFds();
+  const uint64_t page_fds = fds_after_pages > fds_before_pages + kept_fds ? fds_after_pages - fds_before_pages - kept_fds : 0;
+  const uint64_t fds_per_page = first_pages > 0 ? (page_fds + first_pages / 2) / first_pages : 0;
   Status devices_ok = CheckInstanceDevices(config, **node);
   if (!devices_ok.ok()) return Fail(devices_ok);
   std::vector<JournalDevice> journal_devices;

@@ -487,9 +487,13 @@ Result<int> NodeState::PageFd(int device, PageId id) {
   if (id >= devices_[d].pages.size() || devices_[d].pages[id].holders.empty()) {
     return Status::FailedPrecondition("page " + std::to_string(id) + " is not granted");
   }
-  int fd = pools_[d]->exported_fd(id);
-  if (fd < 0) return Status::Internal("page " + std::to_string(id) + " has no exported fd");
-  return fd;
+  return pools_[d]->TakeFd(id);
+}
+
+size_t NodeState::KeptFds() const {
+  size_t n = 0;
+  for (const auto& pool : pools_) n += pool->kept_fds();
+  return n;
 }
 
 std::vector<Notice> NodeState::TakeNotices() {

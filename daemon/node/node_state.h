@@ -211,11 +211,13 @@ class NodeState {
   // Pages of `tenant` recycled away and not yet dropped, all devices.
   size_t HeldAfterRecyclePages(const Tenant& tenant) const;
 
-  // The exported fd of a granted page, made by the pool when it created the
-  // page (export is the slowest driver call, so it is kept off the grant
-  // path). Owned by the pool: callers send it (the kernel duplicates it)
-  // and never close it.
+  // A new fd of a granted page, the caller's to send and close
+  // (PagePool::TakeFd): the one exported when the page was created, the
+  // first time, else a fresh export. kvd keeps no fd of a page at rest on
+  // cuda and hip (issue 16), adopted pages aside.
   Result<int> PageFd(int device, PageId id);
+  // Fds the pools keep open now (pages created ahead, adopted pages).
+  size_t KeptFds() const;
 
   // Takes back pages a dead kvd had granted, from an engine that still holds
   // them: a page is adopted if it is held back for this tenant's group at

@@ -210,7 +210,7 @@ void NodeState::ReclaimExcess(Tenant& tenant) {
 Status NodeState::SamePage(size_t d, PageId id, int fd) const {
   struct stat theirs {};
   if (fstat(fd, &theirs) != 0) return Status::FromErrno("fstat", errno, "the fd handed back");
-  const int ours_fd = pools_[d]->exported_fd(id);
+  const int ours_fd = pools_[d]->kept_fd(id);
   struct stat ours {};
   if (ours_fd < 0 || fstat(ours_fd, &ours) != 0) {
     return Status::FailedPrecondition("kvd holds no fd of it to compare");

@@ -1,5 +1,6 @@
 #include "daemon/node/page_pool.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -425,11 +426,38 @@ gpu::PageHandle PagePool::handle(PageId id) const {
   return slot.state == SlotState::kGranted ? slot.handle : gpu::PageHandle{};
 }
 
-int PagePool::exported_fd(PageId id) const {
+Result<int> PagePool::TakeFd(PageId id) {
+  if (id >= capacity_) return BadId("TakeFd", id);
+  gpu::PageHandle handle;
+  {
+    std::lock_guard<SpinLock> guard(lock_);
+    Slot& slot = slots_[id];
+    if (slot.state != SlotState::kGranted) return NotGranted("TakeFd", id, slot.state);
+    if (slot.adopted && slot.fd >= 0) {
+      int fd = fcntl(slot.fd, F_DUPFD_CLOEXEC, 0);
+      if (fd < 0) return Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno, "an adopted page's fd");
+      return fd;
+    }
+    if (slot.fd >= 0) return std::exchange(slot.fd, -1);
+    handle = slot.handle;
+  }
+  // A granted page's handle stays valid while it is granted, and only the
+  // caller's thread (kvd's server) frees or recycles granted pages.
+  return backend_.ExportPage(handle);
+}
+
+int PagePool::kept_fd(PageId id) const {
   if (id >= capacity_) return -1;
   std::lock_guard<SpinLock> guard(lock_);
   const Slot& slot = slots_[id];
   return slot.state == SlotState::kGranted ? slot.fd : -1;
+}
+
+size_t PagePool::kept_fds() const {
+  std::lock_guard<SpinLock> guard(lock_);
+  size_t n = 0;
+  for (uint32_t id = 0; id < capacity_; ++id) n += slots_[id].fd >= 0;
+  return n;
 }
 
 PagePool::Stats PagePool::stats() const {

@@ -61,7 +61,11 @@ struct PagePoolConfig {
   // Pages kept created and free ahead of demand; clamped to the capacity.
   size_t reserve_pages = 8;
   // Also export each page as an fd when it is created (ahead of demand), so
-  // handing a page to another process costs no export on the grant path.
+  // its first grant costs no export; TakeFd hands that fd out once, and any
+  // later one exports anew. So a page holds no fd at rest once granted
+  // (issue 16: a node of GPUs has ~290,000 pages, no open-file limit in
+  // use has room for an fd each); only pages created ahead and not granted
+  // yet, and adopted ones, keep one.
   bool export_fds = false;
   // Ids kept out of service until Adopt or ReleaseHeldBack: pages a kvd that
   // died had granted, whose memory engines still hold (kvd restart). They
@@ -169,7 +173,7 @@ class PagePool {
 
   // Takes a held-back id into service as granted to `group`, with a page
   // that already exists: `handle` (imported from an engine's fd) and `fd` (an
-  // fd of it the pool will hand out as exported_fd; owned by the pool from
+  // fd of it the pool keeps and TakeFd duplicates; owned by the pool from
   // here on, also on error). kFailedPrecondition if the id is not held back,
   // kInvalidArgument for kNoGroup.
   Status Adopt(PageId id, GroupId group, gpu::PageHandle handle, int fd);
@@ -187,9 +191,17 @@ class PagePool {
   Owner owner(PageId id) const;
   // The handle of a granted page; an invalid handle (value 0) otherwise.
   gpu::PageHandle handle(PageId id) const;
-  // With export_fds: the fd of a granted page, owned by the pool (callers
-  // send or dup it, never close it); -1 otherwise. A Recycle replaces it.
-  int exported_fd(PageId id) const;
+  // A new fd of granted page `id` for the caller to send and close: the fd
+  // exported when the page was created (once), a duplicate of an adopted
+  // page's (CUDA will not export an imported handle, so the pool keeps
+  // that one), else a fresh export (a driver call, ~36-58 us on cuda, made
+  // outside the lock). kFailedPrecondition for a page not granted.
+  Result<int> TakeFd(PageId id);
+  // The fd the pool keeps for granted page `id` (created ahead and not yet
+  // taken, or adopted), -1 for none; the pool's own, for comparisons only.
+  int kept_fd(PageId id) const;
+  // Fds the pool keeps open now: pages created ahead, and adopted ones.
+  size_t kept_fds() const;
 
   // Pages Allocate(group) can give without recycling another group's: its
   // own free list, the free stack, pages being created, and the room of
@@ -211,7 +223,8 @@ class PagePool {
   };
   struct Slot {
     gpu::PageHandle handle;
-    int fd = -1;  // exported fd, with export_fds
+    int fd = -1;  // exported at creation and not taken yet, or adopted
+    bool adopted = false;  // fd is an engine's: duplicated, never taken
     SlotState state = SlotState::kUncreated;
     // The group it is granted to or free for (kGranted, kGroupFree; the group
     // it will be granted to while kRecycling); kNoGroup in the other states.
@@ -372,6 +385,7 @@ inline PageId PagePool::PopGroupFreeLocked(GroupId group) {
 inline void PagePool::UncreateRecycledLocked(PageId id) {
   Slot& slot = slots_[id];
   slot.handle = {};
+  slot.adopted = false;
   slot.group = kNoGroup;
   slot.state = SlotState::kUncreated;
   uncreated_ids_[uncreated_count_++] = id;

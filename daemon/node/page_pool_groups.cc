@@ -146,6 +146,7 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
     if (fresh.ok()) {
       slot.handle = fresh->handle;
       slot.fd = fresh->fd;
+      slot.adopted = false;  // a page of kvd's own now: exportable
       slot.state = SlotState::kGranted;
       ++recycles_;
       return Status::OK();
@@ -209,6 +210,7 @@ Status PagePool::Adopt(PageId id, GroupId group, gpu::PageHandle handle, int fd)
     if (state == SlotState::kHeldBack) {
       slot.handle = handle;
       slot.fd = fd;
+      slot.adopted = true;
       slot.state = SlotState::kGranted;
       slot.group = group;
       --held_back_;

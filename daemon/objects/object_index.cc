@@ -93,11 +93,10 @@ Status ObjectIndex::MapDevice(Device& device) {
   for (size_t i = 0; i < device.pages.size(); ++i) {
     // kvd maps its own exported pages by importing them: NodeState hands out
     // fds, not handles, and an import is a handle of the same memory.
+    // ImportPage takes the fd (PageFd's is ours to use up).
     NANOKV_ASSIGN_OR_RETURN(int fd, node_.PageFd(device.ordinal, device.pages[i]));
-    int copy = dup(fd);
-    if (copy < 0) return Status::FromErrno("dup", errno, "object store page fd");
     NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle handle,
-                            backend_.ImportPage(copy, device.ordinal, page_bytes_));
+                            backend_.ImportPage(fd, device.ordinal, page_bytes_));
     Status mapped = backend_.Map(device.base + i * page_bytes_, page_bytes_, handle);
     // The mapping keeps the memory alive (backend.h rule 3): drop the handle.
     Status released = backend_.ReleasePage(handle);

@@ -39,7 +39,7 @@ FdBudget MeasureFdBudget(uint64_t pages_to_come, uint64_t fds_per_page) {
   budget.limit = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 0;
   budget.open_now = CountOpenFds();
   budget.pages_to_come = pages_to_come;
-  budget.fds_per_page = std::max<uint64_t>(fds_per_page, 1);
+  budget.fds_per_page = fds_per_page;
   budget.headroom = ipc::kMaxFdsPerMessage + 64;
   return budget;
 }

@@ -1,6 +1,8 @@
 // How many connections kvd can serve without running out of file descriptors.
-// Every page kvd creates keeps its exported fd open (the pool's export_fds),
-// each connection costs two (its socket and the peer's pidfd), and an adopt
+// A page costs an fd at rest only where it is one (host: a memfd); on cuda
+// and hip it is a driver handle, exported only to be sent (PagePool::TakeFd),
+// and only the pages created ahead keep an export until their first grant.
+// Each connection costs two (its socket and the peer's pidfd), and an adopt
 // request brings up to ipc::kMaxFdsPerMessage more for a moment. Pages come
 // first: the connection limit is what the open-file limit leaves after every
 // page the pools may still create, never the other way round.
@@ -16,7 +18,7 @@ struct FdBudget {
   uint64_t limit = 0;          // RLIMIT_NOFILE, the soft limit kvd runs under
   uint64_t open_now = 0;       // fds open when measured
   uint64_t pages_to_come = 0;  // pages the pools may still create...
-  uint64_t fds_per_page = 1;   // ...at this many fds each (cuda: the export; host: memfd + export)
+  uint64_t fds_per_page = 0;   // ...at this many fds each at rest (host 1: the memfd; cuda, hip 0)
   uint64_t headroom = 0;       // one adopt's fds, log files, the controller's children
   // What is left for connections at two fds each; 0 when nothing is.
   uint64_t connections() const;

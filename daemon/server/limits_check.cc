@@ -76,7 +76,7 @@ uint64_t LimitsNeed::pages() const {
 }
 
 uint64_t LimitsNeed::fds() const {
-  return base_fds + pages() * fds_per_page + 2 * connections + headroom_fds;
+  return base_fds + reserve_fds + pages() * fds_per_page + 2 * connections + headroom_fds;
 }
 
 uint64_t LimitsNeed::rss_bytes() const { return kBaseRssBytes + pages() * kRssBytesPerPage; }
@@ -105,7 +105,8 @@ Result<LimitsNeed> NeedsFor(const KvdConfig& config, gpu::Backend& backend, uint
     need.devices.push_back({device, info.name, info.total_bytes, capacity / config.page_bytes});
   }
   // The pages' fds as kvd counts them at start (main.cc measures them there).
-  need.fds_per_page = need.backend == "host" ? 2 : 1;
+  need.fds_per_page = need.backend == "host" ? 1 : 0;
+  need.reserve_fds = uint64_t{config.reserve_pages} * devices.size();
   need.connections = config.max_connections != 0 ? config.max_connections : kDefaultMaxConnections;
   need.base_fds = own_fds + kServingFds;
   need.headroom_fds = MeasureFdBudget(0, 1).headroom;
@@ -148,9 +149,9 @@ std::string LimitsReport(const LimitsNeed& need, const MachineLimits& machine, c
     out << "    device " << d.device << " (" << d.name << ", " << FormatBytes(d.device_bytes) << "): "
         << d.capacity_pages << " pages, " << FormatBytes(d.capacity_pages * need.page_bytes) << "\n";
   }
-  out << "  fds: " << need.fds() << " = " << need.pages() << " pages x " << need.fds_per_page << " + "
-      << need.connections << " connections x 2 + " << need.headroom_fds << " headroom + " << need.base_fds
-      << " kvd's own\n";
+  out << "  fds: " << need.fds() << " = " << need.pages() << " pages x " << need.fds_per_page << " at rest + "
+      << need.reserve_fds << " for pages created ahead + " << need.connections << " connections x 2 + "
+      << need.headroom_fds << " headroom + " << need.base_fds << " kvd's own\n";
   out << "    open-file limit (RLIMIT_NOFILE): soft " << machine.nofile_soft << ", hard " << machine.nofile_hard
       << " (kvd raises the soft to the hard); fs.nr_open " << machine.nr_open << ": " << Yes(verdict.fds_ok)
       << "\n";
@@ -202,7 +203,8 @@ std::string LimitsReportJson(const LimitsNeed& need, const MachineLimits& machin
 std::string LimitsLogLine(const LimitsNeed& need, const MachineLimits& machine, const LimitsVerdict& verdict) {
   std::string line = "limits at full use: " + Num(need.fds()) + " fds (" + Num(need.pages()) + " pages x " +
                      Num(need.fds_per_page) + ", " + Num(need.connections) + " connections x 2, " +
-                     Num(need.headroom_fds + need.base_fds) + " kvd's own) against a hard limit of " +
+                     Num(need.reserve_fds + need.headroom_fds + need.base_fds) +
+                     " kvd's own) against a hard limit of " +
                      Num(machine.nofile_hard) + ", RSS about " + FormatBytes(need.rss_bytes()) + " of " +
                      FormatBytes(machine.mem_available_bytes) + " available, " + Num(need.devices.size()) +
                      " device(s): ";

@@ -32,7 +32,11 @@ struct LimitsNeed {
   std::string backend;
   uint64_t page_bytes = 0;
   std::vector<DeviceNeed> devices;
-  uint64_t fds_per_page = 1;  // host 2 (memfd and export), cuda and hip 1 (the export)
+  // At rest: host 1 (the page is a memfd), cuda and hip 0 (a driver handle,
+  // exported only to be sent). Pages created ahead keep their export until
+  // their first grant: reserve_fds.
+  uint64_t fds_per_page = 0;
+  uint64_t reserve_fds = 0;   // reserve_pages per device
   uint64_t connections = 0;   // max_connections, else its default
   uint64_t base_fds = 0;      // kvd's own: logs, socket, segment, journal, epoll...
   uint64_t headroom_fds = 0;  // one adopt's fds and the controller's children

@@ -414,8 +414,15 @@ void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
     Send(c, reply);
     return;
   }
-  // Look up every fd first: if an export fails, the grant is undone whole.
+  // Every fd first (ours: closed once sent, so a page keeps no fd in kvd at
+  // rest): if an export fails, the grant is undone whole.
   std::vector<int> fds;
+  struct CloseAll {
+    std::vector<int>& fds;
+    ~CloseAll() {
+      for (int fd : fds) close(fd);
+    }
+  } close_all{fds};
   for (const PageGrant& page : *granted) {
     if (!page.needs_fd) continue;
     auto fd = node_.PageFd(device, page.id);

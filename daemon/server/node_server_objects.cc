@@ -122,28 +122,28 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
           if (!writable.ok()) return SendError(c, rid, writable);
         }
       }
+      // Every fd here is ours (PageFd's, or a read-only one made from it):
+      // closed once sent, so a store page keeps no fd in kvd at rest.
       for (uint32_t id : r.page_ids()) {
         auto fd = node_.PageFd(r.device(), id);
         if (fd.ok() && r.write()) {
-          fds.push_back(*fd);  // owned by the pool; the kernel duplicates it in flight
+          fds.push_back(*fd);
           continue;
         }
         auto read_only = fd.ok() ? store.ReadOnlyFd(*fd) : Result<int>(fd.status());
+        if (fd.ok()) close(*fd);
         if (!read_only.ok()) {
-          if (!r.write()) CloseFds(fds);
+          CloseFds(fds);
           return SendError(c, rid, read_only.status());
         }
-        fds.push_back(*read_only);  // ours: closed once sent
+        fds.push_back(*read_only);
       }
       reply.mutable_object_pages_reply()->set_device(r.device());
       *reply.mutable_object_pages_reply()->mutable_page_ids() = r.page_ids();
       reply.mutable_object_pages_reply()->set_write(r.write());
-      if (!r.write()) {
-        Send(c, reply, fds);
-        CloseFds(fds);
-        return;
-      }
-      break;
+      Send(c, reply, fds);
+      CloseFds(fds);
+      return;
     }
     case wire::Message::kObjectList: {
       std::vector<ObjectEntry> all = store.List(now);

@@ -149,11 +149,36 @@ TEST_F(KvdLimitsTest, AThousandConnectionsFromOneProcessAreCappedAndGiveEveryFdB
   ExpectEngineFinished(engine);
 
   flood.clear();
-  // Two fds a page at most (host: memfd and export; cuda: the export).
+  // Two fds a page at most (a page created ahead: its memfd on host and
+  // its export until its first grant).
   EXPECT_TRUE(WaitFor([&] { return CountFds(kvd_.pid()) <= kvd_fds + 2 * (created() - created_before); }, 10s))
       << "kvd holds " << CountFds(kvd_.pid()) << " fds, " << kvd_fds << " before the flood, "
       << created() - created_before << " pages created since";
   ExpectKvdServes("after");
+}
+
+// Issue 16 item 1: a granted page keeps no exported fd in kvd. On cuda and
+// hip a page is then no fd at all (a driver handle); on host it is its
+// memfd, one fd. Before, every page kept its export too: two on host, one
+// on cuda, so a node of GPUs needed ~290,000 fds.
+TEST_F(KvdLimitsTest, GrantedPagesKeepNoExportInKvd) {
+  StartKvd(64);
+  ExpectKvdServes("warm-up");
+  ASSERT_TRUE(WaitFor([&] { return Read().segment.header.tenant_count == 0; }, 10s));
+  auto created = [&] { return static_cast<size_t>(Read().segment.devices[0].created_pages); };
+  const size_t fds_before = CountFds(kvd_.pid()), created_before = created();
+  auto client = AttachClient("holder");
+  ASSERT_TRUE(client);
+  auto granted = client->Grant(0, 48);
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  // The segment says so at kvd's next publish.
+  ASSERT_TRUE(WaitFor([&] { return created() - created_before >= 44; }, 10s)) << created() << " created";
+  const size_t made = created() - created_before;
+  const size_t per_page_at_rest = Backend() == "host" ? 1 : 0;
+  // The connection's two fds, and the reserve's exports (4 pages ahead) as slack.
+  EXPECT_TRUE(WaitFor([&] { return CountFds(kvd_.pid()) <= fds_before + made * per_page_at_rest + 2 + 4; }, 10s))
+      << "kvd holds " << CountFds(kvd_.pid()) << " fds, " << fds_before << " before " << made
+      << " pages were made and granted";
 }
 
 TEST_F(KvdLimitsTest, TheConnectionLimitFollowsTheOpenFileLimit) {

@@ -88,14 +88,16 @@ TEST_F(NodeRecoveryTest, TheOwningGroupTakesItsPagesBack) {
   Check();
   // A group-mate holding the same page becomes a second holder.
   TenantId b = AttachAs("b", "g");
-  std::vector<AdoptPage> again = {{1, 3, dup(*node_->PageFd(0, 1))}};  // b's fd of that page
+  std::vector<AdoptPage> again = {{1, 3, *node_->PageFd(0, 1)}};  // b's fd of that page
   result = node_->Adopt(b, 0, again, 3);
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->adopted, (std::vector<PageId>{1}));
   EXPECT_EQ(node_->Counts()[0].held_pages, 2u);
   Check();
   // The adopted page is a page like any other: the pool hands its fd out.
-  EXPECT_TRUE(node_->PageFd(0, 1).ok());
+  auto fd = node_->PageFd(0, 1);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  close(*fd);
   ASSERT_TRUE(node_->Return(a, 0, std::vector<PageId>{1, 2}, 4).ok());
   Check();
 }
@@ -156,7 +158,7 @@ TEST_F(NodeRecoveryTest, AdoptIsOnlyForJournaledPagesInTheWindowWithTheirOwnFd) 
   auto granted = node_->Grant(a, 0, 1, 3);
   ASSERT_TRUE(granted.ok());
   const PageId fresh = granted->at(0).id;
-  std::vector<AdoptPage> unlisted = {{fresh, granted->at(0).generation, dup(*node_->PageFd(0, fresh))}};
+  std::vector<AdoptPage> unlisted = {{fresh, granted->at(0).generation, *node_->PageFd(0, fresh)}};
   result = node_->Adopt(b, 0, unlisted, 3);
   EXPECT_EQ(result->refused, (std::vector<PageId>{fresh}));
   EXPECT_NE(result->reason.find("not listed"), std::string::npos) << result->reason;
