@@ -47,7 +47,9 @@ NodeServer::~NodeServer() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
   if (task_fd_ >= 0) close(task_fd_);
-  if (spare_fd_ >= 0) close(spare_fd_);
+  for (int fd : spare_fds_) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 Status NodeServer::Setup() {
@@ -69,8 +71,10 @@ Status NodeServer::Setup() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task_fd_, &ev) != 0) {
     return Status::FromErrno("epoll_ctl", errno, "task eventfd");
   }
-  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);  // ShedOneConnection's
-  if (spare_fd_ < 0) return Status::FromErrno("open", errno, "/dev/null");
+  for (int& fd : spare_fds_) {  // ShedOneConnection's
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno("open", errno, "/dev/null");
+  }
   return Status::OK();
 }
 

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -188,7 +189,10 @@ class NodeServer {
   std::deque<Refusal> refusals_;           // oldest first; some may be closed already
   size_t refused_open_ = 0;                // refused connections still open
   uint64_t next_serial_ = 1;
-  int spare_fd_ = -1;  // /dev/null, given up to accept when out of fds
+  // /dev/null, given up when out of fds: one for the accept, the rest for
+  // what telling that peer why may open (a sanitizer runtime checks memory
+  // through a pipe: found by ASan/UBSan in CI, a false "invalid vptr").
+  std::array<int, 3> spare_fds_{-1, -1, -1};
   uint64_t shed_connections_ = 0;
   bool dirty_ = true;
   bool pages_held_at_stop_ = false;

@@ -200,9 +200,9 @@ void NodeServer::ShedOneConnection() {
   // Level-triggered epoll keeps reporting a listener with a queued connection
   // kvd cannot accept: without this, the loop spins and the peer waits
   // forever in the backlog. The spare fd makes room for one accept.
-  if (spare_fd_ >= 0) {
-    close(spare_fd_);
-    spare_fd_ = -1;
+  for (int& spare : spare_fds_) {
+    if (spare >= 0) close(spare);
+    spare = -1;
   }
   int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd >= 0) {
@@ -210,7 +210,7 @@ void NodeServer::ShedOneConnection() {
     close(fd);
     ++shed_connections_;
   }
-  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (int& spare : spare_fds_) spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
   // Once per 1000, so a storm does not flood the log.
   if (shed_connections_ % 1000 == 1) {
     spdlog::error("kvd: out of file descriptors: closed a new connection at once ({} so far); "
