@@ -103,16 +103,8 @@ Status CheckInstanceDevices(const KvdConfig& config, const NodeState& node) {
 
 Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) {
   NodeOptions options;
-  std::vector<int> devices = config.devices;
-  if (devices.empty()) {
-    for (int d = 0; d < backend.device_count(); ++d) devices.push_back(d);
-  }
+  NANOKV_ASSIGN_OR_RETURN(std::vector<int> devices, ServedDevices(config, backend));
   for (int device : devices) {
-    if (device >= backend.device_count()) {
-      return Status::NotFound(config.Origin("devices") + ": device " + std::to_string(device) +
-                              " is not present (the " + std::string(backend.name()) + " backend sees " +
-                              std::to_string(backend.device_count()) + ")");
-    }
     // The pool would refuse it too, without naming the key.
     NANOKV_ASSIGN_OR_RETURN(gpu::DeviceInfo info, backend.GetDeviceInfo(device));
     if (info.granularity != 0 && config.page_bytes % info.granularity != 0) {

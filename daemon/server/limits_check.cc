@@ -85,10 +85,7 @@ uint64_t LimitsNeed::host_page_bytes() const { return backend == "host" ? pages(
 
 uint64_t LimitsNeed::shm_bytes() const { return sizeof(ipc::Segment); }
 
-Result<LimitsNeed> NeedsFor(const KvdConfig& config, gpu::Backend& backend, uint64_t own_fds) {
-  LimitsNeed need;
-  need.backend = std::string(backend.name());
-  need.page_bytes = config.page_bytes;
+Result<std::vector<int>> ServedDevices(const KvdConfig& config, const gpu::Backend& backend) {
   std::vector<int> devices = config.devices;
   if (devices.empty()) {
     for (int d = 0; d < backend.device_count(); ++d) devices.push_back(d);
@@ -96,9 +93,19 @@ Result<LimitsNeed> NeedsFor(const KvdConfig& config, gpu::Backend& backend, uint
   for (int device : devices) {
     if (device >= backend.device_count()) {
       return Status::NotFound(config.Origin("devices") + ": device " + std::to_string(device) +
-                              " is not present (the " + need.backend + " backend sees " +
+                              " is not present (the " + std::string(backend.name()) + " backend sees " +
                               std::to_string(backend.device_count()) + ")");
     }
+  }
+  return devices;
+}
+
+Result<LimitsNeed> NeedsFor(const KvdConfig& config, gpu::Backend& backend, uint64_t own_fds) {
+  LimitsNeed need;
+  need.backend = std::string(backend.name());
+  need.page_bytes = config.page_bytes;
+  NANOKV_ASSIGN_OR_RETURN(std::vector<int> devices, ServedDevices(config, backend));
+  for (int device : devices) {
     NANOKV_ASSIGN_OR_RETURN(gpu::DeviceInfo info, backend.GetDeviceInfo(device));
     // As the pool sizes itself (daemon/node/page_pool.cc).
     const uint64_t capacity = config.capacity.Resolve(info.total_bytes);

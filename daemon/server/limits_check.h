@@ -48,6 +48,10 @@ struct LimitsNeed {
   uint64_t shm_bytes() const;         // /dev/shm: the state segment
 };
 
+// The device ordinals kvd serves: the config's `devices`, else all the
+// backend has; kNotFound naming the key for one the backend does not have.
+Result<std::vector<int>> ServedDevices(const KvdConfig& config, const gpu::Backend& backend);
+
 // What kvd needs for `config` on `backend`, opened as kvd opens it, holding
 // `own_fds` fds now besides any page's. Errors: a device the config names
 // that the backend does not have.

@@ -103,6 +103,18 @@ class KvdLimitsTest : public KvdFixture {
                               "--quiet"});
   }
 
+  // A kvd of 16 pages, warmed up and idle, whose soft open-file limit is
+  // then lowered to `spare` above what it holds (*old: the limit before).
+  void StartKvdThenLowerItsLimit(rlim_t spare, rlimit* old, rlimit* low) {
+    StartKvd(16);
+    ExpectKvdServes("warm-up");
+    ASSERT_TRUE(WaitFor([&] { return Read().segment.header.tenant_count == 0; }, 10s));
+    ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, nullptr, old), 0);
+    *low = *old;
+    low->rlim_cur = CountFds(kvd_.pid()) + spare;
+    ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, low, nullptr), 0);
+  }
+
   void ExpectEngineFinished(Process& engine) {
     auto code = engine.Wait(60s);
     ASSERT_TRUE(code.has_value()) << "the engine was starved:\n" << engine.Log();
@@ -236,15 +248,9 @@ TEST_F(KvdLimitsTest, TheConnectionLimitFollowsTheOpenFileLimit) {
 }
 
 TEST_F(KvdLimitsTest, OutOfFileDescriptorsNewConnectionsAreClosedNotLeftWaiting) {
-  StartKvd(16);
-  ExpectKvdServes("warm-up");
-  ASSERT_TRUE(WaitFor([&] { return Read().segment.header.tenant_count == 0; }, 10s));
   // Lower kvd's soft limit under its feet, to just above what it holds.
-  rlimit old{};
-  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, nullptr, &old), 0);
-  rlimit low = old;
-  low.rlim_cur = CountFds(kvd_.pid()) + 6;
-  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, &low, nullptr), 0);
+  rlimit old{}, low{};
+  StartKvdThenLowerItsLimit(6, &old, &low);
 
   std::vector<ipc::Channel> flood = Flood(40);
   for (auto& c : flood) (void)c.Send(wire::Encode(AttachRequest("f" + std::to_string(c.fd()))));
@@ -274,14 +280,8 @@ TEST_F(KvdLimitsTest, OutOfFileDescriptorsNewConnectionsAreClosedNotLeftWaiting)
 // Issue 16 item 3: an engine kvd has no fd for still reads why, through
 // libkv: the cause and what to raise, not a reset connection.
 TEST_F(KvdLimitsTest, AnEngineRefusedForWantOfFdsIsToldWhichLimit) {
-  StartKvd(16);
-  ExpectKvdServes("warm-up");
-  ASSERT_TRUE(WaitFor([&] { return Read().segment.header.tenant_count == 0; }, 10s));
-  rlimit old{};
-  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, nullptr, &old), 0);
-  rlimit low = old;
-  low.rlim_cur = CountFds(kvd_.pid());  // the next accept has no fd
-  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, &low, nullptr), 0);
+  rlimit old{}, low{};
+  StartKvdThenLowerItsLimit(0, &old, &low);  // the next accept has no fd
 
   // kvd's fds may shift by one meanwhile (a pool refill): keep any engine
   // served until one is refused.
