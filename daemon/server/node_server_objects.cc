@@ -1,7 +1,6 @@
 // kvd's answers to the object store's requests (ipc/proto/nanokv.proto,
 // fields 40-59): each one message in, one reply out, on the server's thread.
 // The store's own lock makes it safe with kvd-side callers of it.
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/server/clocks.h"
 #include "daemon/server/node_server.h"
 #include "daemon/objects/object_index.h"
 #include "ipc/wire/object_codec.h"
@@ -16,12 +16,6 @@
 
 namespace nanokv::kvd {
 namespace {
-
-uint64_t SteadyNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 uint64_t Ms(uint64_t later_ns, uint64_t now_ns) {
   return later_ns > now_ns ? (later_ns - now_ns) / 1'000'000 : 0;
@@ -41,7 +35,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
     return SendError(c, rid, Status::FailedPrecondition("kvd runs no object store (object_store.size is 0)"));
   }
   ObjectIndex& store = *objects_;
-  uint64_t now = SteadyNs();
+  uint64_t now = SteadyNowNs();
   // Root and kvd's uid are the operator; anyone else is known by uid.
   const bool operator_peer = c.peer.uid == 0 || c.peer.uid == geteuid();
   const uint32_t peer = operator_peer ? ObjectIndex::kOperator : c.peer.uid;

@@ -1,0 +1,24 @@
+// The server's two clocks: Unix time for what the segment and journal
+// record (attach, grant times), steady time for the object store (deadlines
+// and lease ends are never Unix time, which can jump).
+#ifndef NANOKV_DAEMON_SERVER_CLOCKS_H_
+#define NANOKV_DAEMON_SERVER_CLOCKS_H_
+
+#include <chrono>
+#include <cstdint>
+
+namespace nanokv::kvd {
+
+inline uint64_t NowUnixNs() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+inline uint64_t SteadyNowNs() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
+}
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_SERVER_CLOCKS_H_
