@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/backend.h"
 #include "ipc/segment/segment_reader.h"
 #include "ipc/uds/channel.h"
 #include "nanokv/client.h"
@@ -126,6 +127,16 @@ class KvdFixture : public ::testing::Test {
     auto store = ObjectStore::Open(options);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  // An object's 64-byte header as its device holds it, read through this
+  // process's mapping of the plan's header page.
+  Result<ObjectHeader> DeviceHeader(ObjectStore& store, const ObjectPlan& plan) {
+    NANOKV_ASSIGN_OR_RETURN(auto backend, gpu::OpenBackend(Backend()));
+    NANOKV_ASSIGN_OR_RETURN(void* at, store.HeaderPointer(plan));
+    ObjectHeader header{};
+    NANOKV_RETURN_IF_ERROR(backend->Copy(&header, at, sizeof(header), gpu::CopyKind::kDeviceToHost));
+    return header;
   }
 
   ipc::Snapshot Read() {

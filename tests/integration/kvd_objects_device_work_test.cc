@@ -80,13 +80,11 @@ TEST_F(KvdDeviceWorkTest, ObjectRequestsMakeNoDeviceWorkInKvd) {
   // The header the producer wrote says READY at the plan's epoch.
   auto plan = store->GetLocation("device");
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  auto header_at = store->HeaderPointer(*plan);
-  ASSERT_TRUE(header_at.ok()) << header_at.status().ToString();
-  ObjectHeader header{};
-  ASSERT_OK((*backend)->Copy(&header, *header_at, sizeof(header), gpu::CopyKind::kDeviceToHost));
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kReady));
-  EXPECT_EQ(header.epoch, plan->epoch);
-  EXPECT_EQ(header.bytes_total, pattern.size());
+  auto header = DeviceHeader(*store, *plan);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->state, static_cast<uint32_t>(ObjectState::kReady));
+  EXPECT_EQ(header->epoch, plan->epoch);
+  EXPECT_EQ(header->bytes_total, pattern.size());
   // Pin, remove, revoke, evict, and a write reclaimed past write_timeout.
   ASSERT_OK(store->Pin("host", ObjectPin::kSoft));
   ASSERT_OK(store->Remove("host"));

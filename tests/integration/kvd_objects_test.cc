@@ -78,14 +78,12 @@ TEST_F(KvdObjectsTest, DeviceBytesGoBetweenProcessesByteExact) {
   // The header on the device says READY with the plan's epoch.
   auto backend = gpu::OpenBackend(Backend());
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-  auto header_at = store->HeaderPointer(*plan);
-  ASSERT_TRUE(header_at.ok()) << header_at.status().ToString();
-  ObjectHeader header{};
-  ASSERT_OK((*backend)->Copy(&header, *header_at, sizeof(header), gpu::CopyKind::kDeviceToHost));
-  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kReady));
-  EXPECT_EQ(header.epoch, plan->epoch);
-  EXPECT_EQ(header.key_hash, plan->key_hash);
-  EXPECT_EQ(header.bytes_total, bytes);
+  auto header = DeviceHeader(*store, *plan);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->state, static_cast<uint32_t>(ObjectState::kReady));
+  EXPECT_EQ(header->epoch, plan->epoch);
+  EXPECT_EQ(header->key_hash, plan->key_hash);
+  EXPECT_EQ(header->bytes_total, bytes);
   // Either path reads what the other wrote.
   auto got = store->Get("dev:1");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
