@@ -190,6 +190,23 @@ MUTANTS = [
            "if (it == entries_.end() || it->second.generation != page.generation) {",
            "if (it == entries_.end()) {",
            "a grant of a recycled page without an fd is served by the old generation's handle"),
+    # ---- kvd off the GPU, gets in one request, no fd a page at rest (issues 15, 16) ----
+    Mutant("kvd-stores-dead-again", "daemon/objects/object_index_evict.cc",
+           "  object->state = ObjectState::kDead;\n  Notify(*object, why);",
+           "  object->state = ObjectState::kDead;\n  { uint32_t d = 4; (void)backend_.Copy(reinterpret_cast<void*>(devices_[object->device].base + uint64_t{object->slot} * sizeof(ObjectHeader) + kObjectHeaderStateOffset), &d, 4, gpu::CopyKind::kHostToDevice); }\n  Notify(*object, why);",
+           "kvd stores DEAD on the device at remove/evict/reclaim again (GPU work while it serves)"),
+    Mutant("epoch-not-per-slot", "daemon/objects/object_index.cc",
+           "object.epoch = last == 0 ? object.slot + 1 : last + device.header_slots;",
+           "object.epoch = last == 0 ? object.slot + 1 : last;",
+           "a reused header slot gets the epoch of its previous object"),
+    Mutant("lease-release-anyones", "daemon/objects/object_index_leases.cc",
+           "  if (holder != kOperator && object->leases.contains(lease_id) && record != leases_.end() &&",
+           "  if (false && holder != kOperator && object->leases.contains(lease_id) && record != leases_.end() &&",
+           "any uid may end another uid's lease early"),
+    Mutant("pool-keeps-taken-fd", "daemon/node/page_pool.cc",
+           "    if (slot.fd >= 0) return std::exchange(slot.fd, -1);",
+           "    if (slot.fd >= 0) return fcntl(slot.fd, F_DUPFD_CLOEXEC, 0);",
+           "a granted page keeps its export in kvd after it is sent (an fd per page at rest)"),
 ]
 
 
