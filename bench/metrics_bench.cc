@@ -155,8 +155,7 @@ int Main(int argc, char** argv) {
   scraper.join();
 
   ops::Registry registry;
-  auto backend = gpu::MakeHostBackend({});
-  kvd::KvdMetrics metrics(registry, "bench", {0}, false, *backend);
+  kvd::KvdMetrics metrics(registry, "bench", {0}, false);
   const long long hook_requests = 5'000'000;
   HookNanos(&metrics, hook_requests / 10);  // warm
   const double hook_on = HookNanos(&metrics, hook_requests);

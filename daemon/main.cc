@@ -341,13 +341,13 @@ int Main(int argc, char** argv) {
   if (metrics_server) {
     std::vector<int> ordinals;
     for (size_t d = 0; d < (*node)->device_count(); ++d) ordinals.push_back((*node)->device_ordinal(d));
-    metrics = std::make_unique<KvdMetrics>(registry, config.ipc_name, ordinals, objects != nullptr, **backend);
+    metrics = std::make_unique<KvdMetrics>(registry, config.ipc_name, ordinals, objects != nullptr);
     server.SetMetrics(metrics.get());
   }
   server.SetPublisher([&](const NodeState& n) {
     publisher.Publish(n);
     if (metrics) {  // what /metrics reads that the segment does not hold
-      metrics->PublishServer(server.connection_count(), server.shed_connections());
+      metrics->PublishServer(server.connection_count(), server.shed_connections(), (*backend)->device_work_calls());
       if (objects) metrics->PublishObjects(objects->Stats());
     }
   });

@@ -43,8 +43,8 @@ std::string Ordinal(int device) { return std::to_string(device); }
 }  // namespace
 
 KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std::vector<int>& devices,
-                       bool object_store, const gpu::Backend& backend)
-    : ipc_name_(std::move(ipc_name)), backend_(backend) {
+                       bool object_store)
+    : ipc_name_(std::move(ipc_name)) {
   kind_by_case_.fill(0xff);
   for (const RequestKind& kind : kRequestKinds) {
     kind_by_case_[static_cast<size_t>(kind.body_case)] = static_cast<uint8_t>(kind_names_.size());
@@ -95,6 +95,10 @@ KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std:
   }
   connections_accepted_ = &registry.AddCounter("nanokv_connections_accepted_total",
                                                "Connections to kvd's socket admitted.");
+  device_work_calls_ = &registry.AddCounter(
+      "nanokv_device_work_calls_total",
+      "Copies and fills kvd's own process made on its devices. Each costs the engines on that GPU a "
+      "context switch; kvd makes them at start only, none while it serves (issue 15).");
   connections_shed_ = &registry.AddCounter(
       "nanokv_connections_shed_total",
       "Connections closed at once because kvd was out of file descriptors (raise LimitNOFILE).");
@@ -155,9 +159,10 @@ void KvdMetrics::PagesReturned(int device, size_t pages) {
   returned_[device]->Add(pages);
 }
 
-void KvdMetrics::PublishServer(size_t connections, uint64_t shed_connections) {
+void KvdMetrics::PublishServer(size_t connections, uint64_t shed_connections, uint64_t device_work_calls) {
   connections_open_->Set(static_cast<double>(connections));
   connections_shed_->Set(shed_connections);
+  device_work_calls_->Set(device_work_calls);
 }
 
 void KvdMetrics::PublishObjects(const std::vector<StoreDeviceStats>& stats) {

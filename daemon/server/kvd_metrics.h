@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "daemon/objects/object_index.h"
-#include "gpu/backend.h"
 #include "nanokv/status.h"
 #include "ops/metrics.h"
 
@@ -32,10 +31,9 @@ class KvdMetrics {
  public:
   // Registers every series on `registry`, which must outlive this object and
   // be rendered only while it lives. `devices`: kvd's device ordinals;
-  // `object_store`: whether kvd runs one (its series exist only then);
-  // `backend`: kvd's, whose device work is counted (must outlive this).
+  // `object_store`: whether kvd runs one (its series exist only then).
   KvdMetrics(ops::Registry& registry, std::string ipc_name, const std::vector<int>& devices,
-             bool object_store, const gpu::Backend& backend);
+             bool object_store);
   KvdMetrics(const KvdMetrics&) = delete;
   KvdMetrics& operator=(const KvdMetrics&) = delete;
 
@@ -66,7 +64,9 @@ class KvdMetrics {
   }
 
   // --- The server thread, at each publish. ---
-  void PublishServer(size_t connections, uint64_t shed_connections);
+  // `device_work_calls`: the backend's (Backend::device_work_calls), copied
+  // here so the metrics thread never reads a backend that main has freed.
+  void PublishServer(size_t connections, uint64_t shed_connections, uint64_t device_work_calls);
   void PublishObjects(const std::vector<StoreDeviceStats>& stats);
 
  private:
@@ -80,7 +80,6 @@ class KvdMetrics {
   void Collect(ops::TextWriter& out) const;  // the segment's series, on the metrics thread
 
   const std::string ipc_name_;
-  const gpu::Backend& backend_;
   size_t other_ = 0;                           // the "other" kind's index
   int share_kind_ = -1;                        // share's index: its pages count as shared
   std::array<uint8_t, 64> kind_by_case_{};     // body case -> kind index
@@ -104,6 +103,7 @@ class KvdMetrics {
   std::array<StoreSeries, kDeviceSlots> store_{};
   ops::Counter* connections_accepted_;
   ops::Counter* connections_shed_;
+  ops::Counter* device_work_calls_;
   ops::Gauge* connections_open_;
   ops::Counter* reclaim_notices_;
   ops::Counter* reclaim_pages_;

@@ -74,11 +74,6 @@ void InstanceFamilies(ops::TextWriter& out, const ipc::Segment& s) {
 }  // namespace
 
 void KvdMetrics::Collect(ops::TextWriter& out) const {
-  out.Family("nanokv_device_work_calls_total",
-             "Copies and fills kvd's own process made on its devices. Each costs the engines on that GPU a "
-             "context switch; kvd makes them at start only, none while it serves (issue 15).",
-             MetricType::kCounter);
-  out.Sample("nanokv_device_work_calls_total", {}, backend_.device_work_calls());
   out.Family("nanokv_refusals_total", "Requests kvd answered with an error, by request and error code.",
              MetricType::kCounter);
   for (size_t kind = 0; kind < kind_names_.size(); ++kind) {

@@ -26,6 +26,10 @@ using namespace std::chrono_literals;
 class KvdDeviceWorkTest : public MetricsFixture {
  protected:
   double DeviceWork() {
+    // kvd copies the figure at each publish (at least once a second): wait
+    // for one that surely came after the requests before.
+    const uint64_t seen = Read().segment.header.publish_count;
+    EXPECT_TRUE(WaitFor([&] { return Read().segment.header.publish_count >= seen + 2; }, 10s));
     auto body = Scrape();
     EXPECT_TRUE(body.ok()) << body.status().ToString();
     if (!body.ok()) return -1;
