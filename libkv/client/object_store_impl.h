@@ -53,10 +53,10 @@ class ObjectStore::Impl {
   // (defer_lease_release).
   void EndLease(std::string_view key, uint64_t lease_id) {
     std::lock_guard lock(call_mu_);
-    kept_lease_ = {std::string(key), lease_id};
-    if (defer_lease_release_) return;
     wire::Message none;
-    SettleKeptLeaseLocked(none);
+    SettleKeptLeaseLocked(none);  // one kept at a time: another thread's goes now
+    kept_lease_ = {std::string(key), lease_id};
+    if (!defer_lease_release_) SettleKeptLeaseLocked(none);
   }
 
   // A plan being written (WRITING: from an open) points into the write

@@ -5,6 +5,7 @@
 // kvd counts its backend's copies and fills (nanokv_device_work_calls_total
 // on /metrics); every request below must leave that count where it was,
 // on the host backend in CI and on cuda on the GPU.
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -151,6 +152,23 @@ TEST_F(KvdDeviceWorkTest, AGetIsOneRequest) {
   // the reader's errors.
   EXPECT_EQ((*reader)->Get("k3").status().code(), Code::kNotFound);
   ASSERT_OK(writer->Remove("k2"));
+
+  // Gets from several threads on one deferring store: one lease is kept at
+  // a time, the others released, so after one more request none is held.
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        if (!(*reader)->Get("k" + std::to_string((t + i) % 2)).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_TRUE((*reader)->Info().ok());
+  ASSERT_OK(writer->Remove("k0"));
+  ASSERT_OK(writer->Remove("k1"));
 }
 
 }  // namespace
