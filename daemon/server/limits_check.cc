@@ -3,9 +3,10 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
-#include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "base/human_size.h"
 #include "daemon/server/fd_budget.h"
@@ -47,23 +48,6 @@ uint64_t MemAvailableBytes() {
 }
 
 std::string Yes(bool ok) { return ok ? "suffices" : "DOES NOT SUFFICE"; }
-
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string Num(uint64_t value) { return std::to_string(value); }
 
@@ -182,29 +166,40 @@ std::string LimitsReport(const LimitsNeed& need, const MachineLimits& machine, c
 
 std::string LimitsReportJson(const LimitsNeed& need, const MachineLimits& machine,
                              const LimitsVerdict& verdict) {
-  std::string out = "{\"ok\":" + std::string(verdict.ok() ? "true" : "false") +
-                    ",\"backend\":" + JsonString(need.backend) + ",\"page_bytes\":" + Num(need.page_bytes) +
-                    ",\"devices\":[";
-  for (size_t i = 0; i < need.devices.size(); ++i) {
-    const DeviceNeed& d = need.devices[i];
-    out += (i == 0 ? "" : ",") + std::string("{\"device\":") + std::to_string(d.device) +
-           ",\"name\":" + JsonString(d.name) + ",\"device_bytes\":" + Num(d.device_bytes) +
-           ",\"capacity_pages\":" + Num(d.capacity_pages) + "}";
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+  for (const DeviceNeed& d : need.devices) {
+    devices.push_back({{"device", d.device},
+                       {"name", d.name},
+                       {"device_bytes", d.device_bytes},
+                       {"capacity_pages", d.capacity_pages}});
   }
-  out += "],\"devices_ok\":" + std::string(verdict.devices_ok ? "true" : "false");
-  out += ",\"fds\":{\"needed\":" + Num(need.fds()) + ",\"pages\":" + Num(need.pages()) +
-         ",\"fds_per_page\":" + Num(need.fds_per_page) + ",\"connections\":" + Num(need.connections) +
-         ",\"headroom\":" + Num(need.headroom_fds) + ",\"kvd_own\":" + Num(need.base_fds) +
-         ",\"soft_limit\":" + Num(machine.nofile_soft) + ",\"hard_limit\":" + Num(machine.nofile_hard) +
-         ",\"nr_open\":" + Num(machine.nr_open) + ",\"ok\":" + (verdict.fds_ok ? "true" : "false");
-  if (!verdict.fds_ok) out += ",\"limit_nofile\":" + Num(verdict.limit_nofile);
-  out += "},\"memory\":{\"rss_bytes\":" + Num(need.rss_bytes()) +
-         ",\"host_page_bytes\":" + Num(need.host_page_bytes()) +
-         ",\"available_bytes\":" + Num(machine.mem_available_bytes) +
-         ",\"ok\":" + (verdict.memory_ok ? "true" : "false") + "}";
-  out += ",\"shm\":{\"bytes\":" + Num(need.shm_bytes()) + ",\"free_bytes\":" + Num(machine.shm_free_bytes) +
-         ",\"ok\":" + (verdict.shm_ok ? "true" : "false") + "}}\n";
-  return out;
+  nlohmann::ordered_json fds = {{"needed", need.fds()},
+                                {"pages", need.pages()},
+                                {"fds_per_page", need.fds_per_page},
+                                {"reserve", need.reserve_fds},
+                                {"connections", need.connections},
+                                {"headroom", need.headroom_fds},
+                                {"kvd_own", need.base_fds},
+                                {"soft_limit", machine.nofile_soft},
+                                {"hard_limit", machine.nofile_hard},
+                                {"nr_open", machine.nr_open},
+                                {"ok", verdict.fds_ok}};
+  if (!verdict.fds_ok) fds["limit_nofile"] = verdict.limit_nofile;
+  const nlohmann::ordered_json report = {
+      {"ok", verdict.ok()},
+      {"backend", need.backend},
+      {"page_bytes", need.page_bytes},
+      {"devices", std::move(devices)},
+      {"devices_ok", verdict.devices_ok},
+      {"fds", std::move(fds)},
+      {"memory",
+       {{"rss_bytes", need.rss_bytes()},
+        {"host_page_bytes", need.host_page_bytes()},
+        {"available_bytes", machine.mem_available_bytes},
+        {"ok", verdict.memory_ok}}},
+      {"shm", {{"bytes", need.shm_bytes()}, {"free_bytes", machine.shm_free_bytes}, {"ok", verdict.shm_ok}}}};
+  // A device name is the driver's bytes: invalid UTF-8 becomes U+FFFD, never an exception.
+  return report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string LimitsLogLine(const LimitsNeed& need, const MachineLimits& machine, const LimitsVerdict& verdict) {
