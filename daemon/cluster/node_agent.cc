@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/clocks.h"
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_channel.h"
 #include "ipc/master/master_checks.h"
@@ -18,12 +19,6 @@ std::string HostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || !master::ValidNodeId(name)) return "node";
   return name;
-}
-
-uint64_t SteadyNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
 }
 
 v1::ObjectEvent::Kind WireKind(ObjectEvent::Kind kind) {
@@ -156,7 +151,7 @@ Status NodeAgent::Register(Stream& stream, const std::string& address) {
     collecting_ = true;
     events_.clear();
   }
-  std::vector<ObjectEntry> objects = store_.List(SteadyNs());
+  std::vector<ObjectEntry> objects = store_.List(SteadyNowNs());
   size_t ready = 0;
   v1::NodeMessage batch;
   for (size_t i = 0;; ++i) {

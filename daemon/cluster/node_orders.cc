@@ -2,6 +2,7 @@
 // node's ObjectIndex as an engine's request would be (the owner allocates),
 // one status per order, a plan per open that succeeded.
 #include "daemon/cluster/node_agent.h"
+#include "base/clocks.h"
 #include "ipc/master/grpc_status.h"
 #include "ipc/wire/object_plan.h"
 
@@ -11,9 +12,7 @@ namespace v1 = master::v1;
 v1::InstructionReply NodeAgent::Execute(const v1::Instruction& instruction) {
   v1::InstructionReply reply;
   reply.set_request_id(instruction.request_id());
-  const uint64_t now = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  const uint64_t now = SteadyNowNs();
   switch (instruction.body_case()) {
     case v1::Instruction::kOpen:
       for (const v1::PlanOrder& order : instruction.open().orders()) {

@@ -1,3 +1,4 @@
+#include "base/clocks.h"
 #include "daemon/server/node_server.h"
 
 #include <fcntl.h>
@@ -12,7 +13,6 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/objects/object_index.h"
-#include "daemon/server/clocks.h"
 #include "daemon/server/kvd_metrics.h"
 #include "ipc/uds/fd_passing.h"
 #include "ipc/wire/codec.h"

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/server/clocks.h"
+#include "base/clocks.h"
 #include "daemon/server/node_server.h"
 #include "daemon/objects/object_index.h"
 #include "ipc/wire/object_codec.h"

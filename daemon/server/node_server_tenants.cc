@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/server/clocks.h"
+#include "base/clocks.h"
 #include "daemon/server/kvd_metrics.h"
 #include "daemon/server/node_server.h"
 #include "ipc/uds/fd_passing.h"

@@ -3,7 +3,6 @@
 #include "nanokv/object_store.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -14,6 +13,7 @@
 #include "ipc/wire/object_plan.h"
 #include "libkv/client/object_store_impl.h"
 #include "libkv/client/object_transfer.h"
+#include "base/clocks.h"
 #include "gpu/backend.h"
 
 namespace nanokv {
@@ -232,9 +232,7 @@ Result<client::ObjectPieces> PiecesOf(ObjectStore::Impl& impl, const ObjectPlan&
   pieces.device = local_device;
   pieces.bytes = plan.bytes_total;
   pieces.epoch = plan.epoch;
-  const auto now = std::chrono::steady_clock::now().time_since_epoch();
-  pieces.writing = WritingHeaderOf(plan, static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+  pieces.writing = WritingHeaderOf(plan, SteadyNowNs());
   pieces.access = std::move(access);
   // The transfer writes the header itself (client::StoreObject).
   NANOKV_ASSIGN_OR_RETURN(pieces.payload, impl.Pointer(plan, false, /*begin=*/false));

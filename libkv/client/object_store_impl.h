@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/clocks.h"
 #include "gpu/backend.h"
 #include "ipc/rpc/call.h"
 #include "ipc/uds/channel.h"
@@ -72,9 +73,7 @@ class ObjectStore::Impl {
       auto* at = reinterpret_cast<ObjectHeader*>(base + plan.header_offset);
       auto [it, fresh] = begun_.emplace(std::make_pair(plan.key, plan.epoch), at);
       if (fresh) {
-        const auto now = std::chrono::steady_clock::now().time_since_epoch();
-        Status begun = client::BeginByCopy(*backend_, at, WritingHeaderOf(plan, static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(now).count())));
+        Status begun = client::BeginByCopy(*backend_, at, WritingHeaderOf(plan, SteadyNowNs()));
         if (!begun.ok()) {
           begun_.erase(it);
           return begun;

@@ -1,13 +1,13 @@
-// The server's two clocks: Unix time for what the segment and journal
-// record (attach, grant times), steady time for the object store (deadlines
-// and lease ends are never Unix time, which can jump).
-#ifndef NANOKV_DAEMON_SERVER_CLOCKS_H_
-#define NANOKV_DAEMON_SERVER_CLOCKS_H_
+// Two clocks in nanoseconds: Unix time for what the segment and journal
+// record (attach, grant times), steady time for the object store (deadlines,
+// lease ends and last_access are never Unix time, which can jump).
+#ifndef NANOKV_BASE_CLOCKS_H_
+#define NANOKV_BASE_CLOCKS_H_
 
 #include <chrono>
 #include <cstdint>
 
-namespace nanokv::kvd {
+namespace nanokv {
 
 inline uint64_t NowUnixNs() {
   using namespace std::chrono;
@@ -19,6 +19,6 @@ inline uint64_t SteadyNowNs() {
   return static_cast<uint64_t>(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
 }
 
-}  // namespace nanokv::kvd
+}  // namespace nanokv
 
-#endif  // NANOKV_DAEMON_SERVER_CLOCKS_H_
+#endif  // NANOKV_BASE_CLOCKS_H_
