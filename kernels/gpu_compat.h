@@ -30,56 +30,39 @@
 
 namespace nanokv::gpu_compat {
 
-// 32-bit atomics at system scope (another GPU over NVLink/PCIe, or the host,
-// may be on the other side). On AMD the __atomic builtins default to system
-// scope; on NVIDIA cuda::atomic_ref with thread_scope_system emits
-// ld.acquire.sys / st.release.sys / atom.cas.release.sys.
-__device__ inline std::uint32_t LoadAcquireSystem(const std::uint32_t* p) {
+// Atomics at system scope on 32- or 64-bit words (T: std::uint32_t, or
+// std::uint64_t for an object header's {state, epoch}): another GPU over
+// NVLink/PCIe, or the host, may be on the other side. On AMD the __atomic
+// builtins default to system scope; on NVIDIA cuda::atomic_ref with
+// thread_scope_system emits ld.acquire.sys / st.release.sys /
+// atom.cas.release.sys.
+template <typename T>
+__device__ inline T LoadAcquireSystem(const T* p) {
 #if defined(NANOKV_HIP)
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #else
-  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> a(*const_cast<std::uint32_t*>(p));
+  cuda::atomic_ref<T, cuda::thread_scope_system> a(*const_cast<T*>(p));
   return a.load(cuda::std::memory_order_acquire);
 #endif
 }
 
-__device__ inline void StoreReleaseSystem(std::uint32_t* p, std::uint32_t v) {
+template <typename T>
+__device__ inline void StoreReleaseSystem(T* p, T v) {
 #if defined(NANOKV_HIP)
   __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #else
-  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> a(*p);
+  cuda::atomic_ref<T, cuda::thread_scope_system> a(*p);
   a.store(v, cuda::std::memory_order_release);
 #endif
 }
 
 // CAS with release on success (relaxed on failure); *expected gets the value seen.
-__device__ inline bool CasReleaseSystem(std::uint32_t* p, std::uint32_t* expected,
-                                        std::uint32_t desired) {
-#if defined(NANOKV_HIP)
-  return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELEASE,
-                                     __ATOMIC_RELAXED);
-#else
-  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> a(*p);
-  return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_release,
-                                   cuda::std::memory_order_relaxed);
-#endif
-}
-
-// The same on the 64-bit {state, epoch} word of an object header.
-__device__ inline std::uint64_t LoadAcquireSystem64(const std::uint64_t* p) {
-#if defined(NANOKV_HIP)
-  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#else
-  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> a(*const_cast<std::uint64_t*>(p));
-  return a.load(cuda::std::memory_order_acquire);
-#endif
-}
-
-__device__ inline bool CasReleaseSystem64(std::uint64_t* p, std::uint64_t* expected, std::uint64_t desired) {
+template <typename T>
+__device__ inline bool CasReleaseSystem(T* p, T* expected, T desired) {
 #if defined(NANOKV_HIP)
   return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 #else
-  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> a(*p);
+  cuda::atomic_ref<T, cuda::thread_scope_system> a(*p);
   return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_release,
                                    cuda::std::memory_order_relaxed);
 #endif

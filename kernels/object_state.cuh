@@ -36,7 +36,7 @@ __device__ inline std::uint64_t* StateEpochOf(ObjectHeader* h) {
 // Acquire of {state, epoch}: READY at the reader's epoch is its object;
 // READY at another epoch is the slot's previous or next one.
 __device__ inline std::uint64_t LoadStateEpochAcquire(const ObjectHeader* h) {
-  return gpu_compat::LoadAcquireSystem64(reinterpret_cast<const std::uint64_t*>(&h->state));
+  return gpu_compat::LoadAcquireSystem(reinterpret_cast<const std::uint64_t*>(&h->state));
 }
 
 // The producer's header write, before its payload (nanokv/object_header.h):
@@ -55,7 +55,7 @@ __device__ inline std::uint32_t BeginWriteDevice(ObjectHeader* h, const ObjectHe
       *epoch_seen = DeviceEpochOfWord(seen);
       return static_cast<std::uint32_t>(CommitCode::kWrongEpoch);
     }
-    if (gpu_compat::CasReleaseSystem64(StateEpochOf(h), &seen, mine)) break;
+    if (gpu_compat::CasReleaseSystem(StateEpochOf(h), &seen, mine)) break;
   }
   *epoch_seen = writing.epoch;
   h->key_hash = writing.key_hash;
@@ -80,7 +80,7 @@ __device__ inline std::uint32_t CommitReadyDevice(ObjectHeader* h, std::uint32_t
   // orders them again for the reader's acquire.
   __threadfence_system();
   std::uint64_t expected = DeviceStateEpochWord(ObjectState::kWriting, epoch);
-  if (gpu_compat::CasReleaseSystem64(StateEpochOf(h), &expected, DeviceStateEpochWord(ObjectState::kReady, epoch))) {
+  if (gpu_compat::CasReleaseSystem(StateEpochOf(h), &expected, DeviceStateEpochWord(ObjectState::kReady, epoch))) {
     *state_seen = static_cast<std::uint32_t>(ObjectState::kReady);
     return static_cast<std::uint32_t>(CommitCode::kCommitted);
   }

@@ -149,11 +149,7 @@ Result<ObjectLease> ObjectStore::Lease(std::string_view key) {
 }
 
 Status ObjectStore::ReleaseLease(std::string_view key, uint64_t lease_id) {
-  wire::Message m;
-  m.mutable_object_lease()->set_key(std::string(key));
-  m.mutable_object_lease()->set_release(true);
-  m.mutable_object_lease()->set_lease_id(lease_id);
-  return ExpectAck(impl_->Call(std::move(m)));
+  return ExpectAck(impl_->Call(LeaseRelease(key, lease_id)));
 }
 
 Result<void*> ObjectStore::PayloadPointer(const ObjectPlan& plan) { return impl_->Pointer(plan, false); }

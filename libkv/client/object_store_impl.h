@@ -27,6 +27,15 @@
 
 namespace nanokv {
 
+// The request that ends lease `lease_id` on `key`.
+inline wire::Message LeaseRelease(std::string_view key, uint64_t lease_id) {
+  wire::Message m;
+  m.mutable_object_lease()->set_key(std::string(key));
+  m.mutable_object_lease()->set_release(true);
+  m.mutable_object_lease()->set_lease_id(lease_id);
+  return m;
+}
+
 class ObjectStore::Impl {
  public:
   // The backend comes once kvd said which (SetBackend), before any map.
@@ -112,11 +121,7 @@ class ObjectStore::Impl {
       request.mutable_object_lease()->set_release_lease_id(id);
       return;
     }
-    wire::Message release;
-    release.mutable_object_lease()->set_key(key);
-    release.mutable_object_lease()->set_release(true);
-    release.mutable_object_lease()->set_lease_id(id);
-    auto released = CallLocked(std::move(release), nullptr);
+    auto released = CallLocked(LeaseRelease(key, id), nullptr);
     if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.status().ToString());
   }
 
