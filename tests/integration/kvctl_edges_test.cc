@@ -3,7 +3,6 @@
 // document on stdout; usage lines read as a person writes them; top fits
 // 80x24; kvd's own tenant refuses an operator's limit and evict; a limit of
 // 0 means the default limit, as at attach.
-#include <fstream>
 
 #include "tests/integration/kvctl_fixture.h"
 
@@ -63,9 +62,7 @@ TEST_F(KvctlTest, UsageLinesReadAsAPersonWritesThem) {
 }
 
 TEST_F(KvctlTest, KvdsOwnTenantRefusesLimitAndEvict) {
-  const std::string config = dir_.path() + "/objects.yaml";
-  std::ofstream(config) << "object_store:\n  size: 8MiB\n";
-  StartKvd(32, {"--config", config});
+  StartKvd(32, {"--config", WriteConfig("object_store:\n  size: 8MiB\n")});
   ASSERT_NE(FindRow(Read(), "kvd.objects"), nullptr) << "the store's tenant is in the segment";
   const uint64_t limit = FindRow(Read(), "kvd.objects")->limit_bytes;
   Ran set = Kvctl({"limit", ipc_, "kvd.objects", "1M"});

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -128,6 +129,17 @@ class KvdFixture : public ::testing::Test {
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(store).value() : nullptr;
   }
+
+  // `yaml` as a config file in the test's directory; its path, for --config.
+  std::string WriteConfig(const std::string& yaml, const std::string& name = "kvd.yaml") {
+    const std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << yaml;
+    return path;
+  }
+  // The object store the objects suites run kvd with: 16 MiB a device (8 of
+  // 32 pages), FIFO, leases of 5 s, writes reclaimed after 300 ms.
+  static constexpr const char* kTestStoreYaml =
+      "object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n  write_timeout: 300ms\n";
 
   // An object's 64-byte header as its device holds it, read through this
   // process's mapping of the plan's header page.

@@ -6,7 +6,6 @@
 // be handed another device's pages under its own numbering.
 #include <stdlib.h>
 
-#include <fstream>
 #include <string>
 
 #include "gpu/backend.h"
@@ -141,9 +140,7 @@ TEST_F(KvdMaskedEngineTest, AnEngineUnderAMaskAttachesToTheRightDevice) {
 
 // The object store's own connection maps kvd's device by the plan's uuid.
 TEST_F(KvdMaskedEngineTest, AMaskedObjectStorePutsAndGetsOnKvdsDevice1) {
-  std::string path = dir_.path() + "/objects.yaml";
-  std::ofstream(path) << "object_store:\n  size: 8MiB\n";
-  Start({"--config", path});
+  Start({"--config", WriteConfig("object_store:\n  size: 8MiB\n")});
   ObjectStoreOptions options;
   options.ipc_name = ipc_;
   options.backend = "host";

@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 
 #include "gpu/backend.h"
 #include "ipc/uds/channel.h"
@@ -30,9 +29,7 @@ namespace {
 class KvdObjectAccessTest : public KvdFixture {
  protected:
   void StartWithStore(const std::string& extra_yaml = "") {
-    std::string path = dir_.path() + "/objects.yaml";
-    std::ofstream(path) << "object_store:\n  size: 16MiB\n  write_timeout: 30s\n" << extra_yaml;
-    StartKvd(32, {"--config", path});
+    StartKvd(32, {"--config", WriteConfig("object_store:\n  size: 16MiB\n  write_timeout: 30s\n" + extra_yaml)});
   }
 
   int RunPeer(const std::string& mode, const std::string& key, size_t bytes, int seed) {

@@ -7,7 +7,6 @@
 // on the host backend in CI and on cuda on the GPU.
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -52,10 +51,7 @@ class KvdDeviceWorkTest : public MetricsFixture {
   }
 
   void StartWithStore() {
-    std::string path = dir_.path() + "/objects.yaml";
-    std::ofstream(path) << "object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n"
-                        << "  write_timeout: 300ms\n";
-    StartKvdWithMetrics(32, {"--config", path});
+    StartKvdWithMetrics(32, {"--config", WriteConfig(kTestStoreYaml)});
   }
 };
 

@@ -3,7 +3,6 @@
 // engine sees them; listing, eviction and zombie reclaim from outside.
 // NANOKV_TEST_BACKEND=cuda runs the same against GPU pages.
 #include <algorithm>
-#include <fstream>
 #include <thread>
 
 #include "nanokv/object_header.h"
@@ -21,10 +20,7 @@ class KvdObjectsTest : public KvdFixture {
  protected:
   // kvd with 32 pages per device, 8 of them the object store's.
   void StartWithStore(const std::string& extra_yaml = "") {
-    std::string path = dir_.path() + "/objects.yaml";
-    std::ofstream(path) << "object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n"
-                        << "  write_timeout: 300ms\n" << extra_yaml;
-    StartKvd(32, {"--config", path});
+    StartKvd(32, {"--config", WriteConfig(kTestStoreYaml + extra_yaml)});
   }
 
   int RunPeer(const std::string& mode, const std::string& key, size_t bytes, int seed) {
@@ -234,9 +230,7 @@ TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
     ASSERT_TRUE(probe.ok()) << probe.status().ToString();
     if ((*probe)->device_count() < 2) GTEST_SKIP() << "needs two GPUs (the host backend simulates them)";
   }
-  std::string path = dir_.path() + "/objects.yaml";
-  std::ofstream(path) << "object_store:\n  size: 8MiB\n";
-  StartKvd(16, {"--config", path, "--host-devices", "2"});
+  StartKvd(16, {"--config", WriteConfig("object_store:\n  size: 8MiB\n"), "--host-devices", "2"});
   ObjectStoreOptions options;
   options.ipc_name = ipc_;
   options.backend = Backend();
@@ -305,9 +299,7 @@ TEST_F(KvdObjectsTest, AKvdWithoutAStoreSaysSo) {
 TEST_F(KvdObjectsTest, TheStoreTakesKvdsDevicesAndKvctlSumsItUp) {
   if (Backend() != "host") GTEST_SKIP() << "the host backend's simulated devices";
   unsetenv("NANOKV_HOST_DEVICES");
-  std::string path = dir_.path() + "/objects.yaml";
-  std::ofstream(path) << "object_store:\n  size: 8MiB\n";
-  StartKvd(16, {"--config", path, "--host-devices", "2"});
+  StartKvd(16, {"--config", WriteConfig("object_store:\n  size: 8MiB\n"), "--host-devices", "2"});
   ObjectStoreOptions options;
   options.ipc_name = ipc_;
   options.backend = "host";

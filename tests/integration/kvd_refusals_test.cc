@@ -3,7 +3,6 @@
 // key; never "request id 0", never a bare protocol error. (The refusals at
 // connect are in kvd_trust_test.cc and kvd_limits_test.cc; the C ABI's in
 // capi_test.c, Python's in python/tests/test_client.py.)
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,9 +19,7 @@ using namespace std::chrono_literals;
 class KvdRefusalsTest : public KvdFixture {
  protected:
   void StartWithConfig(const std::string& yaml) {
-    const std::string config = dir_.path() + "/kvd.yaml";
-    std::ofstream(config) << yaml;
-    StartKvd(16, {"--config", config});
+    StartKvd(16, {"--config", WriteConfig(yaml)});
   }
 
   // Attaches `name`, waiting while kvd still counts a connection that just
