@@ -162,6 +162,20 @@ Status BlockAllocator::Free(BlockRun run) {
   return Status::OK();
 }
 
+Status BlockAllocator::Split(BlockRun run, uint32_t at) {
+  auto used = used_by_start_.find(run.first);
+  if (used == used_by_start_.end() || used->second != run.count) {
+    return Status::NotFound("split " + RunText(run) + ": no allocated run is exactly that");
+  }
+  if (at == 0 || at >= run.count) {
+    return Status::InvalidArgument("split " + RunText(run) + " at " + std::to_string(at) +
+                                   ": each part needs a block");
+  }
+  used->second = at;
+  PutRun(used_by_start_, run.first + at, run.count - at);
+  return Status::OK();
+}
+
 size_t BlockAllocator::largest_free_run() const {
   return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
 }

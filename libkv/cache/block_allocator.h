@@ -74,6 +74,11 @@ class BlockAllocator {
   // kNotFound when no allocated run starts at run.first (a double free, or
   // never allocated); kInvalidArgument when one does but its length differs.
   Status Free(BlockRun run);
+  // Splits an allocated run in two allocated runs, [first, first + at) and
+  // [first + at, first + count), each then freed on its own: how KVCache
+  // hands part of a reserved run to a sequence. O(log r). kNotFound when no
+  // allocated run is exactly `run`; kInvalidArgument unless 0 < at < count.
+  Status Split(BlockRun run, uint32_t at);
 
   size_t total_blocks() const { return total_blocks_; }
   size_t free_blocks() const { return free_blocks_; }

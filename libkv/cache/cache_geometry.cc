@@ -72,6 +72,12 @@ Result<CacheGeometry> CacheGeometry::Make(const KVCacheConfig& config, size_t pa
     return bad("set num_blocks or max_bytes");
   }
   if (g.num_blocks > alloc::BlockAllocator::kMaxBlocks) return bad("more than 2^31 blocks");
+  if (config.reserve_low_blocks > config.reserve_high_blocks ||
+      config.reserve_high_blocks > g.num_blocks) {
+    return bad("reserve_low_blocks " + std::to_string(config.reserve_low_blocks) +
+               " and reserve_high_blocks " + std::to_string(config.reserve_high_blocks) +
+               ": need low <= high <= the cache's " + std::to_string(g.num_blocks) + " blocks");
+  }
   // The whole reservation, K or V: layers * whole pages of the layer's bytes.
   const size_t max = std::numeric_limits<size_t>::max() / 4;
   if (g.num_blocks > max / g.layer_block_bytes) return bad("the cache's size overflows");

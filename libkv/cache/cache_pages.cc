@@ -1,8 +1,8 @@
 // KVCache's page groups: blocks are taken with their pages mapped (a group
 // at a time, in every layer of K and V) and given back with the groups that
 // no live block touches any more returned to kvd, or kept mapped up to
-// keep_free_groups. Reclaim unmaps kept groups; a group holding a live block
-// is never unmapped.
+// keep_free_groups. Reclaim unmaps kept groups, then the reserve's
+// (cache_reserve.cc); a group holding a live block is never unmapped.
 #include <algorithm>
 #include <string>
 
@@ -73,6 +73,13 @@ void KVCache::Impl::CountRefsLocked(const std::vector<alloc::BlockRun>& runs, in
 
 Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeBlocksLocked(size_t count) {
   if (count == 0) return std::vector<alloc::BlockRun>{};
+  Result<std::vector<alloc::BlockRun>> runs =
+      count <= reserve_blocks_ ? TakeReserveLocked(count) : TakeFreshBlocksLocked(count);
+  if (ReserveWantsRefillLocked()) refill_cv_.notify_one();
+  return runs;
+}
+
+Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeFreshBlocksLocked(size_t count) {
   NANOKV_ASSIGN_OR_RETURN(std::vector<alloc::BlockRun> runs, AllocateRunsLocked(count));
   std::vector<uint32_t> first_use;
   CountRefsLocked(runs, +1, &first_use);
@@ -159,7 +166,12 @@ Status KVCache::Impl::UnmapGroupsLocked(const std::vector<uint32_t>& groups) {
   return status;
 }
 
-Status KVCache::Impl::GiveBackLocked(const std::vector<alloc::BlockRun>& runs) {
+Status KVCache::Impl::GiveBackLocked(const std::vector<alloc::BlockRun>& given) {
+  // Freed blocks refill the reserve first: their pages stay mapped, so
+  // that refill costs nothing.
+  std::vector<alloc::BlockRun> runs = given;
+  KeepInReserveLocked(&runs);
+  refill_blocked_ = false;  // blocks came free: a refused refill may fit now
   std::vector<uint32_t> now_free;
   CountRefsLocked(runs, -1, &now_free);
   for (alloc::BlockRun run : runs) {
@@ -191,7 +203,9 @@ Result<size_t> KVCache::Impl::ReleaseFreePagesLocked(size_t max_pages) {
     it = kept_free_.erase(it);
   }
   NANOKV_RETURN_IF_ERROR(UnmapGroupsLocked(groups));
-  return pages;
+  if (pages >= max_pages) return pages;
+  NANOKV_ASSIGN_OR_RETURN(size_t from_reserve, DropReserveLocked(max_pages - pages));
+  return pages + from_reserve;
 }
 
 Result<size_t> KVCache::Impl::ReleasePendingReclaim() {
@@ -228,8 +242,23 @@ Status KVCache::Impl::CheckInvariants() const {
     blocks += in_runs;
     runs += seq.runs.size();
   }
+  size_t in_reserve = 0;
+  for (alloc::BlockRun run : reserve_) {
+    if (!blocks_.IsAllocated(run)) return broken("4: a reserve run the allocator does not hold");
+    for (size_t b = run.first; b < size_t{run.first} + run.count; ++b) {
+      g_.ForEachGroupRange(b, [&](size_t first, size_t n) {
+        for (size_t g = first; g < first + n; ++g) ++refs[g];
+      });
+    }
+    in_reserve += run.count;
+  }
+  if (in_reserve != reserve_blocks_ || in_reserve > g_.config.reserve_high_blocks)
+    return broken("5: the reserve holds " + std::to_string(in_reserve) + " blocks, counted " +
+                  std::to_string(reserve_blocks_));
+  blocks += in_reserve;
+  runs += reserve_.size();
   if (blocks != blocks_.used_blocks() || runs != blocks_.allocated_run_count())
-    return broken("4: sequences hold other blocks than the allocator's used ones");
+    return broken("4: sequences and the reserve hold other blocks than the allocator's used ones");
   size_t kept = 0;
   for (size_t g = 0; g < refs.size(); ++g) {
     if (refs[g] != group_refs_[g]) return broken("1: group " + std::to_string(g) + "'s count");

@@ -83,7 +83,9 @@ KVCache::Impl::Impl(Client& client, cache::CacheGeometry geometry, std::unique_p
       v_(std::move(v)),
       blocks_(std::move(blocks)),
       group_refs_(g_.groups_per_layer, 0),
-      group_mapped_(g_.groups_per_layer, 0) {}
+      group_mapped_(g_.groups_per_layer, 0) {
+  if (g_.config.reserve_high_blocks > 0) refill_thread_ = std::thread([this] { RefillLoop(); });
+}
 
 Status KVCache::Impl::GrowLocked(Sequence& seq, size_t tokens) {
   const size_t block_size = g_.config.block_size;

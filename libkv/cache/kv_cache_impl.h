@@ -10,19 +10,30 @@
 //      mapped in every layer of K and V.
 //   3. kept_free_ holds exactly the mapped groups with no reference, and at
 //      most keep_free_groups of them.
-//   4. The sequences' runs are exactly the allocator's allocated runs, and
-//      each sequence has room for its tokens: tokens <= table.size() *
-//      block_size < tokens + block_size (or no block for no token).
+//   4. The sequences' runs and the reserve's are exactly the allocator's
+//      allocated runs, and each sequence has room for its tokens: tokens <=
+//      table.size() * block_size < tokens + block_size (or no block for no
+//      token).
+//   5. reserve_blocks_ is the sum of the reserve's runs, at most
+//      reserve_high_blocks; a reserve block counts in group_refs_ like a
+//      live one (its groups stay mapped).
+//
+// The reserve (cache_reserve.cc) is a queue of allocated runs in no
+// sequence. A background thread refills it, holding mu_ while kvd answers
+// its grant: callers wait for that once per refill, not per allocation.
 #ifndef NANOKV_LIBKV_CACHE_KV_CACHE_IMPL_H_
 #define NANOKV_LIBKV_CACHE_KV_CACHE_IMPL_H_
 
 #include <cstddef>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +62,8 @@ class KVCache::Impl {
 
   Impl(Client& client, cache::CacheGeometry geometry, std::unique_ptr<KVTensor> k,
        std::unique_ptr<KVTensor> v, alloc::BlockAllocator blocks);
+  // Stops the reserve's thread before the tensors go.
+  ~Impl();
 
   Status AllocateFor(uint64_t request_id, size_t tokens);
   Result<int64_t> AppendToken(uint64_t request_id);
@@ -89,7 +102,19 @@ class KVCache::Impl {
   Status GrowLocked(Sequence& seq, size_t tokens);
   // `count` blocks (one run if one is free, else several) with their page
   // groups mapped; all or nothing. kResourceExhausted when out of blocks.
+  // From the reserve when it holds `count` blocks (no request), else fresh.
   Result<std::vector<alloc::BlockRun>> TakeBlocksLocked(size_t count);
+  Result<std::vector<alloc::BlockRun>> TakeFreshBlocksLocked(size_t count);
+  // The reserve (cache_reserve.cc). Take: its first `count` blocks (REQUIRES
+  // count <= reserve_blocks_). Keep: as much of `runs` as fits under
+  // reserve_high_blocks goes into it; the rest is left in `runs`. Drop:
+  // gives its runs back, newest first, until `max_pages` pages were
+  // returned; returns the pages.
+  Result<std::vector<alloc::BlockRun>> TakeReserveLocked(size_t count);
+  void KeepInReserveLocked(std::vector<alloc::BlockRun>* runs);
+  Result<size_t> DropReserveLocked(size_t max_pages);
+  bool ReserveWantsRefillLocked() const;
+  void RefillLoop();
   Result<std::vector<alloc::BlockRun>> AllocateRunsLocked(size_t count);
   // Drops the runs' group references, frees the runs, and returns or keeps
   // the groups left with none. The first unmap error is returned.
@@ -121,6 +146,15 @@ class KVCache::Impl {
   uint64_t groups_mapped_ = 0;                        // guarded by mu_
   uint64_t groups_returned_ = 0;                      // guarded by mu_
   uint64_t map_failures_ = 0;                         // guarded by mu_
+  std::deque<alloc::BlockRun> reserve_;               // guarded by mu_
+  size_t reserve_blocks_ = 0;                         // guarded by mu_
+  uint64_t reserve_hits_ = 0;                         // guarded by mu_
+  uint64_t reserve_refills_ = 0;                      // guarded by mu_
+  uint64_t reserve_refill_failures_ = 0;              // guarded by mu_
+  bool refill_blocked_ = false;  // guarded by mu_: refused; a free unblocks
+  bool stopping_ = false;        // guarded by mu_
+  std::condition_variable refill_cv_;
+  std::thread refill_thread_;  // only with a reserve; last, so it starts last
 };
 
 }  // namespace nanokv

@@ -12,7 +12,7 @@ KVCacheStats KVCache::Impl::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   KVCacheStats s;
   s.total_blocks = blocks_.total_blocks();
-  s.used_blocks = blocks_.used_blocks();
+  s.used_blocks = blocks_.used_blocks() - reserve_blocks_;  // in sequences
   s.free_blocks = blocks_.free_blocks();
   s.largest_free_run = blocks_.largest_free_run();
   s.fragmentation = blocks_.fragmentation();
@@ -28,6 +28,10 @@ KVCacheStats KVCache::Impl::Stats() const {
   s.groups_mapped = groups_mapped_;
   s.groups_returned = groups_returned_;
   s.map_failures = map_failures_;
+  s.reserve_blocks = reserve_blocks_;
+  s.reserve_hits = reserve_hits_;
+  s.reserve_refills = reserve_refills_;
+  s.reserve_refill_failures = reserve_refill_failures_;
   return s;
 }
 
@@ -59,6 +63,14 @@ std::string KVCache::Impl::DumpCacheStats() const {
                 static_cast<unsigned long long>(s.groups_mapped),
                 static_cast<unsigned long long>(s.groups_returned),
                 static_cast<unsigned long long>(s.map_failures));
+  out += line;
+  std::snprintf(line, sizeof(line),
+                "reserve: %zu blocks (low %zu, high %zu); %llu hits, %llu refills, "
+                "%llu refused\n",
+                s.reserve_blocks, g_.config.reserve_low_blocks, g_.config.reserve_high_blocks,
+                static_cast<unsigned long long>(s.reserve_hits),
+                static_cast<unsigned long long>(s.reserve_refills),
+                static_cast<unsigned long long>(s.reserve_refill_failures));
   out += line;
   std::snprintf(line, sizeof(line), "sequences: %zu, %zu tokens\n", s.sequences, s.used_tokens);
   out += line;

@@ -78,6 +78,8 @@ NANOKV_API int nanokv_cache_create(nanokv_client_t* client, const nanokv_cache_c
     cfg.num_blocks = config->num_blocks;
     cfg.max_bytes = config->max_bytes;
     cfg.keep_free_groups = config->keep_free_groups;
+    cfg.reserve_low_blocks = config->reserve_low_blocks;
+    cfg.reserve_high_blocks = config->reserve_high_blocks;
     auto created = nanokv::KVCache::Create(*c->client, cfg);
     if (!created.ok()) return Fail(created.status());
     return nanokv::capi::AdoptChild(c, nanokv::capi::Kind::kCache, &nanokv_cache::cache,
@@ -237,7 +239,8 @@ NANOKV_API int nanokv_cache_get_stats(const nanokv_cache_t* cache, nanokv_cache_
                                       s.used_tokens,    s.block_bytes,     s.page_bytes,
                                       s.page_groups,    s.mapped_groups,   s.kept_free_groups,
                                       s.mapped_pages,   s.groups_mapped,   s.groups_returned,
-                                      s.map_failures};
+                                      s.map_failures,   s.reserve_blocks,  s.reserve_hits,
+                                      s.reserve_refills, s.reserve_refill_failures};
     return NANOKV_OK;
   } NANOKV_CAPI_END;
 }

@@ -55,6 +55,8 @@ class CacheConfig(ctypes.Structure):
         ("num_blocks", ctypes.c_uint64),
         ("max_bytes", ctypes.c_uint64),
         ("keep_free_groups", ctypes.c_uint64),
+        ("reserve_low_blocks", ctypes.c_uint64),
+        ("reserve_high_blocks", ctypes.c_uint64),
     ]
 
 
@@ -80,7 +82,8 @@ class CacheStats(ctypes.Structure):
                [(name, ctypes.c_uint64) for name in
                 ("sequences", "used_tokens", "block_bytes", "page_bytes", "page_groups",
                  "mapped_groups", "kept_free_groups", "mapped_pages", "groups_mapped",
-                 "groups_returned", "map_failures")]
+                 "groups_returned", "map_failures", "reserve_blocks", "reserve_hits",
+                 "reserve_refills", "reserve_refill_failures")]
 
 
 class PagedLayout(ctypes.Structure):
@@ -268,7 +271,7 @@ lib.nanokv_code_name.argtypes = [ctypes.c_int]
 lib.nanokv_abi_version.restype = ctypes.c_int
 lib.nanokv_kernels_available.restype = ctypes.c_int
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 if lib.nanokv_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
         f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")

@@ -35,6 +35,10 @@ class KVCache(OwnedHandle):
     needed. k(layer) / v(layer) are zero-copy arrays shaped [blocks, heads,
     block_size, head_dim] (block_major) or [heads, blocks, ...] (head_major).
 
+    reserve_high_blocks > 0 keeps up to that many blocks taken ahead with
+    their pages mapped (refilled in the background below reserve_low_blocks),
+    so an allocation that fits in them asks kvd for nothing.
+
     Only the blocks of live sequences are mapped: touch nothing else. Free a
     sequence (free_for) and close the cache only after the GPU work on its
     blocks finished.
@@ -44,7 +48,8 @@ class KVCache(OwnedHandle):
     _DESTROY = "nanokv_cache_destroy"
 
     def __init__(self, client, layers, kv_heads, head_dim, block_size=16, dtype="bfloat16",
-                 num_blocks=0, max_bytes=0, layout="block_major", keep_free_groups=0, device=0):
+                 num_blocks=0, max_bytes=0, layout="block_major", keep_free_groups=0, device=0,
+                 reserve_low_blocks=0, reserve_high_blocks=0):
         self._client = client
         config = _lib.CacheConfig()
         call("nanokv_cache_config_init", ctypes.byref(config))
@@ -63,6 +68,10 @@ class KVCache(OwnedHandle):
         config.num_blocks = _lib.fit(num_blocks, ctypes.c_uint64, "num_blocks")
         config.max_bytes = _lib.fit(max_bytes, ctypes.c_uint64, "max_bytes")
         config.keep_free_groups = _lib.fit(keep_free_groups, ctypes.c_uint64, "keep_free_groups")
+        config.reserve_low_blocks = _lib.fit(reserve_low_blocks, ctypes.c_uint64,
+                                             "reserve_low_blocks")
+        config.reserve_high_blocks = _lib.fit(reserve_high_blocks, ctypes.c_uint64,
+                                              "reserve_high_blocks")
         handle = ctypes.c_void_p()
         call("nanokv_cache_create", client.handle, ctypes.byref(config), ctypes.byref(handle))
         self._own(handle)
@@ -145,12 +154,13 @@ class KVCache(OwnedHandle):
 
     # -- pages and stats --------------------------------------------------
     def release_free_pages(self, max_pages):
-        """Gives kept-free page groups back to kvd; returns the pages returned."""
+        """Gives kept-free page groups, then the reserve's, back to kvd; returns
+        the pages returned."""
         return self._scalar("nanokv_cache_release_free_pages", ctypes.c_uint64, int(max_pages))
 
     def release_pending_reclaim(self):
         """Gives back what kvd's reclaim still asks for (client.pending_reclaim_pages),
-        from kept-free page groups only; returns the pages returned."""
+        from kept-free page groups, then the reserve; returns the pages returned."""
         return self._scalar("nanokv_cache_release_pending_reclaim", ctypes.c_uint64)
 
     def stats(self):

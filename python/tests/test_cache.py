@@ -1,6 +1,7 @@
 """nanokv.KVCache against a real kvd on the host backend: sequences, block
 tables, slots, zero-copy K/V arrays laid out as the view says, pages
 following blocks, errors."""
+import time
 import unittest
 
 import numpy as np
@@ -90,6 +91,26 @@ class CacheTest(KvdTestCase):
         self.assertGreater(c.pending_reclaim_pages, 0)
         self.assertGreaterEqual(cache.release_pending_reclaim(), 4)
         self.assertLessEqual(cache.stats()["mapped_pages"], 4)
+
+    def test_the_reserve_serves_allocations_and_answers_reclaim(self):
+        c = self.attach("py-reserve")
+        cache = self.make(c, num_blocks=1024, reserve_low_blocks=8, reserve_high_blocks=32)
+        deadline = time.monotonic() + 5
+        while cache.stats()["reserve_blocks"] < 32 and time.monotonic() < deadline:
+            time.sleep(0.01)  # filled by the cache's background thread
+        stats = cache.stats()
+        self.assertEqual((stats["reserve_blocks"], stats["mapped_pages"]), (32, 4))
+        cache.allocate_for(1, 10 * 16)  # from the reserve: no page more
+        stats = cache.stats()
+        self.assertEqual((stats["reserve_blocks"], stats["reserve_hits"]), (22, 1))
+        self.assertEqual((stats["used_blocks"], stats["groups_mapped"]), (10, 1))
+        cache.free_for(1)  # back into the reserve
+        self.assertEqual(cache.stats()["reserve_blocks"], 32)
+        self.assertEqual(cache.release_free_pages(4), 4)  # the reserve's group
+        self.assertEqual(cache.stats()["reserve_blocks"], 0)
+        with self.assertRaises(NanoKVError) as e:
+            self.make(c, reserve_low_blocks=9, reserve_high_blocks=8)
+        self.assertEqual(e.exception.code, NanoKVError.INVALID_ARGUMENT)
 
     def test_out_of_blocks_and_bad_config(self):
         c = self.attach("py-cache-bad")

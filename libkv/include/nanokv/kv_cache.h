@@ -73,6 +73,17 @@ struct KVCacheConfig {
   // reserve: the next allocation there costs no request to kvd). 0 returns
   // each group to kvd at once. ReleaseFreePages gives them back on demand.
   size_t keep_free_groups = 0;
+  // The reserve: blocks taken ahead with their pages mapped, so an
+  // allocation that fits in it asks kvd for nothing, calls no driver and
+  // searches no allocator (a hot grant). Freed blocks go back into it up to
+  // reserve_high_blocks; when an allocation leaves fewer than
+  // reserve_low_blocks (or none), a background thread refills it to
+  // reserve_high_blocks with one grant. Its pages count against the
+  // tenant's limit like any other; ReleaseFreePages gives up kept groups
+  // first, then the reserve. reserve_high_blocks 0: no reserve, no thread.
+  // low <= high <= the cache's blocks, else Create is kInvalidArgument.
+  size_t reserve_low_blocks = 0;
+  size_t reserve_high_blocks = 0;
 };
 
 // One layer's K or V as a kernel sees it. Strides are in elements.
@@ -94,7 +105,7 @@ struct KVCacheView {
 
 struct KVCacheStats {
   size_t total_blocks = 0;
-  size_t used_blocks = 0;
+  size_t used_blocks = 0;      // in sequences (the reserve's are in neither count)
   size_t free_blocks = 0;
   size_t largest_free_run = 0;
   double fragmentation = 0;  // 1 - largest_free_run / free_blocks (0: none free)
@@ -109,6 +120,10 @@ struct KVCacheStats {
   uint64_t groups_mapped = 0;    // since creation
   uint64_t groups_returned = 0;  // unmapped and given back to kvd
   uint64_t map_failures = 0;     // kvd refused or a map failed (allocation undone)
+  size_t reserve_blocks = 0;       // taken ahead, mapped, in no sequence
+  uint64_t reserve_hits = 0;       // allocations served from the reserve
+  uint64_t reserve_refills = 0;    // background grants that refilled it
+  uint64_t reserve_refill_failures = 0;  // refused (limit, device full); retried after a free
 };
 
 class KVCache {
@@ -153,9 +168,10 @@ class KVCache {
   Result<KVCacheView> KView(uint32_t layer) const;
   Result<KVCacheView> VView(uint32_t layer) const;
 
-  // Unmaps kept-free page groups (no live block in them) until at least
-  // `max_pages` pages went back to kvd, or none is left; returns the pages
-  // returned. Answers kvd's reclaim: call it from Client::OnReclaim with the
+  // Unmaps kept-free page groups (no live block in them), then the
+  // reserve's, until at least `max_pages` pages went back to kvd, or none
+  // is left; returns the pages returned. The reserve is not refilled by a
+  // grant again until blocks are freed. Answers kvd's reclaim: call it from Client::OnReclaim with the
   // notice's page count (and clear that callback before destroying the
   // cache), or poll with ReleasePendingReclaim. Pages holding live blocks
   // are never taken away.

@@ -62,7 +62,7 @@ extern "C" {
 #define NANOKV_UNIMPLEMENTED 13       /* not built yet: the message names what would do it */
 
 /* Bumped when a struct below or a function's meaning changes. */
-#define NANOKV_ABI_VERSION 1
+#define NANOKV_ABI_VERSION 2  /* 2: the cache's reserve fields */
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;
@@ -216,6 +216,8 @@ typedef struct nanokv_cache_config {
   uint64_t num_blocks;        /* per layer; 0: as many as max_bytes holds */
   uint64_t max_bytes;
   uint64_t keep_free_groups;  /* page groups kept mapped when freed */
+  uint64_t reserve_low_blocks;   /* the reserve (KVCacheConfig): refill below this */
+  uint64_t reserve_high_blocks;  /* ... up to this; 0: no reserve */
 } nanokv_cache_config_t;
 
 /* One layer's K or V as a kernel sees it; strides in elements. */
@@ -239,6 +241,7 @@ typedef struct nanokv_cache_stats {
   uint64_t block_bytes, page_bytes;
   uint64_t page_groups, mapped_groups, kept_free_groups, mapped_pages;
   uint64_t groups_mapped, groups_returned, map_failures;
+  uint64_t reserve_blocks, reserve_hits, reserve_refills, reserve_refill_failures;
 } nanokv_cache_stats_t;
 
 /* Defaults of nanokv::KVCacheConfig (block_size 16, bfloat16, block-major). */

@@ -116,6 +116,29 @@ TEST(BlockAllocatorTest, BadInputIsAnErrorNotACrash) {
   EXPECT_OK(a.CheckInvariants());
 }
 
+TEST(BlockAllocatorTest, SplitMakesTwoRunsFreedOnTheirOwn) {
+  BlockAllocator a = Make(8);
+  auto run = a.Allocate(5);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(a.Split({0, 4}, 2).code(), Code::kNotFound);  // not the run as allocated
+  EXPECT_EQ(a.Split({1, 4}, 2).code(), Code::kNotFound);
+  EXPECT_EQ(a.Split(*run, 0).code(), Code::kInvalidArgument);
+  EXPECT_EQ(a.Split(*run, 5).code(), Code::kInvalidArgument);
+  ASSERT_OK(a.Split(*run, 2));
+  EXPECT_TRUE(a.IsAllocated({0, 2}));
+  EXPECT_TRUE(a.IsAllocated({2, 3}));
+  EXPECT_EQ(a.Free(*run).code(), Code::kInvalidArgument);  // the old run is gone
+  EXPECT_EQ(a.allocated_run_count(), 2u);
+  EXPECT_EQ(a.used_blocks(), 5u);
+  EXPECT_OK(a.CheckInvariants());
+  ASSERT_OK(a.Free({2, 3}));
+  EXPECT_OK(a.CheckInvariants());
+  ASSERT_OK(a.Free({0, 2}));
+  EXPECT_EQ(a.free_blocks(), 8u);
+  EXPECT_EQ(a.largest_free_run(), 8u);
+  EXPECT_OK(a.CheckInvariants());
+}
+
 TEST(BlockAllocatorTest, DumpBlockMapIsReadable) {
   BlockAllocator a = Make(10);
   auto r1 = a.Allocate(3);
