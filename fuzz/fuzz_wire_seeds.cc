@@ -120,6 +120,11 @@ int main(int argc, char** argv) {
     f->set_device(0);
     f->add_page_ids(7);
   }
+  {
+    ReserveReport* r = add("reserve_report").mutable_reserve_report();
+    r->set_device(0);
+    r->set_reserve_bytes(8u << 20);
+  }
   add("shutdown").mutable_shutdown()->set_reason("kvd stopping");
   {
     Error* e = add("error").mutable_error();

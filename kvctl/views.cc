@@ -90,7 +90,8 @@ void WriteTenantJson(JsonWriter& json, const ipc::Segment& segment, const ipc::T
       .Field("group", ipc::ReadString(row.group))
       .Field("state", TenantStateName(row, kvd_alive))
       .Field("limit_bytes", row.limit_bytes)
-      .Field("used_bytes", row.used_bytes);
+      .Field("used_bytes", row.used_bytes)
+      .Field("reserve_bytes", row.reserve_bytes);
   json.Key("used_pct").Double(100.0 * Share(row.used_bytes, row.limit_bytes));
   json.Key("devices").BeginArray();
   for (uint32_t d = 0; d < segment.header.device_count; ++d) {
@@ -231,9 +232,22 @@ std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options
     }
     return json.str() + "\n";
   }
+  // RESERVE (of USED, what engines keep mapped ahead of need) only where
+  // some engine keeps one: most do not, and an 80-column screen has no
+  // room to spare.
+  bool any_reserve = false;
+  for (const Kvd& kvd : kvds) {
+    if (!kvd.snapshot) continue;
+    const ipc::Segment& segment = kvd.snapshot->segment;
+    for (uint32_t i = 0; i < segment.header.tenant_count; ++i) {
+      any_reserve = any_reserve || segment.tenants[i].reserve_bytes != 0;
+    }
+  }
   std::vector<Column> columns = {{"TENANT", Align::kLeft, true}, {"PID", Align::kRight}, {"GROUP", Align::kLeft, true},
                                  {"DEVICE"}, {"LIMIT", Align::kRight}, {"USED", Align::kRight},
                                  {"USE%", Align::kRight}, {"STATE"}, {"ACTIVE"}};
+  const size_t reserve_column = 6;  // after USED
+  if (any_reserve) columns.insert(columns.begin() + reserve_column, Column{"RESERVE", Align::kRight});
   if (options.with_ipc) columns.insert(columns.begin(), Column{"IPC", Align::kLeft, true});
   Table table(columns);
   for (const Kvd& kvd : kvds) {
@@ -252,6 +266,7 @@ std::string TenantsView(const std::vector<Kvd>& kvds, const ViewOptions& options
                TintForShare(Share(row->used_bytes, row->limit_bytes))),
           Cell(TenantStateName(*row, alive), TenantTint(*row, alive)),
           FormatAge(row->last_activity_unix_ns, options.now_unix_ns)};
+      if (any_reserve) cells.insert(cells.begin() + reserve_column, FormatBytes(row->reserve_bytes));
       if (options.with_ipc) cells.insert(cells.begin(), Cell(kvd.ipc_name));
       table.AddRow(std::move(cells));
     }

@@ -164,6 +164,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.used_pages.assign(pools_.size(), 0);
   tenant.imported.resize(pools_.size());
   tenant.held_after_recycle.resize(pools_.size());
+  tenant.reported_reserve_bytes.assign(pools_.size(), 0);
   TenantId id = tenant.id;
   tenants_.emplace(id, std::move(tenant));
   return id;

@@ -88,6 +88,9 @@ struct Tenant {
   // forget and has not said it dropped, in the order it was told (id, the
   // old generation). Charged to its quota and to the device's capacity.
   std::vector<std::vector<std::pair<PageId, uint32_t>>> held_after_recycle;
+  // Per device: the bytes its engine said it keeps mapped ahead of need
+  // (ReserveReport), as sent; shown clamped to what it holds (ReserveBytes).
+  std::vector<uint64_t> reported_reserve_bytes;
 };
 
 // One page of a grant as kvd decided it, in the order of the request: what
@@ -208,6 +211,10 @@ class NodeState {
   // ends. Ids it was not told to forget are ignored (a late or repeated
   // word changes nothing); returns how many charges ended.
   Result<size_t> ForgetDone(TenantId tenant, int device, std::span<const PageId> ids);
+  // The tenant's engine keeps `bytes` of its pages on `device` mapped ahead
+  // of need (its reserve): shown, never counted. kNotFound for an unknown
+  // tenant or device.
+  Status ReportReserve(TenantId tenant, int device, uint64_t bytes);
   // Pages of `tenant` recycled away and not yet dropped, all devices.
   size_t HeldAfterRecyclePages(const Tenant& tenant) const;
 
@@ -249,6 +256,8 @@ class NodeState {
   std::vector<const Tenant*> Tenants() const;
   std::vector<DeviceCounts> Counts() const;
   uint64_t UsedBytes(const Tenant& tenant) const;
+  // Its reported reserve, on each device no more than it holds there.
+  uint64_t ReserveBytes(const Tenant& tenant) const;
   Status CheckInvariants() const;
 
  private:

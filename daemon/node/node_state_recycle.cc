@@ -4,6 +4,8 @@
 // the forget notice keeps that memory alive, so it counts against the
 // device's capacity and the engine's quota until the engine says it dropped
 // it (ForgetDone, sent by libkv once it unmapped and closed it) or detaches.
+// And what an engine says of its own held pages that no accounting uses:
+// its reserve (ReportReserve), shown beside its use.
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -91,6 +93,23 @@ Result<size_t> NodeState::ForgetDone(TenantId tenant_id, int device, std::span<c
     ++ended;
   }
   return ended;
+}
+
+Status NodeState::ReportReserve(TenantId tenant_id, int device, uint64_t bytes) {
+  Tenant* tenant = MutableTenant(tenant_id);
+  if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  tenant->reported_reserve_bytes[d] = bytes;
+  return Status::OK();
+}
+
+uint64_t NodeState::ReserveBytes(const Tenant& tenant) const {
+  uint64_t total = 0;
+  for (size_t d = 0; d < tenant.reported_reserve_bytes.size(); ++d) {
+    total += std::min<uint64_t>(tenant.reported_reserve_bytes[d],
+                                uint64_t{tenant.used_pages[d]} * page_bytes_);
+  }
+  return total;
 }
 
 Result<uint32_t> NodeState::RecyclesAllowed(size_t d, const Tenant& tenant, uint32_t count) const {

@@ -56,6 +56,7 @@ void SegmentPublisher::Publish(const NodeState& node) {
                                             : ipc::TenantState::kAttached);
       row.limit_bytes = t.limit_bytes;
       row.used_bytes = node.UsedBytes(t);
+      row.reserve_bytes = node.ReserveBytes(t);
       for (size_t d = 0; d < devices; ++d) row.used_pages[d] = t.used_pages[d];
       row.attach_unix_ns = t.attach_unix_ns;
       row.last_activity_unix_ns = t.last_activity_unix_ns;

@@ -24,6 +24,7 @@ constexpr RequestKind kRequestKinds[] = {
     {wire::Message::kDetach, "detach"},
     {wire::Message::kAdopt, "adopt"},
     {wire::Message::kForgetDone, "forget_done"},
+    {wire::Message::kReserveReport, "reserve_report"},
     {wire::Message::kEvict, "evict"},
     {wire::Message::kObjectOpen, "object_open"},
     {wire::Message::kObjectCommit, "object_commit"},

@@ -234,7 +234,8 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
                         m.body_case() == wire::Message::kSetLimit ||
                         m.body_case() == wire::Message::kDetach ||
                         m.body_case() == wire::Message::kAdopt ||
-                        m.body_case() == wire::Message::kForgetDone;
+                        m.body_case() == wire::Message::kForgetDone ||
+                        m.body_case() == wire::Message::kReserveReport;
   if (!engine_request) {
     return Fault(c, rid, Status::ProtocolError(std::string("kvd does not take '") + wire::BodyName(m) +
                                                "' from an engine"));
@@ -270,6 +271,12 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
       std::vector<PageId> ids(m.forget_done().page_ids().begin(), m.forget_done().page_ids().end());
       Result<size_t> ended = node_.ForgetDone(c.tenant, m.forget_done().device(), ids);
       if (!ended.ok()) return Fault(c, rid, ended.status());
+      return;
+    }
+    case wire::Message::kReserveReport: {  // no reply, as forget_done
+      Status reported = node_.ReportReserve(c.tenant, m.reserve_report().device(),
+                                            m.reserve_report().reserve_bytes());
+      if (!reported.ok()) return Fault(c, rid, reported);
       return;
     }
     case wire::Message::kDetach: {

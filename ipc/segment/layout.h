@@ -47,7 +47,7 @@ namespace nanokv::ipc {
 
 // "NKVSEG01" read as a little-endian uint64, so `hexdump -C` shows the name.
 inline constexpr uint64_t kSegmentMagic = 0x3130474553564B4EULL;
-inline constexpr uint32_t kSegmentLayoutVersion = 2;
+inline constexpr uint32_t kSegmentLayoutVersion = 3;
 
 inline constexpr uint32_t kMaxDevices = 16;
 inline constexpr uint32_t kMaxTenants = 256;
@@ -141,6 +141,9 @@ struct TenantRow {
   uint32_t used_pages[kMaxDevices];  // indexed like Segment::devices
   uint64_t attach_unix_ns;
   uint64_t last_activity_unix_ns;
+  // Version 3: of used_bytes, what its engine keeps mapped ahead of need
+  // (KVCache's reserve), as the engine reported it, capped by its use.
+  uint64_t reserve_bytes;
 };
 
 // For the controller (engines launched from kvd's YAML).
@@ -201,7 +204,7 @@ static_assert(offsetof(SegmentHeader, kvd_pid) == 24);
 static_assert(offsetof(SegmentHeader, kvd_start_ticks) == 32);
 inline constexpr size_t kFrozenPrefixBytes = 40;
 
-// Version 2 (1 had no socket_path).
+// Version 3 (1 had no socket_path, 2 no TenantRow::reserve_bytes).
 static_assert(offsetof(SegmentHeader, ipc_name) == 64);
 static_assert(offsetof(SegmentHeader, backend) == 128);
 static_assert(offsetof(SegmentHeader, page_bytes) == 144);
@@ -210,12 +213,12 @@ static_assert(offsetof(SegmentHeader, socket_path) == 168);
 static_assert(sizeof(SegmentHeader) == 280);
 static_assert(offsetof(DeviceRow, page_bytes) == 72 && sizeof(DeviceRow) == 136);
 static_assert(offsetof(TenantRow, state) == 140 && offsetof(TenantRow, limit_bytes) == 144);
-static_assert(offsetof(TenantRow, used_pages) == 160 && sizeof(TenantRow) == 240);
+static_assert(offsetof(TenantRow, used_pages) == 160 && sizeof(TenantRow) == 248);
 static_assert(offsetof(InstanceRow, since_unix_ns) == 80 && sizeof(InstanceRow) == 88);
 static_assert(offsetof(Segment, devices) == 280);
 static_assert(offsetof(Segment, tenants) == 280 + 16 * 136);
-static_assert(offsetof(Segment, instances) == 280 + 16 * 136 + 256 * 240);
-static_assert(sizeof(Segment) == 69528);
+static_assert(offsetof(Segment, instances) == 280 + 16 * 136 + 256 * 248);
+static_assert(sizeof(Segment) == 69528 + 256 * 8);
 // The seqlock copies the segment as whole 64-bit words.
 static_assert(sizeof(Segment) % sizeof(uint64_t) == 0);
 

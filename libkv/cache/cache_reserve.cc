@@ -6,6 +6,7 @@
 // pages: a page is of use only mapped where a block will live (mapping it
 // elsewhere is a driver call), and only the cache knows where that is.
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -13,6 +14,13 @@
 #include "libkv/cache/kv_cache_impl.h"
 
 namespace nanokv {
+namespace {
+
+// How stale kvctl's RESERVE for this cache may be: the thread reports a
+// change at once after its own refills, else at most this often.
+constexpr auto kReportEvery = std::chrono::seconds(1);
+
+}  // namespace
 
 KVCache::Impl::~Impl() {
   {
@@ -21,6 +29,11 @@ KVCache::Impl::~Impl() {
   }
   refill_cv_.notify_all();
   if (refill_thread_.joinable()) refill_thread_.join();
+  if (reported_reserve_bytes_ != 0 && client_.connected()) {
+    Status told = client_.AdjustReserve(g_.config.device,
+                                        -static_cast<int64_t>(reported_reserve_bytes_));
+    if (!told.ok()) spdlog::debug("nanokv: KVCache: reporting its reserve gone: {}", told.ToString());
+  }
 }
 
 Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeReserveLocked(size_t count) {
@@ -90,28 +103,42 @@ bool KVCache::Impl::ReserveWantsRefillLocked() const {
 void KVCache::Impl::RefillLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    refill_cv_.wait(lock, [&] { return stopping_ || ReserveWantsRefillLocked(); });
+    refill_cv_.wait_for(lock, kReportEvery,
+                        [&] { return stopping_ || ReserveWantsRefillLocked(); });
     if (stopping_) return;
-    const size_t want =
-        std::min(g_.config.reserve_high_blocks - reserve_blocks_, blocks_.free_blocks());
-    if (want == 0) {
-      refill_blocked_ = true;  // every block is in use: a free unblocks
-      continue;
-    }
-    Result<std::vector<alloc::BlockRun>> runs = TakeFreshBlocksLocked(want);
-    if (!runs.ok()) {
-      // Over the limit, the device full, kvd gone: wait for a free rather
-      // than ask again at once.
-      ++reserve_refill_failures_;
-      refill_blocked_ = true;
-      spdlog::debug("nanokv: KVCache: refilling the reserve with {} blocks: {}", want,
-                    runs.status().ToString());
-      continue;
-    }
-    for (alloc::BlockRun run : *runs) reserve_.push_back(run);
-    reserve_blocks_ += want;
-    ++reserve_refills_;
+    if (ReserveWantsRefillLocked()) RefillLocked();
+    // What kvctl shows; sent without the lock, so allocations go on.
+    const uint64_t now = reserve_blocks_ * g_.layer_block_bytes * pages_per_group();
+    if (now == reported_reserve_bytes_) continue;
+    const auto delta = static_cast<int64_t>(now) - static_cast<int64_t>(reported_reserve_bytes_);
+    reported_reserve_bytes_ = now;
+    lock.unlock();
+    Status told = client_.AdjustReserve(g_.config.device, delta);
+    if (!told.ok()) spdlog::debug("nanokv: KVCache: reporting its reserve: {}", told.ToString());
+    lock.lock();
   }
+}
+
+void KVCache::Impl::RefillLocked() {
+  const size_t want =
+      std::min(g_.config.reserve_high_blocks - reserve_blocks_, blocks_.free_blocks());
+  if (want == 0) {
+    refill_blocked_ = true;  // every block is in use: a free unblocks
+    return;
+  }
+  Result<std::vector<alloc::BlockRun>> runs = TakeFreshBlocksLocked(want);
+  if (!runs.ok()) {
+    // Over the limit, the device full, kvd gone: wait for a free rather
+    // than ask again at once.
+    ++reserve_refill_failures_;
+    refill_blocked_ = true;
+    spdlog::debug("nanokv: KVCache: refilling the reserve with {} blocks: {}", want,
+                  runs.status().ToString());
+    return;
+  }
+  for (alloc::BlockRun run : *runs) reserve_.push_back(run);
+  reserve_blocks_ += want;
+  ++reserve_refills_;
 }
 
 }  // namespace nanokv

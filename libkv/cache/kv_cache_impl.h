@@ -114,6 +114,8 @@ class KVCache::Impl {
   void KeepInReserveLocked(std::vector<alloc::BlockRun>* runs);
   Result<size_t> DropReserveLocked(size_t max_pages);
   bool ReserveWantsRefillLocked() const;
+  void RefillLocked();
+  // The reserve's thread: refills, and reports the reserve to kvd (kvctl).
   void RefillLoop();
   Result<std::vector<alloc::BlockRun>> AllocateRunsLocked(size_t count);
   // Drops the runs' group references, frees the runs, and returns or keeps
@@ -153,6 +155,7 @@ class KVCache::Impl {
   uint64_t reserve_refill_failures_ = 0;              // guarded by mu_
   bool refill_blocked_ = false;  // guarded by mu_: refused; a free unblocks
   bool stopping_ = false;        // guarded by mu_
+  uint64_t reported_reserve_bytes_ = 0;  // the refill thread's (then ~Impl's)
   std::condition_variable refill_cv_;
   std::thread refill_thread_;  // only with a reserve; last, so it starts last
 };

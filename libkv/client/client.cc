@@ -305,6 +305,9 @@ Status Client::Return(int device, std::span<const uint32_t> ids) {
 }
 
 Result<uint64_t> Client::SetLimit(uint64_t bytes) { return impl_->SetLimit(bytes); }
+Status Client::AdjustReserve(int device, int64_t delta_bytes) {
+  return impl_->AdjustReserve(device, delta_bytes);
+}
 Status Client::Detach() { return impl_->Detach(); }
 
 void Client::OnReclaim(std::function<void(const ReclaimNotice&)> callback) {

@@ -87,6 +87,10 @@ class Client::Impl {
   Result<std::vector<client::ImportedPage>> GrantPages(int device, uint32_t pages);
   Result<std::vector<client::ImportedPage>> SharePages(int device, std::span<const uint32_t> ids);
   Status ReturnPages(int device, std::span<const uint32_t> ids);
+  // client_reserve.cc: the reserve this engine reports (Client::AdjustReserve),
+  // and its totals sent again to a restarted kvd.
+  Status AdjustReserve(int device, int64_t delta_bytes);
+  void ResendReserve();
   Result<uint64_t> SetLimit(uint64_t bytes);
   Status Detach();
   void OnReclaim(std::function<void(const ReclaimNotice&)> callback);
@@ -209,6 +213,9 @@ class Client::Impl {
   std::condition_variable reconnect_cv_;                  // Detach wakes the back-off
   uint64_t reconnects_ = 0;                               // guarded by mu_
   uint64_t pages_forfeited_ = 0;                          // guarded by mu_
+
+  std::mutex reserve_mu_;
+  std::map<int, uint64_t> reserve_bytes_;  // guarded by reserve_mu_: kvd's ordinal -> total
 
   std::mutex detach_mu_;  // serializes Detach and the reader's join
   std::thread reader_;

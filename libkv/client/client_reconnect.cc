@@ -109,6 +109,7 @@ Status Client::Impl::Resume(ipc::Channel channel) {
   }
   spdlog::info("nanokv: reconnected to kvd '{}' as tenant '{}' (id {}); it took back {} pages",
                options_.ipc_name, tenant_, reply.tenant_id(), held);
+  ResendReserve();
   return Status::OK();
 }
 

@@ -177,6 +177,16 @@ class Client {
   // afterwards every request answers kFailedPrecondition.
   Status Detach();
 
+  // Tells kvd that `delta_bytes` more (or, negative, fewer) of this engine's
+  // pages on `device` are mapped ahead of need: a reserve, which `kvctl
+  // tenants` shows as RESERVE beside USED (kvd counts the pages as used
+  // either way). Totals per device, so several caches add up; never below
+  // 0. KVCache reports its own reserve; an engine with its own pool over
+  // KVTensor may report one too. One message, no reply; the total is sent
+  // again after a reconnect. kInvalidArgument for a device kvd does not
+  // serve; kUnavailable when kvd is gone.
+  Status AdjustReserve(int device, int64_t delta_bytes);
+
   // Calls `callback` for each reclaim notice from kvd, on a thread of its own
   // (not the thread reading kvd's socket), so the callback may call Return or
   // SetLimit, which wait for that thread. Replaces any earlier callback.

@@ -6,6 +6,7 @@
 //
 // Geometry as kv_cache_test.cc: a 2 MiB page holds 512 blocks of one layer's
 // K; 2 layers, so a page group is 4 pages.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -140,6 +141,40 @@ TEST_F(KVCacheReserveTest, ARefusedRefillWaitsForAFree) {
   EXPECT_EQ(cache->Stats().reserve_refill_failures, 1u);
   ASSERT_OK(cache->CheckInvariants());
   EXPECT_TRUE(KvdInvariantsHold());
+}
+
+TEST_F(KVCacheReserveTest, KvdShowsTheReserveItsEngineReports) {
+  auto client = Start();
+  ASSERT_NE(client, nullptr);
+  // What kvd shows (NodeState::ReserveBytes, tested there): the report,
+  // capped by the pages the tenant holds.
+  auto reserve_shown = [&] {
+    testing::KvdSnapshot s = kvd_->snapshot();
+    const kvd::Tenant* t = s.FindTenant("test-engine");
+    if (t == nullptr) return uint64_t{0};
+    return std::min<uint64_t>(t->reported_reserve_bytes[0], uint64_t{t->used_pages[0]} * kPage);
+  };
+  {
+    auto cache = MakeCache(*client, ReserveConfig(16, 64));
+    ASSERT_NE(cache, nullptr);
+    // 64 blocks of 16 KiB (K and V, 2 layers): reported right after the refill.
+    const uint64_t block = cache->Stats().block_bytes;
+    EXPECT_TRUE(testing::WaitUntil([&] { return reserve_shown() == 64 * block; }))
+        << reserve_shown();
+    // Allocations change it without a request; the thread reports within a second.
+    ASSERT_OK(cache->AllocateFor(1, 10 * 16));
+    EXPECT_TRUE(testing::WaitUntil([&] { return reserve_shown() == 54 * block; }))
+        << reserve_shown();
+  }
+  // The cache is gone: so are its reserve and its pages.
+  EXPECT_TRUE(testing::WaitUntil([&] { return reserve_shown() == 0; })) << reserve_shown();
+  EXPECT_EQ(UsedPages("test-engine"), 0u);
+  // An engine's own pool reports through the Client; kvd never shows more
+  // than the tenant holds.
+  ASSERT_OK(client->AdjustReserve(0, int64_t{1} << 40));
+  EXPECT_EQ(client->AdjustReserve(7, 1).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(KvdInvariantsHold());
+  EXPECT_EQ(reserve_shown(), 0u);
 }
 
 TEST_F(KVCacheReserveTest, AReclaimTakesKeptGroupsThenTheReserve) {

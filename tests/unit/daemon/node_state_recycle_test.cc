@@ -201,3 +201,29 @@ TEST_F(NodeStateRecycleTest, ASharedPageIsChargedUntilItsLastHolderDropsIt) {
 
 }  // namespace
 }  // namespace nanokv::kvd
+
+namespace nanokv::kvd {
+namespace {
+
+// An engine's reserve report (issue 15 item 3) is shown, never counted, and
+// never shown above what the tenant holds: the word of a hostile engine
+// moves no figure kvd enforces.
+TEST_F(NodeStateRecycleTest, AReportedReserveIsShownCappedByUse) {
+  TenantId engine = AttachAs("engine", "g1");
+  auto granted = node_->Grant(engine, 0, 3, 2);
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  ASSERT_TRUE(node_->ReportReserve(engine, 0, kPage).ok());
+  const Tenant* t = node_->FindTenant(engine);
+  EXPECT_EQ(node_->ReserveBytes(*t), kPage);
+  EXPECT_EQ(node_->UsedBytes(*t), 3 * kPage);  // the reserve is part of its use
+  ASSERT_TRUE(node_->ReportReserve(engine, 0, UINT64_MAX).ok());
+  EXPECT_EQ(node_->ReserveBytes(*t), 3 * kPage);
+  EXPECT_EQ(node_->ReportReserve(engine, 3, kPage).code(), Code::kNotFound);
+  EXPECT_EQ(node_->ReportReserve(999, 0, kPage).code(), Code::kNotFound);
+  ASSERT_TRUE(node_->Return(engine, 0, Ids(*granted), 3).ok());
+  EXPECT_EQ(node_->ReserveBytes(*t), 0u);  // holds nothing: shows none
+  Check();
+}
+
+}  // namespace
+}  // namespace nanokv::kvd

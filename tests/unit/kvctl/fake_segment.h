@@ -22,6 +22,7 @@ struct FakeTenant {
   uint64_t limit_pages = 16;
   uint32_t pages_dev0 = 0;
   uint32_t pages_dev1 = 0;
+  uint32_t reserve_pages = 0;  // of its pages, kept mapped ahead (its engine's word)
   ipc::TenantState state = ipc::TenantState::kAttached;
   uint64_t idle_seconds = 3;
 };
@@ -68,6 +69,7 @@ inline kvctl::Kvd FakeKvd(const std::string& ipc, std::initializer_list<FakeTena
     row.used_pages[0] = t.pages_dev0;
     row.used_pages[1] = t.pages_dev1;
     row.used_bytes = uint64_t{t.pages_dev0 + t.pages_dev1} * kFakePage;
+    row.reserve_bytes = uint64_t{t.reserve_pages} * kFakePage;
     row.attach_unix_ns = kFakeNow - 30'000'000'000ull;
     row.last_activity_unix_ns = kFakeNow - t.idle_seconds * 1'000'000'000ull;
     s.devices[0].granted_pages += t.pages_dev0;

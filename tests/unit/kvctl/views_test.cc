@@ -24,7 +24,8 @@ ViewOptions Options(bool json = false) {
 
 std::vector<Kvd> TwoKvds() {
   std::vector<Kvd> kvds;
-  kvds.push_back(FakeKvd("node-a", {{.name = "vllm", .pid = 11, .limit_pages = 32, .pages_dev0 = 8, .pages_dev1 = 4},
+  kvds.push_back(FakeKvd("node-a", {{.name = "vllm", .pid = 11, .limit_pages = 32, .pages_dev0 = 8,
+                                     .pages_dev1 = 4, .reserve_pages = 2},
                                     {.name = "sglang", .group = "g2", .pid = 12, .pages_dev1 = 15,
                                      .state = ipc::TenantState::kReclaiming}}));
   kvds.push_back(FakeKvd("node-b", {{.name = "old", .pid = 13, .pages_dev0 = 2}}, KvdState::kStale));
@@ -94,9 +95,13 @@ TEST(Views, TenantsShowsEveryFigureOfARow) {
   std::vector<Kvd> kvds = {TwoKvds()[0]};
   std::string table = TenantsView(kvds, Options());
   EXPECT_EQ(table,
-            "TENANT  PID  GROUP    DEVICE     LIMIT      USED   USE%  STATE       ACTIVE\n"
-            "sglang   12  g2       1       32.0 MiB  30.0 MiB  93.8%  reclaiming  3s ago\n"
-            "vllm     11  default  0,1     64.0 MiB  24.0 MiB  37.5%  attached    3s ago\n");
+            "TENANT  PID  GROUP    DEVICE     LIMIT      USED   RESERVE   USE%  STATE       ACTIVE\n"
+            "sglang   12  g2       1       32.0 MiB  30.0 MiB       0 B  93.8%  reclaiming  3s ago\n"
+            "vllm     11  default  0,1     64.0 MiB  24.0 MiB  4.00 MiB  37.5%  attached    3s ago\n");
+  // Where no engine keeps a reserve, the column is left out.
+  std::string none = TenantsView({TwoKvds()[1]}, Options());
+  EXPECT_EQ(none.find("RESERVE"), std::string::npos) << none;
+  EXPECT_NE(none.find("USE%"), std::string::npos) << none;
 }
 
 TEST(Views, TenantsSortAndIpcColumn) {
@@ -130,6 +135,7 @@ TEST(Views, TenantsJsonHasPerDeviceUse) {
   EXPECT_EQ(vllm["state"].str(), "attached");
   EXPECT_EQ(vllm["limit_bytes"].u64(), 32 * kFakePage);
   EXPECT_EQ(vllm["used_bytes"].u64(), 12 * kFakePage);
+  EXPECT_EQ(vllm["reserve_bytes"].u64(), 2 * kFakePage);
   EXPECT_DOUBLE_EQ(vllm["used_pct"].number(), 37.5);
   EXPECT_EQ(vllm["devices"][0]["used_pages"].u64(), 8u);
   EXPECT_EQ(vllm["devices"][1]["used_bytes"].u64(), 4 * kFakePage);
