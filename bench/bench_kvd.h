@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +70,24 @@ class BenchKvd {
   BenchKvd& operator=(const BenchKvd&) = delete;
 
   const std::string& ipc_name() const { return ipc_; }
+  pid_t pid() const { return pid_; }
+  // kvd's CPU time so far (user + system, /proc/<pid>/stat), in seconds;
+  // -1 when unreadable. What busy polling costs is this over wall time.
+  double CpuSeconds() const {
+    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return -1;
+    const size_t close_paren = line.rfind(')');  // the name may hold spaces
+    if (close_paren == std::string::npos) return -1;
+    std::istringstream fields(line.substr(close_paren + 2));
+    std::string field;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i == 14) utime = std::stoull(field);
+      if (i == 15) stime = std::stoull(field);
+    }
+    return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
 
   // Calls `connect` (a Result) until it succeeds while kvd starts, up to 10 s.
   template <typename Connect>

@@ -125,6 +125,12 @@ int main(int argc, char** argv) {
     r->set_device(0);
     r->set_reserve_bytes(8u << 20);
   }
+  add("ring_setup").mutable_ring_setup();
+  {
+    RingSetupReply* r = add("ring_setup_reply").mutable_ring_setup_reply();
+    r->set_ring_version(1);
+    r->set_ring_bytes(135168);
+  }
   add("shutdown").mutable_shutdown()->set_reason("kvd stopping");
   {
     Error* e = add("error").mutable_error();

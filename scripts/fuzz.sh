@@ -19,7 +19,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests
+cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_ring_entries
 
 mkdir -p "$build/artifacts"
 status=0
@@ -47,4 +47,6 @@ run config_load 8192 -dict=fuzz/config.dict
 # A journal's header and group table alone are 65,712 bytes.
 run journal_decode 70000
 run master_requests 65536
+# Two indices, then a ring's bytes (ipc::kRingDataBytes).
+run ring_entries 65552
 exit "$status"

@@ -25,6 +25,7 @@ constexpr RequestKind kRequestKinds[] = {
     {wire::Message::kAdopt, "adopt"},
     {wire::Message::kForgetDone, "forget_done"},
     {wire::Message::kReserveReport, "reserve_report"},
+    {wire::Message::kRingSetup, "ring_setup"},
     {wire::Message::kEvict, "evict"},
     {wire::Message::kObjectOpen, "object_open"},
     {wire::Message::kObjectCommit, "object_commit"},

@@ -25,6 +25,7 @@ NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions op
   // Made here, not in Run, so Stop() is safe from a signal handler at any time.
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   task_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ring_doorbell_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 NodeServer::~NodeServer() {
@@ -32,6 +33,7 @@ NodeServer::~NodeServer() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
   if (task_fd_ >= 0) close(task_fd_);
+  if (ring_doorbell_fd_ >= 0) close(ring_doorbell_fd_);
   for (int fd : spare_fds_) {
     if (fd >= 0) close(fd);
   }
@@ -56,6 +58,7 @@ Status NodeServer::Setup() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task_fd_, &ev) != 0) {
     return Status::FromErrno("epoll_ctl", errno, "task eventfd");
   }
+  NANOKV_RETURN_IF_ERROR(SetupRings());
   for (int& fd : spare_fds_) {  // ShedOneConnection's
     fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Status::FromErrno("open", errno, "/dev/null");
@@ -79,6 +82,7 @@ Status NodeServer::Run() {
   constexpr auto kPublishGap = std::chrono::milliseconds(2);
   constexpr auto kHeartbeat = std::chrono::seconds(1);
   constexpr auto kReclaimGap = std::chrono::milliseconds(100);
+  constexpr auto kRingSpin = std::chrono::microseconds(20);
   auto last_publish = Clock::now() - kHeartbeat;
   const auto recovery_ends = Clock::now() + std::chrono::milliseconds(options_.recovery_window_ms);
   if (node_.recovering_pages() > 0) {
@@ -115,8 +119,21 @@ Status NodeServer::Run() {
       timeout_ms = since >= kPublishGap ? 0 : 1 + static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kPublishGap - since).count());
     }
     if (options_.busy_poll_us != 0 && Clock::now() < poll_until) timeout_ms = 0;
+    // Rings are looked at every turn (a busy-polling kvd sees a request
+    // without any wake-up); before sleeping each is marked so that its
+    // client rings the doorbell.
+    bool served = ServeRings();
+    if (!served && timeout_ms == 0 && Clock::now() < poll_until) {
+      // Busy polling: look at the rings alone for a few microseconds before
+      // the next epoll_wait (a syscall per look would be most of a ring
+      // request's time); sockets wait at most that long.
+      const auto rings_until = Clock::now() + kRingSpin;
+      while (!served && Clock::now() < rings_until) served = ServeRings();
+    }
+    if (served || (timeout_ms != 0 && RingsAsleep())) timeout_ms = 0;
     int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
-    if (n > 0 && options_.busy_poll_us != 0) {
+    RingsAwake();
+    if ((n > 0 || served) && options_.busy_poll_us != 0) {
       poll_until = Clock::now() + std::chrono::microseconds(options_.busy_poll_us);
     }
     if (n < 0 && errno != EINTR) return Status::FromErrno("epoll_wait", errno);
@@ -139,6 +156,11 @@ Status NodeServer::Run() {
         OnReadable(fd);
       } else if (tag == kTaskTag) {
         RunPosted();
+      } else if (tag == kRingTag) {
+        uint64_t rings = 0;  // drained: the turn's ServeRings looks at every ring
+        ssize_t got = read(ring_doorbell_fd_, &rings, sizeof(rings));
+        (void)got;
+        ServeRings();
       }
     }
     DeliverNotices();
@@ -223,6 +245,7 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
     return;
   }
   if (m.body_case() == wire::Message::kAttach) return HandleAttach(c, m);
+  if (m.body_case() == wire::Message::kRingSetup) return HandleRingSetup(c, rid);
   if (m.body_case() == wire::Message::kSetLimit && !m.set_limit().tenant().empty()) {
     return HandleSetLimit(c, m);  // an operator's request: no attach needed
   }
@@ -296,7 +319,14 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
 }
 
 bool NodeServer::Send(Connection& c, const wire::Message& m, std::span<const int> fds) {
-  Status sent = c.channel.Send(wire::Encode(m), fds);
+  std::vector<std::byte> bytes = wire::Encode(m);
+  if (c.serving_ring && fds.empty()) {
+    bool on_ring = false;
+    if (!SendOnRing(c, bytes, &on_ring)) return false;
+    if (on_ring) return true;
+  }
+  Status sent = c.channel.Send(bytes, fds);
+  if (c.serving_ring) c.ring->WakeClient();  // it waits on the ring: a reply came by the socket
   if (sent.ok()) return true;
   // A full buffer means the engine is not reading its replies: it cannot be
   // served, and it must not hold kvd's loop or its pages hostage.

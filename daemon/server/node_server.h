@@ -26,6 +26,7 @@
 #include "daemon/node/node_state.h"
 #include "daemon/config/group_config.h"
 #include "ipc/proto/nanokv.pb.h"
+#include "ipc/ring/request_ring.h"
 #include "ipc/uds/channel.h"
 #include "nanokv/status.h"
 
@@ -116,6 +117,11 @@ class NodeServer {
     bool refused = false;
     Status refusal;       // why, sent again for each message it sends
     uint64_t serial = 0;  // tells a refused connection from a later one on the same fd
+    // Its shared-memory request ring, once asked for (node_server_rings.cc),
+    // and whether the request being handled came through it (then so does
+    // the reply, unless it carries fds).
+    std::unique_ptr<ipc::RequestRing> ring;
+    bool serving_ring = false;
   };
   // A refused connection still open: it is closed when the peer has read why
   // (it sends or hangs up) or at `deadline`, whichever comes first.
@@ -131,6 +137,7 @@ class NodeServer {
   static constexpr uint64_t kSocketTag = 3ull << 32;
   static constexpr uint64_t kPidTag = 4ull << 32;
   static constexpr uint64_t kTaskTag = 5ull << 32;
+  static constexpr uint64_t kRingTag = 6ull << 32;
 
   Status Setup();
   void RunPosted();
@@ -169,6 +176,22 @@ class NodeServer {
   // options_.device_uuids[device], or "" when there is none.
   const std::string& DeviceUuid(int device) const;
   void Shutdown();
+  // daemon/server/node_server_rings.cc: the request rings.
+  Status SetupRings();
+  void HandleRingSetup(Connection& c, uint64_t request_id);
+  // Serves what the connection's ring holds (a bounded number per turn).
+  // True if it served anything.
+  bool ServeRing(Connection& c);
+  // ServeRing over every connection with a ring; true if any served.
+  bool ServeRings();
+  // Before sleeping: marks every ring's kvd side asleep and looks once
+  // more; true when one already holds a request (then do not sleep).
+  bool RingsAsleep();
+  void RingsAwake();
+  // Send's ring half: the reply to a ring request goes back on the ring
+  // (fds, or no room, take the socket; the client is woken either way).
+  // False when the ring is corrupt (the connection is then doomed).
+  bool SendOnRing(Connection& c, const std::vector<std::byte>& bytes, bool* sent);
 
   NodeState& node_;  // must remain live while the server exists
   ObjectIndex* objects_ = nullptr;
@@ -179,6 +202,10 @@ class NodeServer {
   int epoll_fd_ = -1;
   int stop_fd_ = -1;  // eventfd
   int task_fd_ = -1;  // eventfd: Post wrote a task
+  // eventfd every ring's client writes when kvd sleeps: one for all rings
+  // (kvd then looks at each), so a ring costs kvd no fd. A client that
+  // rings it for nothing only wakes kvd, as a datagram would.
+  int ring_doorbell_fd_ = -1;
   std::mutex tasks_mu_;
   std::vector<std::function<void(NodeState&)>> tasks_;  // guarded by tasks_mu_
   std::map<int, std::unique_ptr<Connection>> connections_;  // by socket fd

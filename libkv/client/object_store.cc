@@ -55,6 +55,7 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions&
                                    " is over 10000");
   }
   auto impl = std::make_unique<Impl>(std::move(channel), options);
+  if (options.ring) impl->SetupRing();
   wire::Message ask;
   ask.mutable_object_info();
   NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl->Call(std::move(ask)));

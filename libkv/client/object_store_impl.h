@@ -4,10 +4,13 @@
 #ifndef NANOKV_LIBKV_CLIENT_OBJECT_STORE_IMPL_H_
 #define NANOKV_LIBKV_CLIENT_OBJECT_STORE_IMPL_H_
 
+#include <unistd.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +22,7 @@
 #include "gpu/backend.h"
 #include "ipc/rpc/call.h"
 #include "ipc/uds/channel.h"
+#include "ipc/ring/ring_transport.h"
 #include "ipc/uds/channel_transport.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/object_mappings.h"
@@ -49,7 +53,40 @@ class ObjectStore::Impl {
   // The mappings go before the backend they were made with. A kept lease
   // (defer_lease_release) ends with lease_ttl: no request here, which a
   // hung kvd would make a destructor wait on.
-  ~Impl() { mappings_.reset(); }
+  ~Impl() {
+    mappings_.reset();
+    if (doorbell_ >= 0) close(doorbell_);
+  }
+
+  // Asks kvd for this connection's request ring; without one (an older
+  // kvd, no memory) requests keep the socket, which the log says once.
+  void SetupRing() {
+    std::lock_guard lock(call_mu_);
+    wire::Message ask;
+    ask.mutable_ring_setup();
+    std::vector<int> fds;
+    Result<wire::Message> reply = CallLocked(std::move(ask), &fds);
+    auto keep_socket = [&](const std::string& why) {
+      for (int fd : fds) close(fd);
+      spdlog::info("nanokv objects: requests take the socket: {}", why);
+    };
+    if (!reply.ok()) return keep_socket(reply.status().ToString());
+    if (!reply->has_ring_setup_reply() || fds.size() != 2) {
+      return keep_socket("kvd answered ring_setup with " + std::to_string(fds.size()) + " fds");
+    }
+    Result<ipc::RequestRing> ring = ipc::RequestRing::Attach(fds[0]);
+    close(fds[0]);
+    if (!ring.ok()) {
+      close(fds[1]);
+      return keep_socket(ring.status().ToString());
+    }
+    ring_ = std::make_unique<ipc::RequestRing>(std::move(*ring));
+    doorbell_ = fds[1];
+  }
+  bool has_ring() const {
+    std::lock_guard lock(call_mu_);
+    return ring_ != nullptr;
+  }
 
   // Sends `request` and waits for its reply; an Error reply is its Status.
   // The reply's fds are appended to *fds (nullptr: closed).
@@ -177,7 +214,10 @@ class ObjectStore::Impl {
  private:
   Result<wire::Message> CallLocked(wire::Message request, std::vector<int>* fds) {
     if (!channel_.valid()) return Status::Unavailable("nanokv objects: kvd went away");
-    ipc::ChannelTransport transport(channel_);
+    ipc::ChannelTransport socket(channel_);
+    std::optional<ipc::RingTransport> ring;
+    if (ring_ != nullptr) ring.emplace(*ring_, channel_, doorbell_);
+    ipc::Transport& transport = ring ? static_cast<ipc::Transport&>(*ring) : socket;
     ipc::CallOptions call;
     call.peer = "nanokv objects: kvd";
     if (timeout_ms_ != 0) call.timeout = std::chrono::milliseconds(timeout_ms_);
@@ -211,6 +251,8 @@ class ObjectStore::Impl {
 
   mutable std::mutex call_mu_;
   ipc::Channel channel_;
+  std::unique_ptr<ipc::RequestRing> ring_;  // GUARDED_BY(call_mu_); null: the socket only
+  int doorbell_ = -1;                       // kvd's eventfd, with the ring
   std::unique_ptr<gpu::Backend> backend_;
   std::unique_ptr<client::ObjectMappings> mappings_;  // GUARDED_BY(call_mu_); made with the backend
   uint32_t timeout_ms_;

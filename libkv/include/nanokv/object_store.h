@@ -79,6 +79,12 @@ struct ObjectStoreOptions {
   // leased (neither removed nor evicted) until this store's next request
   // or, after its last, kvd's lease_ttl (5 s by default).
   bool defer_lease_release = false;
+  // Requests that carry no fd (open, commit, revoke, remove, lease, locate,
+  // pin, info) go through a shared-memory ring kvd sets up for this store
+  // (issue 15): a few memory writes instead of a socket round trip, and no
+  // wake-up at all while kvd busy polls. false: everything takes the socket.
+  // A kvd without rings is used over the socket either way.
+  bool ring = true;
   // Devices given access to every store page this process maps, besides the
   // page's own: a producer on GPU a that writes objects owned by GPU b lists
   // a here and its kernels store into b's pages peer-to-peer (one hop, no

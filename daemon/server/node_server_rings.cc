@@ -1,0 +1,121 @@
+// NodeServer: the shared-memory request rings (issue 15 item 2,
+// ipc/ring/request_ring.h). A client asks for one over its socket; from
+// then on its fd-less requests may come through the ring, served by this
+// same thread (no thread per client): every loop turn looks at each ring,
+// so a busy-polling kvd (busy_poll_us) answers without any wake-up, and a
+// sleeping one is woken by the one doorbell eventfd all rings share.
+//
+// A ring is hostile input exactly like a datagram: each entry is copied out
+// of the shared memory, then decoded and checked by the same Handle. A ring
+// whose indices are impossible closes its connection; kvd never waits on a
+// ring (a full reply ring sends the reply by the socket instead).
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/server/node_server.h"
+
+namespace nanokv::kvd {
+
+Status NodeServer::SetupRings() {
+  if (ring_doorbell_fd_ < 0) return Status::FromErrno("eventfd", errno, "ring doorbell");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kRingTag | static_cast<uint32_t>(ring_doorbell_fd_);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ring_doorbell_fd_, &ev) != 0) {
+    return Status::FromErrno("epoll_ctl", errno, "ring doorbell");
+  }
+  return Status::OK();
+}
+
+void NodeServer::HandleRingSetup(Connection& c, uint64_t request_id) {
+  if (c.ring != nullptr) {
+    return SendError(c, request_id, Status::AlreadyExists("this connection has a ring already"));
+  }
+  int memfd = -1;
+  Result<ipc::RequestRing> ring = ipc::RequestRing::Create(&memfd);
+  if (!ring.ok()) {
+    spdlog::warn("kvd: a request ring for pid {}: {}", c.peer.pid, ring.status().ToString());
+    return SendError(c, request_id, ring.status());  // the client goes on over the socket
+  }
+  wire::Message reply;
+  reply.set_request_id(request_id);
+  reply.mutable_ring_setup_reply()->set_ring_version(ipc::kRingVersion);
+  reply.mutable_ring_setup_reply()->set_ring_bytes(ipc::kRingFileBytes);
+  const int fds[] = {memfd, ring_doorbell_fd_};
+  const bool sent = Send(c, reply, fds);
+  close(memfd);  // the mapping stays: a ring costs kvd no fd
+  if (sent) c.ring = std::make_unique<ipc::RequestRing>(std::move(*ring));
+}
+
+bool NodeServer::ServeRing(Connection& c) {
+  if (c.ring == nullptr || c.refused) return false;
+  const int fd = c.channel.fd();
+  bool served = false;
+  std::vector<std::byte> data;
+  std::vector<int> no_fds;
+  // A bounded number per turn, as for datagrams: one busy client cannot
+  // starve the others.
+  for (int i = 0; i < 32; ++i) {
+    if (std::find(doomed_.begin(), doomed_.end(), fd) != doomed_.end()) break;
+    Result<bool> popped = c.ring->Pop(&data);
+    if (!popped.ok()) {
+      spdlog::warn("kvd: closing the connection of pid {}: {}", c.peer.pid,
+                   popped.status().ToString());
+      doomed_.push_back(fd);
+      break;
+    }
+    if (!*popped) break;
+    served = true;
+    c.serving_ring = true;
+    Handle(c, data, &no_fds);
+    c.serving_ring = false;
+    DeliverNotices();  // as after a datagram: before the client's next request
+  }
+  return served;
+}
+
+bool NodeServer::ServeRings() {
+  bool served = false;
+  for (auto& [fd, c] : connections_) {
+    if (c->ring != nullptr) served = ServeRing(*c) || served;
+  }
+  return served;
+}
+
+bool NodeServer::RingsAsleep() {
+  for (auto& [fd, c] : connections_) {
+    if (c->ring != nullptr) c->ring->MarkAsleep();
+  }
+  // Looked at again after marking: a request pushed before a client could
+  // see the mark came with no doorbell.
+  return std::any_of(connections_.begin(), connections_.end(),
+                     [](const auto& entry) { return entry.second->ring != nullptr &&
+                                                    entry.second->ring->HasIncoming(); });
+}
+
+void NodeServer::RingsAwake() {
+  for (auto& [fd, c] : connections_) {
+    if (c->ring != nullptr) c->ring->MarkAwake();
+  }
+}
+
+bool NodeServer::SendOnRing(Connection& c, const std::vector<std::byte>& bytes, bool* sent) {
+  *sent = false;
+  if (bytes.size() > ipc::kMaxRingMessageBytes) return true;  // the socket takes it
+  Status pushed = c.ring->Push(bytes);
+  if (pushed.ok()) {
+    c.ring->WakeClient();
+    *sent = true;
+    return true;
+  }
+  if (pushed.code() == Code::kResourceExhausted) return true;  // no room now: the socket
+  spdlog::warn("kvd: closing the connection of pid {}: {}", c.peer.pid, pushed.ToString());
+  doomed_.push_back(c.channel.fd());
+  return false;
+}
+
+}  // namespace nanokv::kvd

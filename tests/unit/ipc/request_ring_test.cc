@@ -1,0 +1,198 @@
+// The request ring (ipc/ring/request_ring.h), both ends in one process:
+// messages in order across the wrap, a full ring refused, the peer's
+// impossible indices and entries reported (never read past the ring), the
+// memfd's checks, and the futex wake-up between two threads.
+#include "ipc/ring/request_ring.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/util/status_matchers.h"
+
+namespace nanokv::ipc {
+namespace {
+
+std::vector<std::byte> Bytes(const std::string& text) {
+  std::vector<std::byte> out(text.size());
+  std::memcpy(out.data(), text.data(), text.size());
+  return out;
+}
+
+std::string Text(const std::vector<std::byte>& bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// kvd's end and the client's, over one memfd.
+struct Pair {
+  RequestRing kvd;
+  RequestRing client;
+  void* raw = nullptr;  // a third mapping, to scribble through
+  int fd = -1;
+  ~Pair() {
+    if (raw != nullptr) munmap(raw, kRingFileBytes);
+    if (fd >= 0) close(fd);
+  }
+};
+
+std::unique_ptr<Pair> MakePair() {
+  auto p = std::make_unique<Pair>();
+  auto kvd = RequestRing::Create(&p->fd);
+  EXPECT_TRUE(kvd.ok()) << kvd.status().ToString();
+  p->kvd = std::move(*kvd);
+  auto client = RequestRing::Attach(p->fd);
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  p->client = std::move(*client);
+  p->raw = mmap(nullptr, kRingFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+  EXPECT_NE(p->raw, MAP_FAILED);
+  return p;
+}
+
+RingHeader& Header(Pair& p) { return *static_cast<RingHeader*>(p.raw); }
+
+TEST(RequestRingTest, MessagesArriveWholeAndInOrderAcrossTheWrap) {
+  auto p = MakePair();
+  std::vector<std::byte> got;
+  ASSERT_FALSE(*p->kvd.Pop(&got));
+  // Enough rounds of odd sizes that both rings wrap many times.
+  for (int i = 0; i < 2000; ++i) {
+    const std::string request = "request " + std::to_string(i) + std::string(i % 997, 'x');
+    ASSERT_OK(p->client.Push(Bytes(request)));
+    ASSERT_TRUE(p->kvd.HasIncoming());
+    ASSERT_TRUE(*p->kvd.Pop(&got));
+    EXPECT_EQ(Text(got), request);
+    const std::string reply = "reply " + std::to_string(i) + std::string(i % 1013, 'y');
+    ASSERT_OK(p->kvd.Push(Bytes(reply)));
+    ASSERT_TRUE(*p->client.Pop(&got));
+    EXPECT_EQ(Text(got), reply);
+  }
+  EXPECT_FALSE(p->kvd.HasIncoming());
+  EXPECT_FALSE(*p->client.Pop(&got));
+}
+
+TEST(RequestRingTest, AFullRingAndAnOversizedMessageAreRefused) {
+  auto p = MakePair();
+  const std::vector<std::byte> big(kMaxRingMessageBytes, std::byte{7});
+  int pushed = 0;
+  Status last;
+  while ((last = p->client.Push(big)).ok()) ++pushed;
+  EXPECT_EQ(last.code(), Code::kResourceExhausted);
+  EXPECT_EQ(pushed, static_cast<int>(kRingDataBytes / (kMaxRingMessageBytes + 8)));
+  EXPECT_EQ(p->client.Push(std::vector<std::byte>(kMaxRingMessageBytes + 1)).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(p->client.Push({}).code(), Code::kInvalidArgument);
+  std::vector<std::byte> got;
+  ASSERT_TRUE(*p->kvd.Pop(&got));  // room again
+  EXPECT_EQ(got, big);
+  EXPECT_OK(p->client.Push(big));
+}
+
+TEST(RequestRingTest, ImpossibleIndicesAndEntriesAreFaultsNotReads) {
+  std::vector<std::byte> got;
+  {  // the writer claims more than the ring holds
+    auto p = MakePair();
+    Header(*p).to_kvd.tail = kRingDataBytes + 8;
+    EXPECT_TRUE(p->kvd.HasIncoming());
+    EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError);
+  }
+  {  // an index that is not a whole entry
+    auto p = MakePair();
+    Header(*p).to_kvd.tail = 3;
+    EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError);
+  }
+  {  // an entry longer than what was written, or than any message
+    auto p = MakePair();
+    ASSERT_OK(p->client.Push(Bytes("hello")));
+    auto* data = static_cast<std::byte*>(p->raw) + kRingHeaderBytes;
+    const uint32_t lies[] = {0, 13, kMaxRingMessageBytes + 1, 0xffffffffu};  // 13: 24 > 16 written
+    for (uint32_t lie : lies) {
+      std::memcpy(data, &lie, 4);
+      EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError) << lie;
+    }
+  }
+  {  // the reader's index (for kvd's replies) runs ahead of what kvd wrote
+    auto p = MakePair();
+    Header(*p).to_client.head = 64;
+    EXPECT_EQ(p->kvd.Push(Bytes("reply")).code(), Code::kProtocolError);
+  }
+}
+
+TEST(RequestRingTest, RandomScribblesNeverReadOutsideTheRing) {
+  std::mt19937_64 rng(20261126);
+  std::vector<std::byte> got;
+  for (int round = 0; round < 2000; ++round) {
+    auto p = MakePair();
+    for (int i = 0; i < round % 5; ++i) ASSERT_OK(p->client.Push(Bytes("request")));
+    auto* words = static_cast<uint64_t*>(p->raw);
+    const size_t header_words = sizeof(RingHeader) / 8;
+    for (int i = 0; i < 4; ++i) {
+      size_t at = rng() % (header_words + 64);
+      if (at >= header_words) at = (kRingHeaderBytes / 8) + (at - header_words);
+      words[at] = rng() % 3 == 0 ? rng() : rng() % (2 * kRingDataBytes);
+    }
+    for (int i = 0; i < 8; ++i) {
+      auto popped = p->kvd.Pop(&got);
+      if (!popped.ok() || !*popped) break;
+      EXPECT_LE(got.size(), kMaxRingMessageBytes);
+    }
+    (void)p->kvd.Push(Bytes("reply"));
+  }
+}
+
+TEST(RequestRingTest, AttachChecksTheMemory) {
+  int fd = memfd_create("not-a-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kRingFileBytes), 0);
+  EXPECT_EQ(RequestRing::Attach(fd).status().code(), Code::kProtocolError);  // not sealed
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  EXPECT_EQ(RequestRing::Attach(fd).status().code(), Code::kProtocolError);  // no magic
+  close(fd);
+  fd = memfd_create("small", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  auto small = RequestRing::Attach(fd);
+  EXPECT_EQ(small.status().code(), Code::kProtocolError);
+  EXPECT_NE(small.status().message().find("4096 bytes"), std::string::npos);
+  close(fd);
+  // kvd's memory cannot be made to fault it: its size is sealed.
+  int ring_fd = -1;
+  auto ring = RequestRing::Create(&ring_fd);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_NE(ftruncate(ring_fd, 4096), 0);
+  EXPECT_NE(ftruncate(ring_fd, 2 * kRingFileBytes), 0);
+  close(ring_fd);
+}
+
+TEST(RequestRingTest, ASleepingClientIsWokenByKvdsReply) {
+  auto p = MakePair();
+  std::atomic<bool> got_it{false};
+  std::thread client([&] {
+    std::vector<std::byte> got;
+    while (true) {
+      auto popped = p->client.Pop(&got);
+      ASSERT_TRUE(popped.ok());
+      if (*popped) break;
+      p->client.WaitIncoming(std::chrono::hours(1));  // only the wake ends it
+    }
+    got_it = true;
+  });
+  // Wait until the client sleeps: kvd's reply must wake it, not a timeout.
+  auto* header = &Header(*p);
+  while (std::atomic_ref<uint32_t>(header->to_client.sleeping).load() == 0) std::this_thread::yield();
+  EXPECT_TRUE(p->kvd.PeerAsleep());
+  ASSERT_OK(p->kvd.Push(Bytes("reply")));
+  p->kvd.WakeClient();
+  client.join();
+  EXPECT_TRUE(got_it);
+}
+
+}  // namespace
+}  // namespace nanokv::ipc
