@@ -1,7 +1,6 @@
-// The soft RLIMIT_NOFILE raised to the hard limit. kvd keeps an fd per page it
-// creates and engines one per page they map (the page cache keeps the fd a
-// page came in, for kvd restarts): 40 GiB of 2 MiB pages is 20,000 fds, far
-// past the usual soft default of 1024.
+// The soft RLIMIT_NOFILE raised to the hard limit, for kvd: it keeps an fd per
+// host page (a memfd) and per connection, far past the usual soft default of
+// 1024 on a big node. Engines keep no fd per page and do not raise it.
 #ifndef NANOKV_BASE_OPEN_FILE_LIMIT_H_
 #define NANOKV_BASE_OPEN_FILE_LIMIT_H_
 

@@ -70,6 +70,18 @@ int main(int argc, char** argv) {
     g->set_more(true);
   }
   {
+    // A restart's hand-back by id and generation alone (no fds), and one
+    // page of an older engine's that comes with its fd.
+    AdoptRequest* a = add("adopt").mutable_adopt();
+    a->set_device(0);
+    for (uint32_t i = 0; i < 3; ++i) {
+      PageGrant* p = a->add_pages();
+      p->set_page_id(i);
+      p->set_generation(2);
+      p->set_fd_attached(i == 2);
+    }
+  }
+  {
     DevicePages* s = add("share").mutable_share();
     s->set_device(0);
     s->add_page_ids(4);

@@ -4,7 +4,13 @@
 //
 //   page     = a sealed memfd of page_bytes bytes (it cannot grow or shrink, so
 //              a peer cannot SIGBUS the others by truncating a shared page)
-//   export   = dup of the memfd           import  = keep the fd
+//   export   = dup of the memfd           import  = an anchor mapping of the
+//                                                   memfd (PROT_NONE), the
+//                                                   fd closed: like CUDA's
+//                                                   imported handle, it keeps
+//                                                   the memory and no fd
+//                                                   (issue 16: an engine's fds
+//                                                   do not grow with its pages)
 //   reserve  = mmap PROT_NONE             map     = mmap MAP_FIXED|MAP_SHARED,
 //                                                   PROT_NONE until SetAccess
 //   access   = mprotect read-write, or    unmap   = back to a PROT_NONE hole
@@ -12,7 +18,10 @@
 //   read-only export = the memfd re-opened O_RDONLY (/proc/self/fd): it
 //              cannot be mapped writable; pages are 0600, so another uid
 //              holding it cannot re-open it writable through /proc either
-//   release  = close the fd (mappings keep the memory, as cuMemRelease does)
+//   map of an imported page = mremap of its anchor (old size 0: a second
+//              mapping of the same shared memory)
+//   release  = close the fd, or unmap the anchor (mappings keep the memory,
+//              as cuMemRelease does)
 //
 // The rules are enforced with the record the GPU backends keep (VmmRegistry),
 // so host refuses what CUDA refuses, with the same codes and messages.
@@ -108,7 +117,7 @@ class HostBackend final : public Backend {
       backends.erase(std::remove(backends.begin(), backends.end(), this), backends.end());
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, page] : pages_) close(page.fd);
+    for (auto& [id, page] : pages_) DropPageLocked(page);
     for (auto& [base, range] : registry_.ranges()) munmap(reinterpret_cast<void*>(base), range.size);
   }
 
@@ -200,16 +209,22 @@ class HostBackend final : public Backend {
       if (fd >= 0) close(fd);
       return status;
     }
+    // The anchor keeps the memory as an imported CUDA handle does, without
+    // an fd: an engine holds no fd per page it maps.
+    void* anchor = mmap(nullptr, size, PROT_NONE, MAP_SHARED, fd, 0);
+    const int mmap_errno = errno;
+    close(fd);
+    if (anchor == MAP_FAILED) return Status::FromErrno("mmap", mmap_errno, "ImportPage");
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t id = next_id_++;
-    pages_[id] = Page{fd, size, device, /*counted=*/false};
+    pages_[id] = Page{-1, size, device, /*counted=*/false, anchor};
     return PageHandle{id};
   }
 
   Status ReleasePage(PageHandle page) override {
     std::lock_guard<std::mutex> lock(mu_);
     NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "ReleasePage"));
-    close(p->fd);
+    DropPageLocked(*p);
     // Device memory is given back when the handle goes, even if a mapping
     // still pins the bytes: the same accounting cuMemGetInfo shows.
     if (p->counted) created_bytes_[p->device] -= p->size;
@@ -257,8 +272,13 @@ class HostBackend final : public Backend {
                                                    .device = p->device,
                                                    .page_bytes = p->size,
                                                    .granularity = options_.granularity}));
-    void* got = mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-                     p->fd, 0);
+    // An imported page has no fd: a second mapping of its anchor, which is
+    // PROT_NONE as a fresh mapping is.
+    void* got = p->anchor != nullptr
+                    ? mremap(p->anchor, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED,
+                             reinterpret_cast<void*>(address))
+                    : mmap(reinterpret_cast<void*>(address), size, PROT_NONE,
+                           MAP_SHARED | MAP_FIXED, p->fd, 0);
     if (got == MAP_FAILED) {
       registry_.DropMapping(address);
       return Status::FromErrno("mmap", errno, "Map at " + Hex(address));
@@ -339,11 +359,17 @@ class HostBackend final : public Backend {
 
  private:
   struct Page {
-    int fd;
+    int fd;  // the memfd of a page created here; -1 for an imported one
     size_t size;
     int device;
     bool counted;  // created here (counts against device memory), not imported
+    void* anchor = nullptr;  // an imported page: its PROT_NONE mapping
   };
+
+  static void DropPageLocked(const Page& page) {
+    if (page.fd >= 0) close(page.fd);
+    if (page.anchor != nullptr) munmap(page.anchor, page.size);
+  }
 
   Status CheckDevice(int device) const {
     if (device < 0 || device >= device_count()) {

@@ -207,6 +207,19 @@ MUTANTS = [
            "    if (slot.fd >= 0) return std::exchange(slot.fd, -1);",
            "    if (slot.fd >= 0) return fcntl(slot.fd, F_DUPFD_CLOEXEC, 0);",
            "a granted page keeps its export in kvd after it is sent (an fd per page at rest)"),
+    # ---- pages handed back by id after a restart (issue 16 item 2) ----
+    Mutant("handleless-shared", "daemon/node/node_state.cc",
+           "    if (page.handleless) {\n      return Status::FailedPrecondition(",
+           "    if (false) {\n      return Status::FailedPrecondition(",
+           "a group-mate may share a page kvd has no handle of (it would be sent no fd)"),
+    Mutant("handleless-put-back", "daemon/node/node_state.cc",
+           "    if (page.handleless) return UncreateHandleless(d, id);",
+           "    if (false) return UncreateHandleless(d, id);",
+           "a page adopted without a handle goes to its group's free list when returned"),
+    Mutant("client-keeps-page-fd", "libkv/client/page_cache.cc",
+           "    auto handle = backend_.ImportPage(fd, local_device, page_bytes_);",
+           "    if (dup(fd) < 0) {}\n    auto handle = backend_.ImportPage(fd, local_device, page_bytes_);",
+           "the engine keeps an fd per page it maps"),
 ]
 
 

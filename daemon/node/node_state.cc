@@ -174,17 +174,17 @@ Status NodeState::Detach(TenantId tenant_id) {
   Tenant* tenant = MutableTenant(tenant_id);
   if (tenant == nullptr) return Status::NotFound("no tenant " + std::to_string(tenant_id));
   for (size_t d = 0; d < devices_.size(); ++d) {
-    // Its connection is gone: so is its word about pages recycled away
-    // (invariant 5 ends with the connection).
-    for (const auto& page : std::vector(tenant->held_after_recycle[d])) {
-      DropHeldAfterRecycle(d, tenant_id, page);
-    }
-    if (tenant->used_pages[d] == 0) continue;
     for (PageId id = 0; id < devices_[d].pages.size(); ++id) {
       const auto& holders = devices_[d].pages[id].holders;
       if (std::find(holders.begin(), holders.end(), tenant_id) != holders.end()) {
         ReleaseHolder(d, id, tenant_id);
       }
+    }
+    // Its connection is gone: so is its word about pages recycled away
+    // (invariant 5 ends with the connection), those its own releases just
+    // uncreated (pages adopted without a handle) included.
+    for (const auto& page : std::vector(tenant->held_after_recycle[d])) {
+      DropHeldAfterRecycle(d, tenant_id, page);
     }
   }
   tenants_.erase(tenant_id);
@@ -197,6 +197,7 @@ void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
   if (Tenant* tenant = MutableTenant(tenant_id)) --tenant->used_pages[d];
   if (page.holders.empty()) {
     --devices_[d].held;
+    if (page.handleless) return UncreateHandleless(d, id);
     PutBack(d, id);
     Journal(d, id);
   }
@@ -358,6 +359,11 @@ Result<std::vector<PageGrant>> NodeState::Share(TenantId tenant_id, int device,
     if (std::find(page.holders.begin(), page.holders.end(), tenant_id) != page.holders.end()) {
       return Status::FailedPrecondition(which + " is already held by this tenant");
     }
+    if (page.handleless) {
+      return Status::FailedPrecondition(
+          which + " was handed back without an fd after a kvd restart: kvd has no handle of it "
+                  "to send, so only its holders keep it (it is made anew once they return it)");
+    }
   }
   std::vector<PageGrant> out;
   out.reserve(ids.size());
@@ -510,9 +516,11 @@ std::vector<DeviceCounts> NodeState::Counts() const {
     DeviceCounts c;
     c.device = pools_[d]->device();
     c.capacity_pages = stats.capacity_pages;
-    c.created_pages = stats.created_pages;
+    // Pages adopted without a handle are memory in use too, held by engines.
+    c.created_pages = stats.created_pages + devices_[d].handleless;
     c.reserve_pages = stats.reserve_pages;
     c.recovering_pages = devices_[d].recovering;
+    c.handleless_pages = devices_[d].handleless;
     c.held_pages = devices_[d].held;
     c.free_pages = stats.free_pages;  // the group free lists included
     c.group_free_pages = stats.group_free_pages;

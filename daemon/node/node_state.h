@@ -116,19 +116,22 @@ struct Notice {
 struct DeviceCounts {
   int device = 0;
   size_t capacity_pages = 0;
-  size_t created_pages = 0;
+  size_t created_pages = 0;  // the pool's pages + those adopted without a handle
   size_t free_pages = 0;     // pool free + group free lists
   size_t held_pages = 0;     // granted to at least one tenant
   size_t group_free_pages = 0;
   size_t reserve_pages = 0;
   size_t recovering_pages = 0;  // held back for engines of a dead kvd (Adopt)
+  // Of held_pages: adopted without a handle (handed back by id after a kvd
+  // restart); their holders keep them, nobody else can be given them.
+  size_t handleless_pages = 0;
   // Old pages recycled away that an engine may still hold (told to forget,
   // not yet said it did): memory in use that no tenant's grant shows.
   size_t held_after_recycle_pages = 0;
 };
 
-// One page an engine hands back after a kvd restart; `fd` is an export of
-// the engine's handle of it.
+// One page an engine hands back after a kvd restart, by id and generation;
+// `fd` is -1, or (older engines) an fd of the page, which Adopt takes.
 struct AdoptPage {
   PageId id = 0;
   uint32_t generation = 0;
@@ -227,9 +230,12 @@ class NodeState {
   size_t KeptFds() const;
 
   // Takes back pages a dead kvd had granted, from an engine that still holds
-  // them: a page is adopted if it is held back for this tenant's group at
-  // that generation (or a tenant of the group adopted it already: then this
-  // one becomes a holder too). Per page, not all or none: the rest of an
+  // them: a page is adopted if the dead kvd's journal lists it held by this
+  // tenant's group at that generation, in the recovery window (a tenant of
+  // the group may have adopted it already: then this one becomes a holder
+  // too). A page that comes with no fd, of which kvd has no page, is adopted
+  // without a handle (PageInfo::handleless); one with an fd becomes a page
+  // kvd can grant (older engines). Per page, not all or none: the rest of an
   // engine's KV survives one bad page. Takes every fd. Pages adopted count
   // against the limit; over it, the tenant is asked to reclaim.
   Result<AdoptResult> Adopt(TenantId tenant, int device, std::span<const AdoptPage> pages,
@@ -267,12 +273,18 @@ class NodeState {
     bool recovering = false;         // held back for Adopt (kvd restart)
     bool journaled = false;          // listed held by the dead kvd's journal: adoptable
                                      // (by its group, in the window) even once adopted
+    // Adopted without a handle: handed back by id alone, kvd has no page of
+    // it (the pool keeps the id held back). Its holders keep it; it is never
+    // granted or shared to anyone else, and its last holder's return
+    // uncreates the id (issue 16 item 2).
+    bool handleless = false;
     std::vector<TenantId> holders;   // tenants of `group` holding it now
   };
   struct DeviceState {
     std::vector<PageInfo> pages;               // by page id
     size_t held = 0;                           // pages with at least one holder
     size_t recovering = 0;                     // pages held back for Adopt
+    size_t handleless = 0;                     // held pages adopted without a handle
     // (page id, old generation) recycled away -> the tenants that may still
     // hold that old page (invariant 5). One charge against the capacity each.
     std::map<std::pair<PageId, uint32_t>, std::vector<TenantId>> held_after_recycle;
@@ -328,6 +340,10 @@ class NodeState {
   size_t Obtainable(size_t d) const;
   void AddHolder(size_t d, PageId id, Tenant& tenant, std::vector<PageGrant>* out);
   void ReleaseHolder(size_t d, PageId id, TenantId tenant);
+  // The last holder of a page adopted without a handle let it go: the id is
+  // uncreated (a fresh page, new generation, is made under it when needed),
+  // and the group's engines that imported it are told to forget it.
+  void UncreateHandleless(size_t d, PageId id);
   Status CheckQuota(const Tenant& tenant, uint32_t count) const;
   // A tenant's limit from what was asked: bytes, else a fraction of the
   // capacity, else (both 0) the default limit, else the capacity; clamped to

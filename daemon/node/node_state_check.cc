@@ -12,7 +12,7 @@ Status NodeState::CheckInvariants() const {
     NANOKV_RETURN_IF_ERROR(pools_[d]->CheckInvariants());
     alloc::PagePool::Stats stats = pools_[d]->stats();
     const DeviceState& device = devices_[d];
-    size_t held = 0, group_free = 0, recovering = 0;
+    size_t held = 0, group_free = 0, recovering = 0, handleless = 0;
     for (PageId id = 0; id < device.pages.size(); ++id) {
       const PageInfo& page = device.pages[id];
       const alloc::PagePool::Owner owner = pools_[d]->owner(id);
@@ -25,7 +25,17 @@ Status NodeState::CheckInvariants() const {
                                   "group-free in the pool");
         }
       }
-      if (!page.holders.empty()) {
+      if (page.handleless) {
+        // Adopted without a handle: held, while the pool keeps the id held
+        // back (it has no page to grant or list as free).
+        ++handleless;
+        if (page.recovering || page.holders.empty() || page.group < 0 ||
+            owner.group != alloc::kNoGroup) {
+          return Status::Internal(where + "adopted without a handle, yet held back for "
+                                  "adoption, held by nobody, of no group, or in the pool");
+        }
+        ++held;
+      } else if (!page.holders.empty()) {
         if (owner.group == alloc::kNoGroup || owner.free) {
           return Status::Internal(where + "held but not granted by the pool");
         }
@@ -52,10 +62,13 @@ Status NodeState::CheckInvariants() const {
       }
     }
     if (held != device.held) return Status::Internal("held page count drifted");
-    if (recovering != device.recovering || recovering != stats.held_back_pages) {
+    if (recovering != device.recovering || handleless != device.handleless ||
+        recovering + handleless != stats.held_back_pages) {
       return Status::Internal("held-back page counts disagree (pages " +
-                              std::to_string(recovering) + ", device " +
-                              std::to_string(device.recovering) + ", pool " +
+                              std::to_string(recovering) + " held back and " +
+                              std::to_string(handleless) + " adopted without a handle, device " +
+                              std::to_string(device.recovering) + " and " +
+                              std::to_string(device.handleless) + ", pool " +
                               std::to_string(stats.held_back_pages) + ")");
     }
     if (device.held_after_recycle.size() != stats.held_after_recycle_pages) {
@@ -78,9 +91,10 @@ Status NodeState::CheckInvariants() const {
         }
       }
     }
-    if (group_free != stats.group_free_pages || held != stats.granted_pages) {
+    if (group_free != stats.group_free_pages || held - handleless != stats.granted_pages) {
       return Status::Internal("device " + std::to_string(pools_[d]->device()) + ": held " +
-                              std::to_string(held) + " and group free " +
+                              std::to_string(held) + " (" + std::to_string(handleless) +
+                              " adopted without a handle) and group free " +
                               std::to_string(group_free) + " pages, the pool grants " +
                               std::to_string(stats.granted_pages) + " and keeps " +
                               std::to_string(stats.group_free_pages) + " on group free lists");

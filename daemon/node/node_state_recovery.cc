@@ -112,12 +112,14 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
   const std::string which = "page " + std::to_string(in.id) + " of device " +
                             std::to_string(pools_[d]->device());
   auto refuse = [&](const std::string& reason) {
-    close(in.fd);
+    if (in.fd >= 0) close(in.fd);
     *why = which + ": " + reason;
     return Status::FailedPrecondition(*why);
   };
   // Issue 19 item 9: adopt took group-mates' pages at any time, with pipe
-  // fds, past the limit. It is a restart's hand-back and nothing else.
+  // fds, past the limit. It is a restart's hand-back and nothing else, and
+  // the dead kvd's journal (kvd's own file, checked as it is read) is what
+  // vouches for a claim: no fd is needed (issue 16 item 2).
   if (!recovery_open_) {
     return refuse("adopt is taken only in the recovery window after a kvd restart (it is over, "
                   "or this kvd recovered nothing)");
@@ -136,9 +138,17 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
     return refuse("already held by this tenant");
   }
   std::vector<PageGrant> ignored;
-  if (page.recovering) {
-    // The first engine of the group to hand it back: its fd becomes the
-    // page. One copy for the pool to hand out, one to import here.
+  if (page.recovering && in.fd < 0) {
+    // The first engine of the group hands it back by id: kvd has no page of
+    // it and never will (CUDA will not export an imported handle). Its
+    // holders keep it; the pool keeps the id held back until the last goes.
+    page.recovering = false;
+    page.handleless = true;
+    --devices_[d].recovering;
+    ++devices_[d].handleless;
+  } else if (page.recovering) {
+    // An older engine's fd becomes the page: one copy for the pool to hand
+    // out, one to import here.
     int pool_fd = fcntl(in.fd, F_DUPFD_CLOEXEC, 0);
     if (pool_fd < 0) return refuse("dup: " + std::string(strerror(errno)));
     auto handle = backend_.ImportPage(in.fd, pools_[d]->device(), page_bytes_);
@@ -157,12 +167,18 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
     }
     page.recovering = false;
     --devices_[d].recovering;
+  } else if (page.handleless) {
+    // A group-mate handed it back by id already: this engine holds it too.
+    // kvd has no page to compare an fd with; the journal vouched above.
+    if (in.fd >= 0) close(in.fd);
   } else {
-    // A group-mate handed this page back already: kvd has it. The fd must
-    // be that page, not any fd (a pipe was taken for one).
-    Status same = SamePage(d, in.id, in.fd);
-    if (!same.ok()) return refuse(std::string(same.message()));
-    close(in.fd);
+    // A group-mate handed this page back with its fd: kvd has it. An fd
+    // given must be that page, not any fd (a pipe was taken for one).
+    if (in.fd >= 0) {
+      Status same = SamePage(d, in.id, in.fd);
+      if (!same.ok()) return refuse(std::string(same.message()));
+      close(in.fd);
+    }
     const bool group_free = OnGroupFreeList(d, in.id, page.group);
     if (page.holders.empty() && !group_free) {
       *why = which + ": not held back for adoption (its recovery window ended?)";
@@ -172,6 +188,19 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
   }
   AddHolder(d, in.id, tenant, &ignored);
   return Status::OK();
+}
+
+void NodeState::UncreateHandleless(size_t d, PageId id) {
+  PageInfo& page = devices_[d].pages[id];
+  page.handleless = false;
+  --devices_[d].handleless;
+  // The engines that imported it may keep its memory until they drop their
+  // handles (ForgetOldPage tells them): counted held after recycle until then.
+  Status released = pools_[d]->ReleaseHeldBack(id, StillHeld(d, id));
+  if (!released.ok()) spdlog::error("kvd: {}", released.ToString());
+  ForgetOldPage(d, id);
+  page.group = -1;
+  Journal(d, id);
 }
 
 Result<AdoptResult> NodeState::Adopt(TenantId tenant_id, int device,

@@ -18,6 +18,7 @@ namespace nanokv::kvd {
 void NodeState::ForgetOldPage(size_t d, PageId id) {
   PageInfo& page = devices_[d].pages[id];
   ++page.generation;
+  page.journaled = false;  // the dead kvd's journal listed the old page, not this one
   // Processes of the old group may still hold a handle of the old page: tell
   // them to drop it, so the old memory is freed once they do.
   for (auto& [tenant_id, tenant] : tenants_) {

@@ -5,6 +5,8 @@
 // of the same IPC name reads the journal, holds those ids back from its pool
 // and waits for the engines to hand each page back (NodeState::Adopt), so no
 // id is granted twice and no page is lost (docs/ARCHITECTURE.md, "kvd restart").
+// Engines hand pages back by id and generation alone: the journal is what
+// vouches for each claim (no fd is kept per page, "The engine side").
 //
 // Format: a header, a table of group names, then one 64-bit entry per page id
 // per device: generation << 32 | (group index + 1) << 16 | held. Each entry is

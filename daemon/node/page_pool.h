@@ -178,8 +178,11 @@ class PagePool {
   // kInvalidArgument for kNoGroup.
   Status Adopt(PageId id, GroupId group, gpu::PageHandle handle, int fd);
   // Gives up on a held-back id: it joins the uncreated ids, so a fresh page
-  // is created under it when needed. kFailedPrecondition if not held back.
-  Status ReleaseHeldBack(PageId id);
+  // is created under it when needed. With `still_held`, a process still
+  // holds its memory (a page adopted without a handle, returned by its last
+  // holder): counted held after recycle, as Allocate's recycles are, until
+  // DropHeldAfterRecycle. kFailedPrecondition if not held back.
+  Status ReleaseHeldBack(PageId id, bool still_held = false);
 
   // Which group page `id` belongs to: granted to it, or (free true) on its
   // free list; group kNoGroup for an id no group has (free, uncreated, held

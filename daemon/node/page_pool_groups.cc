@@ -223,7 +223,7 @@ Status PagePool::Adopt(PageId id, GroupId group, gpu::PageHandle handle, int fd)
   return NotHeldBack("Adopt", id, state);
 }
 
-Status PagePool::ReleaseHeldBack(PageId id) {
+Status PagePool::ReleaseHeldBack(PageId id, bool still_held) {
   if (id >= capacity_) return BadId("ReleaseHeldBack", id);
   SlotState state;
   {
@@ -234,6 +234,7 @@ Status PagePool::ReleaseHeldBack(PageId id) {
       slot.state = SlotState::kUncreated;
       uncreated_ids_[uncreated_count_++] = id;
       --held_back_;
+      if (still_held) ++held_after_recycle_;
       return Status::OK();
     }
   }

@@ -19,15 +19,20 @@ namespace nanokv::kvd {
 
 void NodeServer::HandleAdopt(Connection& c, const wire::Message& m, std::vector<int>* fds) {
   const wire::AdoptRequest& a = m.adopt();
-  if (fds->size() != static_cast<size_t>(a.pages_size())) {
+  // Pages come by id alone (libkv keeps no fd per page), or, from an older
+  // engine, each with its fd: the i-th fd is the i-th page marked fd_attached.
+  const auto attached = static_cast<size_t>(std::count_if(
+      a.pages().begin(), a.pages().end(), [](const wire::PageGrant& p) { return p.fd_attached(); }));
+  if (fds->size() != attached) {
     return Fault(c, m.request_id(),
-                 Status::ProtocolError("adopt of " + std::to_string(a.pages_size()) +
-                                       " pages came with " + std::to_string(fds->size()) +
-                                       " fds"));
+                 Status::ProtocolError("adopt of " + std::to_string(a.pages_size()) + " pages, " +
+                                       std::to_string(attached) + " marked fd_attached, came with " +
+                                       std::to_string(fds->size()) + " fds"));
   }
   std::vector<AdoptPage> pages;
-  for (int i = 0; i < a.pages_size(); ++i) {
-    pages.push_back({a.pages(i).page_id(), a.pages(i).generation(), (*fds)[i]});
+  size_t next_fd = 0;
+  for (const wire::PageGrant& page : a.pages()) {
+    pages.push_back({page.page_id(), page.generation(), page.fd_attached() ? (*fds)[next_fd++] : -1});
   }
   fds->clear();  // Adopt takes every fd
   dirty_ = true;
@@ -100,6 +105,7 @@ void NodeServer::HandleAttach(Connection& c, const wire::Message& m) {
   wire::AttachReply* r = reply.mutable_attach_reply();
   r->set_tenant_id(*tenant);
   r->set_segment_name(options_.segment_name);
+  r->set_adopt_by_id(true);
   r->set_backend(options_.backend_name);
   r->set_limit_bytes(t->limit_bytes);
   for (const DeviceCounts& counts : node_.Counts()) {

@@ -65,9 +65,6 @@ Status CheckBody(const Message& m) {
       if (static_cast<uint32_t>(m.adopt().pages_size()) > kMaxAdoptPages) {
         return Fault("adopt: more than " + std::to_string(kMaxAdoptPages) + " pages");
       }
-      for (const auto& page : m.adopt().pages()) {
-        if (!page.fd_attached()) return Fault("adopt: a page without its fd");
-      }
       return Status::OK();
     case Message::kAdoptReply:
       NANOKV_RETURN_IF_ERROR(CheckDevice(m.adopt_reply().device(), "adopt_reply"));

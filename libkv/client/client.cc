@@ -18,7 +18,6 @@
 #include "ipc/uds/kvd_socket.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
-#include "base/open_file_limit.h"
 
 namespace nanokv {
 namespace {
@@ -258,8 +257,8 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Attach(const ClientOptions& options) {
-  // The page cache keeps an fd per page this process maps (page_cache.h, invariant 4).
-  (void)RaiseOpenFileLimit();
+  // No open-file limit to raise: an engine keeps no fd per page it maps
+  // (page_cache.h, invariant 4).
   NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Connect(options));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }

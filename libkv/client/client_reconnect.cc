@@ -93,6 +93,17 @@ Status Client::Impl::Resume(ipc::Channel channel) {
   }
   cache_->RetainOnly(keep);
   for (const auto& [device, pages] : by_device) {
+    if (!reply.adopt_by_id()) {
+      // An older kvd takes pages back only as fds, and this process keeps
+      // none (page_cache.h, invariant 4): the pages are lost to it.
+      spdlog::error("nanokv: kvd '{}' takes pages back only with their fds (it is older than "
+                    "this libkv): {} pages of device {} are forfeited; stop using them",
+                    options_.ipc_name, pages.size(), device);
+      std::vector<uint32_t> ids;
+      for (const auto& page : pages) ids.push_back(page.first);
+      NoteForfeited(device, ids);
+      continue;
+    }
     NANOKV_RETURN_IF_ERROR(AdoptDevice(channel, device, pages));
   }
   uint64_t held = 0;
@@ -120,26 +131,13 @@ Status Client::Impl::AdoptDevice(ipc::Channel& channel, int device,
     wire::Message request;
     wire::AdoptRequest* adopt = request.mutable_adopt();
     adopt->set_device(device);
-    std::vector<int> fds;
-    std::vector<uint32_t> lost;  // no handle to export: cannot be handed back
+    // By id and generation alone: kvd checks each against the dead kvd's
+    // journal (no fd is kept per page, page_cache.h invariant 4).
     for (size_t i = first; i < first + n; ++i) {
-      // The fd this process imported the page from: an imported handle
-      // cannot be exported again (CUDA refuses it; backend.h).
-      auto fd = cache_->DupFd(device, pages[i].first);
-      if (!fd.ok()) {
-        spdlog::error("nanokv: cannot hand page {} of device {} back to kvd: {}", pages[i].first,
-                      device, fd.status().ToString());
-        lost.push_back(pages[i].first);
-        continue;
-      }
-      fds.push_back(*fd);
       wire::PageGrant* g = adopt->add_pages();
       g->set_page_id(pages[i].first);
       g->set_generation(pages[i].second);
-      g->set_fd_attached(true);
     }
-    if (!lost.empty()) NoteForfeited(device, lost);
-    if (fds.empty()) continue;
     // The reader does not read this connection yet: this thread waits for
     // the answer itself. Notices that come first are kvd's to this tenant (a
     // reclaim after an adopt over the limit) and are dispatched as the
@@ -149,8 +147,7 @@ Status Client::Impl::AdoptDevice(ipc::Channel& channel, int device,
     call.peer = "kvd";
     call.timeout = kReplyTimeout;
     call.on_notice = [this](const wire::Message& notice) { return DispatchNotice(notice); };
-    auto answered = ipc::Call(transport, next_request_id_++, std::move(request), fds, call);
-    client::CloseFds(&fds);  // the kernel sent copies
+    auto answered = ipc::Call(transport, next_request_id_++, std::move(request), {}, call);
     NANOKV_ASSIGN_OR_RETURN(ipc::Reply reply, std::move(answered));
     if (!reply.message.has_adopt_reply()) {
       return Status::ProtocolError("kvd answered an adopt request with another message");

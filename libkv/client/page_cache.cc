@@ -1,9 +1,6 @@
 #include "libkv/client/page_cache.h"
 
-#include <fcntl.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 #include <string>
 
@@ -24,7 +21,6 @@ PageCache::PageCache(gpu::Backend& backend, size_t page_bytes)
 PageCache::~PageCache() { ReleaseAll(); }
 
 void PageCache::ReleaseLocked(const Key& key, const Entry& entry) {
-  if (entry.fd >= 0) close(entry.fd);
   Status released = backend_.ReleasePage(entry.handle);
   if (!released.ok()) {
     // Nothing to undo: the handle is gone from the cache either way, and a
@@ -75,16 +71,8 @@ Status PageCache::Apply(int device, int local_device, std::span<const IncomingPa
     }
     int fd = (*fds)[next_fd];
     (*fds)[next_fd++] = -1;  // ImportPage owns it from here, success or not
-    int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // invariant 4
-    if (kept < 0 && !warned_no_fd_) {
-      warned_no_fd_ = true;
-      spdlog::warn("nanokv: cannot keep an fd for page {} of device {} ({}): pages without one "
-                   "cannot be handed back if kvd restarts; raise the open-file limit",
-                   page.id, device, Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno).ToString());
-    }
     auto handle = backend_.ImportPage(fd, local_device, page_bytes_);
     if (!handle.ok()) {
-      if (kept >= 0) close(kept);
       CloseFds(fds);  // the ones not reached yet (consumed ones are -1)
       return Status(handle.status().code(),
                     "importing page " + std::to_string(page.id) + " of device " +
@@ -96,9 +84,9 @@ Status PageCache::Apply(int device, int local_device, std::span<const IncomingPa
       // kvd recycled the id (a new generation) or re-sent the fd: the new
       // handle replaces the old one; a mapping of the old page keeps its memory.
       ReleaseLocked(key, it->second);
-      it->second = Entry{page.generation, *handle, kept};
+      it->second = Entry{page.generation, *handle};
     } else {
-      entries_.emplace(key, Entry{page.generation, *handle, kept});
+      entries_.emplace(key, Entry{page.generation, *handle});
     }
     ++stats_.pages_imported;
     out->push_back({page.id, page.generation, *handle});
@@ -137,18 +125,6 @@ Result<ImportedPage> PageCache::Find(int device, uint32_t id) const {
                             std::to_string(device));
   }
   return ImportedPage{id, it->second.generation, it->second.handle};
-}
-
-Result<int> PageCache::DupFd(int device, uint32_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(Key{device, id});
-  if (it == entries_.end() || it->second.fd < 0) {
-    return Status::NotFound("no fd kept for page " + std::to_string(id) + " of device " +
-                            std::to_string(device));
-  }
-  int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno("fcntl(F_DUPFD_CLOEXEC)", errno, "page fd");
-  return fd;
 }
 
 void PageCache::ReleaseAll() {

@@ -13,12 +13,10 @@
 //      again without an fd.
 //   3. Every fd handed to Apply is consumed: imported (ImportPage owns it) or
 //      closed, on every path.
-//   4. Each entry keeps a duplicate of the fd it was imported from, closed
-//      with its handle: an imported handle cannot be exported again (CUDA
-//      refuses), and a restarted kvd can take a page back only as an fd
-//      (Client reconnect, DupFd). One fd per cached page; libkv raises the
-//      soft open-file limit at attach. Where no duplicate could be made
-//      (out of fds) the page cannot be handed back to a restarted kvd.
+//   4. No fd is kept: the fd a page came in is closed once imported (the
+//      backend's handle keeps the memory), so an engine's fds do not grow
+//      with its pages (issue 16 item 2). A restarted kvd takes a page back
+//      by (device, page id, generation) alone (client_reconnect.cc).
 #ifndef NANOKV_LIBKV_CLIENT_PAGE_CACHE_H_
 #define NANOKV_LIBKV_CLIENT_PAGE_CACHE_H_
 
@@ -82,11 +80,6 @@ class PageCache {
   // The cached handle of a page, kNotFound when there is none.
   Result<ImportedPage> Find(int device, uint32_t id) const;
 
-  // A new fd (close-on-exec, the caller's) for a cached page: a duplicate of
-  // the one it was imported from. kNotFound when the page is not cached or
-  // no duplicate was kept.
-  Result<int> DupFd(int device, uint32_t id) const;
-
   // Releases every handle (teardown).
   void ReleaseAll();
 
@@ -96,7 +89,6 @@ class PageCache {
   struct Entry {
     uint32_t generation = 0;
     gpu::PageHandle handle;
-    int fd = -1;  // invariant 4: the fd it was imported from, or -1
   };
   using Key = std::pair<int, uint32_t>;  // (device, page id)
 
@@ -108,7 +100,6 @@ class PageCache {
   mutable std::mutex mu_;
   std::map<Key, Entry> entries_;
   ClientStats stats_;
-  bool warned_no_fd_ = false;
 };
 
 // Closes every fd in *fds and clears it.

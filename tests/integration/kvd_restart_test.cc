@@ -3,6 +3,7 @@
 // own, and the restarted kvd must take every page back under its old id, so
 // no page is lost (counts exact) and none is granted twice (other tenants
 // get disjoint ids). Real kvd processes; the test process is the engine.
+#include <dirent.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -263,6 +264,88 @@ TEST_F(KvdRestartTest, AStaleEngineCannotClaimPagesItDoesNotHold) {
   PageLedger ledger;  // attached again, holding nothing
   ledger.Attach("late", "late-group");
   ExpectLedger(ledger);
+}
+
+// The fds this process (the engine) has open now.
+size_t OpenFds() {
+  size_t n = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  while (const dirent* entry = readdir(dir)) n += entry->d_name[0] != '.' ? 1 : 0;
+  closedir(dir);
+  return n;
+}
+
+// Issue 16 item 2: an engine keeps no fd per page it maps, and after a kvd
+// restart hands its pages back by id alone. kvd has no page of them then
+// (CUDA will not export an imported handle): they stay the engine's, a
+// group-mate can neither share nor be granted them, and once the engine
+// returns them they come back as fresh pages (a new generation).
+TEST_F(KvdRestartTest, AnEngineKeepsNoFdPerPageAndItsPagesStayItsOwnAcrossARestart) {
+  constexpr size_t kMapped = 256, kCapacity = kMapped + 16;
+  StartKvd(kCapacity);
+  auto engine = AttachClient("engine", "g");
+  ASSERT_NE(engine, nullptr);
+  auto tensor = KVTensor::Create(*engine, 0, kMapped * kPage);
+  ASSERT_TRUE(tensor.ok());
+  const size_t fds_before = OpenFds();
+  ASSERT_TRUE((*tensor)->Map(0, kMapped).ok());
+  const size_t fds_mapped = OpenFds();
+  // O(1), not O(pages): it was two fds a host page (the handle's memfd and
+  // the kept copy for a restart).
+  EXPECT_LT(fds_mapped, fds_before + 16) << "before " << fds_before << ", after " << fds_mapped;
+  WritePattern(*engine, **tensor, kMapped, 11);
+  const std::set<uint32_t> before = Ids(**tensor);  // each of generation 0: a fresh kvd's
+  ASSERT_EQ(before.size(), kMapped);
+
+  KillKvd();
+  StartKvd(kCapacity);
+  ASSERT_TRUE(WaitConnected(*engine)) << kvd_.Log();
+  EXPECT_EQ(engine->stats().pages_forfeited, 0u);
+  ExpectPattern(*engine, **tensor, kMapped, 11);
+  EXPECT_LT(OpenFds(), fds_before + 16) << "the hand-back took no fds either";
+  ASSERT_TRUE(WaitFor([&] { return GrantedPages() == kMapped; }, std::chrono::seconds(5)));
+  ExpectCountsExact(Read());
+
+  // A group-mate may not share them (kvd has nothing to send it)...
+  auto mate = AttachClient("mate", "g");
+  ASSERT_NE(mate, nullptr);
+  const uint32_t first = *before.begin();
+  auto shared = mate->Share(0, std::vector<uint32_t>{first});
+  EXPECT_EQ(shared.status().code(), Code::kFailedPrecondition) << shared.status().ToString();
+  EXPECT_NE(shared.status().message().find("without an fd"), std::string::npos)
+      << shared.status().ToString();
+  // ...nor is it granted them: they are nobody else's until returned.
+  auto rest = mate->Grant(0, kCapacity - kMapped);
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  for (const GrantedPage& page : *rest) EXPECT_EQ(before.count(page.id), 0u) << page.id;
+  EXPECT_EQ(mate->Grant(0, 1).status().code(), Code::kResourceExhausted);
+  PageLedger ledger;
+  ledger.Attach("engine", "g");
+  ledger.Attach("mate", "g");
+  const std::vector<uint32_t> engine_ids(before.begin(), before.end());
+  ledger.Hold("engine", 0, engine_ids);
+  ledger.Hold("mate", 0, *rest);
+  ExpectLedger(ledger);
+
+  // The engine returns them: the ids come back as fresh pages, to anyone.
+  ASSERT_TRUE((*tensor)->Unmap(0, kMapped).ok());
+  ledger.Release("engine", 0, engine_ids);
+  std::vector<GrantedPage> fresh;
+  ASSERT_TRUE(WaitFor([&] {
+    auto granted = mate->Grant(0, kMapped);  // room once the engine dropped the old pages
+    if (granted.ok()) fresh = *granted;
+    return granted.ok();
+  }, std::chrono::seconds(10))) << kvd_.Log();
+  std::set<uint32_t> fresh_ids;
+  for (const GrantedPage& page : fresh) {
+    fresh_ids.insert(page.id);
+    EXPECT_GT(page.generation, 0u) << "page " << page.id << " was made anew";
+  }
+  EXPECT_EQ(fresh_ids, before);
+  ledger.Hold("mate", 0, fresh);
+  ExpectLedger(ledger);
+  ExpectCountsExact(Read());
 }
 
 // The example engine (issue 21, item 10): kvd is killed while the engine

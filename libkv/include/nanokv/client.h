@@ -134,9 +134,8 @@ class Client {
   // kInvalidArgument for bad options or a page size other than
   // options.expect_page_bytes; kvd's refusal as its own code, its message
   // naming the cause and kvd's config key (allowed_uids, max_connections);
-  // kUnsupported for a kvd of another wire version. Raises the
-  // process's soft open-file limit to its hard limit: the client keeps an fd
-  // for each page it maps, so a restarted kvd can take the pages back.
+  // kUnsupported for a kvd of another wire version. Keeps no fd per page
+  // it maps: the process's open-file limit is left as it is.
   static Result<std::unique_ptr<Client>> Attach(const ClientOptions& options);
   // Attach(OptionsFromEnvironment()). kNotFound when nanokv is not enabled.
   static Result<std::unique_ptr<Client>> AttachFromEnv();

@@ -217,6 +217,117 @@ TEST_F(NodeRecoveryTest, AdoptionOverTheLimitAsksForPagesBack) {
   Check();
 }
 
+// Issue 16 item 2: an engine keeps no fd per page; after a restart it hands
+// a page back by id and generation alone, and kvd, with no page of it, adopts
+// it without a handle.
+TEST_F(NodeRecoveryTest, APageHandedBackByIdIsItsHoldersAloneUntilReturned) {
+  Start();
+  TenantId a = AttachAs("a", "g");
+  TenantId b = AttachAs("b", "g");
+  TenantId c = AttachAs("c", "g");
+  std::vector<AdoptPage> by_id = {{1, 3, -1}, {2, 3, -1}};
+  auto result = node_->Adopt(a, 0, by_id, 2);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->adopted, (std::vector<PageId>{1, 2})) << result->reason;
+  DeviceCounts counts = node_->Counts()[0];
+  EXPECT_EQ(counts.handleless_pages, 2u);
+  EXPECT_EQ(counts.held_pages, 2u);
+  EXPECT_EQ(counts.recovering_pages, 1u);  // page 5, group h's
+  EXPECT_EQ(counts.created_pages, counts.free_pages + counts.held_pages);
+  EXPECT_EQ(node_->UsedBytes(*node_->FindTenant(a)), 2 * kPage);
+  Check();
+
+  // b held page 1 too when kvd stopped: it hands it back by id as well.
+  std::vector<AdoptPage> mate = {{1, 3, -1}};
+  result = node_->Adopt(b, 0, mate, 3);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->adopted, (std::vector<PageId>{1})) << result->reason;
+  Check();
+  // c did not: kvd has nothing to send it, so no share...
+  const std::vector<PageId> one = {1};
+  auto shared = node_->Share(c, 0, one, 4);
+  EXPECT_EQ(shared.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(shared.status().message().find("without an fd"), std::string::npos)
+      << shared.status().ToString();
+  // ...and no grant of it: 8 pages, 2 held by id, 1 held back for group h.
+  auto granted = node_->Grant(c, 0, 5, 4);
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  for (const PageGrant& p : *granted) EXPECT_TRUE(p.id != 1 && p.id != 2 && p.id != 5) << p.id;
+  EXPECT_EQ(node_->Grant(c, 0, 1, 4).status().code(), Code::kResourceExhausted);
+  Check();
+
+  // Its last holder returns page 1: the id is uncreated, its old memory
+  // charged until a and b (who imported it) say they dropped it.
+  ASSERT_TRUE(node_->Return(a, 0, one, 5).ok());
+  EXPECT_EQ(node_->Counts()[0].handleless_pages, 2u);  // b holds it still
+  ASSERT_TRUE(node_->Return(b, 0, one, 5).ok());
+  counts = node_->Counts()[0];
+  EXPECT_EQ(counts.handleless_pages, 1u);
+  EXPECT_EQ(counts.held_after_recycle_pages, 1u);
+  size_t forgets = 0;
+  for (const Notice& n : node_->TakeNotices()) {
+    if (n.kind == Notice::Kind::kForget && n.page_ids == one) ++forgets;
+  }
+  EXPECT_EQ(forgets, 2u);
+  Check();
+  EXPECT_EQ(node_->Grant(c, 0, 1, 6).status().code(), Code::kResourceExhausted);
+  ASSERT_TRUE(node_->ForgetDone(a, 0, one).ok());
+  ASSERT_TRUE(node_->ForgetDone(b, 0, one).ok());
+  Check();
+  // A fresh page under the id, of a new generation, sent with its fd.
+  auto again = node_->Grant(c, 0, 1, 7);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->at(0).id, 1u);
+  EXPECT_EQ(again->at(0).generation, 4u);
+  EXPECT_TRUE(again->at(0).needs_fd);
+  // The old page is claimable no more, by id or otherwise.
+  result = node_->Adopt(b, 0, mate, 8);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->refused, one);
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, ForgedClaimsByIdAreRefusedWithTheirReason) {
+  Start();
+  TenantId a = AttachAs("a", "g");
+  auto reason = [&](AdoptPage page) {
+    std::vector<AdoptPage> pages = {page};
+    auto result = node_->Adopt(a, 0, pages, 2);
+    EXPECT_TRUE(result.ok());
+    EXPECT_TRUE(result.ok() && result->adopted.empty());
+    return result.ok() ? result->reason : std::string();
+  };
+  EXPECT_NE(reason({2, 4, -1}).find("generation 4 is not the page's 3"), std::string::npos);
+  EXPECT_NE(reason({5, 0, -1}).find("not held by group 'g'"), std::string::npos);
+  EXPECT_NE(reason({7, 0, -1}).find("not listed held in the previous kvd's journal"),
+            std::string::npos);
+  EXPECT_NE(reason({99, 0, -1}).find("no such page"), std::string::npos);
+  Check();
+  EXPECT_EQ(node_->ExpireRecovery(), 3u);
+  EXPECT_NE(reason({1, 3, -1}).find("recovery window"), std::string::npos);
+  EXPECT_EQ(node_->Counts()[0].held_pages, 0u);
+  Check();
+}
+
+TEST_F(NodeRecoveryTest, PagesHeldByIdOutliveTheWindowAndGoWithTheirLastHolder) {
+  Start();
+  TenantId a = AttachAs("a", "g");
+  std::vector<AdoptPage> by_id = {{1, 3, -1}};
+  ASSERT_TRUE(node_->Adopt(a, 0, by_id, 2).ok());
+  EXPECT_EQ(node_->ExpireRecovery(), 2u);  // pages 2 and 5; page 1 is a's
+  EXPECT_EQ(node_->Counts()[0].handleless_pages, 1u);
+  Check();
+  ASSERT_TRUE(node_->Detach(a).ok());  // its connection ended: so does its charge
+  DeviceCounts counts = node_->Counts()[0];
+  EXPECT_EQ(counts.handleless_pages, 0u);
+  EXPECT_EQ(counts.held_pages, 0u);
+  EXPECT_EQ(counts.held_after_recycle_pages, 0u);
+  Check();
+  TenantId x = AttachAs("x", "other");
+  EXPECT_TRUE(node_->Grant(x, 0, 8, 3).ok());  // every page, page 1 made anew
+  Check();
+}
+
 TEST_F(NodeRecoveryTest, PoolRefusesBadHeldBackIds) {
   alloc::PagePoolConfig pool;
   pool.page_bytes = kPage;

@@ -162,6 +162,61 @@ TEST_F(HostBackendTest, CountsDeviceMemoryLikeADriver) {
   EXPECT_TRUE(b().CreatePage(0, kGran).ok());
 }
 
+// As CUDA's imported handle: an imported page holds no fd (issue 16 item 2:
+// an engine's fds do not grow with its pages), yet keeps its memory, maps as
+// the same bytes, and a read-only import still cannot be made writable.
+TEST_F(HostBackendTest, AnImportedPageHoldsNoFd) {
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(page.ok());
+  auto count_fds = [] {
+    int n = 0;
+    for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1 ? 1 : 0;
+    return n;
+  };
+  const int before = count_fds();
+  std::vector<PageHandle> imported;
+  for (int i = 0; i < 16; ++i) {
+    auto fd = b().ExportPage(*page);
+    ASSERT_TRUE(fd.ok());
+    auto handle = b().ImportPage(*fd, 0, kGran);
+    ASSERT_TRUE(handle.ok()) << handle.status().ToString();
+    imported.push_back(*handle);
+  }
+  EXPECT_EQ(count_fds(), before);
+  // The creator lets go: the imports keep the memory and map it.
+  ASSERT_TRUE(b().ReleasePage(*page).ok());
+  auto base = b().ReserveRange(2 * kGran, 0);
+  ASSERT_TRUE(base.ok());
+  const int device = 0;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(b().Map(*base + i * kGran, kGran, imported[i]).ok());
+    ASSERT_TRUE(b().SetAccess(*base + i * kGran, kGran, {&device, 1}).ok());
+  }
+  reinterpret_cast<volatile char*>(*base)[100] = 42;
+  EXPECT_EQ(reinterpret_cast<volatile char*>(*base + kGran)[100], 42) << "one page, two mappings";
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(b().Unmap(*base + i * kGran, kGran).ok());
+  for (PageHandle handle : imported) ASSERT_TRUE(b().ReleasePage(handle).ok());
+  ASSERT_TRUE(b().FreeRange(*base, 2 * kGran).ok());
+
+  auto other = b().CreatePage(0, kGran);
+  auto exported = b().ExportPage(*other);
+  ASSERT_TRUE(exported.ok());
+  auto read_only = b().ExportReadOnly(*exported);
+  close(*exported);
+  ASSERT_TRUE(read_only.ok());
+  auto handle = b().ImportPage(*read_only, 0, kGran);
+  ASSERT_TRUE(handle.ok());
+  auto at = b().ReserveRange(kGran, 0);
+  ASSERT_TRUE(at.ok());
+  ASSERT_TRUE(b().Map(*at, kGran, *handle).ok());
+  EXPECT_EQ(b().SetAccess(*at, kGran, {&device, 1}).code(), Code::kPermissionDenied);
+  EXPECT_TRUE(b().SetAccess(*at, kGran, {&device, 1}, Access::kReadOnly).ok());
+  ASSERT_TRUE(b().Unmap(*at, kGran).ok());
+  ASSERT_TRUE(b().ReleasePage(*handle).ok());
+  ASSERT_TRUE(b().ReleasePage(*other).ok());
+  ASSERT_TRUE(b().FreeRange(*at, kGran).ok());
+}
+
 TEST_F(HostBackendTest, StaleHandlesAreNotFound) {
   auto page = b().CreatePage(0, kGran);
   ASSERT_TRUE(page.ok());
