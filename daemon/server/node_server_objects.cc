@@ -201,6 +201,16 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         row->set_objects(d.objects);
         row->set_evictions(d.evictions);
         row->set_pages(d.pages);
+        row->set_shared_free_pages(d.shared_free_pages);
+        std::vector<std::pair<uint32_t, uint32_t>> owners(d.owned_pages.begin(), d.owned_pages.end());
+        std::stable_sort(owners.begin(), owners.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+        if (owners.size() > wire::kMaxObjectStoreOwners) owners.resize(wire::kMaxObjectStoreOwners);
+        for (const auto& [owner, pages] : owners) {
+          wire::ObjectStoreOwner* out_owner = row->add_owners();
+          out_owner->set_kvd_callers(owner == ObjectIndex::kOperator);
+          out_owner->set_uid(owner == ObjectIndex::kOperator ? 0 : owner);
+          out_owner->set_pages(pages);
+        }
       }
       break;
     }
