@@ -58,6 +58,36 @@ TEST_F(ObjectStoreTest, TwoOwnersNeverShareAPageOrAHeaderPage) {
   Check();
 }
 
+// A payload page made a header page held another owner's bytes: kvd writes
+// every slot free at an epoch older than any plan's there, so the new
+// owner's first begin (a CAS from an older epoch) succeeds, and kvd's index
+// checks agree.
+TEST_F(ObjectStoreTest, APayloadPageMadeAHeaderPageStartsAtOlderEpochs) {
+  config_.high_watermark = 1.0;  // a full store evicts nothing here
+  config_.low_watermark = 1.0;
+  Open();
+  ASSERT_OK(PutByPlan("keep", Pattern(100, 1), 0, kMs, kA));  // keeps the arena's header page A's
+  // Starts in keep's page (packed as before) and fills the other four.
+  ASSERT_OK(PutByPlan("a", Pattern(5 * kPage - 4096, 0xff), 0, kMs, kA));
+  auto a = store_->GetLocation("a", 2 * kMs);
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->spans.size(), 5u);
+  const PageId first = a->spans[1].page_id;  // A's bytes only
+  ASSERT_OK(store_->Remove("a", 3 * kMs, kA));
+  auto b = store_->OpenForWrite("b", 100, 0, 4 * kMs, kB);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->header_page, first) << "the lowest free payload page";
+  EXPECT_TRUE(Has("keep"));
+  const ObjectHeader fresh = HeaderOnDevice(*b);
+  EXPECT_EQ(fresh.state, static_cast<uint32_t>(ObjectState::kFree));
+  EXPECT_TRUE(EpochIsNewer(b->epoch, fresh.epoch)) << fresh.epoch << " vs the plan's " << b->epoch;
+  EXPECT_EQ(fresh.key_hash, 0u) << "A's bytes are gone from the slot";
+  Check();
+  ASSERT_OK(WriteHeader(*b, ObjectState::kWriting, 5 * kMs));
+  ASSERT_OK(store_->Commit("b", b->epoch, 6 * kMs));
+  Check();
+}
+
 TEST_F(ObjectStoreTest, OneOwnersObjectsShareAPageAsBefore) {
   Open();
   ASSERT_OK(PutByPlan("x", Pattern(100, 1), 0, kMs, kA));
