@@ -1,5 +1,6 @@
 #include "daemon/objects/owned_space.h"
 
+#include <algorithm>
 #include <string>
 
 namespace nanokv::alloc {
@@ -30,6 +31,7 @@ OwnedSpace::OwnedSpace(uint64_t capacity, uint64_t page_bytes, uint64_t alignmen
 std::vector<uint64_t> OwnedSpace::Touch(uint64_t offset, uint64_t length, int delta) {
   std::vector<uint64_t> idle;
   for (uint64_t p = offset / page_bytes_; p <= (offset + length - 1) / page_bytes_; ++p) {
+    if (delta > 0 && page_[p].live == 0) Unidle(p);
     page_[p].live = static_cast<uint32_t>(static_cast<int64_t>(page_[p].live) + delta);
     if (page_[p].live == 0) idle.push_back(p);
   }
@@ -48,10 +50,22 @@ Result<uint64_t> OwnedSpace::Allocate(uint32_t owner, uint64_t bytes) {
     Record(owner, *offset, arena.space->LengthAt(*offset));
     return *offset;
   }
+  auto placed = Grow(owner, bytes);
+  if (!placed.ok() && idle_count_ > arena.idle) {
+    // Other owners' empty pages nobody holds are free for anyone: they go
+    // back to the pool only now, when this owner cannot be served otherwise.
+    ReclaimIdle(owner);
+    placed = Grow(owner, bytes);
+  }
+  if (!placed.ok() && arenas_[owner].pages == 0) arenas_.erase(owner);
+  return placed;
+}
+
+Result<uint64_t> OwnedSpace::Grow(uint32_t owner, uint64_t bytes) {
+  Arena& arena = arenas_[owner];
   // None of its pages has a hole that fits. First grow one of its largest
   // holes that ends (or starts) at a page edge by the free pages next to
-  // it: a one-owner store then packs as one allocator over the whole space
-  // did. Else a run of fresh pages.
+  // it. Else a run of fresh pages.
   const uint64_t length = (bytes + alignment_ - 1) & ~(alignment_ - 1);
   for (const auto& [hole, hole_length] : arena.space->LargestFree(kHolesTried)) {
     const uint64_t missing = (length - hole_length + page_bytes_ - 1) / page_bytes_ * page_bytes_;
@@ -62,17 +76,28 @@ Result<uint64_t> OwnedSpace::Allocate(uint32_t owner, uint64_t bytes) {
     }
   }
   const uint64_t run = (bytes + page_bytes_ - 1) / page_bytes_ * page_bytes_;
-  auto taken = pages_->TakeFit(run);
+  // An owner's first run, while others have pages: in the middle of the
+  // largest free range, so owners grow apart (each next run grows its hole
+  // into the free pages after it) instead of interleaving page by page.
+  auto taken = arena.pages == 0 && arenas_.size() > 1 ? TakeApart(run) : pages_->TakeFit(run);
   if (!taken.ok()) {
-    const uint32_t pages = arena.pages;
-    if (pages == 0) arenas_.erase(owner);
     return Status::ResourceExhausted(
         "no room for " + std::to_string(bytes) + " bytes of " + Who(owner) + "'s: none of its " +
-        std::to_string(pages) + " page(s) has a hole that fits, and no run of " +
+        std::to_string(arena.pages) + " page(s) has a hole that fits, and no run of " +
         std::to_string(run / page_bytes_) + " free page(s) is left (" + std::to_string(shared_free_pages()) +
         " free; pages hold one owner's objects each)");
   }
   return Place(owner, bytes, *taken, run);
+}
+
+Result<uint64_t> OwnedSpace::TakeApart(uint64_t run) {
+  const auto largest = pages_->LargestFree(1);
+  if (!largest.empty() && largest[0].second >= std::max(2 * run, kApartMinPages * page_bytes_)) {
+    const auto [offset, length] = largest[0];
+    const uint64_t middle = offset + (length - run) / 2 / page_bytes_ * page_bytes_;
+    if (pages_->Take(middle, run).ok()) return middle;
+  }
+  return pages_->TakeFit(run);
 }
 
 Result<uint64_t> OwnedSpace::Place(uint32_t owner, uint64_t bytes, uint64_t run, uint64_t run_length) {
@@ -86,9 +111,9 @@ Result<uint64_t> OwnedSpace::Place(uint32_t owner, uint64_t bytes, uint64_t run,
   NANOKV_ASSIGN_OR_RETURN(uint64_t offset, arena.space->Allocate(bytes));
   Record(owner, offset, arena.space->LengthAt(offset));
   // Best fit may have started in a hole of the owner's that the run
-  // touches: pages of the run the range does not reach go back.
+  // touches: pages of the run the range does not reach are idle.
   for (uint64_t p = run / page_bytes_; p < (run + run_length) / page_bytes_; ++p) {
-    if (page_[p].live == 0 && page_[p].holds == 0) ReturnPage(p);
+    if (page_[p].live == 0 && page_[p].holds == 0) MakeIdle(p);
   }
   return offset;
 }
@@ -109,9 +134,37 @@ Status OwnedSpace::Free(uint64_t offset) {
   NANOKV_RETURN_IF_ERROR(arenas_[range.owner].space->Free(offset));
   allocated_ -= range.length;
   for (uint64_t p : Touch(offset, range.length, -1)) {
-    if (page_[p].holds == 0) ReturnPage(p);
+    if (page_[p].holds == 0) MakeIdle(p);
   }
   return Status::OK();
+}
+
+void OwnedSpace::MakeIdle(uint64_t page) {
+  if (idle_.insert(page).second) {
+    ++idle_count_;
+    ++arenas_[page_[page].owner].idle;
+  }
+}
+
+void OwnedSpace::Unidle(uint64_t page) {
+  if (idle_.erase(page) != 0) {
+    --idle_count_;
+    --arenas_[page_[page].owner].idle;
+  }
+}
+
+void OwnedSpace::ReclaimIdle(std::optional<uint32_t> keep) {
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    const uint64_t page = *it;
+    if (keep && page_[page].owner == *keep) {
+      ++it;
+      continue;
+    }
+    it = idle_.erase(it);
+    --idle_count_;
+    --arenas_[page_[page].owner].idle;
+    ReturnPage(page);
+  }
 }
 
 void OwnedSpace::ReturnPage(uint64_t page) {
@@ -140,18 +193,22 @@ Status OwnedSpace::Hold(uint64_t page) {
   if (page >= page_.size() || !page_[page].owned) {
     return Status::FailedPrecondition("owned space: page " + std::to_string(page) + " has no owner to hold it for");
   }
-  ++page_[page].holds;
+  if (page_[page].holds++ == 0 && page_[page].live == 0) Unidle(page);
   return Status::OK();
 }
 
 void OwnedSpace::Unhold(uint64_t page) {
   if (page >= page_.size() || page_[page].holds == 0) return;
   Page& p = page_[page];
-  if (--p.holds == 0 && p.live == 0 && p.owned) ReturnPage(page);
+  if (--p.holds == 0 && p.live == 0 && p.owned) MakeIdle(page);
 }
 
 Result<uint64_t> OwnedSpace::TakePage() {
   auto offset = pages_->TakeFit(page_bytes_);
+  if (!offset.ok() && idle_count_ != 0) {
+    ReclaimIdle(std::nullopt);
+    offset = pages_->TakeFit(page_bytes_);
+  }
   if (!offset.ok()) {
     return Status::ResourceExhausted("no free page left in the payload space (" +
                                      std::to_string(page_.size() - taken_pages_) + " pages, each " +
@@ -164,7 +221,9 @@ Result<uint64_t> OwnedSpace::TakePage() {
 
 std::map<uint32_t, uint32_t> OwnedSpace::OwnedPages() const {
   std::map<uint32_t, uint32_t> out;
-  for (const auto& [owner, arena] : arenas_) out[owner] = arena.pages;
+  for (const auto& [owner, arena] : arenas_) {
+    if (arena.pages > arena.idle) out[owner] = arena.pages - arena.idle;
+  }
   return out;
 }
 
@@ -193,7 +252,9 @@ Status OwnedSpace::CheckInvariants() const {
       if (page.owned || page.live != 0) return Status::Internal(where + "taken for good yet in use");
       ++taken;
     } else if (page.owned) {
-      if (page.live == 0 && page.holds == 0) return Status::Internal(where + "owned, empty and not held");
+      if ((page.live == 0 && page.holds == 0) != idle_.contains(p)) {
+        return Status::Internal(where + "idle (owned, empty, not held) but not listed so, or the reverse");
+      }
       ++owned[page.owner];
     } else {
       if (page.live != 0 || page.holds != 0) return Status::Internal(where + "in the pool yet in use or held");
@@ -214,6 +275,12 @@ Status OwnedSpace::CheckInvariants() const {
     arena_allocated += arena.space->allocated_bytes();
   }
   if (arena_allocated != allocated_) return Status::Internal("owned space: owners' allocators disagree");
+  uint64_t idle = 0;
+  for (uint64_t p : idle_) {
+    if (p >= page_.size() || !page_[p].owned) return Status::Internal("owned space: an idle page has no owner");
+  }
+  for (const auto& [owner, arena] : arenas_) idle += arena.idle;
+  if (idle != idle_.size() || idle_count_ != idle_.size()) return Status::Internal("owned space: idle counts drifted");
   for (const auto& [owner, pages] : owned) {
     if (!arenas_.contains(owner)) return Status::Internal("owned space: " + Who(owner) + " owns pages, no allocator");
   }

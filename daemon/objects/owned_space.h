@@ -12,17 +12,21 @@
 // page; then by growing one of its largest holes at a page edge with the
 // free pages next to it (so in a one-uid node, the common deployment, an
 // object still starts in the last one's tail page, as with one allocator
-// over the whole space); a run of fresh pages only after that.
-// A page goes back to the shared pool as soon as no live range touches it
-// and nobody holds it (Hold: a write fd of it was handed out, and its
-// holder may still map it).
+// over the whole space); a run of fresh pages only after that. An owner's
+// first run, while others have pages, goes in the middle of the largest
+// free range, so owners grow apart instead of interleaving their pages.
+// A page no live range touches and nobody holds (Hold: a write fd of it
+// was handed out, and its holder may still map it) is *idle*: free for any
+// owner, but left in its last owner's allocator until another owner cannot
+// be served otherwise (then every idle page of the others goes back to the
+// pool), so one owner alone packs as one allocator over the whole space.
 //
 // Pages may also leave the payload space for good (TakePage): the store's
 // header pages beyond its first ones (object_index.h).
 //
 // Invariants (CheckInvariants() verifies them; tests call it):
 //   1. every live range lies in pages owned by its owner, and each owned
-//      page is touched by a live range or held;
+//      page is touched by a live range, held, or listed idle;
 //   2. an owner's allocator holds exactly its owned pages (free + allocated
 //      == its pages' bytes), and the page pool's free pages are exactly the
 //      pages no owner has and TakePage did not take;
@@ -35,6 +39,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -50,19 +55,21 @@ class OwnedSpace {
   static Result<OwnedSpace> Create(uint64_t capacity, uint64_t page_bytes, uint64_t alignment);
 
   // A fresh range of at least `bytes` in pages of `owner`'s, taking a run
-  // of shared free pages when none of its own has room. kResourceExhausted
-  // when no run is long enough (the message says what is free where).
+  // of shared free pages (other owners' idle ones included) when none of
+  // its own has room. kResourceExhausted when no run is long enough (the
+  // message says what is free where).
   Result<uint64_t> Allocate(uint32_t owner, uint64_t bytes);
   // kFailedPrecondition for an offset no live range starts at.
   Status Free(uint64_t offset);
   // The rounded length of the live range at `offset`; 0 if none.
   uint64_t LengthAt(uint64_t offset) const;
   // The owner of page `page` (index in this space); nullopt when it is in
-  // the shared pool or taken for good.
+  // the shared pool or taken for good. An idle page is still its last
+  // owner's (its allocator has it) until another owner needs it.
   std::optional<uint32_t> PageOwner(uint64_t page) const;
   // An owned page stays its owner's while held, even with nothing in it
-  // (Hold counts; kFailedPrecondition for a page nobody owns). Unhold gives
-  // an empty page back to the pool at the last one.
+  // (Hold counts; kFailedPrecondition for a page nobody owns). Unhold makes
+  // an empty page idle at the last one.
   Status Hold(uint64_t page);
   void Unhold(uint64_t page);
   // A whole shared free page out of the payload space for good: its offset.
@@ -73,8 +80,9 @@ class OwnedSpace {
   // The bytes still payload: pages taken for good do not count.
   uint64_t capacity() const { return capacity_ - taken_pages_ * page_bytes_; }
   uint64_t allocated_bytes() const { return allocated_; }
-  uint64_t shared_free_pages() const { return pages_->free_bytes() / page_bytes_; }
-  // Pages each owner has now.
+  // Pages free for any owner: the pool's and the idle ones.
+  uint64_t shared_free_pages() const { return pages_->free_bytes() / page_bytes_ + idle_count_; }
+  // Pages each owner has now, idle ones not counted.
   std::map<uint32_t, uint32_t> OwnedPages() const;
   Status CheckInvariants() const;
 
@@ -89,6 +97,7 @@ class OwnedSpace {
   struct Arena {
     std::optional<OffsetAllocator> space;  // everything away but its pages
     uint32_t pages = 0;
+    uint32_t idle = 0;  // of its pages
   };
   struct Live {
     uint32_t owner = 0;
@@ -102,12 +111,23 @@ class OwnedSpace {
   // How many of an owner's largest holes an allocation tries to grow by
   // neighbouring free pages before it takes a fresh run (bounded: O(log n)).
   static constexpr size_t kHolesTried = 4;
+  // A run of `run` bytes of free pages in the middle of the largest free
+  // range when it is long enough (twice the run, and kApartMinPages: in a
+  // small space halving the room costs more than interleaving), else best fit.
+  static constexpr uint64_t kApartMinPages = 16;
+  Result<uint64_t> TakeApart(uint64_t run);
   // Gives the free pages [run, run + run_length) to `owner` and allocates
   // `bytes` there (it fits: run and any hole it joins were chosen so).
   Result<uint64_t> Place(uint32_t owner, uint64_t bytes, uint64_t run, uint64_t run_length);
+  // The owner's holes grown by free pages next to them, else a fresh run.
+  Result<uint64_t> Grow(uint32_t owner, uint64_t bytes);
+  void MakeIdle(uint64_t page);
+  void Unidle(uint64_t page);
+  // Every idle page but `keep`'s goes back to the pool.
+  void ReclaimIdle(std::optional<uint32_t> keep);
   // A live range of `owner`'s at [offset, offset + length).
   void Record(uint32_t owner, uint64_t offset, uint64_t length);
-  // REQUIRES: page owned, no live range, no hold.
+  // REQUIRES: page owned, no live range, no hold, not listed idle.
   void ReturnPage(uint64_t page);
 
   uint64_t capacity_ = 0;
@@ -118,6 +138,8 @@ class OwnedSpace {
   std::optional<OffsetAllocator> pages_;  // the shared pool of whole free pages
   std::vector<Page> page_;
   std::unordered_map<uint32_t, Arena> arenas_;
+  std::set<uint64_t> idle_;  // pages owned, empty and not held
+  uint64_t idle_count_ = 0;
   std::map<uint64_t, Live> live_;  // offset -> its owner and rounded length
 };
 

@@ -51,10 +51,10 @@ TEST(OwnedSpaceTest, OneOwnersSmallRangesShareAPageTwoOwnersNever) {
   // owner's next small range, never another's.
   auto big = s->Allocate(kA, 2 * kPageBytes + 100);
   ASSERT_TRUE(big.ok());
-  EXPECT_EQ(*big % kPageBytes, 0u);
+  EXPECT_EQ(*big % kPageBytes, 0u) << "B's page is after A's: a fresh run";
+  EXPECT_EQ(s->PageOwner(PageOf(*big) + 2), kA);
   auto tail = s->Allocate(kA, 1000);
   ASSERT_TRUE(tail.ok());
-  // a1's page had room too: best fit over A's own pages picks either.
   EXPECT_EQ(s->PageOwner(PageOf(*tail)), kA);
   auto b2 = s->Allocate(kB, 3000);
   ASSERT_TRUE(b2.ok());
@@ -81,6 +81,25 @@ TEST(OwnedSpaceTest, AnOwnersHoleGrowsIntoTheFreePagesNextToIt) {
   ASSERT_OK(s->CheckInvariants());
 }
 
+// In a large space a second owner's first run goes in the middle of the
+// free room, so both grow into free pages after their own instead of
+// leaving each other's tail pages stranded.
+TEST(OwnedSpaceTest, OwnersGrowApartInALargeSpace) {
+  auto s = OwnedSpace::Create(64 * kPageBytes, kPageBytes, kAlign);
+  ASSERT_TRUE(s.ok());
+  const uint64_t bytes = kPageBytes + kPageBytes / 2;
+  auto a1 = s->Allocate(kA, bytes), b1 = s->Allocate(kB, bytes);
+  ASSERT_TRUE(a1.ok() && b1.ok());
+  EXPECT_EQ(*a1, 0u);
+  EXPECT_GE(PageOf(*b1), 16u) << "B starts apart from A";
+  auto a2 = s->Allocate(kA, bytes), b2 = s->Allocate(kB, bytes);
+  ASSERT_TRUE(a2.ok() && b2.ok());
+  EXPECT_EQ(*a2, *a1 + bytes) << "A's second starts in its first's tail page";
+  EXPECT_EQ(*b2, *b1 + bytes);
+  EXPECT_EQ(s->OwnedPages(), (std::map<uint32_t, uint32_t>{{kA, 3}, {kB, 3}}));
+  ASSERT_OK(s->CheckInvariants());
+}
+
 TEST(OwnedSpaceTest, EmptyPagesReturnUnlessHeld) {
   auto s = OwnedSpace::Create(2 * kPageBytes, kPageBytes, kAlign);
   ASSERT_TRUE(s.ok());
@@ -101,7 +120,12 @@ TEST(OwnedSpaceTest, EmptyPagesReturnUnlessHeld) {
   s->Unhold(PageOf(*a));
   EXPECT_EQ(s->PageOwner(PageOf(*a)), kA) << "one holder left";
   s->Unhold(PageOf(*a));
-  EXPECT_FALSE(s->PageOwner(PageOf(*a)).has_value()) << "back in the shared pool";
+  EXPECT_TRUE(s->OwnedPages().empty()) << "idle: free for anyone";
+  EXPECT_EQ(s->shared_free_pages(), 2u);
+  auto a_again = s->Allocate(kA, 100);
+  ASSERT_TRUE(a_again.ok());
+  EXPECT_EQ(PageOf(*a_again), PageOf(*a)) << "still in A's allocator until another owner needs it";
+  ASSERT_OK(s->Free(*a_again));
   auto b_now = s->Allocate(kB, 2 * kPageBytes);
   ASSERT_TRUE(b_now.ok()) << b_now.status().ToString();
   ASSERT_OK(s->CheckInvariants());
