@@ -51,7 +51,18 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
           .Field("free_bytes", d.store_bytes - d.used_bytes)
           .Field("objects", d.objects)
           .Field("evictions", d.evictions)
-          .EndObject();
+          .Field("shared_free_pages", d.shared_free_pages);
+      w.Key("owners").BeginArray();
+      for (const ObjectStoreDeviceInfo::Owner& o : d.owners) {
+        w.BeginObject();
+        if (o.kvd_callers) {
+          w.Field("owner", "kvd");
+        } else {
+          w.Field("uid", o.uid);
+        }
+        w.Field("pages", o.pages).EndObject();
+      }
+      w.EndArray().EndObject();
     }
     w.EndArray().EndObject();
     w.Key("objects").BeginArray();
@@ -82,11 +93,17 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
                   PinName(o.pin)});
   }
   // One line however many devices: "store: 3 objects, 0 evictions; device 0
-  // 2.00 MiB used, 6.00 MiB free; device 1 ...".
+  // 2.00 MiB used, 6.00 MiB free (pages: uid 1001 2, kvd 1); device 1 ...".
   std::string summary = "store: " + std::to_string(live) + " objects, " + std::to_string(evictions) + " evictions";
   for (const ObjectStoreDeviceInfo& d : store.devices) {
     summary += "; device " + std::to_string(d.device) + " " + FormatBytes(d.used_bytes) + " used, " +
                FormatBytes(d.store_bytes - d.used_bytes) + " free";
+    std::string owners;
+    for (const ObjectStoreDeviceInfo::Owner& o : d.owners) {
+      owners += (owners.empty() ? "" : ", ") + (o.kvd_callers ? std::string("kvd") : "uid " + std::to_string(o.uid)) +
+                " " + std::to_string(o.pages);
+    }
+    if (!owners.empty()) summary += " (pages: " + owners + ")";
   }
   return table.Render(false) + summary + "\n";
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <span>
 
 #include <spdlog/spdlog.h>
@@ -39,8 +40,8 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
   std::unique_ptr<ObjectIndex> store(new ObjectIndex(backend, node, config));
   size_t page = node.page_bytes();
   store->page_bytes_ = page;
-  uint64_t slots = config.max_objects != 0 ? config.max_objects : page / kHeaderBytes;
-  auto header_pages = static_cast<uint32_t>((slots * kHeaderBytes + page - 1) / page);
+  const uint64_t slots = config.max_objects != 0 ? config.max_objects : page / kHeaderBytes;
+  const auto header_pages = static_cast<uint32_t>((slots * kHeaderBytes + page - 1) / page);
 
   AttachParams params;
   params.name = kStoreTenant;
@@ -71,12 +72,20 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     for (const PageGrant& g : *granted) device.pages.push_back(g.id);
     device.sorted_pages = device.pages;
     std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
-    device.header_pages = header_pages;
-    device.header_slots = static_cast<uint32_t>(slots);
-    for (uint32_t s = device.header_slots; s > 0; --s) device.free_slots.push_back(s - 1);
-    device.slot_epochs.assign(device.header_slots, 0);
+    device.arena_pages = header_pages;
+    device.max_objects = static_cast<uint32_t>(slots);
+    device.slots_per_page = static_cast<uint32_t>(std::min<uint64_t>(slots, page / kHeaderBytes));
+    for (uint32_t h = 0; h < header_pages; ++h) {
+      HeaderPage header;
+      header.page = h;
+      for (uint32_t s = device.slots_per_page; s > 0; --s) header.free.push_back(s - 1);
+      device.headers.push_back(std::move(header));
+      device.header_at[h] = h;
+      device.spare_headers.push_back(header_pages - 1 - h);  // ordinal 0 first
+    }
+    device.slot_epochs.assign(uint64_t{header_pages} * device.slots_per_page, 0);
     uint64_t payload_bytes = (pages - header_pages) * page;
-    NANOKV_ASSIGN_OR_RETURN(auto payload, alloc::OffsetAllocator::Create(payload_bytes, kPayloadAlignment));
+    NANOKV_ASSIGN_OR_RETURN(auto payload, alloc::OwnedSpace::Create(payload_bytes, page, kPayloadAlignment));
     device.payload.emplace(std::move(payload));
     store->devices_.push_back(std::move(device));
     NANOKV_RETURN_IF_ERROR(store->MapDevice(store->devices_.back()));
@@ -106,7 +115,7 @@ Status ObjectIndex::MapDevice(Device& device) {
   }
   int ordinal = device.ordinal;
   NANOKV_RETURN_IF_ERROR(backend_.SetAccess(device.base, bytes, std::span<const int>(&ordinal, 1)));
-  return backend_.Fill(reinterpret_cast<void*>(device.base), 0, device.header_pages * page_bytes_);
+  return backend_.Fill(reinterpret_cast<void*>(device.base), 0, device.arena_pages * page_bytes_);
 }
 
 ObjectIndex::~ObjectIndex() {
@@ -153,7 +162,7 @@ ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
   plan.key = object.key;
   plan.key_hash = object.key_hash;
   plan.device = device.ordinal;
-  plan.header_offset = uint64_t{object.slot} * kHeaderBytes;
+  plan.header_offset = HeaderOffset(device, object.slot);
   plan.header_page = device.pages[plan.header_offset / page_bytes_];
   plan.payload_offset = object.payload_offset;
   plan.page_bytes = page_bytes_;
@@ -174,9 +183,9 @@ ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
   return plan;
 }
 
-Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint64_t now_ns) {
+Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns) {
   Device& device = devices_[d];
-  alloc::OffsetAllocator& payload = *device.payload;
+  alloc::OwnedSpace& payload = *device.payload;
   uint64_t capacity = payload.capacity();
   if (bytes > capacity) {
     return Status::ResourceExhausted("object of " + std::to_string(bytes) + " bytes: device " +
@@ -190,10 +199,11 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint64_t
     EvictDownTo(d, low > need ? low - need : 0, now_ns);
   }
   for (;;) {
-    auto offset = payload.Allocate(bytes);
-    if (offset.ok()) return device.header_pages * page_bytes_ + *offset;
+    auto offset = payload.Allocate(owner, bytes);
+    if (offset.ok()) return device.arena_pages * page_bytes_ + *offset;
     if (offset.status().code() != Code::kResourceExhausted) return offset.status();
-    // Free space is there but in holes: evict more, one at a time.
+    // Free space is there but in holes, or in other owners' pages: evict
+    // more, one at a time.
     if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) {
       return Status::ResourceExhausted(
           "object store on device " + std::to_string(device.ordinal) + ": no room for " +
@@ -227,27 +237,23 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   }
   Device& device = devices_[d];
   ReclaimLocked(d, now_ns);
-  while (device.free_slots.empty()) {
-    if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) {
-      return Status::ResourceExhausted("object store on device " + std::to_string(device.ordinal) +
-                                       ": all " + std::to_string(device.header_slots) +
-                                       " header slots in use and nothing evictable");
-    }
+  NANOKV_ASSIGN_OR_RETURN(const uint32_t slot, AllocateSlot(d, owner, now_ns));
+  auto offset = AllocatePayload(d, bytes_total, owner, now_ns);
+  if (!offset.ok()) {
+    FreeSlot(device, slot);
+    return offset.status();
   }
-  NANOKV_ASSIGN_OR_RETURN(uint64_t offset, AllocatePayload(d, bytes_total, now_ns));
 
   Object object;
   object.key = std::string(key);
   object.owner = owner;
   object.key_hash = KeyHash(key);
   object.device = d;
-  object.slot = device.free_slots.back();
-  object.payload_offset = offset;
+  object.slot = slot;
+  object.payload_offset = *offset;
   object.bytes_total = bytes_total;
   object.state = ObjectState::kReserved;
-  const uint32_t last = device.slot_epochs[object.slot];
-  object.epoch = last == 0 ? object.slot + 1 : last + device.header_slots;
-  if (object.epoch == 0) object.epoch += device.header_slots;  // 0 never names an object
+  object.epoch = NextEpoch(device);
   object.seq = next_seq_++;
   object.created_ns = now_ns;
   object.last_access_ns = now_ns;
@@ -257,7 +263,6 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   // object); RESERVED lives in the index only.
   object.state = ObjectState::kWriting;
   device.slot_epochs[object.slot] = object.epoch;
-  device.free_slots.pop_back();
   auto [it, inserted] = objects_.emplace(object.key, std::move(object));
   Object* live = &it->second;
   device.writing.insert({live->deadline_ns, live});
@@ -361,28 +366,6 @@ Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin) {
 Result<uintptr_t> ObjectIndex::StoreBase(int device) const {
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
   return devices_[d].base;
-}
-
-Status ObjectIndex::CheckWritablePage(int device, PageId id, uint32_t requester) const {
-  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
-  std::lock_guard lock(mu_);
-  const Device& dev = devices_[d];
-  auto at = std::find(dev.pages.begin(), dev.pages.end(), id);
-  if (at != dev.pages.end()) {
-    const uint64_t index = static_cast<uint64_t>(at - dev.pages.begin());
-    for (const auto& [deadline, object] : dev.writing) {
-      if (object->owner != requester && object->owner != kOperator) continue;
-      const uint64_t first = object->payload_offset / page_bytes_;
-      const uint64_t last = (object->payload_offset + object->bytes_total - 1) / page_bytes_;
-      const uint64_t header = uint64_t{object->slot} * kHeaderBytes / page_bytes_;
-      if (index == header || (index >= first && index <= last)) return Status::OK();
-    }
-  }
-  return Status::PermissionDenied("page " + std::to_string(id) + " of device " +
-                                  std::to_string(device) +
-                                  " holds no open plan of yours: store pages are written "
-                                  "only through the writer's own open plans (readers get "
-                                  "read-only fds)");
 }
 
 bool ObjectIndex::OwnsPage(int device, PageId id) const {

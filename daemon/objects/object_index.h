@@ -5,11 +5,21 @@
 //
 // Words: the *store range* of a device is its store pages mapped back to back
 // in kvd's address space; offsets (header_offset, payload_offset) are bytes
-// into it. Its first header_pages pages are the *header arena* (one 64-byte
-// ObjectHeader per slot, nanokv/object_header.h); the rest is *payload space*,
-// shared by objects through an OffsetAllocator (256-byte aligned ranges, so
-// small objects share a page and a large one spans several). A *span* is the
-// part of an object's payload inside one page: what a producer maps. The
+// into it. Its first pages are the *header arena* (one 64-byte ObjectHeader
+// per slot, nanokv/object_header.h); the rest is *payload space*, shared by
+// objects through an OwnedSpace (256-byte aligned ranges, so small objects
+// share a page and a large one spans several). A *span* is the part of an
+// object's payload inside one page: what a producer maps. The
+//
+// *Owners* (issue 19 item 12): a producer's write fd maps whole pages, so
+// every store page holds the objects of one owner only (the producer's
+// uid, or kOperator: kvd's own callers), header pages included: an owner's
+// headers go in header pages of its own, taken from the arena's spare ones
+// or, when none is spare, from the payload space (zeroed by kvd then, and
+// header pages for good, so a slot's epochs keep growing). A page handed
+// out for writing is *held* by the uid it went to: it stays its owner's,
+// even empty, until ReleaseHolder (the last connection of that uid gone),
+// and then returns to shared use when empty. The
 // states, pins, key rules and the plan kvd answers are the ones engines see
 // (nanokv/object_header.h, nanokv/object_types.h): one vocabulary.
 //
@@ -33,7 +43,8 @@
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
 //      last_access hint changes; OpenForWrite on a live key answers
 //      kAlreadyExists (remove first, as Mooncake does).
-//   2. Epochs are unique per device and grow per header slot: a plan for an object
+//   2. Epochs are unique per device (one counter) and so grow per header
+//      slot: a plan for an object
 //      that has since died answers kFailedPrecondition, never acts on the
 //      key's next object.
 //   3. A leased object (lease not expired) is neither evicted nor removed (a
@@ -43,6 +54,9 @@
 //      of the live objects' rounded lengths, and live objects hold distinct
 //      header slots; the store's pages are exactly the pages its tenant holds
 //      in NodeState, so the pool's accounting stays exact.
+//   5. Owners: an object's header page and payload pages are its owner's;
+//      a page is owned while it holds a live object or is held, and is
+//      held exactly by the uids ReleaseHolder has not yet released.
 //
 // Threads: every method may be called from many threads; one mutex guards
 // the index. The index never copies payload: producers and readers do,
@@ -72,7 +86,7 @@
 
 #include "daemon/config/object_store_config.h"
 #include "daemon/node/node_state.h"
-#include "daemon/objects/offset_allocator.h"
+#include "daemon/objects/owned_space.h"
 #include "gpu/backend.h"
 #include "nanokv/object_header.h"
 #include "nanokv/object_types.h"
@@ -103,8 +117,10 @@ struct ObjectEvent {
 struct StoreDeviceStats {
   int device = 0;
   uint32_t pages = 0;            // store pages held from the pool
-  uint32_t header_pages = 0;
+  uint32_t header_pages = 0;     // the arena's and those taken from payload since
   uint32_t header_slots = 0;
+  uint32_t shared_free_pages = 0;  // payload pages no owner has
+  std::map<uint32_t, uint32_t> owned_pages;  // owner (uid, kOperator) -> pages, header pages included
   uint64_t payload_capacity = 0;
   uint64_t payload_used = 0;     // allocated (rounded) bytes
   uint32_t objects = 0;          // live: RESERVED, WRITING or READY
@@ -187,13 +203,20 @@ class ObjectIndex {
   // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
   // Whether `requester` (a uid, or kOperator) may have an fd that writes
-  // store page `id` of `device`: the page holds the header or payload of an
-  // open plan (RESERVED/WRITING) that `requester` opened, or that kvd's own
-  // callers opened (kOperator: the cluster master's orders, whose writer kvd
-  // cannot tell). Everyone else reads store pages only. kPermissionDenied
-  // naming the page otherwise. Pages shared with READY objects are not
-  // refused (docs/ARCHITECTURE.md, Security: the page-sharing gap).
-  Status CheckWritablePage(int device, PageId id, uint32_t requester) const;
+  // store page `id` of `device`: the page is `requester`'s (or kvd's own
+  // callers': the cluster master's orders, whose writer kvd cannot tell)
+  // and holds the header or payload of one of its open plans
+  // (RESERVED/WRITING). Everyone else reads store pages only.
+  // kPermissionDenied naming the page otherwise. When OK the page is held
+  // by `requester` from then on: it stays its owner's (reused only for the
+  // owner's objects) until ReleaseHolder(requester).
+  Status LendWritablePage(int device, PageId id, uint32_t requester);
+  // `holder` (a uid, or kOperator) holds no page any more: kvd's last
+  // connection of that uid is gone (as item 8's recycle charge ends with
+  // the connection). Its empty held pages return to shared use.
+  void ReleaseHolder(uint32_t holder);
+  // Pages `holder` holds (all devices), for tests and stats.
+  size_t held_pages(uint32_t holder) const;
   // A new fd of a store page (from its exported fd, not taken) that reads
   // only: the backend's ExportReadOnly. The caller owns it.
   Result<int> ReadOnlyFd(int exported_fd) const { return backend_.ExportReadOnly(exported_fd); }
@@ -229,21 +252,37 @@ class ObjectIndex {
     uint32_t owner = kOperator;  // the producer's uid (Remove)
   };
   using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
+  // A page of header slots, one owner's at a time (or spare).
+  struct HeaderPage {
+    uint32_t page = 0;           // index in the store range
+    bool owned = false;
+    uint32_t owner = 0;
+    uint32_t live = 0;           // objects with a slot here
+    uint32_t holds = 0;          // uids holding it (a write fd went to them)
+    std::vector<uint32_t> free;  // slots in the page, a stack
+  };
   struct Device {
     int ordinal = 0;
     std::vector<PageId> pages;   // store pages, in range order
     std::vector<PageId> sorted_pages;  // the same, sorted (OwnsPage)
     uintptr_t base = 0;          // kvd's mapping of the store range
     size_t mapped = 0;           // pages mapped at base so far
-    uint32_t header_pages = 0;
-    uint32_t header_slots = 0;
-    std::vector<uint32_t> free_slots;  // stack
-    // By slot: the last epoch issued on it (0: none yet). A slot's epochs
-    // are slot + 1, then + header_slots each reuse: unique on the device
-    // (their residues differ) and growing per slot, which the producer's
-    // header CAS relies on.
+    uint32_t arena_pages = 0;    // the header arena at the front
+    uint32_t slots_per_page = 0;  // usable slots of a header page
+    uint32_t max_objects = 0;    // live objects at once
+    // Header pages by ordinal; a slot is ordinal * slots_per_page + its
+    // index in the page. Never shrinks: a payload page once made a header
+    // page stays one, so a slot's epochs keep growing.
+    std::vector<HeaderPage> headers;
+    std::unordered_map<uint32_t, uint32_t> header_at;  // store page index -> ordinal
+    std::vector<uint32_t> spare_headers;  // ordinals owned by nobody (all slots free)
+    std::unordered_map<uint32_t, std::set<uint32_t>> header_room;  // owner -> its ordinals with a free slot
+    // By slot: the last epoch issued on it (0: none yet). Epochs come from
+    // one counter per device: unique on it and growing per slot, which the
+    // producer's header CAS relies on (a stalled writer's plan is older).
     std::vector<uint32_t> slot_epochs;
-    std::optional<alloc::OffsetAllocator> payload;  // offsets are into the store range
+    uint32_t last_epoch = 0;
+    std::optional<alloc::OwnedSpace> payload;  // offsets are after the arena
     std::set<OrderKey> evictable;  // READY objects by policy order
     std::set<std::pair<uint64_t, Object*>> writing;  // by deadline
     uint32_t objects = 0;
@@ -278,7 +317,26 @@ class ObjectIndex {
   uint64_t EvictDownTo(size_t d, uint64_t target, uint64_t now_ns);
   // Evicts one victim (soft pins only when `soft`). False if none.
   bool EvictOne(size_t d, bool soft, uint64_t now_ns);
-  Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint64_t now_ns);
+  Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
+  // Header slots (object_index_headers.cc). A free slot in a header page of
+  // `owner`'s, evicting when none can be had; kResourceExhausted naming
+  // object_store.max_objects or the payload space otherwise.
+  Result<uint32_t> AllocateSlot(size_t d, uint32_t owner, uint64_t now_ns);
+  // One more header page for `owner`: a spare one, or a payload page made
+  // one (zeroed). kResourceExhausted when neither is left.
+  Result<uint32_t> AdoptHeaderPage(Device& device, uint32_t owner);
+  void FreeSlot(Device& device, uint32_t slot);
+  // A header page nobody writes and nothing lives in becomes spare.
+  void MaybeSpareHeader(Device& device, uint32_t ordinal);
+  uint64_t HeaderOffset(const Device& device, uint32_t slot) const;
+  // The owner of store page `index` (header or payload); nullopt if none.
+  std::optional<uint32_t> PageOwner(const Device& device, uint64_t index) const;
+  uint32_t NextEpoch(Device& device);
+  // Invariant 5, for CheckInvariants: the object's pages are its owner's;
+  // device d's header pages agree with the objects, the holds and the
+  // spare list.
+  Status CheckOwner(const Device& device, const Object& object) const;
+  Status CheckHeaderPages(size_t d) const;
 
   gpu::Backend& backend_;
   NodeState& node_;
@@ -298,6 +356,8 @@ class ObjectIndex {
   };
   std::map<uint64_t, LeaseRecord> leases_;
   std::unordered_map<uint32_t, uint32_t> leases_per_holder_;
+  // Pages each uid holds: (device index, store page index).
+  std::unordered_map<uint32_t, std::set<std::pair<size_t, uint64_t>>> holds_;
   std::function<void(const ObjectEvent&)> listener_;
 };
 

@@ -41,9 +41,9 @@ void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
 
 void ObjectIndex::Drop(Object* object) {
   Device& device = devices_[object->device];
-  Status freed = device.payload->Free(object->payload_offset - device.header_pages * page_bytes_);
+  Status freed = device.payload->Free(object->payload_offset - device.arena_pages * page_bytes_);
   if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
-  device.free_slots.push_back(object->slot);
+  FreeSlot(device, object->slot);
   --device.objects;
   for (const auto& lease : object->leases) ForgetLease(lease.first);
   objects_.erase(object->key);
@@ -87,7 +87,7 @@ bool ObjectIndex::EvictOne(size_t d, bool soft, uint64_t now_ns) {
 }
 
 uint64_t ObjectIndex::EvictDownTo(size_t d, uint64_t target, uint64_t now_ns) {
-  alloc::OffsetAllocator& payload = *devices_[d].payload;
+  alloc::OwnedSpace& payload = *devices_[d].payload;
   uint64_t before = payload.allocated_bytes();
   while (payload.allocated_bytes() > target) {
     if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) break;
@@ -106,7 +106,7 @@ Result<uint64_t> ObjectIndex::Evict(int device, uint64_t bytes, uint64_t now_ns)
   }
   uint64_t freed = 0;
   for (size_t d : which) {
-    const alloc::OffsetAllocator& payload = *devices_[d].payload;
+    const alloc::OwnedSpace& payload = *devices_[d].payload;
     uint64_t used = payload.allocated_bytes();
     uint64_t target = 0;
     if (bytes == 0) {
@@ -156,8 +156,13 @@ std::vector<StoreDeviceStats> ObjectIndex::Stats() const {
     StoreDeviceStats s;
     s.device = device.ordinal;
     s.pages = static_cast<uint32_t>(device.pages.size());
-    s.header_pages = device.header_pages;
-    s.header_slots = device.header_slots;
+    s.header_pages = static_cast<uint32_t>(device.headers.size());
+    s.header_slots = s.header_pages * device.slots_per_page;
+    s.shared_free_pages = static_cast<uint32_t>(device.payload->shared_free_pages());
+    s.owned_pages = device.payload->OwnedPages();
+    for (const HeaderPage& header : device.headers) {
+      if (header.owned) ++s.owned_pages[header.owner];
+    }
     s.payload_capacity = device.payload->capacity();
     s.payload_used = device.payload->allocated_bytes();
     s.objects = device.objects;
@@ -176,17 +181,18 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
   std::vector<uint32_t> live(devices_.size(), 0), evictable(devices_.size(), 0),
       writing(devices_.size(), 0);
   std::vector<std::vector<bool>> slot_used(devices_.size());
-  for (size_t d = 0; d < devices_.size(); ++d) slot_used[d].assign(devices_[d].header_slots, false);
+  for (size_t d = 0; d < devices_.size(); ++d) slot_used[d].assign(devices_[d].slot_epochs.size(), false);
   for (const auto& [key, object] : objects_) {
     std::string where = "object store: '" + key + "': ";
     if (object.key != key) return Status::Internal(where + "indexed under another key");
     const Device& device = devices_[object.device];
-    if (object.slot >= device.header_slots || slot_used[object.device][object.slot]) {
+    if (object.slot >= device.slot_epochs.size() || slot_used[object.device][object.slot]) {
       return Status::Internal(where + "header slot out of range or shared");
     }
     slot_used[object.device][object.slot] = true;
-    uint64_t length = device.payload->LengthAt(object.payload_offset - device.header_pages * page_bytes_);
+    uint64_t length = device.payload->LengthAt(object.payload_offset - device.arena_pages * page_bytes_);
     if (length < object.bytes_total) return Status::Internal(where + "payload range missing or short");
+    NANOKV_RETURN_IF_ERROR(CheckOwner(device, object));
     allocated[object.device] += length;
     ++live[object.device];
     if (object.state == ObjectState::kReady) {
@@ -211,7 +217,7 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       return Status::Internal(where + "its slot's last epoch is " + std::to_string(device.slot_epochs[object.slot]));
     }
     ObjectHeader header{};
-    Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + uint64_t{object.slot} * sizeof(ObjectHeader)),
+    Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + HeaderOffset(device, object.slot)),
                                 sizeof(header), gpu::CopyKind::kDeviceToHost);
     if (!read.ok()) return read;
     const bool begun = header.epoch == object.epoch;
@@ -252,9 +258,10 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       return Status::Internal(where + "allocator holds " + std::to_string(device.payload->allocated_bytes()) +
                               " bytes, objects " + std::to_string(allocated[d]));
     }
-    if (live[d] != device.objects || device.free_slots.size() + live[d] != device.header_slots) {
-      return Status::Internal(where + "header slot count drifted");
+    if (live[d] != device.objects || live[d] > device.max_objects) {
+      return Status::Internal(where + "object count drifted");
     }
+    NANOKV_RETURN_IF_ERROR(CheckHeaderPages(d));
     if (evictable[d] != device.evictable.size() || writing[d] != device.writing.size()) {
       return Status::Internal(where + "eviction or reclaim order lists a dead object");
     }

@@ -394,6 +394,7 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
   } else if (auto counted = per_process_.find(c.peer.pid); counted != per_process_.end()) {
     if (--counted->second == 0) per_process_.erase(counted);
   }
+  ObjectPeerGone(c);
   if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   connections_.erase(it);
   dirty_ = true;

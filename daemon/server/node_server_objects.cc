@@ -28,6 +28,22 @@ void CloseFds(std::vector<int>& fds) {
 
 }  // namespace
 
+uint32_t NodeServer::ObjectPeer(const ipc::PeerCredentials& peer) {
+  // Root and kvd's uid are the operator; anyone else is known by uid.
+  return peer.uid == 0 || peer.uid == geteuid() ? ObjectIndex::kOperator : peer.uid;
+}
+
+void NodeServer::ObjectPeerGone(const Connection& gone) {
+  if (objects_ == nullptr || gone.refused) return;
+  const uint32_t who = ObjectPeer(gone.peer);
+  for (const auto& [fd, c] : connections_) {
+    if (c.get() != &gone && !c->refused && ObjectPeer(c->peer) == who) return;  // still connected
+  }
+  // Its write fds may live on in its processes, but kvd can no longer tell
+  // (the same end as item 8's recycle charge): its pages go back to shared use.
+  objects_->ReleaseHolder(who);
+}
+
 void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
   uint64_t rid = m.request_id();
   if (objects_ == nullptr) {
@@ -36,9 +52,8 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
   }
   ObjectIndex& store = *objects_;
   uint64_t now = SteadyNowNs();
-  // Root and kvd's uid are the operator; anyone else is known by uid.
-  const bool operator_peer = c.peer.uid == 0 || c.peer.uid == geteuid();
-  const uint32_t peer = operator_peer ? ObjectIndex::kOperator : c.peer.uid;
+  const uint32_t peer = ObjectPeer(c.peer);
+  const bool operator_peer = peer == ObjectIndex::kOperator;
   wire::Message reply;
   reply.set_request_id(rid);
   Status status;
@@ -108,11 +123,13 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
                                        "page " + std::to_string(id) + " of device " +
                                        std::to_string(r.device()) + " is not an object store page"));
         }
-        // A writer gets the page's own fd, only for its open plans; a reader
-        // one that cannot write (READY objects are immutable against every
-        // peer, not only cooperating ones).
+        // A writer gets the page's own fd, only for pages of its own with
+        // its open plans, and holds the page from then on (it stays the
+        // writer's until its uid's last connection goes: ObjectPeerGone);
+        // a reader one that cannot write (READY objects are immutable
+        // against every peer, not only cooperating ones).
         if (r.write()) {
-          Status writable = store.CheckWritablePage(r.device(), id, peer);
+          Status writable = store.LendWritablePage(r.device(), id, peer);
           if (!writable.ok()) return SendError(c, rid, writable);
         }
       }
@@ -184,6 +201,16 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         row->set_objects(d.objects);
         row->set_evictions(d.evictions);
         row->set_pages(d.pages);
+        row->set_shared_free_pages(d.shared_free_pages);
+        std::vector<std::pair<uint32_t, uint32_t>> owners(d.owned_pages.begin(), d.owned_pages.end());
+        std::stable_sort(owners.begin(), owners.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+        if (owners.size() > wire::kMaxObjectStoreOwners) owners.resize(wire::kMaxObjectStoreOwners);
+        for (const auto& [owner, pages] : owners) {
+          wire::ObjectStoreOwner* out_owner = row->add_owners();
+          out_owner->set_kvd_callers(owner == ObjectIndex::kOperator);
+          out_owner->set_uid(owner == ObjectIndex::kOperator ? 0 : owner);
+          out_owner->set_pages(pages);
+        }
       }
       break;
     }

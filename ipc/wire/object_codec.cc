@@ -139,6 +139,9 @@ Status CheckObjectBody(const Message& m) {
       for (const ObjectStoreDevice& d : m.object_info_reply().devices()) {
         NANOKV_RETURN_IF_ERROR(Device(d.device(), false, "object_info_reply"));
         if (d.used_bytes() > d.store_bytes()) return Fault("object_info_reply: more used than the store holds");
+        if (d.owners_size() > kMaxObjectStoreOwners) {
+          return Fault("object_info_reply: more than " + std::to_string(kMaxObjectStoreOwners) + " owners a device");
+        }
       }
       return Status::OK();
     case Message::kObjectLeaseReply:

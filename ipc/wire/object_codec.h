@@ -14,6 +14,7 @@ inline constexpr uint32_t kMaxObjectPageFds = 64;      // fds in one ObjectPages
 inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in one reply
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
 inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectInfoReply (the segment's rows)
+inline constexpr int kMaxObjectStoreOwners = 128;      // owners listed per device in one ObjectInfoReply
 
 // Whether the body is one of the object store's messages.
 bool IsObjectBody(Message::BodyCase body);

@@ -41,7 +41,16 @@ Result<ObjectStoreInfo> FromWireInfo(const wire::Message& reply) {
   ObjectStoreInfo info;
   info.backend = reply.object_info_reply().backend();
   for (const auto& d : reply.object_info_reply().devices()) {
-    info.devices.push_back({d.device(), d.store_bytes(), d.used_bytes(), d.objects(), d.evictions(), d.pages()});
+    ObjectStoreDeviceInfo device;
+    device.device = d.device();
+    device.store_bytes = d.store_bytes();
+    device.used_bytes = d.used_bytes();
+    device.objects = d.objects();
+    device.evictions = d.evictions();
+    device.pages = d.pages();
+    device.shared_free_pages = d.shared_free_pages();
+    for (const auto& o : d.owners()) device.owners.push_back({o.uid(), o.kvd_callers(), o.pages()});
+    info.devices.push_back(std::move(device));
   }
   return info;
 }

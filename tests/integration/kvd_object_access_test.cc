@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <set>
 
 #include "gpu/backend.h"
 #include "ipc/uds/channel.h"
@@ -106,6 +108,44 @@ int TryToWriteAReadyPage(const std::string& socket, int device, uint32_t page) {
     return 9;
   }
   return 0;
+}
+
+// The store pages a raw plan touches: its payload spans and its header page.
+std::set<uint32_t> PlanPages(const wire::ObjectPlan& plan) {
+  std::set<uint32_t> pages{plan.header_page()};
+  for (const auto& span : plan.spans()) pages.insert(span.page_id());
+  return pages;
+}
+
+Status ErrorOf(const wire::Message& reply) {
+  return Status(static_cast<Code>(reply.error().code()), reply.error().message());
+}
+
+// A raw producer's put: open, write fds of every page of the plan (so kvd
+// counts them held by this uid), commit. The plan, or the step that failed.
+Result<wire::ObjectPlan> PutRaw(ipc::Channel& channel, uint64_t& rid, const std::string& key, uint64_t bytes) {
+  wire::Message open;
+  open.set_request_id(++rid);
+  open.mutable_object_open()->set_key(key);
+  open.mutable_object_open()->set_bytes_total(bytes);
+  open.mutable_object_open()->set_preferred_device(0);
+  std::vector<int> fds;
+  NANOKV_ASSIGN_OR_RETURN(wire::Message opened, Ask(channel, open, &fds));
+  if (opened.has_error()) return ErrorOf(opened);
+  const wire::ObjectPlan plan = opened.object_plan();
+  for (uint32_t page : PlanPages(plan)) {
+    NANOKV_ASSIGN_OR_RETURN(wire::Message lent, Ask(channel, PagesRequest(++rid, 0, page, true), &fds));
+    for (int fd : fds) close(fd);
+    fds.clear();
+    if (lent.has_error()) return ErrorOf(lent);
+  }
+  wire::Message commit;
+  commit.set_request_id(++rid);
+  commit.mutable_object_commit()->set_key(key);
+  commit.mutable_object_commit()->set_epoch(plan.epoch());
+  NANOKV_ASSIGN_OR_RETURN(wire::Message done, Ask(channel, commit, &fds));
+  if (done.has_error()) return ErrorOf(done);
+  return plan;
 }
 
 // The reader's mapping is read-only: a second process writing through it
@@ -206,6 +246,132 @@ TEST_F(KvdObjectAccessTest, ARawPeerGetsNoWritableFdOfAReadyObject) {
   auto got = store->Get("ready");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(*got, ObjectPattern(2 * kPage, 3));
+  EXPECT_TRUE(kvd_.Running());
+}
+
+// Two producer uids (issue 19 item 12): B's objects never share a page or a
+// header page with A's, B gets no write fd of a page holding A's READY
+// object nor of one A holds for writing, and A's held pages go back to
+// shared use once A's last connection is gone (not before).
+TEST_F(KvdObjectAccessTest, TwoUidsNeverShareAWritablePage) {
+  NANOKV_SKIP_UNLESS_ROOT();
+  ScopedUser a("a"), b("b");
+  if (!a.made() || !b.made()) GTEST_SKIP() << "useradd could not make the two users";
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  StartWithStore("socket_mode: \"0666\"\nallowed_uids: [" + std::to_string(a.uid()) + ", " +
+                 std::to_string(b.uid()) + "]\n");
+  const std::string socket = SocketPath();
+
+  // A: a READY object pinned hard (its page and header page stay A's), and
+  // one removed after its put, whose other page A still holds.
+  int to_parent[2], to_a[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_a), 0);
+  pid_t producer_a = fork();
+  if (producer_a == 0) {
+    close(to_parent[0]);
+    close(to_a[1]);
+    if (setgroups(0, nullptr) != 0 || setgid(a.gid()) != 0 || setuid(a.uid()) != 0) _exit(125);
+    auto channel = ipc::Channel::Connect(socket);
+    if (!channel.ok()) _exit(2);
+    uint64_t rid = 0;
+    auto ready = PutRaw(*channel, rid, "a-ready", 1000);
+    if (!ready.ok()) _exit(3);
+    wire::Message pin;
+    pin.set_request_id(++rid);
+    pin.mutable_object_pin()->set_key("a-ready");
+    pin.mutable_object_pin()->set_pin(static_cast<uint32_t>(ObjectPin::kHard));
+    std::vector<int> fds;
+    auto pinned = Ask(*channel, pin, &fds);
+    if (!pinned.ok() || pinned->has_error()) _exit(4);
+    auto held = PutRaw(*channel, rid, "a-held", 2u << 20);
+    if (!held.ok()) _exit(5);
+    wire::Message remove;
+    remove.set_request_id(++rid);
+    remove.mutable_object_remove()->set_key("a-held");
+    auto removed = Ask(*channel, remove, &fds);
+    if (!removed.ok() || removed->has_error()) _exit(6);
+    // {n, a-ready's pages..., a-held's other pages...}
+    const std::set<uint32_t> ready_pages = PlanPages(*ready);
+    std::vector<uint32_t> out{static_cast<uint32_t>(ready_pages.size())};
+    out.insert(out.end(), ready_pages.begin(), ready_pages.end());
+    for (uint32_t page : PlanPages(*held)) {
+      if (!ready_pages.contains(page)) out.push_back(page);
+    }
+    if (write(to_parent[1], out.data(), out.size() * sizeof(uint32_t)) < 0) _exit(7);
+    char go = 0;
+    (void)!read(to_a[0], &go, 1);  // stays connected until told
+    _exit(0);
+  }
+  close(to_parent[1]);
+  close(to_a[0]);
+  std::vector<uint32_t> a_pages(64);
+  const ssize_t got = read(to_parent[0], a_pages.data(), a_pages.size() * sizeof(uint32_t));
+  const size_t words = got > 0 ? static_cast<size_t>(got) / sizeof(uint32_t) : 0;
+  close(to_parent[0]);
+  auto finish_a = [&] {
+    close(to_a[1]);
+    int status = 0;
+    waitpid(producer_a, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+  if (words < 2 || words < 1 + a_pages[0]) {
+    FAIL() << "producer A failed: exit " << finish_a();
+  }
+  const std::vector<uint32_t> ready_pages(a_pages.begin() + 1, a_pages.begin() + 1 + a_pages[0]);
+  const std::vector<uint32_t> held_pages(a_pages.begin() + 1 + a_pages[0], a_pages.begin() + words);
+  a_pages.assign(a_pages.begin() + 1, a_pages.begin() + words);
+  ASSERT_EQ(ready_pages.size(), 2u) << "a-ready: a payload page and a header page";
+  ASSERT_GE(held_pages.size(), 1u) << "a-held reaches past a-ready's page";
+
+  // B, while A is connected: its puts (evicting its own older objects when
+  // full) never touch A's pages, and every write fd it asks of A's pages
+  // is refused.
+  auto b_puts = [&](int rounds, bool want_a_page) {
+    return RunAs(b.uid(), b.gid(), [&]() -> int {
+      auto channel = ipc::Channel::Connect(socket);
+      if (!channel.ok()) return 2;
+      uint64_t rid = 0;
+      for (int i = 0; i < rounds; ++i) {
+        // Mostly a page each: a run of one free page, which best fit finds
+        // in the single page A held once that is free.
+        const uint64_t bytes = i % 4 == 0 ? 1000 + 777 * i : (2u << 20) - 4096 * (i % 3);
+        auto plan = PutRaw(*channel, rid, "b" + std::to_string(i), bytes);
+        if (!plan.ok()) {
+          std::fprintf(stderr, "b%d: %s\n", i, plan.status().ToString().c_str());
+          return 3;
+        }
+        for (uint32_t page : PlanPages(*plan)) {
+          auto in = [page](const std::vector<uint32_t>& pages) {
+            return std::find(pages.begin(), pages.end(), page) != pages.end();
+          };
+          if (in(ready_pages) || (in(held_pages) && !want_a_page)) return 4;  // shares a page with A
+          if (in(held_pages)) return 0;  // the page A held is shared space again
+        }
+      }
+      if (want_a_page) return 5;
+      std::vector<int> fds;
+      for (uint32_t page : a_pages) {
+        auto lent = Ask(*channel, PagesRequest(++rid, 0, page, true), &fds);
+        for (int fd : fds) close(fd);
+        fds.clear();
+        if (!lent.ok() || !lent->has_error()) return 6;  // a write fd of A's page
+        if (lent->error().message().find("it is uid " + std::to_string(a.uid())) == std::string::npos) return 7;
+      }
+      return 0;
+    });
+  };
+  EXPECT_EQ(b_puts(24, false), 0) << "B's puts while A is connected";
+  EXPECT_EQ(finish_a(), 0) << "producer A";
+  // A is gone: the page it held (a-held's) is shared again and B's puts
+  // reach it; a-ready's pages stay A's (its object lives, pinned). kvd may
+  // see A's hang-up after B's first requests: B puts until it gets there.
+  EXPECT_EQ(b_puts(48, true), 0) << "B's puts never reached the page A held, after A left";
+  auto objects = OpenStore();
+  ASSERT_NE(objects, nullptr);
+  auto listed = objects->List();
+  ASSERT_TRUE(listed.ok());
+  for (const auto& entry : *listed) (void)objects->Remove(entry.key);
   EXPECT_TRUE(kvd_.Running());
 }
 

@@ -329,6 +329,14 @@ TEST_F(KvdObjectsTest, TheStoreTakesKvdsDevicesAndKvctlSumsItUp) {
   std::string table = kvctl({"objects", ipc_});
   EXPECT_NE(table.find("store: 1 objects, 0 evictions; device 0 0 B used, "), std::string::npos) << table;
   EXPECT_NE(table.find("; device 1 "), std::string::npos) << table;
+  // The one object's pages (a payload page and a header page) are its
+  // producer's: kvd's callers, since this process runs as kvd's uid.
+  EXPECT_NE(table.find("free (pages: kvd 2)"), std::string::npos) << table;
+  ASSERT_EQ(info->devices[1].owners.size(), 1u);
+  EXPECT_EQ(info->devices[1].owners[0].pages, 2u);
+  EXPECT_TRUE(info->devices[1].owners[0].kvd_callers);
+  EXPECT_TRUE(info->devices[0].owners.empty());
+  EXPECT_EQ(info->devices[0].shared_free_pages, 3u) << "8 MiB: a header page and 3 payload pages";
   std::string json = kvctl({"objects", ipc_, "--json"});
   EXPECT_NE(json.find("\"store\":{\"objects\":1,\"evictions\":0,\"devices\":[{\"device\":0,"), std::string::npos)
       << json;

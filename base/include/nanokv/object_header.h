@@ -125,8 +125,8 @@ constexpr std::uint64_t StateEpochWord(ObjectState state, std::uint32_t epoch) {
 constexpr std::uint32_t EpochOfWord(std::uint64_t word) { return static_cast<std::uint32_t>(word >> 32); }
 constexpr std::uint32_t StateOfWord(std::uint64_t word) { return static_cast<std::uint32_t>(word); }
 // Whether epoch `a` came after `b` in the same header slot: serial-number
-// order, so it holds across the 32-bit wrap (a slot's epochs step by the
-// arena's slot count; 2^31 of that is further than any header lags).
+// order, so it holds across the 32-bit wrap (epochs come from one counter
+// per device; 2^31 opens is further than any header lags).
 constexpr bool EpochIsNewer(std::uint32_t a, std::uint32_t b) {
   return static_cast<std::int32_t>(a - b) > 0;
 }

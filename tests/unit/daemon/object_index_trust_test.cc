@@ -78,26 +78,26 @@ TEST_F(ObjectStoreTest, WriteFdsOnlyForTheAskersOpenPlans) {
   ASSERT_TRUE(ready.ok());
   const PageId ready_page = ready->spans[1].page_id;  // holds only "ready"
   for (uint32_t who : {1001u, ObjectIndex::kOperator}) {
-    EXPECT_EQ(store_->CheckWritablePage(0, ready_page, who).code(), Code::kPermissionDenied)
+    EXPECT_EQ(store_->LendWritablePage(0, ready_page, who).code(), Code::kPermissionDenied)
         << "a READY object's page is nobody's to write";
   }
   auto plan = store_->OpenForWrite("mine", 2 * kPage, 0, 3 * kMs, /*owner=*/1001);
   ASSERT_TRUE(plan.ok());
   const PageId mine = plan->spans[1].page_id;
-  ASSERT_OK(store_->CheckWritablePage(0, mine, 1001));
-  EXPECT_TRUE(store_->CheckWritablePage(0, plan->header_page, 1001).ok()) << "kv_commit_ready writes it";
-  Status other = store_->CheckWritablePage(0, mine, 1002);
+  ASSERT_OK(store_->LendWritablePage(0, mine, 1001));
+  EXPECT_TRUE(store_->LendWritablePage(0, plan->header_page, 1001).ok()) << "kv_commit_ready writes it";
+  Status other = store_->LendWritablePage(0, mine, 1002);
   EXPECT_EQ(other.code(), Code::kPermissionDenied);
-  EXPECT_NE(other.message().find("no open plan of yours"), std::string::npos) << other.ToString();
-  EXPECT_EQ(store_->CheckWritablePage(0, mine, ObjectIndex::kOperator).code(), Code::kPermissionDenied)
+  EXPECT_NE(other.message().find("no open plan of yours (it is uid 1001's)"), std::string::npos) << other.ToString();
+  EXPECT_EQ(store_->LendWritablePage(0, mine, ObjectIndex::kOperator).code(), Code::kPermissionDenied)
       << "the operator's uid writes through kvd, not another's plan";
   ASSERT_OK(store_->Commit("mine", plan->epoch, 4 * kMs));
-  EXPECT_EQ(store_->CheckWritablePage(0, mine, 1001).code(), Code::kPermissionDenied)
+  EXPECT_EQ(store_->LendWritablePage(0, mine, 1001).code(), Code::kPermissionDenied)
       << "a committed plan is READY: no more write fds";
   auto ordered = store_->OpenForWrite("ordered", 1000, 0, 5 * kMs);  // kvd's own caller
   ASSERT_TRUE(ordered.ok());
-  ASSERT_OK(store_->CheckWritablePage(0, ordered->spans[0].page_id, 1002));
-  EXPECT_EQ(store_->CheckWritablePage(7, mine, 1001).code(), Code::kNotFound);
+  ASSERT_OK(store_->LendWritablePage(0, ordered->spans[0].page_id, 1002));
+  EXPECT_EQ(store_->LendWritablePage(7, mine, 1001).code(), Code::kNotFound);
   ASSERT_OK(store_->Revoke("ordered", ordered->epoch, 6 * kMs));
   Check();
 }

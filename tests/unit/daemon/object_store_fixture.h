@@ -66,8 +66,8 @@ class ObjectStoreTest : public ::testing::Test {
   // (WRITING at the plan's epoch), the payload and READY through the backend;
   // commit (revoke when a copy fails). kvd writes none of it.
   Status PutByPlan(const std::string& key, std::span<const std::byte> bytes, int device,
-                   uint64_t now_ns) {
-    NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->OpenForWrite(key, bytes.size(), device, now_ns));
+                   uint64_t now_ns, uint32_t owner = ObjectIndex::kOperator) {
+    NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->OpenForWrite(key, bytes.size(), device, now_ns, owner));
     NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
     Status copied = WriteHeader(plan, ObjectState::kWriting, now_ns);
     if (copied.ok()) {

@@ -70,6 +70,47 @@ TEST(OffsetAllocatorTest, BestFitTakesTheShortestHole) {
   EXPECT_EQ(*a->Allocate(256), 0u);
 }
 
+// Away bytes (the per-owner spaces, owned_space.h): an empty allocator has
+// nothing free until given; take and give split and merge free ranges and
+// refuse ranges that are not wholly free (take) or wholly away (give).
+TEST(OffsetAllocatorTest, GiveAndTakeMoveBytesAwayAndBack) {
+  auto a = OffsetAllocator::CreateEmpty(8 * 256, 256);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->away_bytes(), 8u * 256);
+  EXPECT_EQ(a->Allocate(1).status().code(), Code::kResourceExhausted);
+  ASSERT_OK(a->Give(2 * 256, 2 * 256));
+  ASSERT_OK(a->Give(4 * 256, 256));  // touches the first: merged
+  EXPECT_EQ(a->stats().free_ranges, 1u);
+  EXPECT_EQ(a->Give(3 * 256, 256).code(), Code::kFailedPrecondition) << "already free";
+  EXPECT_EQ(a->Give(100, 256).code(), Code::kInvalidArgument) << "unaligned";
+  EXPECT_EQ(a->Give(7 * 256, 2 * 256).code(), Code::kInvalidArgument) << "past the capacity";
+  auto x = a->Allocate(256);
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(*x, 2u * 256);
+  EXPECT_EQ(a->Give(2 * 256, 256).code(), Code::kFailedPrecondition) << "live";
+  EXPECT_EQ(a->Take(2 * 256, 2 * 256).code(), Code::kFailedPrecondition) << "part of it is live";
+  ASSERT_OK(a->Take(3 * 256, 256));  // the front of the free [3, 5): [4, 5) stays free
+  EXPECT_EQ(a->free_bytes(), 256u);
+  ASSERT_OK(a->CheckInvariants());
+  ASSERT_OK(a->Free(*x));
+  EXPECT_EQ(a->stats().free_ranges, 2u) << "[2, 3) and [4, 5): 3 is away";
+  auto run = a->TakeFit(256);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(a->LengthAt(*run), 0u) << "taken, not live";
+  EXPECT_EQ(a->allocated_bytes(), 0u);
+  EXPECT_EQ(a->away_bytes(), 7u * 256);
+  ASSERT_OK(a->CheckInvariants());
+  // A full allocator gives a run away and takes it back whole.
+  auto full = OffsetAllocator::Create(4 * 256, 256);
+  ASSERT_TRUE(full.ok());
+  auto middle = full->TakeFit(2 * 256);
+  ASSERT_TRUE(middle.ok());
+  EXPECT_EQ(full->free_bytes(), 2u * 256);
+  ASSERT_OK(full->Give(*middle, 2 * 256));
+  EXPECT_EQ(full->stats().free_ranges, 1u);
+  ASSERT_OK(full->CheckInvariants());
+}
+
 // The model: which alignment units are taken.
 struct Model {
   std::vector<bool> used;

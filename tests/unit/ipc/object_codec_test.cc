@@ -102,6 +102,14 @@ TEST(ObjectCodec, RejectsOutOfRangeFields) {
   EXPECT_TRUE(fault(With([](Message& m) {
     for (int i = 0; i <= kMaxObjectInfoDevices; ++i) m.mutable_object_info_reply()->add_devices();
   })));
+  EXPECT_TRUE(With([](Message& m) {
+    auto* d = m.mutable_object_info_reply()->add_devices();
+    for (int i = 0; i < kMaxObjectStoreOwners; ++i) d->add_owners()->set_uid(1000 + i);
+  }).ok());
+  EXPECT_TRUE(fault(With([](Message& m) {
+    auto* d = m.mutable_object_info_reply()->add_devices();
+    for (int i = 0; i <= kMaxObjectStoreOwners; ++i) d->add_owners()->set_uid(1000 + i);
+  })));
   // Plans whose spans or offsets do not add up.
   EXPECT_TRUE(fault(With([](Message& m) {
     *m.mutable_object_plan() = GoodPlan();
