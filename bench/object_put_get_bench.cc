@@ -135,13 +135,15 @@ int Main(int argc, char** argv) {
   std::string kvd_path = bench::DefaultKvd(argv[0]);
   int samples = 15;
   uint32_t spin_us = ObjectStoreOptions{}.spin_us, busy_poll_us = 0;
+  bool ring = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--kvd")) kvd_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--samples")) samples = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--spin-us")) spin_us = static_cast<uint32_t>(std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--busy-poll-us")) busy_poll_us = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--ring")) ring = std::strcmp(argv[i + 1], "0") != 0;
     else {
-      std::fprintf(stderr, "usage: object_put_get_bench [--kvd PATH] [--samples S] [--spin-us US] [--busy-poll-us US]\n");
+      std::fprintf(stderr, "usage: object_put_get_bench [--kvd PATH] [--samples S] [--spin-us US] [--busy-poll-us US] [--ring 0|1]\n");
       return 2;
     }
   }
@@ -161,6 +163,7 @@ int Main(int argc, char** argv) {
   options.ipc_name = kvd.ipc_name();
   options.backend = "cuda";
   options.spin_us = spin_us;
+  options.ring = ring;
   if (gpus >= 2) options.access_devices = {0, 1};
   auto opened = bench::BenchKvd::Retry([&] { return ObjectStore::Open(options); });
   StatusCheck(opened.status(), "open the object store");
@@ -188,6 +191,7 @@ int Main(int argc, char** argv) {
       .Add("samples", static_cast<long long>(samples))
       .Add("client_spin_us", static_cast<long long>(spin_us))
       .Add("kvd_busy_poll_us", static_cast<long long>(busy_poll_us))
+      .Add("ring", ring)
       .Add("unit", "GB/s");
   int serial = 0;
   for (double mib : {0.5, 1.0, 4.0, 16.0, 64.0}) {

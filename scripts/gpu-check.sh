@@ -149,6 +149,10 @@ step object_plan_bench_block "$B/bin/object_plan_bench" --backend cuda --kvd "$B
 step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50
 step object_put_get_bench "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
 step object_put_get_bench_busy "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd" --busy-poll-us 50
+# The socket's figures beside the ring's (issue 15 item 2): every request by the socket.
+step object_plan_bench_socket "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --ring 0
+step object_plan_bench_socket_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50 --ring 0
+step object_put_get_bench_socket_busy "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd" --busy-poll-us 50 --ring 0
 
 # The chaos run on cuda, whose JSON must then show grants, shares and kills
 # on every device kvd served, and two of them.
