@@ -82,7 +82,7 @@ Status NodeServer::Run() {
   constexpr auto kPublishGap = std::chrono::milliseconds(2);
   constexpr auto kHeartbeat = std::chrono::seconds(1);
   constexpr auto kReclaimGap = std::chrono::milliseconds(100);
-  constexpr auto kRingSpin = std::chrono::microseconds(20);
+  constexpr auto kRingSpin = std::chrono::microseconds(2);
   auto last_publish = Clock::now() - kHeartbeat;
   const auto recovery_ends = Clock::now() + std::chrono::milliseconds(options_.recovery_window_ms);
   if (node_.recovering_pages() > 0) {
@@ -123,10 +123,11 @@ Status NodeServer::Run() {
     // without any wake-up); before sleeping each is marked so that its
     // client rings the doorbell.
     bool served = ServeRings();
-    if (!served && timeout_ms == 0 && Clock::now() < poll_until) {
-      // Busy polling: look at the rings alone for a few microseconds before
-      // the next epoll_wait (a syscall per look would be most of a ring
-      // request's time); sockets wait at most that long.
+    if (!served && timeout_ms == 0 && Clock::now() < poll_until && rings_ > 0) {
+      // Busy polling: look at the rings alone for a moment before the next
+      // epoll_wait (a syscall per look would be most of a ring request's
+      // time); a socket request waits at most that long (measured: 20 us
+      // here made a socket plan 54 us instead of 28 on an H200).
       const auto rings_until = Clock::now() + kRingSpin;
       while (!served && Clock::now() < rings_until) served = ServeRings();
     }
@@ -396,6 +397,7 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
   }
   ObjectPeerGone(c);
   if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  if (c.ring != nullptr) --rings_;
   connections_.erase(it);
   dirty_ = true;
 }

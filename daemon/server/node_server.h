@@ -212,6 +212,7 @@ class NodeServer {
   // (kvd then looks at each), so a ring costs kvd no fd. A client that
   // rings it for nothing only wakes kvd, as a datagram would.
   int ring_doorbell_fd_ = -1;
+  size_t rings_ = 0;  // connections with a ring
   std::mutex tasks_mu_;
   std::vector<std::function<void(NodeState&)>> tasks_;  // guarded by tasks_mu_
   std::map<int, std::unique_ptr<Connection>> connections_;  // by socket fd

@@ -48,7 +48,9 @@ void NodeServer::HandleRingSetup(Connection& c, uint64_t request_id) {
   const int fds[] = {memfd, ring_doorbell_fd_};
   const bool sent = Send(c, reply, fds);
   close(memfd);  // the mapping stays: a ring costs kvd no fd
-  if (sent) c.ring = std::make_unique<ipc::RequestRing>(std::move(*ring));
+  if (!sent) return;
+  c.ring = std::make_unique<ipc::RequestRing>(std::move(*ring));
+  ++rings_;
 }
 
 bool NodeServer::ServeRing(Connection& c) {
