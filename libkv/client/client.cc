@@ -18,6 +18,7 @@
 #include "ipc/uds/kvd_socket.h"
 #include "ipc/wire/codec.h"
 #include "libkv/client/client_impl.h"
+#include "libkv/client/quiet_stdout.h"
 
 namespace nanokv {
 namespace {
@@ -257,6 +258,7 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Attach(const ClientOptions& options) {
+  client::KeepLogsOffStdout();
   // No open-file limit to raise: an engine keeps no fd per page it maps
   // (page_cache.h, invariant 4).
   NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Connect(options));

@@ -13,6 +13,7 @@
 #include "ipc/wire/object_plan.h"
 #include "libkv/client/object_store_impl.h"
 #include "libkv/client/object_transfer.h"
+#include "libkv/client/quiet_stdout.h"
 #include "base/clocks.h"
 #include "gpu/backend.h"
 
@@ -58,6 +59,7 @@ Result<ObjectStoreInfo> FromWireInfo(const wire::Message& reply) {
 }  // namespace
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions& options) {
+  client::KeepLogsOffStdout();
   NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::ConnectToKvdNamed(options.ipc_name));
   if (options.spin_us > 10'000) {
     return Status::InvalidArgument("nanokv objects: spin_us " + std::to_string(options.spin_us) +

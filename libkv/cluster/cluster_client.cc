@@ -16,6 +16,7 @@
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
 #include "libkv/cluster/cluster_client_impl.h"
+#include "libkv/client/quiet_stdout.h"
 #include "nanokv/object_store.h"
 
 namespace nanokv {
@@ -52,6 +53,7 @@ Status Remote(const std::string& key, const std::string& node, const std::string
 }  // namespace
 
 Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClientOptions& given) {
+  client::KeepLogsOffStdout();
   ClusterClientOptions options = given;
   if (options.masters.empty()) options.masters = SplitCommas(Env("NANOKV_MASTERS"));
   if (options.token_file.empty()) options.token_file = Env("NANOKV_TOKEN_FILE");

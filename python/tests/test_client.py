@@ -14,6 +14,19 @@ from nanokv import NanoKVError
 
 
 class ClientTest(KvdTestCase):
+    def test_the_library_keeps_quiet_on_stdout(self):
+        # An engine's stdout is often a data channel (issue 15 item 8):
+        # libkv's log lines ("attached to kvd") go to stderr.
+        script = ("import nanokv\n"
+                  "c = nanokv.Client.from_env()\n"
+                  "print('DATA', c.tenant)\n"
+                  "c.close()\n")
+        done = subprocess.run([sys.executable, "-c", script], env=dict(self.env, NANOKV_TENANT="quiet"),
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout, "DATA quiet\n")
+        self.assertIn("attached to kvd", done.stderr)
+
     def test_geometry(self):
         c = self.attach("py-geo", "g")
         self.assertEqual(c.backend, "host")
