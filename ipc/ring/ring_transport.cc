@@ -1,11 +1,12 @@
 #include "ipc/ring/ring_transport.h"
 
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+
+#include "ipc/uds/channel_transport.h"
 
 namespace nanokv::ipc {
 namespace {
@@ -35,18 +36,8 @@ Status RingTransport::Send(std::span<const std::byte> message, std::span<const i
 
 Result<Transport::Received> RingTransport::LookAtSocket(std::vector<std::byte>* message,
                                                         std::vector<int>* fds) {
-  pollfd ready{channel_.fd(), POLLIN, 0};
-  if (poll(&ready, 1, 0) <= 0) return Received::kTimedOut;
-  NANOKV_ASSIGN_OR_RETURN(Channel::Received received, channel_.Receive(message, fds));
-  switch (received) {
-    case Channel::Received::kMessage:
-      return Received::kMessage;
-    case Channel::Received::kClosed:
-      return Received::kClosed;
-    case Channel::Received::kWouldBlock:
-      break;
-  }
-  return Received::kTimedOut;
+  ChannelTransport socket(channel_);
+  return socket.Receive(message, fds, Clock::now());  // a deadline already past: one look
 }
 
 Result<Transport::Received> RingTransport::Receive(std::vector<std::byte>* message,

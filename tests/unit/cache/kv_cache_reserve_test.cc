@@ -13,35 +13,25 @@
 #include <gtest/gtest.h>
 
 #include "nanokv/kv_cache.h"
+#include "tests/unit/cache/cache_test_util.h"
 #include "tests/unit/client/client_test_util.h"
 #include "tests/unit/client/in_process_kvd.h"
 
 namespace nanokv {
 namespace {
 
-constexpr size_t kBlocksPerPage = 512;
-constexpr uint32_t kPagesPerGroup = 4;
+using testing::kBlocksPerPage;
+using testing::kPagesPerGroup;
 
 KVCacheConfig ReserveConfig(size_t low, size_t high) {
-  KVCacheConfig config;
-  config.layers = 2;
-  config.kv_heads = 2;
-  config.head_dim = 64;
-  config.block_size = 16;
-  config.dtype = KVDataType::kFloat16;
-  config.num_blocks = 4 * kBlocksPerPage;  // 4 groups, 16 pages
+  KVCacheConfig config = testing::SmallConfig(4 * kBlocksPerPage);  // 4 groups, 16 pages
   config.reserve_low_blocks = low;
   config.reserve_high_blocks = high;
   return config;
 }
 
-class KVCacheReserveTest : public testing::InProcessKvdTest {
+class KVCacheReserveTest : public testing::CacheTest {
  protected:
-  std::unique_ptr<KVCache> MakeCache(Client& client, const KVCacheConfig& config) {
-    auto made = KVCache::Create(client, config);
-    EXPECT_TRUE(made.ok()) << made.status().ToString();
-    return made.ok() ? std::move(made).value() : nullptr;
-  }
   static bool ReserveReaches(const KVCache& cache, size_t blocks) {
     return testing::WaitUntil([&] { return cache.Stats().reserve_blocks == blocks; });
   }

@@ -17,35 +17,17 @@
 #include <gtest/gtest.h>
 
 #include "nanokv/client.h"
+#include "tests/unit/cache/cache_test_util.h"
 #include "tests/unit/client/in_process_kvd.h"
 
 namespace nanokv {
 namespace {
 
 constexpr size_t kPage = testing::InProcessKvd::kPageBytes;
-constexpr size_t kBlocksPerPage = 512;
-constexpr uint32_t kPagesPerGroup = 4;
-
-KVCacheConfig SmallConfig(size_t num_blocks = 1024, KVLayout layout = KVLayout::kBlockMajor) {
-  KVCacheConfig config;
-  config.layers = 2;
-  config.kv_heads = 2;
-  config.head_dim = 64;
-  config.block_size = 16;
-  config.dtype = KVDataType::kFloat16;
-  config.num_blocks = num_blocks;
-  config.layout = layout;
-  return config;
-}
-
-class KVCacheTest : public testing::InProcessKvdTest {
- protected:
-  std::unique_ptr<KVCache> MakeCache(Client& client, const KVCacheConfig& config) {
-    auto made = KVCache::Create(client, config);
-    EXPECT_TRUE(made.ok()) << made.status().ToString();
-    return made.ok() ? std::move(made).value() : nullptr;
-  }
-};
+using testing::kBlocksPerPage;
+using testing::kPagesPerGroup;
+using testing::SmallConfig;
+using KVCacheTest = testing::CacheTest;
 
 TEST_F(KVCacheTest, CreateChecksTheConfig) {
   auto client = Start();
