@@ -29,7 +29,7 @@ for pages in "$@"; do
   sleep 1
   read -r kvd_rss_idle kvd_fds_idle kvd_threads_idle < <(status $kvd)
   ENABLE_NANOKV=1 NANOKV_IPC_NAME=$ipc NANOKV_TENANT=scale "$bin/nanokv_example_engine" --device 0 \
-    --pages "$pages" --step 64 --rounds 1 --hold-ms 600000 --quiet >"$run/engine.log" 2>&1 &
+    --pages "$pages" --step 64 --rounds 1 --hold-ms 600000 --quiet --check-at-full-only >"$run/engine.log" 2>&1 &
   engine=$!
   # Full once kvd says the engine holds every page (kvctl reads its segment).
   full=0
