@@ -29,7 +29,9 @@ KVCache::Impl::~Impl() {
   }
   refill_cv_.notify_all();
   if (refill_thread_.joinable()) refill_thread_.join();
-  if (reported_reserve_bytes_ != 0 && client_.connected()) {
+  // Even with kvd gone: the client's total drops, so a reconnect does not
+  // report a reserve that no longer exists.
+  if (reported_reserve_bytes_ != 0) {
     Status told = client_.AdjustReserve(g_.config.device,
                                         -static_cast<int64_t>(reported_reserve_bytes_));
     if (!told.ok()) spdlog::debug("nanokv: KVCache: reporting its reserve gone: {}", told.ToString());
