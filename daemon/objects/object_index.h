@@ -153,7 +153,7 @@ class ObjectIndex {
   // the device with the most free payload space.
   // `owner`: the producer's uid; only it and the operator may remove the
   // object (kOperator: kvd's own callers, root and kvd's uid).
-  static constexpr uint32_t kOperator = UINT32_MAX;
+  static constexpr uint32_t kOperator = alloc::kKvdCallers;
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
                                  uint64_t now_ns, uint32_t owner = kOperator);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
@@ -329,6 +329,14 @@ class ObjectIndex {
   // A header page nobody writes and nothing lives in becomes spare.
   void MaybeSpareHeader(Device& device, uint32_t ordinal);
   uint64_t HeaderOffset(const Device& device, uint32_t slot) const;
+  // The store pages (indices in the store range) an object touches: its
+  // header's, and the first and last of its payload.
+  struct ObjectPages {
+    uint64_t header = 0;
+    uint64_t first = 0;
+    uint64_t last = 0;
+  };
+  ObjectPages PagesOf(const Device& device, const Object& object) const;
   // The owner of store page `index` (header or payload); nullopt if none.
   std::optional<uint32_t> PageOwner(const Device& device, uint64_t index) const;
   uint32_t NextEpoch(Device& device);

@@ -10,13 +10,8 @@
 #include "daemon/objects/object_index.h"
 
 namespace nanokv::kvd {
-namespace {
 
-std::string Who(uint32_t owner) {
-  return owner == ObjectIndex::kOperator ? std::string("kvd's own callers") : "uid " + std::to_string(owner);
-}
-
-}  // namespace
+using alloc::OwnerName;
 
 uint32_t ObjectIndex::NextEpoch(Device& device) {
   if (++device.last_epoch == 0) ++device.last_epoch;  // 0 never names an object
@@ -26,6 +21,11 @@ uint32_t ObjectIndex::NextEpoch(Device& device) {
 uint64_t ObjectIndex::HeaderOffset(const Device& device, uint32_t slot) const {
   const HeaderPage& header = device.headers[slot / device.slots_per_page];
   return uint64_t{header.page} * page_bytes_ + uint64_t{slot % device.slots_per_page} * sizeof(ObjectHeader);
+}
+
+ObjectIndex::ObjectPages ObjectIndex::PagesOf(const Device& device, const Object& object) const {
+  return {HeaderOffset(device, object.slot) / page_bytes_, object.payload_offset / page_bytes_,
+          (object.payload_offset + object.bytes_total - 1) / page_bytes_};
 }
 
 std::optional<uint32_t> ObjectIndex::PageOwner(const Device& device, uint64_t index) const {
@@ -66,7 +66,7 @@ Result<uint32_t> ObjectIndex::AdoptHeaderPage(Device& device, uint32_t owner) {
     device.header_at[page] = ordinal;
     device.slot_epochs.resize(device.slot_epochs.size() + device.slots_per_page, 0);
     spdlog::info("object store: device {} page {} is a header page now ({} in all), for {}", device.ordinal, page,
-                 device.headers.size(), Who(owner));
+                 device.headers.size(), OwnerName(owner));
   }
   HeaderPage& header = device.headers[ordinal];
   header.owned = true;
@@ -98,7 +98,7 @@ Result<uint32_t> ObjectIndex::AllocateSlot(size_t d, uint32_t owner, uint64_t no
         }
         return slot;
       }
-      short_of = Status::ResourceExhausted("no header page for " + Who(owner) +
+      short_of = Status::ResourceExhausted("no header page for " + OwnerName(owner) +
                                            "'s objects (header pages hold one owner's each): " +
                                            std::string(ordinal.status().message()));
     }
@@ -146,15 +146,13 @@ Status ObjectIndex::LendWritablePage(int device, PageId id, uint32_t requester) 
   // whatever plan of the asker's touches it (none can, invariant 5).
   const std::optional<uint32_t> owner = PageOwner(dev, index);
   if (!owner || (*owner != requester && *owner != kOperator)) {
-    return refuse("holds no open plan of yours" + (owner ? " (it is " + Who(*owner) + "'s)" : std::string()));
+    return refuse("holds no open plan of yours" + (owner ? " (it is " + OwnerName(*owner) + "'s)" : std::string()));
   }
   bool open_plan = false;
   for (const auto& [deadline, object] : dev.writing) {
     if (object->owner != *owner) continue;
-    const uint64_t first = object->payload_offset / page_bytes_;
-    const uint64_t last = (object->payload_offset + object->bytes_total - 1) / page_bytes_;
-    const uint64_t header = HeaderOffset(dev, object->slot) / page_bytes_;
-    if (index == header || (index >= first && index <= last)) {
+    const ObjectPages pages = PagesOf(dev, *object);
+    if (index == pages.header || (index >= pages.first && index <= pages.last)) {
       open_plan = true;
       break;
     }
@@ -181,7 +179,7 @@ void ObjectIndex::ReleaseHolder(uint32_t holder) {
       dev.payload->Unhold(index - dev.arena_pages);
     }
   }
-  spdlog::debug("object store: {} held {} page(s), no longer", Who(holder), held->second.size());
+  spdlog::debug("object store: {} held {} page(s), no longer", OwnerName(holder), held->second.size());
   holds_.erase(held);
 }
 
@@ -192,13 +190,11 @@ size_t ObjectIndex::held_pages(uint32_t holder) const {
 }
 
 Status ObjectIndex::CheckOwner(const Device& device, const Object& object) const {
-  const uint64_t header = HeaderOffset(device, object.slot) / page_bytes_;
-  const uint64_t first = object.payload_offset / page_bytes_;
-  const uint64_t last = (object.payload_offset + object.bytes_total - 1) / page_bytes_;
-  for (uint64_t index = first; index <= last + 1; ++index) {
-    const uint64_t page = index == last + 1 ? header : index;
+  const ObjectPages pages = PagesOf(device, object);
+  for (uint64_t index = pages.first; index <= pages.last + 1; ++index) {
+    const uint64_t page = index == pages.last + 1 ? pages.header : index;
     if (PageOwner(device, page) != std::optional<uint32_t>(object.owner)) {
-      return Status::Internal("object store: '" + object.key + "' of " + Who(object.owner) + " has store page " +
+      return Status::Internal("object store: '" + object.key + "' of " + OwnerName(object.owner) + " has store page " +
                               std::to_string(page) + ", which is not its owner's");
     }
   }
@@ -217,7 +213,7 @@ Status ObjectIndex::CheckHeaderPages(size_t d) const {
       if (auto header = device.header_at.find(static_cast<uint32_t>(index)); header != device.header_at.end()) {
         ++holds[header->second];
       } else if (!PageOwner(device, index)) {
-        return Status::Internal("object store: store page " + std::to_string(index) + " is held by " + Who(holder) +
+        return Status::Internal("object store: store page " + std::to_string(index) + " is held by " + OwnerName(holder) +
                                 " but owned by nobody");
       }
     }

@@ -4,13 +4,10 @@
 #include <string>
 
 namespace nanokv::alloc {
-namespace {
 
-std::string Who(uint32_t owner) {
-  return owner == UINT32_MAX ? std::string("kvd's own callers") : "uid " + std::to_string(owner);
+std::string OwnerName(uint32_t owner) {
+  return owner == kKvdCallers ? std::string("kvd's own callers") : "uid " + std::to_string(owner);
 }
-
-}  // namespace
 
 Result<OwnedSpace> OwnedSpace::Create(uint64_t capacity, uint64_t page_bytes, uint64_t alignment) {
   if (page_bytes == 0 || alignment == 0 || (alignment & (alignment - 1)) != 0 || page_bytes % alignment != 0) {
@@ -51,7 +48,7 @@ Result<uint64_t> OwnedSpace::Allocate(uint32_t owner, uint64_t bytes) {
     return *offset;
   }
   auto placed = Grow(owner, bytes);
-  if (!placed.ok() && idle_count_ > arena.idle) {
+  if (!placed.ok() && idle_.size() > arena.idle) {
     // Other owners' empty pages nobody holds are free for anyone: they go
     // back to the pool only now, when this owner cannot be served otherwise.
     ReclaimIdle(owner);
@@ -82,7 +79,7 @@ Result<uint64_t> OwnedSpace::Grow(uint32_t owner, uint64_t bytes) {
   auto taken = arena.pages == 0 && arenas_.size() > 1 ? TakeApart(run) : pages_->TakeFit(run);
   if (!taken.ok()) {
     return Status::ResourceExhausted(
-        "no room for " + std::to_string(bytes) + " bytes of " + Who(owner) + "'s: none of its " +
+        "no room for " + std::to_string(bytes) + " bytes of " + OwnerName(owner) + "'s: none of its " +
         std::to_string(arena.pages) + " page(s) has a hole that fits, and no run of " +
         std::to_string(run / page_bytes_) + " free page(s) is left (" + std::to_string(shared_free_pages()) +
         " free; pages hold one owner's objects each)");
@@ -141,14 +138,12 @@ Status OwnedSpace::Free(uint64_t offset) {
 
 void OwnedSpace::MakeIdle(uint64_t page) {
   if (idle_.insert(page).second) {
-    ++idle_count_;
     ++arenas_[page_[page].owner].idle;
   }
 }
 
 void OwnedSpace::Unidle(uint64_t page) {
   if (idle_.erase(page) != 0) {
-    --idle_count_;
     --arenas_[page_[page].owner].idle;
   }
 }
@@ -161,7 +156,6 @@ void OwnedSpace::ReclaimIdle(std::optional<uint32_t> keep) {
       continue;
     }
     it = idle_.erase(it);
-    --idle_count_;
     --arenas_[page_[page].owner].idle;
     ReturnPage(page);
   }
@@ -205,7 +199,7 @@ void OwnedSpace::Unhold(uint64_t page) {
 
 Result<uint64_t> OwnedSpace::TakePage() {
   auto offset = pages_->TakeFit(page_bytes_);
-  if (!offset.ok() && idle_count_ != 0) {
+  if (!offset.ok() && !idle_.empty()) {
     ReclaimIdle(std::nullopt);
     offset = pages_->TakeFit(page_bytes_);
   }
@@ -234,7 +228,7 @@ Status OwnedSpace::CheckInvariants() const {
   for (const auto& [offset, range] : live_) {
     for (uint64_t p = offset / page_bytes_; p <= (offset + range.length - 1) / page_bytes_; ++p) {
       if (!page_[p].owned || page_[p].owner != range.owner) {
-        return Status::Internal("owned space: the range at " + std::to_string(offset) + " of " + Who(range.owner) +
+        return Status::Internal("owned space: the range at " + std::to_string(offset) + " of " + OwnerName(range.owner) +
                                 " lies in page " + std::to_string(p) + ", which is not its owner's");
       }
       ++live[p];
@@ -269,7 +263,7 @@ Status OwnedSpace::CheckInvariants() const {
     NANOKV_RETURN_IF_ERROR(arena.space->CheckInvariants());
     const uint64_t held = arena.space->capacity() - arena.space->away_bytes();
     if (arena.pages != owned[owner] || held != uint64_t{arena.pages} * page_bytes_) {
-      return Status::Internal("owned space: " + Who(owner) + "'s allocator holds " + std::to_string(held) +
+      return Status::Internal("owned space: " + OwnerName(owner) + "'s allocator holds " + std::to_string(held) +
                               " bytes, it owns " + std::to_string(owned[owner]) + " page(s)");
     }
     arena_allocated += arena.space->allocated_bytes();
@@ -280,9 +274,9 @@ Status OwnedSpace::CheckInvariants() const {
     if (p >= page_.size() || !page_[p].owned) return Status::Internal("owned space: an idle page has no owner");
   }
   for (const auto& [owner, arena] : arenas_) idle += arena.idle;
-  if (idle != idle_.size() || idle_count_ != idle_.size()) return Status::Internal("owned space: idle counts drifted");
+  if (idle != idle_.size()) return Status::Internal("owned space: idle counts drifted");
   for (const auto& [owner, pages] : owned) {
-    if (!arenas_.contains(owner)) return Status::Internal("owned space: " + Who(owner) + " owns pages, no allocator");
+    if (!arenas_.contains(owner)) return Status::Internal("owned space: " + OwnerName(owner) + " owns pages, no allocator");
   }
   return Status::OK();
 }

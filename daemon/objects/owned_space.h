@@ -40,6 +40,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -47,6 +48,12 @@
 #include "nanokv/status.h"
 
 namespace nanokv::alloc {
+
+// The owner that is not a uid: kvd's own callers (root, kvd's uid, the
+// master's orders). ObjectIndex::kOperator is this one.
+inline constexpr uint32_t kKvdCallers = UINT32_MAX;
+// "uid N", or "kvd's own callers": how messages and logs name an owner.
+std::string OwnerName(uint32_t owner);
 
 class OwnedSpace {
  public:
@@ -81,7 +88,7 @@ class OwnedSpace {
   uint64_t capacity() const { return capacity_ - taken_pages_ * page_bytes_; }
   uint64_t allocated_bytes() const { return allocated_; }
   // Pages free for any owner: the pool's and the idle ones.
-  uint64_t shared_free_pages() const { return pages_->free_bytes() / page_bytes_ + idle_count_; }
+  uint64_t shared_free_pages() const { return pages_->free_bytes() / page_bytes_ + idle_.size(); }
   // Pages each owner has now, idle ones not counted.
   std::map<uint32_t, uint32_t> OwnedPages() const;
   Status CheckInvariants() const;
@@ -139,7 +146,6 @@ class OwnedSpace {
   std::vector<Page> page_;
   std::unordered_map<uint32_t, Arena> arenas_;
   std::set<uint64_t> idle_;  // pages owned, empty and not held
-  uint64_t idle_count_ = 0;
   std::map<uint64_t, Live> live_;  // offset -> its owner and rounded length
 };
 
