@@ -172,14 +172,8 @@ Status KVCache::Impl::GiveBackLocked(const std::vector<alloc::BlockRun>& given) 
   std::vector<alloc::BlockRun> runs = given;
   KeepInReserveLocked(&runs);
   refill_blocked_ = false;  // blocks came free: a refused refill may fit now
-  std::vector<uint32_t> now_free;
-  CountRefsLocked(runs, -1, &now_free);
-  for (alloc::BlockRun run : runs) {
-    Status freed = blocks_.Free(run);
-    if (!freed.ok()) spdlog::error("nanokv: KVCache: {}", freed.ToString());  // a bug of ours
-  }
   std::vector<uint32_t> to_unmap;
-  for (uint32_t group : now_free) {
+  for (uint32_t group : FreeRunsLocked(runs)) {
     if (kept_free_.size() < g_.config.keep_free_groups) {
       kept_free_.insert(group);
     } else {
@@ -187,6 +181,16 @@ Status KVCache::Impl::GiveBackLocked(const std::vector<alloc::BlockRun>& given) 
     }
   }
   return UnmapGroupsLocked(to_unmap);
+}
+
+std::vector<uint32_t> KVCache::Impl::FreeRunsLocked(const std::vector<alloc::BlockRun>& runs) {
+  std::vector<uint32_t> now_free;
+  CountRefsLocked(runs, -1, &now_free);
+  for (alloc::BlockRun run : runs) {
+    Status freed = blocks_.Free(run);
+    if (!freed.ok()) spdlog::error("nanokv: KVCache: {}", freed.ToString());  // a bug of ours
+  }
+  return now_free;
 }
 
 Result<size_t> KVCache::Impl::ReleaseFreePages(size_t max_pages) {

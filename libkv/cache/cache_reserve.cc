@@ -62,16 +62,16 @@ Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeReserveLocked(size_t cou
 
 void KVCache::Impl::KeepInReserveLocked(std::vector<alloc::BlockRun>* runs) {
   const size_t high = g_.config.reserve_high_blocks;
-  auto keep_end = runs->begin();
+  auto rest_end = runs->begin();
   for (auto it = runs->begin(); it != runs->end(); ++it) {
     if (reserve_blocks_ + it->count > high) {
-      *keep_end++ = *it;  // stays in `runs`, to be freed
+      *rest_end++ = *it;  // stays in `runs`, to be freed
       continue;
     }
     reserve_.push_back(*it);
     reserve_blocks_ += it->count;
   }
-  runs->erase(keep_end, runs->end());
+  runs->erase(rest_end, runs->end());
 }
 
 Result<size_t> KVCache::Impl::DropReserveLocked(size_t max_pages) {
@@ -82,10 +82,7 @@ Result<size_t> KVCache::Impl::DropReserveLocked(size_t max_pages) {
     const alloc::BlockRun run = reserve_.back();
     reserve_.pop_back();
     reserve_blocks_ -= run.count;
-    std::vector<uint32_t> now_free;
-    CountRefsLocked({run}, -1, &now_free);
-    Status freed = blocks_.Free(run);
-    if (!freed.ok()) spdlog::error("nanokv: KVCache: {}", freed.ToString());  // a bug of ours
+    const std::vector<uint32_t> now_free = FreeRunsLocked({run});
     Status unmapped = UnmapGroupsLocked(now_free);
     if (!unmapped.ok() && first_error.ok()) first_error = unmapped;
     pages += now_free.size() * pages_per_group();
@@ -110,7 +107,7 @@ void KVCache::Impl::RefillLoop() {
     if (stopping_) return;
     if (ReserveWantsRefillLocked()) RefillLocked();
     // What kvctl shows; sent without the lock, so allocations go on.
-    const uint64_t now = reserve_blocks_ * g_.layer_block_bytes * pages_per_group();
+    const uint64_t now = reserve_blocks_ * block_bytes();
     if (now == reported_reserve_bytes_) continue;
     const auto delta = static_cast<int64_t>(now) - static_cast<int64_t>(reported_reserve_bytes_);
     reported_reserve_bytes_ = now;

@@ -121,6 +121,9 @@ class KVCache::Impl {
   // Drops the runs' group references, frees the runs, and returns or keeps
   // the groups left with none. The first unmap error is returned.
   Status GiveBackLocked(const std::vector<alloc::BlockRun>& runs);
+  // Drops the runs' group references and frees the runs; returns the groups
+  // left with none (sorted), for the caller to keep or unmap.
+  std::vector<uint32_t> FreeRunsLocked(const std::vector<alloc::BlockRun>& runs);
   // Adds `delta` (+1/-1) to each group the runs' blocks touch; collects the
   // groups that went 0 -> 1 (delta +1) or 1 -> 0 (delta -1).
   void CountRefsLocked(const std::vector<alloc::BlockRun>& runs, int delta,
@@ -132,6 +135,8 @@ class KVCache::Impl {
   Status UnmapGroupsLocked(const std::vector<uint32_t>& groups);
   Result<size_t> ReleaseFreePagesLocked(size_t max_pages);
   size_t pages_per_group() const { return 2 * size_t{g_.config.layers}; }
+  // One block: K and V of every layer.
+  size_t block_bytes() const { return g_.layer_block_bytes * pages_per_group(); }
 
   Client& client_;  // must remain live while the cache exists
   const cache::CacheGeometry g_;

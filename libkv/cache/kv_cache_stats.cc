@@ -18,7 +18,7 @@ KVCacheStats KVCache::Impl::Stats() const {
   s.fragmentation = blocks_.fragmentation();
   s.sequences = sequences_.size();
   s.used_tokens = used_tokens_;
-  s.block_bytes = g_.layer_block_bytes * pages_per_group();
+  s.block_bytes = block_bytes();
   s.page_bytes = g_.page_bytes;
   s.page_groups = g_.groups_per_layer;
   s.mapped_groups = static_cast<size_t>(
