@@ -9,6 +9,7 @@
 #include "nanokv/kv_cache.h"
 #include "nanokv/layer_cache_handle.h"
 #include "tests/integration/kvd_fixture.h"
+#include "tests/unit/cache/small_cache_config.h"
 #include "tests/util/status_matchers.h"
 
 namespace nanokv::testing {
@@ -16,19 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// fp16, 2 kv heads, head_dim 64, block_size 16: 512 blocks a 2 MiB page;
-// 2 layers: a page group is 4 pages.
-KVCacheConfig Config(KVLayout layout) {
-  KVCacheConfig config;
-  config.layers = 2;
-  config.kv_heads = 2;
-  config.head_dim = 64;
-  config.block_size = 16;
-  config.dtype = KVDataType::kFloat16;
-  config.num_blocks = 1024;
-  config.layout = layout;
-  return config;
-}
+KVCacheConfig Config(KVLayout layout) { return SmallConfig(1024, layout); }
 
 class KVCacheKvdTest : public KvdFixture {
  protected:
@@ -126,7 +115,7 @@ TEST_F(KVCacheKvdTest, QuotaRefusalIsCleanAndUndone) {
   auto made = KVCache::Create(*client, Config(KVLayout::kBlockMajor));
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   KVCache& cache = **made;
-  ASSERT_OK(cache.AllocateFor(1, 512 * 16));  // all of group 0
+  ASSERT_OK(cache.AllocateFor(1, kBlocksPerPage * 16));  // all of group 0
   Status refused = cache.AllocateFor(2, 1);   // group 1: over the limit
   EXPECT_EQ(refused.code(), Code::kResourceExhausted) << refused.ToString();
   EXPECT_FALSE(cache.Contains(2));
