@@ -183,8 +183,10 @@ TEST_F(LeaderElectionTest, OneLeaderOfThree) {
   for (const char* id : {"m1", "m2", "m3"}) Add({etcd_->endpoint()}, id, kStableTtl);
   Candidate* leader = AgreedLeader();
   ASSERT_NE(leader, nullptr);
+  // IsLeader() turns true just before on_change runs (the master checks its
+  // own led term for that window), so the callback is awaited, not assumed.
+  EXPECT_TRUE(WaitFor([&] { return leader->last_term.load() == leader->election->term(); }, kPatience));
   EXPECT_EQ(leader->became_leader.load(), 1);
-  EXPECT_EQ(leader->last_term.load(), leader->election->term());
   for (auto& c : candidates_) {
     if (c.get() == leader) continue;
     EXPECT_EQ(c->election->term(), 0u);
