@@ -23,6 +23,10 @@
 #define cudaSetDevice hipSetDevice
 #define cudaDeviceEnablePeerAccess hipDeviceEnablePeerAccess
 #define cudaErrorPeerAccessAlreadyEnabled hipErrorPeerAccessAlreadyEnabled
+#define cudaFuncAttributes hipFuncAttributes
+#define cudaFuncGetAttributes hipFuncGetAttributes
+#define cudaErrorNoKernelImageForDevice hipErrorNoBinaryForGpu
+#define cudaErrorInvalidDeviceFunction hipErrorInvalidDeviceFunction
 #else
 #include <cuda/atomic>
 #include <cuda_runtime.h>
@@ -65,6 +69,19 @@ __device__ inline bool CasReleaseSystem(T* p, T* expected, T desired) {
   cuda::atomic_ref<T, cuda::thread_scope_system> a(*p);
   return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_release,
                                    cuda::std::memory_order_relaxed);
+#endif
+}
+
+// CAS with acquire and release on success (acquire on failure): a count
+// that orders what came before it and sees what came before the others'.
+template <typename T>
+__device__ inline bool CasAcqRelSystem(T* p, T* expected, T desired) {
+#if defined(NANOKV_HIP)
+  return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+#else
+  cuda::atomic_ref<T, cuda::thread_scope_system> a(*p);
+  return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_acq_rel,
+                                   cuda::std::memory_order_acquire);
 #endif
 }
 

@@ -192,6 +192,30 @@ Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t
   return CommitReady(header, epoch, result, stream);
 }
 
+Status PutObject(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
+                 const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+  if (header == nullptr) return Status::InvalidArgument("kv_put_object: null header");
+  if (writing.epoch == 0) return Status::InvalidArgument("kv_put_object: epoch 0 names no object");
+  NANOKV_RETURN_IF_ERROR(CheckSegments(src, segments, n_segments, "kv_put_object"));
+  detail::SegmentBatch batch{};
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < n_segments; ++i) {
+    if (segments[i].bytes == 0) continue;
+    if (batch.n == detail::kSegmentsPerLaunch) {  // over one launch's parameters: three launches
+      NANOKV_RETURN_IF_ERROR(BeginWrite(header, writing, result, stream));
+      return StorePagesAndCommit(src, segments, n_segments, header, writing.epoch, result, stream);
+    }
+    batch.ptr[batch.n] = segments[i].ptr;
+    batch.bytes[batch.n] = segments[i].bytes;
+    batch.offset[batch.n] = offset;
+    batch.max_bytes = std::max(batch.max_bytes, segments[i].bytes);
+    offset += segments[i].bytes;
+    ++batch.n;
+  }
+  batch.total_bytes = offset;
+  return FromLaunch(detail::LaunchPutObject(src, batch, header, writing, result, stream), "kv_put_object");
+}
+
 Status ReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream) {
   if (header == nullptr || state_out == nullptr) {
     return Status::InvalidArgument("kv_read_state: null header or output");
@@ -239,6 +263,19 @@ MappedAccess MappedAccessOf(const void* pointer, int device) {
 
 Status EnablePeerAccess(int peer) {
   return FromRuntime(detail::EnablePeerAccess(peer), "cudaDeviceEnablePeerAccess");
+}
+
+Result<bool> KernelsFit(int device) {
+  NANOKV_ASSIGN_OR_RETURN(int current, CurrentDevice());
+  if (device != current) NANOKV_RETURN_IF_ERROR(SetCurrentDevice(device));
+  int fits = 0;
+  Status asked = FromRuntime(detail::KernelImageFits(&fits), "cudaFuncGetAttributes");
+  if (device != current) {
+    Status restored = SetCurrentDevice(current);
+    if (asked.ok() && !restored.ok()) return restored;
+  }
+  if (!asked.ok()) return asked;
+  return fits != 0;
 }
 
 }  // namespace nanokv::kernels

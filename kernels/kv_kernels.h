@@ -134,6 +134,13 @@ Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t
                            ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                            void* stream);
 
+// BeginWrite, StorePages and CommitReady as one launch (kv_put_object):
+// the header WRITING before any payload byte, READY after the last, result
+// as CommitReady's. Objects of more than 128 non-empty segments take the
+// three launches instead.
+Status PutObject(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
+                 const ObjectHeader& writing, std::uint32_t* result, void* stream);
+
 // One thread loads header->state with acquire at system scope and writes it
 // to *state_out (device or mapped memory). Work enqueued after it on the same
 // stream (a LoadPages) is ordered after that acquire.
@@ -162,6 +169,10 @@ MappedAccess MappedAccessOf(const void* pointer, int device);
 // (peer-to-peer over NVLink or PCIe). OK when already enabled; the
 // runtime's error (e.g. cudaErrorPeerAccessUnsupported) otherwise.
 Status EnablePeerAccess(int peer);
+// Whether this build carries an image of the kernels that `device` runs
+// (SASS for its architecture, or PTX its driver compiles). Leaves the
+// current device as it found it.
+Result<bool> KernelsFit(int device);
 
 }  // namespace nanokv::kernels
 

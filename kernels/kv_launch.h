@@ -50,6 +50,9 @@ struct SegmentBatch {
 
 // store: contiguous -> segments; else segments -> contiguous.
 int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream);
+// Begin, store and READY in one launch (batch: the whole object).
+int LaunchPutObject(const void* contiguous, const SegmentBatch& batch, ObjectHeader* header,
+                    const ObjectHeader& writing, std::uint32_t* result, void* stream);
 int LaunchBeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream);
 int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                       void* stream);
@@ -70,6 +73,9 @@ int MappedAccess(const void* pointer, int device, int* access);
 // Lets kernels of the current device access device `peer`'s memory;
 // already enabled is success.
 int EnablePeerAccess(int peer);
+// *fits: 1 when this build has an image of the kernels for the current
+// device (SASS of its architecture, or PTX the driver can compile), else 0.
+int KernelImageFits(int* fits);
 
 // "cudaErrorInvalidValue" (or HIP's name) for a code the launchers returned.
 const char* ErrorName(int code);

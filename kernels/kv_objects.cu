@@ -76,16 +76,61 @@ __global__ void CopySegments(char* contiguous, Segments<N> batch, bool store) {
 }
 
 template <int N>
-int Launch(char* contiguous, const SegmentBatch& batch, bool store, dim3 grid, cudaStream_t stream) {
-  Segments<N> segs;
+void Fill(Segments<N>& segs, const SegmentBatch& batch) {
   for (int i = 0; i < batch.n; ++i) {
     segs.ptr[i] = batch.ptr[i];
     segs.bytes[i] = batch.bytes[i];
     segs.offset[i] = batch.offset[i];
   }
   segs.n = batch.n;
+}
+
+template <int N>
+int Launch(char* contiguous, const SegmentBatch& batch, bool store, dim3 grid, cudaStream_t stream) {
+  Segments<N> segs;
+  Fill(segs, batch);
   CopySegments<N><<<grid, kCopyThreads, 0, stream>>>(contiguous, segs, store);
   return static_cast<int>(cudaGetLastError());
+}
+
+// kv_put_object in one launch: every block's first thread begins (or joins)
+// the write with BeginWriteDevice's CAS, the block stores its share of its
+// segment, and the block that finishes last publishes READY. So the header
+// is WRITING before any payload byte and READY after the last, with no
+// launch between (three launches cost more than a 1 MiB copy: BENCHMARKS.md).
+// A block that finds the slot taken (a newer epoch) stores nothing.
+template <int N>
+__global__ void PutObjectKernel(const char* contiguous, Segments<N> batch, ObjectHeader* header,
+                                ObjectHeader writing, std::uint32_t* result) {
+  __shared__ std::uint32_t began;
+  if (threadIdx.x == 0) {
+    std::uint32_t seen = 0;
+    began = BeginWriteDevice(header, writing, &seen) == static_cast<std::uint32_t>(CommitCode::kCommitted);
+  }
+  __syncthreads();
+  const int seg = blockIdx.y;
+  if (began != 0 && seg < batch.n) {
+    const std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const std::uint64_t nthreads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    CopyBytes(static_cast<char*>(batch.ptr[seg]), contiguous + batch.offset[seg], batch.bytes[seg], tid, nthreads);
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence_system();  // the block's stores, through the barrier, before its count
+  const std::uint32_t blocks = gridDim.x * gridDim.y;
+  if (!CountStoreBlockDevice(header, writing.epoch, blocks)) {
+    if (began == 0 && result != nullptr) {
+      result[0] = static_cast<std::uint32_t>(CommitCode::kWrongEpoch);
+      result[1] = DeviceEpochOfWord(LoadStateEpochAcquire(header));
+    }
+    return;
+  }
+  std::uint32_t seen = 0;
+  const std::uint32_t code = CommitReadyDevice(header, writing.epoch, &seen);
+  if (result != nullptr) {
+    result[0] = code;
+    result[1] = seen;
+  }
 }
 
 __global__ void BeginWriteKernel(ObjectHeader* header, ObjectHeader writing, std::uint32_t* result) {
@@ -124,6 +169,27 @@ int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, 
   auto* s = static_cast<cudaStream_t>(stream);
   if (batch.n <= kSmallBatch) return Launch<kSmallBatch>(linear, batch, store, grid, s);
   return Launch<kSegmentsPerLaunch>(linear, batch, store, grid, s);
+}
+
+int LaunchPutObject(const void* contiguous, const SegmentBatch& batch, ObjectHeader* header,
+                    const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+  const std::uint64_t per_thread = batch.total_bytes < (8ull << 20) ? 16 : 16 * kUnroll;
+  std::uint64_t blocks = (batch.max_bytes + kCopyThreads * per_thread - 1) / (kCopyThreads * per_thread);
+  if (blocks == 0) blocks = 1;  // an empty object still begins and publishes
+  if (blocks > 4096) blocks = 4096;
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(batch.n > 0 ? batch.n : 1));
+  const auto* linear = static_cast<const char*>(contiguous);
+  auto* s = static_cast<cudaStream_t>(stream);
+  if (batch.n <= kSmallBatch) {
+    Segments<kSmallBatch> segs;
+    Fill(segs, batch);
+    PutObjectKernel<kSmallBatch><<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing, result);
+  } else {
+    Segments<kSegmentsPerLaunch> segs;
+    Fill(segs, batch);
+    PutObjectKernel<kSegmentsPerLaunch><<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing, result);
+  }
+  return static_cast<int>(cudaGetLastError());
 }
 
 int LaunchBeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream) {
@@ -214,6 +280,17 @@ int EnablePeerAccess(int peer) {
     (void)cudaGetLastError();  // not sticky, but clear it: the next launch checks it
     return 0;
   }
+  return static_cast<int>(error);
+}
+
+int KernelImageFits(int* fits) {
+  cudaFuncAttributes attributes{};
+  const cudaError_t error = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&CopySegments<kSmallBatch>));
+  *fits = error == cudaSuccess ? 1 : 0;
+  if (error == cudaSuccess) return 0;
+  (void)cudaGetLastError();
+  // No image for this architecture: not a failure of the call, an answer.
+  if (error == cudaErrorNoKernelImageForDevice || error == cudaErrorInvalidDeviceFunction) return 0;
   return static_cast<int>(error);
 }
 

@@ -89,6 +89,29 @@ __device__ inline std::uint32_t CommitReadyDevice(ObjectHeader* h, std::uint32_t
                                                                    : CommitCode::kWrongState);
 }
 
+// One block of a one-launch put (kv_put_object) is done: counts it in the
+// header's store_blocks, tagged with the epoch so a count left by the slot's
+// previous object restarts and a stalled older writer never touches a newer
+// one's. True for the block that completes `total`: the grid's last, which
+// may publish READY. Call from ONE thread of the block, after a
+// __syncthreads and a fence that follow the block's payload stores.
+__device__ inline bool CountStoreBlockDevice(ObjectHeader* h, std::uint32_t epoch, std::uint32_t total) {
+  std::uint64_t* counter = &h->store_blocks;
+  std::uint64_t seen = gpu_compat::LoadAcquireSystem(counter);
+  for (;;) {
+    const std::uint32_t tag = DeviceEpochOfWord(seen);
+    std::uint64_t next;
+    if (tag == epoch) {
+      next = seen + 1;
+    } else if (tag == 0 || DeviceEpochIsNewer(epoch, tag)) {  // 0: a slot never counted
+      next = (static_cast<std::uint64_t>(epoch) << 32) | 1u;
+    } else {
+      return false;  // a newer object's count: this put lost its slot
+    }
+    if (gpu_compat::CasAcqRelSystem(counter, &seen, next)) return static_cast<std::uint32_t>(next) == total;
+  }
+}
+
 }  // namespace nanokv::kernels
 
 #endif  // NANOKV_KERNELS_OBJECT_STATE_CUH_

@@ -11,9 +11,13 @@ bool TransfersUseKernels(const gpu::Backend& backend) {
   return KernelsBuilt() && std::string_view(backend.name()) == "cuda";
 }
 
+bool TransfersUseKernelsOn(const gpu::Backend& backend, int device) {
+  return TransfersUseKernels(backend) && KernelsFitDevice(device);
+}
+
 Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream) {
   if (src == nullptr) return Status::InvalidArgument("put from device: null source");
-  if (TransfersUseKernels(backend)) {
+  if (TransfersUseKernelsOn(backend, object.device)) {
     NANOKV_RETURN_IF_ERROR(StoreWithKernels(src, object, stream));
     return true;  // kv_commit_ready ran after the stores
   }
@@ -36,7 +40,7 @@ Status PublishByCopy(gpu::Backend& backend, ObjectHeader* at) {
 
 Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream) {
   if (dst == nullptr) return Status::InvalidArgument("get to device: null destination");
-  if (TransfersUseKernels(backend)) return LoadWithKernels(dst, object, stream);
+  if (TransfersUseKernelsOn(backend, object.device)) return LoadWithKernels(dst, object, stream);
   return backend.Copy(dst, object.payload, object.bytes, gpu::CopyKind::kDeviceToDevice);
 }
 

@@ -30,6 +30,10 @@ struct ObjectPieces {
 
 // Whether Store/Load below launch kernels on `backend` (else they copy).
 bool TransfersUseKernels(const gpu::Backend& backend);
+// Whether they do for an object on `device`: the kernels also need an image
+// for its architecture; where none fits, the copy serves, with one warning
+// per process.
+bool TransfersUseKernelsOn(const gpu::Backend& backend, int device);
 
 // The producer's header writes by copy, where no kernel makes them (Put's
 // host bytes, the plan API, the host backend): the whole header WRITING at
@@ -53,6 +57,7 @@ Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, 
 
 // The kernels' half (object_transfer_kernels.cc, or _absent.cc without nvcc).
 bool KernelsBuilt();
+bool KernelsFitDevice(int device);  // the answer kept per device
 Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream);
 Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream);
 

@@ -5,6 +5,7 @@
 namespace nanokv::client {
 
 bool KernelsBuilt() { return false; }
+bool KernelsFitDevice(int) { return false; }
 
 Status StoreWithKernels(const void*, const ObjectPieces&, void*) {
   return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");

@@ -2,6 +2,9 @@
 #include "libkv/client/object_transfer.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -108,6 +111,27 @@ class OnDevice {
 
 bool KernelsBuilt() { return true; }
 
+bool KernelsFitDevice(int device) {
+  // Asked once per device: an answer never changes within a process.
+  constexpr int kDevices = 64;
+  static std::atomic<int8_t> known[kDevices] = {};  // 0 unknown, 1 fits, -1 does not
+  if (device < 0 || device >= kDevices) return true;  // the launch then says
+  int8_t answer = known[device].load(std::memory_order_acquire);
+  if (answer != 0) return answer > 0;
+  Result<bool> fits = kernels::KernelsFit(device);
+  answer = !fits.ok() || *fits ? 1 : -1;  // an error: the launch will name it
+  if (known[device].exchange(answer, std::memory_order_acq_rel) == 0 && answer < 0) {
+    static std::once_flag warned;
+    std::call_once(warned, [device] {
+      spdlog::warn("nanokv objects: this build has no kernel image for device {} (it was built for other GPU "
+                   "architectures: CMAKE_CUDA_ARCHITECTURES); device puts and gets copy with the driver instead, "
+                   "which is slower",
+                   device);
+    });
+  }
+  return answer > 0;
+}
+
 Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream) {
   OnDevice on;
   NANOKV_RETURN_IF_ERROR(on.Enter(stream, src, object, /*writes_buffer=*/false));
@@ -115,9 +139,8 @@ Status StoreWithKernels(const void* src, const ObjectPieces& object, void* strea
   // order and in this process's context (kvd does no GPU work: issue 15): a
   // device reader spinning on the header sees the object before kvd hears
   // of the commit. result nullptr: kvd's Commit is the verdict.
-  NANOKV_RETURN_IF_ERROR(kernels::BeginWrite(object.header, object.writing, nullptr, stream));
-  NANOKV_RETURN_IF_ERROR(kernels::StorePagesAndCommit(src, object.segments.data(), object.segments.size(),
-                                                      object.header, object.epoch, nullptr, stream));
+  NANOKV_RETURN_IF_ERROR(kernels::PutObject(src, object.segments.data(), object.segments.size(), object.header,
+                                            object.writing, nullptr, stream));
   return kernels::Synchronize(stream);
 }
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/kv_kernels.h"
@@ -237,9 +239,94 @@ TEST_F(ObjectPagesGpuTest, BeginWriteTransitions) {
   EXPECT_EQ(header().epoch, 0x10u);
 }
 
+// kv_put_object, the one-launch put: a fresh slot begins, the bytes land and
+// READY is published at the epoch; a slot a newer epoch holds (a writer
+// stalled past write_timeout) gets no byte and no READY; an empty object
+// still publishes; over 128 segments it takes three launches, same result;
+// a count left by the slot's previous object does not publish early.
+TEST_F(ObjectPagesGpuTest, PutObjectInOneLaunch) {
+  constexpr size_t kPage = 2 << 20;
+  DeviceBuffer pages(3 * kPage), src(2 * kPage + 777), hdr(sizeof(ObjectHeader)), result(8);
+  ASSERT_TRUE(pages.ok() && src.ok() && hdr.ok() && result.ok());
+  auto* h = hdr.as<ObjectHeader>();
+  const std::vector<std::uint8_t> data = testing::Pattern(21, src.size());
+  CUDA_ASSERT(cudaMemcpy(src.get(), data.data(), data.size(), cudaMemcpyHostToDevice));
+  std::vector<Segment> segs = {{pages.bytes_at(2 * kPage), kPage}, {pages.bytes_at(0), kPage},
+                               {pages.bytes_at(kPage), 777}};
+  auto put = [&](std::uint32_t epoch, const std::vector<Segment>& pieces) -> std::pair<std::uint32_t, std::uint32_t> {
+    ObjectHeader writing = WritingHeader(epoch);
+    writing.bytes_total = src.size();
+    EXPECT_EQ(cudaMemset(result.get(), 0xFF, result.size()), cudaSuccess);
+    EXPECT_OK(PutObject(src.get(), pieces.data(), pieces.size(), h, writing, result.as<std::uint32_t>(), nullptr));
+    std::uint32_t r[2] = {99, 99};
+    EXPECT_EQ(cudaMemcpy(r, result.get(), sizeof r, cudaMemcpyDeviceToHost), cudaSuccess);
+    return std::make_pair(r[0], r[1]);
+  };
+  auto header = [&] {
+    ObjectHeader back{};
+    EXPECT_EQ(cudaMemcpy(&back, h, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+    return back;
+  };
+  auto stored = [&] {
+    std::vector<std::uint8_t> back(src.size());
+    size_t at = 0;
+    for (const Segment& s : segs) {
+      EXPECT_EQ(cudaMemcpy(back.data() + at, s.ptr, s.bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      at += s.bytes;
+    }
+    return back == data;
+  };
+  const auto kOk = static_cast<std::uint32_t>(CommitCode::kCommitted);
+  const auto kStale = static_cast<std::uint32_t>(CommitCode::kWrongEpoch);
+  const auto kReady = static_cast<std::uint32_t>(ObjectState::kReady);
+
+  CUDA_ASSERT(cudaMemset(h, 0, sizeof(ObjectHeader)));
+  CUDA_ASSERT(cudaMemset(pages.get(), 0, pages.size()));
+  EXPECT_EQ(put(7, segs), std::make_pair(kOk, kReady));
+  EXPECT_EQ(header().state, kReady);
+  EXPECT_EQ(header().epoch, 7u);
+  EXPECT_EQ(header().bytes_total, src.size());
+  EXPECT_TRUE(stored());
+
+  // The slot's next object (epoch 9) began; the epoch-7 writer, late, stores nothing.
+  ObjectHeader next = WritingHeader(9);
+  CUDA_ASSERT(cudaMemcpy(h, &next, sizeof next, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemset(pages.get(), 0, pages.size()));
+  auto stalled = put(7, segs);
+  EXPECT_EQ(stalled.first, kStale);
+  EXPECT_EQ(header().state, static_cast<std::uint32_t>(ObjectState::kWriting));
+  EXPECT_EQ(header().epoch, 9u);
+  std::vector<std::uint8_t> first(kPage);
+  CUDA_ASSERT(cudaMemcpy(first.data(), pages.bytes_at(2 * kPage), kPage, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::all_of(first.begin(), first.end(), [](std::uint8_t b) { return b == 0; }))
+      << "a refused put wrote payload";
+
+  // A count the slot's previous object (epoch 11) left half done restarts at
+  // epoch 12: the put publishes only when all of its own blocks are done.
+  ObjectHeader counted = WritingHeader(11);
+  counted.store_blocks = (std::uint64_t{11} << 32) | 5;
+  CUDA_ASSERT(cudaMemcpy(h, &counted, sizeof counted, cudaMemcpyHostToDevice));
+  EXPECT_EQ(put(12, segs), std::make_pair(kOk, kReady));
+  EXPECT_TRUE(stored());
+
+  EXPECT_EQ(put(13, {}), std::make_pair(kOk, kReady)) << "an empty object";
+
+  // 300 small pieces: over one launch's parameters, three launches.
+  std::vector<Segment> many;
+  for (size_t i = 0; i < 300; ++i) many.push_back({pages.bytes_at(i * 100), 100});
+  EXPECT_EQ(put(14, many), std::make_pair(kOk, kReady));
+  std::vector<std::uint8_t> back(30000);
+  CUDA_ASSERT(cudaMemcpy(back.data(), pages.get(), back.size(), cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), data.begin()));
+}
+
 // One stream stores + commits many objects while a reader kernel on another
-// stream spins on each READY with acquire and checks all bytes behind it.
-TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
+// stream spins on each READY with acquire and checks all bytes behind it;
+// StorePagesAndCommit (three launches) and PutObject (one) alike.
+class ReaderStress : public ObjectPagesGpuTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ReaderStress, ReaderNeverSeesReadyBeforeTheBytes) {
+  const bool one_launch = GetParam();
   constexpr int kObjects = 512;
   constexpr std::uint64_t kSeedBase = 77;
   std::mt19937_64 rng(11);
@@ -272,7 +359,8 @@ TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
   std::vector<char*> seg_ptr(seg_off.size());
   for (size_t g = 0; g < seg_off.size(); ++g) seg_ptr[g] = arena.bytes_at(seg_off[g]);
   std::vector<ObjectHeader> hdrs(kObjects);
-  for (int o = 0; o < kObjects; ++o) hdrs[o] = WritingHeader(1000 + o);
+  // The one-launch put begins fresh slots itself; the other is given WRITING ones.
+  for (int o = 0; o < kObjects; ++o) hdrs[o] = one_launch ? ObjectHeader{} : WritingHeader(1000 + o);
   CUDA_ASSERT(cudaMemset(arena.get(), 0, arena.size()));
   CUDA_ASSERT(cudaMemset(counts.get(), 0, counts.size()));
   CUDA_ASSERT(cudaMemset(results.get(), 0xFF, results.size()));
@@ -302,9 +390,13 @@ TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
   for (int o = 0; o < kObjects; ++o) {
     std::vector<Segment> segs;
     for (int g = first_seg[o]; g < first_seg[o + 1]; ++g) segs.push_back({seg_ptr[g], seg_bytes[g]});
-    ASSERT_OK(StorePagesAndCommit(staged[o]->get(), segs.data(), segs.size(),
-                                  headers.as<ObjectHeader>() + o, 1000 + o,
-                                  results.as<std::uint32_t>() + 2 * o, writer));
+    if (one_launch) {
+      ASSERT_OK(PutObject(staged[o]->get(), segs.data(), segs.size(), headers.as<ObjectHeader>() + o,
+                          WritingHeader(1000 + o), results.as<std::uint32_t>() + 2 * o, writer));
+    } else {
+      ASSERT_OK(StorePagesAndCommit(staged[o]->get(), segs.data(), segs.size(), headers.as<ObjectHeader>() + o,
+                                    1000 + o, results.as<std::uint32_t>() + 2 * o, writer));
+    }
   }
   CUDA_ASSERT(cudaStreamSynchronize(writer));
   CUDA_ASSERT(cudaStreamSynchronize(reader));
@@ -322,6 +414,11 @@ TEST_F(ObjectPagesGpuTest, ReaderNeverSeesReadyBeforeTheBytes) {
   cudaStreamDestroy(writer);
   cudaStreamDestroy(reader);
 }
+
+INSTANTIATE_TEST_SUITE_P(BothPuts, ReaderStress, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return std::string(p.param ? "OneLaunch" : "ThreeLaunches");
+                         });
 
 }  // namespace
 }  // namespace nanokv::kernels
