@@ -274,13 +274,69 @@ int Main(int argc, char** argv) {
       commit_us.push_back(t4 - t3b);
       remove_us.push_back(t5 - t4);
     }
+    // The same store as PutFromDevice runs it: begin, store and READY in one
+    // launch (kv_put_object), then the sync.
+    std::vector<double> one_launch_us;
+    for (int s = 0; s < samples + 1; ++s) {
+      std::string key = "one-launch:" + std::to_string(serial++);
+      auto plan = store.OpenForWrite(key, bytes, 0);
+      StatusCheck(plan.status(), "OpenForWrite");
+      auto payload = store.PayloadPointer(*plan);
+      auto header = store.HeaderPointer(*plan);
+      StatusCheck(payload.status(), "PayloadPointer");
+      StatusCheck(header.status(), "HeaderPointer");
+      kernels::Segment seg{*payload, bytes};
+      const ObjectHeader writing = WritingHeaderOf(*plan, 0);
+      double t0 = NowMicros();
+      StatusCheck(kernels::PutObject(src, &seg, 1, static_cast<ObjectHeader*>(*header), writing, nullptr, stream),
+                  "PutObject");
+      CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      double t1 = NowMicros();
+      StatusCheck(store.Commit(key, plan->epoch, /*published_on_device=*/true), "Commit");
+      StatusCheck(store.Remove(key), "Remove");
+      if (s > 0) one_launch_us.push_back(t1 - t0);
+    }
     bench::JsonObject steps;
     steps.Add("open_us", bench::Quantile(open_us, 0.5))
+        .Add("put_object_one_launch_sync_us", bench::Quantile(one_launch_us, 0.5))
         .Add("store_commit_kernels_sync_us", bench::Quantile(store_us, 0.5))
         .Add("store_again_kernels_sync_us", bench::Quantile(again_us, 0.5))
         .Add("commit_published_us", bench::Quantile(commit_us, 0.5))
         .Add("remove_us", bench::Quantile(remove_us, 0.5));
     json.Add("put_steps_1MiB", steps);
+  }
+
+  // 1000 puts of 64 KiB back to back, then their gets: aggregate GB/s against
+  // 1000 cudaMemcpyAsync of 64 KiB back to back, each synchronised as a put
+  // is (the burst).
+  {
+    constexpr int kBurst = 1000;
+    constexpr uint64_t kBytes = 64 << 10;
+    std::vector<std::string> keys;
+    for (int i = 0; i < kBurst; ++i) keys.push_back("burst:" + std::to_string(serial++));
+    double t0 = NowMicros();
+    for (const std::string& key : keys) StatusCheck(store.PutFromDevice(key, src, kBytes, 0, stream), "PutFromDevice");
+    double t1 = NowMicros();
+    for (const std::string& key : keys) {
+      StatusCheck(store.GetToDevice(key, dst, max_object, stream).status(), "GetToDevice");
+    }
+    double t2 = NowMicros();
+    for (int i = 0; i < kBurst; ++i) {
+      CudaCheck(cudaMemcpyAsync(copy_dst, src, kBytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+      CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    }
+    double t3 = NowMicros();
+    for (const std::string& key : keys) StatusCheck(store.Remove(key), "Remove");
+    const double total = static_cast<double>(kBurst * kBytes);
+    bench::JsonObject burst;
+    burst.Add("puts", static_cast<long long>(kBurst))
+        .Add("bytes_each", static_cast<long long>(kBytes))
+        .Add("put_GBps", bench::GBps(total, t1 - t0))
+        .Add("get_GBps", bench::GBps(total, t2 - t1))
+        .Add("memcpy_GBps", bench::GBps(total, t3 - t2))
+        .Add("put_over_memcpy", (t3 - t2) / (t1 - t0))
+        .Add("get_over_memcpy", (t3 - t2) / (t2 - t1));
+    json.Add("burst_1000x64KiB", burst);
   }
 
   if (gpus < 2) {

@@ -17,6 +17,13 @@ cmake --build "$BUILD" -j "$(nproc)" --target "${bins[@]}" nanokv_capi
 rm -rf .device
 paths=()
 for b in "${bins[@]}"; do paths+=("$(find "$BUILD" -type f -name "$b" -perm -u+x | head -n 1)"); done
+# NO_IMAGE_BUILD=dir: a build dir configured with -DCMAKE_CUDA_ARCHITECTURES=80-real,
+# whose objects suite runs where no kernel image fits (the copy fallback).
+if [[ -n "${NO_IMAGE_BUILD:-}" ]]; then
+  cmake --build "$NO_IMAGE_BUILD" -j "$(nproc)" --target kvd_objects_test
+  mkdir -p "$BUILD/no-image" && cp "$NO_IMAGE_BUILD/tests/kvd_objects_test" "$BUILD/no-image/kvd_objects_test_no_image"
+  paths+=("$BUILD/no-image/kvd_objects_test_no_image")
+fi
 # libnanokv.so, the C ABI the Python package loads (python/ travels with the tree).
 paths+=("$(find "$BUILD" -type f -name 'libnanokv.so*' | head -n 1)")
 # The tool sits in shared/ beside the main checkout (a worktree's git common
