@@ -1,9 +1,10 @@
 """The address and size of what a caller hands Objects' device calls, checked
 before anything reaches kvd: a torch tensor (data_ptr(), numel() *
-element_size()), anything with __cuda_array_interface__ (cuda), and, where
-"device" memory is host memory (the host backend), __array_interface__
-(numpy), bytearray, a writable memoryview or a ctypes array. Never a copy:
-a buffer that cannot be passed in place is refused, naming why."""
+element_size()), anything with __cuda_array_interface__ (cuda), and, on the
+host backend (whose device memory is host pages mapped in this process),
+__array_interface__ (numpy), a writable memoryview or a ctypes array; the
+backend then refuses an address outside device memory, as a GPU would fault.
+Never a copy: a buffer that cannot be passed in place is refused, naming why."""
 import ctypes
 
 from nanokv.errors import INVALID_ARGUMENT, NanoKVError

@@ -8,9 +8,9 @@ docs/PYTHON.md, "Objects"): immutable objects by key in pages kvd holds.
         store.get("meta:42")
 
 Device calls take a torch tensor (contiguous, on the store's kind of device),
-anything with __cuda_array_interface__, or, on the host backend (where device
-memory is host memory), numpy arrays, bytearray, writable memoryviews and
-ctypes arrays. The bytes move between the buffer and kvd's pages directly
+anything with __cuda_array_interface__, or, on the host backend (whose device
+memory is host pages mapped here: a KV tensor's), numpy arrays, writable
+memoryviews and ctypes arrays over it. The bytes move between the buffer and kvd's pages directly
 (kernels on cuda), never through a host copy; the calls return once they
 moved. A torch tensor's transfer is ordered after torch's current stream.
 """
