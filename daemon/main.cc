@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "base/naming.h"
 #include "base/open_file_limit.h"
 #include "base/run_dir.h"
+#include "gpu/mps.h"
 #include "ipc/uds/channel.h"
 #include "ops/http_server.h"
 #include "ops/metrics.h"
@@ -137,10 +139,19 @@ gpu::HostBackendOptions HostOptionsOf(const KvdConfig& config) {
   return host;
 }
 
+// Whether kvd's CUDA work goes through the MPS server (gpu/mps.h): it
+// changes what a GPU step on a request's path costs (docs/OPERATIONS.md,
+// "MPS"). The host backend has no GPU context: nothing to say.
+void LogMps(const gpu::Backend& backend) {
+  if (backend.name() != "cuda") return;
+  spdlog::info("kvd: {}", gpu::DescribeMps(gpu::DetectMps(std::getenv("CUDA_MPS_PIPE_DIRECTORY"))));
+}
+
 // kvd --check-limits: the report on stdout, nothing made, nothing served.
 int CheckLimits(const KvdConfig& config, bool json) {
   auto backend = gpu::OpenBackend(config.backend, HostOptionsOf(config));
   if (!backend.ok()) return Fail(backend.status());
+  LogMps(**backend);
   auto need = NeedsFor(config, **backend, CountOpenFds());
   if (!need.ok()) return Fail(need.status());
   const MachineLimits machine = ReadMachineLimits();
@@ -228,6 +239,7 @@ int Main(int argc, char** argv) {
   auto backend = gpu::OpenBackend(config.backend, HostOptionsOf(config));
   if (!backend.ok()) return Fail(backend.status());
   spdlog::info("kvd: backend {} with {} device(s)", (*backend)->name(), (*backend)->device_count());
+  LogMps(**backend);
 
   auto options = PoolOptions(config, **backend);
   if (!options.ok()) return Fail(options.status());

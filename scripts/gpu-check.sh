@@ -140,6 +140,36 @@ export NANOKV_LIBRARY="$B/lib/libnanokv.so" PYTHONPATH="$PWD/python${PYTHONPATH:
 step python_suite python3 -m unittest discover -s python/tests -p 'test_*.py'
 SKIP_MARK='decode_loop: SKIP:' step decode_loop_cuda python3 examples/python/decode_loop.py --backend cuda \
   --kvd "$B/bin/kvd"
+# nanokv.Objects with cuda tensors in and out (issue 15 item 9): kernels, no host copy.
+SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_objects_torch_cuda \
+  python3 -m unittest discover -s python/tests -p 'test_objects_torch.py' -v
+
+# The same suites under the CUDA MPS control daemon (issue 15 item 7): one
+# started here with private pipe and log directories, stopped (echo quit)
+# however the suite ends. kvd must say at start that MPS is active
+# (kvd --check-limits logs what kvd's start-up logs), else the step fails.
+under_mps() {
+  (
+    dir=$(mktemp -d /tmp/nanokv_mps.XXXXXX)
+    export CUDA_MPS_PIPE_DIRECTORY="$dir/pipe" CUDA_MPS_LOG_DIRECTORY="$dir/log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    trap 'echo quit | nvidia-cuda-mps-control; cat "$CUDA_MPS_LOG_DIRECTORY/control.log" 2>/dev/null; rm -rf "$dir"' EXIT
+    nvidia-cuda-mps-control -d || { echo "under_mps: nvidia-cuda-mps-control -d failed"; exit 1; }
+    "$B/bin/kvd" --backend cuda --capacity 0.1 --check-limits 2>&1 >/dev/null | grep 'MPS' || true
+    if ! "$B/bin/kvd" --backend cuda --capacity 0.1 --check-limits 2>&1 >/dev/null | grep -q 'MPS active'; then
+      echo "under_mps: kvd does not see the MPS control daemon at $CUDA_MPS_PIPE_DIRECTORY"
+      exit 1
+    fi
+    "$@"
+  )
+}
+export GPU_TESTS=.
+NANOKV_TEST_BACKEND=cuda step engines_mps under_mps "$B/bin/kvd_engines_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step objects_mps under_mps "$B/bin/kvd_objects_test" --gtest_brief=1
+unset GPU_TESTS
+SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_objects_torch_mps \
+  under_mps python3 -m unittest discover -s python/tests -p 'test_objects_torch.py' -v
+step object_put_get_bench_mps under_mps "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
 GPU_TESTS=. step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
 GPU_TESTS=. step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
@@ -199,12 +229,13 @@ unset SECTION
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
          objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu \
+         engines_mps objects_mps \
          objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy \
-         object_put_get_bench object_put_get_bench_busy chaos_2gpu object_put_get_bench_2gpu \
+         object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
          masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done

@@ -14,6 +14,7 @@ using nanokv::capi::Check;
 using nanokv::capi::ClusterOf;
 using nanokv::capi::ClusterPlanOf;
 using nanokv::capi::Fail;
+using nanokv::capi::Items;
 
 namespace {
 
@@ -43,20 +44,6 @@ void Fill(const std::string& node, const std::string& address, const std::string
   out->device = device;
   out->epoch = epoch;
   out->local = local ? 1 : 0;
-}
-
-// Item results into results[]; the first failure is this thread's last
-// error. Always NANOKV_OK: the items carry the outcome.
-int Items(const std::vector<Status>& statuses, int* results) {
-  bool noted = false;
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    results[i] = static_cast<int>(statuses[i].code());
-    if (!statuses[i].ok() && !noted) {
-      Fail(statuses[i]);
-      noted = true;
-    }
-  }
-  return NANOKV_OK;
 }
 
 nanokv_cluster_plan_t* NewPlan(nanokv_cluster* owner, ClusterPlan plan) {

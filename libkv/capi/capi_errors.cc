@@ -108,6 +108,36 @@ nanokv_cluster_plan* ClusterPlanOf(const char* function, const nanokv_cluster_pl
   return const_cast<nanokv_cluster_plan*>(handle);
 }
 
+nanokv_objects* ObjectsOf(const char* function, const nanokv_objects* handle) {
+  if (!IsLive(handle, Kind::kObjects)) {
+    Fail(Code::kInvalidArgument, std::string(function) +
+                                     (handle == nullptr ? ": store is null" : ": unknown object store handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_objects*>(handle);
+}
+
+nanokv_object_plan* ObjectPlanOf(const char* function, const nanokv_object_plan* handle) {
+  if (!IsLive(handle, Kind::kObjectPlan)) {
+    Fail(Code::kInvalidArgument, std::string(function) +
+                                     (handle == nullptr ? ": plan is null" : ": unknown object plan handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_object_plan*>(handle);
+}
+
+int Items(const std::vector<Status>& statuses, int* results) {
+  bool noted = false;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    results[i] = static_cast<int>(statuses[i].code());
+    if (!statuses[i].ok() && !noted) {
+      Fail(statuses[i]);
+      noted = true;
+    }
+  }
+  return NANOKV_OK;
+}
+
 }  // namespace nanokv::capi
 
 extern "C" {

@@ -10,12 +10,14 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "nanokv/client.h"
 #include "nanokv/cluster_client.h"
 #include "nanokv/kv_cache.h"
 #include "nanokv/kv_tensor.h"
 #include "nanokv/nanokv.h"
+#include "nanokv/object_store.h"
 #include "nanokv/status.h"
 
 struct nanokv_client {
@@ -44,10 +46,21 @@ struct nanokv_cluster_plan {
   nanokv::ClusterPlan plan;
 };
 
+struct nanokv_objects {
+  std::unique_ptr<nanokv::ObjectStore> store;
+  std::string backend;           // kvd's, asked at open
+  std::atomic<int> children{0};  // live plan handles made on this store
+};
+
+struct nanokv_object_plan {
+  nanokv_objects* owner = nullptr;  // must remain live while the plan exists
+  nanokv::ObjectPlan plan;
+};
+
 namespace nanokv::capi {
 
 // What the registry knows a pointer as.
-enum class Kind { kClient, kTensor, kCache, kCluster, kClusterPlan };
+enum class Kind { kClient, kTensor, kCache, kCluster, kClusterPlan, kObjects, kObjectPlan };
 
 void Register(const void* handle, Kind kind);
 void Unregister(const void* handle);
@@ -64,6 +77,12 @@ nanokv_tensor* TensorOf(const char* function, const nanokv_tensor* handle);
 nanokv_cache* CacheOf(const char* function, const nanokv_cache* handle);
 nanokv_cluster* ClusterOf(const char* function, const nanokv_cluster* handle);
 nanokv_cluster_plan* ClusterPlanOf(const char* function, const nanokv_cluster_plan* handle);
+nanokv_objects* ObjectsOf(const char* function, const nanokv_objects* handle);
+nanokv_object_plan* ObjectPlanOf(const char* function, const nanokv_object_plan* handle);
+
+// A batch's item results into results[] (their codes); the first failure is
+// this thread's last error. Always NANOKV_OK: the items carry the outcome.
+int Items(const std::vector<Status>& statuses, int* results);
 
 // A tensor or cache handle is born and dies the same way: owned by its
 // client (counted in `children`, so the client cannot be destroyed under

@@ -17,7 +17,8 @@ from nanokv.cache import KVCache, CacheView  # noqa: F401
 from nanokv.memory import CudaArray  # noqa: F401
 from nanokv import kernels  # noqa: F401
 from nanokv.cluster import Cluster, ClusterPlan, Location, Replica  # noqa: F401
+from nanokv.objects import Objects, ObjectPlan, PlanInfo  # noqa: F401
 
 __all__ = ["Client", "KVTensor", "KVCache", "CacheView", "CudaArray", "NanoKVError",
            "LibraryNotFoundError", "DeviceGeometry", "kernels", "errors", "library_path", "Cluster",
-           "ClusterPlan", "Location", "Replica"]
+           "ClusterPlan", "Location", "Replica", "Objects", "ObjectPlan", "PlanInfo"]

@@ -134,6 +134,24 @@ class Replica(ctypes.Structure):
     ]
 
 
+class ObjectsOptions(ctypes.Structure):
+    _fields_ = [
+        ("ipc_name", ctypes.c_char_p),
+        ("backend", ctypes.c_char_p),
+        ("request_timeout_ms", ctypes.c_uint32),
+        ("spin_us", ctypes.c_uint32),
+        ("defer_lease_release", ctypes.c_int),
+        ("ring", ctypes.c_int),
+        ("access_devices", c_int_p),
+        ("access_device_count", ctypes.c_size_t),
+    ]
+
+
+class ObjectPlanInfo(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_int), ("epoch", ctypes.c_uint32), ("bytes_total", ctypes.c_uint64),
+                ("state", ctypes.c_uint32)]
+
+
 P = ctypes.c_void_p  # every handle is opaque
 c_char_p_p = ctypes.POINTER(ctypes.c_char_p)
 _WRITE = ctypes.POINTER(WriteOptions)
@@ -214,6 +232,35 @@ _PROTOTYPES = {
     "nanokv_cluster_revoke_batch": [ctypes.POINTER(P), ctypes.c_size_t, c_int_p],
     "nanokv_cluster_locate_batch": [P, c_char_p_p, ctypes.c_size_t, _REPLICA, ctypes.c_size_t, c_size_p,
                                     c_u64_p, c_int_p],
+    "nanokv_objects_options_init": [ctypes.POINTER(ObjectsOptions)],
+    "nanokv_objects_open": [ctypes.POINTER(ObjectsOptions), ctypes.POINTER(P)],
+    "nanokv_objects_close": [P],
+    "nanokv_objects_backend": [P, c_char_pp],
+    "nanokv_objects_uses_kernels": [P, c_int_p],
+    "nanokv_objects_put": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int],
+    "nanokv_objects_get": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, c_u64_p],
+    "nanokv_objects_remove": [P, ctypes.c_char_p],
+    "nanokv_objects_put_from_device": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
+                                       ctypes.c_void_p],
+    "nanokv_objects_get_to_device": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p,
+                                     c_u64_p],
+    "nanokv_objects_put_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p, ctypes.c_size_t,
+                                 ctypes.c_int, c_int_p],
+    "nanokv_objects_get_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p, ctypes.c_size_t,
+                                 c_u64_p, c_int_p],
+    "nanokv_objects_remove_batch": [P, c_char_p_p, ctypes.c_size_t, c_int_p],
+    "nanokv_objects_put_from_device_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p,
+                                             ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, c_int_p],
+    "nanokv_objects_get_to_device_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p,
+                                           ctypes.c_size_t, ctypes.c_void_p, c_u64_p, c_int_p],
+    "nanokv_objects_open_for_write": [P, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int, ctypes.POINTER(P)],
+    "nanokv_objects_get_location": [P, ctypes.c_char_p, ctypes.POINTER(P)],
+    "nanokv_objects_plan_info": [P, ctypes.POINTER(ObjectPlanInfo)],
+    "nanokv_objects_plan_payload": [P, ctypes.POINTER(ctypes.c_void_p)],
+    "nanokv_objects_plan_header": [P, ctypes.POINTER(ctypes.c_void_p)],
+    "nanokv_objects_commit": [P, ctypes.c_int],
+    "nanokv_objects_revoke": [P],
+    "nanokv_objects_plan_free": [P],
     "nanokv_paged_append": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),
                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, c_int_p],
     "nanokv_paged_append_fp8": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),
@@ -260,6 +307,12 @@ def _load():
 
 
 lib, path = _load()
+lib.nanokv_abi_version.restype = ctypes.c_int
+# Before the prototypes: an older library lacks some of their functions.
+ABI_VERSION = 3
+if lib.nanokv_abi_version() != ABI_VERSION:
+    raise LibraryNotFoundError(
+        f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")
 for _name, _args in _PROTOTYPES.items():
     _fn = getattr(lib, _name)
     _fn.argtypes = _args
@@ -268,13 +321,7 @@ lib.nanokv_last_error.restype = ctypes.c_char_p
 lib.nanokv_last_error.argtypes = []
 lib.nanokv_code_name.restype = ctypes.c_char_p
 lib.nanokv_code_name.argtypes = [ctypes.c_int]
-lib.nanokv_abi_version.restype = ctypes.c_int
 lib.nanokv_kernels_available.restype = ctypes.c_int
-
-ABI_VERSION = 2
-if lib.nanokv_abi_version() != ABI_VERSION:
-    raise LibraryNotFoundError(
-        f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")
 
 
 def check(code):

@@ -36,6 +36,7 @@ class KvdTestCase(unittest.TestCase):
     child process needs to attach from the environment."""
     PAGES = 16
     EXTRA_CONFIG = ""  # more lines of kvd's YAML, for a case that needs them
+    BACKEND = "host"   # a case that can run on a GPU may take $NANOKV_TEST_BACKEND
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="nanokv_py_")
@@ -43,9 +44,9 @@ class KvdTestCase(unittest.TestCase):
         config = os.path.join(self.dir, "kvd.yaml")
         with open(config, "w") as f:
             f.write(f"ipc_name: {self.ipc}\n"
-                    "backend: host\n"
-                    f"capacity: {self.PAGES * PAGE}\n"
-                    f"host_device_memory: {4 * self.PAGES * PAGE}\n"
+                    f"backend: {self.BACKEND}\n"
+                    f"capacity: {self.PAGES * PAGE}\n" +
+                    (f"host_device_memory: {4 * self.PAGES * PAGE}\n" if self.BACKEND == "host" else "") +
                     "reserve_pages: 2\n"
                     f"run_dir: {self.dir}\n"
                     "log_level: debug\n"

@@ -62,7 +62,7 @@ extern "C" {
 #define NANOKV_UNIMPLEMENTED 13       /* not built yet: the message names what would do it */
 
 /* Bumped when a struct below or a function's meaning changes. */
-#define NANOKV_ABI_VERSION 2  /* 2: the cache's reserve fields */
+#define NANOKV_ABI_VERSION 3  /* 2: the cache's reserve fields; 3: the object store (nanokv_objects.h) */
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;
@@ -418,5 +418,8 @@ NANOKV_API int nanokv_cluster_locate_batch(nanokv_cluster_t* cluster, const char
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif
+
+/* The node object store: nanokv_objects_* (its own header, part of this one). */
+#include "nanokv/nanokv_objects.h"
 
 #endif /* NANOKV_NANOKV_H_ */

@@ -183,6 +183,25 @@ class ObjectStore {
   // Whether the two above launch kernels here (else they copy).
   bool device_transfers_use_kernels() const;
 
+  // Batches of the two above: one result per item, in order, each item's
+  // as its single call would answer it (a failed item leaves the others
+  // be). kvd's protocol has no batch message, so each item is still its own
+  // open + commit (put) or lease (get); the batch saves the caller's loop,
+  // not round trips.
+  struct DevicePut {
+    std::string_view key;
+    const void* src = nullptr;
+    uint64_t bytes = 0;
+  };
+  struct DeviceGet {
+    std::string_view key;
+    void* dst = nullptr;
+    uint64_t capacity = 0;
+  };
+  std::vector<Status> BatchPutFromDevice(std::span<const DevicePut> items, int preferred_device = -1,
+                                         void* stream = nullptr);
+  std::vector<Result<uint64_t>> BatchGetToDevice(std::span<const DeviceGet> items, void* stream = nullptr);
+
   // kvctl objects / evict.
   Result<std::vector<ObjectEntry>> List();
   Result<uint64_t> Evict(int device, uint64_t bytes);

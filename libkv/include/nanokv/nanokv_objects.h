@@ -1,0 +1,115 @@
+/* The C ABI of the node object store (nanokv::ObjectStore, nanokv/object_store.h):
+ * immutable objects by key in pages kvd holds (kvd's object_store config).
+ * Part of nanokv.h (which includes this file) and its rules: NANOKV_* codes,
+ * nanokv_last_error(), checked handles, out-parameters written on success.
+ *
+ *   nanokv_objects_t* store;
+ *   nanokv_objects_open(NULL, &store);                       // ipc "nanokv"
+ *   nanokv_objects_put_from_device(store, "sess:42:L0", kv, bytes, -1, stream);
+ *   nanokv_objects_get_to_device(store, "sess:42:L0", dst, capacity, stream, &got);
+ *   nanokv_objects_close(store);
+ *
+ * Device calls take device addresses (or memory the device reaches) and
+ * `stream`, a cudaStream_t (NULL: the calling thread's current device when
+ * it serves, else the object's); on the host backend "device" memory is host
+ * memory. Nothing is staged through host memory on cuda. Batches answer
+ * each item in results[i] (a NANOKV_* code) and return NANOKV_OK, or the
+ * whole call's failure; nanokv_last_error() then names the first failed
+ * item. kvd has no batch message: each item is its own request(s). */
+#ifndef NANOKV_NANOKV_OBJECTS_H_
+#define NANOKV_NANOKV_OBJECTS_H_
+
+#include "nanokv/nanokv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nanokv_objects nanokv_objects_t;
+typedef struct nanokv_object_plan nanokv_object_plan_t;
+
+/* nanokv::ObjectStoreOptions; fill with nanokv_objects_options_init first. */
+typedef struct nanokv_objects_options {
+  const char* ipc_name;          /* NULL or "": "nanokv" */
+  const char* backend;           /* NULL or "": $NANOKV_BACKEND, else kvd's */
+  uint32_t request_timeout_ms;   /* 0: 60000 */
+  uint32_t spin_us;              /* polling for a reply before blocking (0..10000) */
+  int defer_lease_release;       /* 1: a get's lease ends with the next request */
+  int ring;                      /* 1: requests without fds take kvd's ring */
+  const int* access_devices;     /* this process's ordinals given access to mapped store pages */
+  size_t access_device_count;
+} nanokv_objects_options_t;
+
+/* What a plan is (nanokv::ObjectPlan without its spans). */
+typedef struct nanokv_object_plan_info {
+  int device;                    /* kvd's ordinal */
+  uint32_t epoch;
+  uint64_t bytes_total;
+  uint32_t state;                /* 1 RESERVED, 2 WRITING, 3 READY (nanokv/object_header.h) */
+} nanokv_object_plan_info_t;
+
+/* The C++ defaults (ipc "nanokv", 60 s, spin 50 us, ring on). */
+NANOKV_API int nanokv_objects_options_init(nanokv_objects_options_t* options);
+/* options NULL: the defaults. NANOKV_UNAVAILABLE when kvd is not running,
+ * NANOKV_FAILED_PRECONDITION when it runs no store (object_store.size 0). */
+NANOKV_API int nanokv_objects_open(const nanokv_objects_options_t* options, nanokv_objects_t** out);
+/* Unmaps every store page this handle mapped. NANOKV_FAILED_PRECONDITION
+ * (nothing done) while plans made on it are alive. */
+NANOKV_API int nanokv_objects_close(nanokv_objects_t* store);
+/* kvd's backend ("cuda", "hip", "host"), as long as the handle lives. */
+NANOKV_API int nanokv_objects_backend(const nanokv_objects_t* store, const char** name_out);
+/* 1 when the device calls launch kernels here, 0 when they copy. */
+NANOKV_API int nanokv_objects_uses_kernels(const nanokv_objects_t* store, int* out);
+
+/* Host bytes. get: the object into out[0, capacity), *bytes_out its size;
+ * NANOKV_INVALID_ARGUMENT (nothing copied, *bytes_out set) when larger. */
+NANOKV_API int nanokv_objects_put(nanokv_objects_t* store, const char* key, const void* data, uint64_t bytes,
+                                  int preferred_device);
+NANOKV_API int nanokv_objects_get(nanokv_objects_t* store, const char* key, void* out, uint64_t capacity,
+                                  uint64_t* bytes_out);
+NANOKV_API int nanokv_objects_remove(nanokv_objects_t* store, const char* key);
+
+/* Device bytes (ObjectStore::PutFromDevice / GetToDevice); both return once
+ * the bytes moved. get_to_device: NANOKV_INVALID_ARGUMENT (nothing copied)
+ * when the object is over capacity; bytes_out may be NULL. */
+NANOKV_API int nanokv_objects_put_from_device(nanokv_objects_t* store, const char* key, const void* src,
+                                              uint64_t bytes, int preferred_device, void* stream);
+NANOKV_API int nanokv_objects_get_to_device(nanokv_objects_t* store, const char* key, void* dst,
+                                            uint64_t capacity, void* stream, uint64_t* bytes_out);
+
+/* Batches. The gets' sizes[i] is the object's size where results[i] is
+ * NANOKV_OK (get_batch: also where it was over capacities[i]), else 0. */
+NANOKV_API int nanokv_objects_put_batch(nanokv_objects_t* store, const char* const* keys,
+                                        const void* const* data, const uint64_t* sizes, size_t count,
+                                        int preferred_device, int* results);
+NANOKV_API int nanokv_objects_get_batch(nanokv_objects_t* store, const char* const* keys, void* const* outs,
+                                        const uint64_t* capacities, size_t count, uint64_t* sizes, int* results);
+NANOKV_API int nanokv_objects_remove_batch(nanokv_objects_t* store, const char* const* keys, size_t count,
+                                           int* results);
+NANOKV_API int nanokv_objects_put_from_device_batch(nanokv_objects_t* store, const char* const* keys,
+                                                    const void* const* srcs, const uint64_t* sizes, size_t count,
+                                                    int preferred_device, void* stream, int* results);
+NANOKV_API int nanokv_objects_get_to_device_batch(nanokv_objects_t* store, const char* const* keys,
+                                                  void* const* dsts, const uint64_t* capacities, size_t count,
+                                                  void* stream, uint64_t* sizes, int* results);
+
+/* Plans: open_for_write, write bytes_total bytes at nanokv_objects_plan_payload
+ * (contiguous, on the plan's device), commit or revoke, free. get_location's
+ * plan is READY and its payload read-only (a write through it faults). */
+NANOKV_API int nanokv_objects_open_for_write(nanokv_objects_t* store, const char* key, uint64_t bytes,
+                                             int preferred_device, nanokv_object_plan_t** plan_out);
+NANOKV_API int nanokv_objects_get_location(nanokv_objects_t* store, const char* key,
+                                           nanokv_object_plan_t** plan_out);
+NANOKV_API int nanokv_objects_plan_info(const nanokv_object_plan_t* plan, nanokv_object_plan_info_t* out);
+NANOKV_API int nanokv_objects_plan_payload(nanokv_object_plan_t* plan, void** data_out);
+/* The plan's 64-byte ObjectHeader, for kernels that publish READY themselves. */
+NANOKV_API int nanokv_objects_plan_header(nanokv_object_plan_t* plan, void** header_out);
+NANOKV_API int nanokv_objects_commit(nanokv_object_plan_t* plan, int published_on_device);
+NANOKV_API int nanokv_objects_revoke(nanokv_object_plan_t* plan);
+NANOKV_API int nanokv_objects_plan_free(nanokv_object_plan_t* plan);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* NANOKV_NANOKV_OBJECTS_H_ */
