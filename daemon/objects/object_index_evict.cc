@@ -44,6 +44,8 @@ void ObjectIndex::Drop(Object* object) {
   Status freed = device.payload->Free(object->payload_offset - device.arena_pages * page_bytes_);
   if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
   FreeSlot(device, object->slot);
+  if (journal_ != nullptr) journal_->Clear(object->device, object->record);
+  device.free_records.push_back(object->record);
   --device.objects;
   for (const auto& lease : object->leases) ForgetLease(lease.first);
   objects_.erase(object->key);
@@ -213,6 +215,7 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     // that commits without storing READY leaves WRITING there: it hides only
     // its own object from device readers.) A test-only read: kvd serving
     // requests never calls this.
+    if (object.restored_write) continue;  // its slot was written free at the restart
     if (device.slot_epochs[object.slot] != object.epoch) {
       return Status::Internal(where + "its slot's last epoch is " + std::to_string(device.slot_epochs[object.slot]));
     }
