@@ -170,6 +170,10 @@ std::vector<StoreDeviceStats> ObjectIndex::Stats() const {
     s.objects = device.objects;
     s.evictions = device.evictions;
     s.reclaimed_writes = device.reclaimed_writes;
+    s.recovered_objects = device.recovered_objects;
+    s.recovered_bytes = device.recovered_bytes;
+    s.recovered_writes = device.recovered_writes;
+    s.refused_records = device.refused_records;
     out.push_back(s);
   }
   return out;

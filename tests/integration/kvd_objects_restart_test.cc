@@ -20,6 +20,7 @@
 #include "nanokv/object_store.h"
 #include "tests/integration/kvd_fixture.h"
 #include "tests/integration/object_pattern.h"
+#include "tests/util/http_get.h"
 #include "tests/util/status_matchers.h"
 
 namespace nanokv::testing {
@@ -31,7 +32,22 @@ class KvdObjectsRestartTest : public KvdFixture {
  protected:
   // 16 MiB a device; writes held 300 ms; kvd checks its invariants (the
   // store's included) after every turn that changed something.
-  void StartWithStore() { StartKvd(32, {"--config", WriteConfig(kTestStoreYaml), "--check-invariants"}); }
+  void StartWithStore() {
+    StartKvd(32, {"--config", WriteConfig(kTestStoreYaml), "--check-invariants", "--metrics-port", "0"});
+  }
+
+  // A series of kvd's /metrics (its first sample line), or -1.
+  double Metric(const std::string& series) {
+    const std::string marker = "kvd: metrics at http://127.0.0.1:";
+    const std::string log = kvd_.Log();
+    const size_t at = log.rfind(marker);
+    if (at == std::string::npos) return -1;
+    auto reply = HttpGet("127.0.0.1", static_cast<uint16_t>(std::stoul(log.substr(at + marker.size()))), "/metrics");
+    if (!reply.ok() || reply->status != 200) return -1;
+    const size_t line = reply->body.find("\n" + series + " ");
+    if (line == std::string::npos) return -1;
+    return std::stod(reply->body.substr(line + series.size() + 2));
+  }
 
   void KillAndRestart() {
     kvd_.Signal(SIGKILL);
@@ -75,6 +91,10 @@ TEST_F(KvdObjectsRestartTest, CommittedObjectsComeBackTheRestIsReclaimed) {
   }
   EXPECT_NE(kvd_.Log().find("recovered " + std::to_string(objects.size()) + " objects"), std::string::npos)
       << kvd_.Log();
+  EXPECT_TRUE(WaitFor([&] {
+    return Metric("nanokv_object_store_recovered_objects{device=\"0\"}") == static_cast<double>(objects.size());
+  }, 10s)) << "the scrape says what came back";
+  EXPECT_EQ(Metric("nanokv_object_store_reclaimed_at_start{device=\"0\"}"), 1) << "the cut write";
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   ExpectAllBack(*store, objects);
