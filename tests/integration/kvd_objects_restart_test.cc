@@ -180,6 +180,28 @@ TEST_F(KvdObjectsRestartTest, TwoRestartsInARow) {
   EXPECT_EQ(store->Get("obj:0").status().code(), Code::kNotFound);
 }
 
+// A stop is a stop: the keeper leaves with kvd (reaped by it), the store's
+// objects are not back at the next start, and nothing is left running.
+TEST_F(KvdObjectsRestartTest, AStopDropsTheStore) {
+  StartWithStore();
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->Put("gone", ObjectPattern(1000, 1)));
+  }
+  const std::string marker = "kvd: page keeper ";
+  const std::string log = kvd_.Log();
+  ASSERT_NE(log.find(marker), std::string::npos) << log;
+  const auto keeper = static_cast<pid_t>(std::stol(log.substr(log.find(marker) + marker.size())));
+  EXPECT_EQ(kill(keeper, 0), 0) << "the keeper runs beside kvd";
+  StopKvd();
+  EXPECT_NE(kill(keeper, 0), 0) << "and is gone with it";
+  StartWithStore();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Get("gone").status().code(), Code::kNotFound);
+}
+
 // Clients putting and getting over their rings while kvd is killed and
 // restarted: every object a client saw committed reads back byte-exact or
 // is gone (evicted), never other bytes; kvd checks its invariants all along.
