@@ -33,7 +33,10 @@ class KvdObjectsRestartTest : public KvdFixture {
   // 16 MiB a device; writes held 300 ms; kvd checks its invariants (the
   // store's included) after every turn that changed something.
   void StartWithStore() {
-    StartKvd(32, {"--config", WriteConfig(kTestStoreYaml), "--check-invariants", "--metrics-port", "0"});
+    std::vector<std::string> extra = {"--config", WriteConfig(kTestStoreYaml), "--check-invariants", "--metrics-port", "0"};
+    // Host: two simulated devices, so a store of each comes back (cuda: the GPUs there are).
+    if (Backend() == "host") extra.insert(extra.end(), {"--host-devices", "2"});
+    StartKvd(32, extra);
   }
 
   // A series of kvd's /metrics (its first sample line), or -1.
@@ -79,20 +82,21 @@ TEST_F(KvdObjectsRestartTest, CommittedObjectsComeBackTheRestIsReclaimed) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
-    for (const auto& [key, bytes] : objects) ASSERT_OK(store->Put(key, bytes));
+    // All on the first device: its log line and series count them.
+    for (const auto& [key, bytes] : objects) ASSERT_OK(store->Put(key, bytes, 0));
     ASSERT_OK(store->Pin("obj:0", ObjectPin::kHard));
     // A write under way at the kill: opened, bytes copied, never committed.
-    auto plan = store->OpenForWrite("writing", 4096);
+    auto plan = store->OpenForWrite("writing", 4096, 0);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     ASSERT_OK(store->CopyIn(*plan, ObjectPattern(4096, 9)));
     // Removed last, so nothing reuses its slot: its header still says READY
     // at its epoch (kvd writes nothing on the device), only kvd's journal
     // knows it is gone.
-    ASSERT_OK(store->Put("removed", ObjectPattern(5000, 3)));
+    ASSERT_OK(store->Put("removed", ObjectPattern(5000, 3), 0));
     ASSERT_OK(store->Remove("removed"));
     KillAndRestart();
   }
-  EXPECT_NE(kvd_.Log().find("recovered " + std::to_string(objects.size()) + " objects"), std::string::npos)
+  EXPECT_NE(kvd_.Log().find("device 0: recovered " + std::to_string(objects.size()) + " objects"), std::string::npos)
       << kvd_.Log();
   EXPECT_TRUE(WaitFor([&] {
     return Metric("nanokv_object_store_recovered_objects{device=\"0\"}") == static_cast<double>(objects.size());
@@ -125,14 +129,16 @@ TEST_F(KvdObjectsRestartTest, AScribbledHeaderIsReclaimedAndKvdStarts) {
   {
     auto store = OpenStore();
     ASSERT_NE(store, nullptr);
-    ASSERT_OK(store->Put("kept", ObjectPattern(3000, 1)));
-    ASSERT_OK(store->Put("scribbled", ObjectPattern(3000, 2)));
+    // One device: the scribble goes through a mapping of that device's header page.
+    ASSERT_OK(store->Put("kept", ObjectPattern(3000, 1), 0));
+    ASSERT_OK(store->Put("scribbled", ObjectPattern(3000, 2), 0));
     auto victim = store->GetLocation("scribbled");
     ASSERT_TRUE(victim.ok());
     // A plan open here maps the (same owner's) header page for writing: a
     // producer scribbling over another of its headers.
-    auto open = store->OpenForWrite("opener", 100);
+    auto open = store->OpenForWrite("opener", 100, 0);
     ASSERT_TRUE(open.ok());
+    ASSERT_EQ(open->device, victim->device);
     ASSERT_EQ(open->header_offset / open->page_bytes, victim->header_offset / victim->page_bytes);
     auto at = store->HeaderPointer(*open);
     ASSERT_TRUE(at.ok());
@@ -178,6 +184,37 @@ TEST_F(KvdObjectsRestartTest, TwoRestartsInARow) {
   ASSERT_NE(store, nullptr);
   ExpectAllBack(*store, objects);
   EXPECT_EQ(store->Get("obj:0").status().code(), Code::kNotFound);
+}
+
+// Each device's store comes back on its own device, at its own offsets.
+TEST_F(KvdObjectsRestartTest, EveryDevicesStoreComesBack) {
+  StartWithStore();
+  std::vector<int> devices;
+  std::vector<std::pair<std::string, std::vector<std::byte>>> objects;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    auto info = store->Info();
+    ASSERT_TRUE(info.ok());
+    for (const auto& device : info->devices) devices.push_back(device.device);
+    for (int device : devices) {
+      for (int i = 0; i < 3; ++i) {
+        objects.emplace_back("d" + std::to_string(device) + ":" + std::to_string(i),
+                             ObjectPattern(70000 * (i + 1) + device, static_cast<uint8_t>(device * 16 + i)));
+        ASSERT_OK(store->Put(objects.back().first, objects.back().second, device));
+      }
+    }
+  }
+  KillAndRestart();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ExpectAllBack(*store, objects);
+  auto listed = store->List();
+  ASSERT_TRUE(listed.ok());
+  for (const ObjectEntry& e : *listed) {
+    EXPECT_EQ("d" + std::to_string(e.device), e.key.substr(0, e.key.find(':'))) << "on its own device";
+  }
+  EXPECT_EQ(listed->size(), objects.size());
 }
 
 // A stop is a stop: the keeper leaves with kvd (reaped by it), the store's
