@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,33 +71,47 @@ Status ObjectIndex::StartJournal(const std::string& path) {
 
 Result<bool> ObjectIndex::TakePages(Device& device, uint32_t pages, const JournaledStore* previous,
                                     StoreRestart* restart) {
-  if (previous != nullptr) {
-    std::vector<AdoptPage>& given = restart->pages[device.ordinal];
-    const bool same = restart->previous.page_bytes == page_bytes_ && previous->pages.size() == pages &&
-                      previous->arena_pages == device.arena_pages &&
-                      previous->slots_per_page == device.slots_per_page &&
-                      previous->max_objects == device.max_objects;
-    if (!same) {
-      spdlog::warn("object store: device {}: the previous kvd's store had another geometry (pages, "
-                   "object_store.max_objects or page size changed): its {} objects are not recovered",
-                   device.ordinal, previous->objects.size());
-    } else {
-      auto adopted = node_.Adopt(tenant_, device.ordinal, given, 0);  // takes every fd
-      given.clear();
-      std::vector<PageId> back = adopted.ok() ? adopted->adopted : std::vector<PageId>{};
-      std::sort(back.begin(), back.end());
+  std::vector<AdoptPage> none;
+  std::vector<AdoptPage>& given = restart != nullptr ? restart->pages[device.ordinal] : none;
+  const bool same = previous != nullptr && restart->previous.page_bytes == page_bytes_ &&
+                    previous->pages.size() == pages && previous->arena_pages == device.arena_pages &&
+                    previous->slots_per_page == device.slots_per_page &&
+                    previous->max_objects == device.max_objects;
+  if (previous != nullptr && !same) {
+    spdlog::warn("object store: device {}: the previous kvd's store had another geometry (pages, "
+                 "object_store.max_objects or page size changed): its {} objects are not recovered",
+                 device.ordinal, previous->objects.size());
+  } else if (previous == nullptr && !given.empty()) {
+    spdlog::warn("object store: device {}: {} pages of the previous kvd's store came back without its object "
+                 "journal: its objects are not recovered", device.ordinal, given.size());
+  }
+  if (!given.empty()) {
+    // Pages back are memory already held: the new store takes them (as its
+    // old layout, or as plain pages, at most its share; the rest wait out the
+    // recovery window) rather than granting others beside them.
+    const size_t take = same ? given.size() : std::min<size_t>(given.size(), pages);
+    auto adopted = node_.Adopt(tenant_, device.ordinal, std::span<const AdoptPage>(given.data(), take), 0);
+    for (size_t i = 0; i < take; ++i) given[i].fd = -1;  // Adopt took them
+    std::vector<PageId> back = adopted.ok() ? adopted->adopted : std::vector<PageId>{};
+    std::sort(back.begin(), back.end());
+    if (same) {
       bool all = back.size() == previous->pages.size();
       for (uint32_t id : previous->pages) all = all && std::binary_search(back.begin(), back.end(), id);
       if (all) {
         device.pages.assign(previous->pages.begin(), previous->pages.end());
         return true;
       }
-      spdlog::warn("object store: device {}: {} of the previous store's {} pages came back ({}): its {} "
-                   "objects are not recovered",
-                   device.ordinal, back.size(), previous->pages.size(),
-                   adopted.ok() ? adopted->reason : adopted.status().ToString(), previous->objects.size());
-      device.pages.assign(back.begin(), back.end());  // plain pages of the new store
     }
+    if (same || !adopted.ok()) {
+      spdlog::warn("object store: device {}: {} of the previous store's {} pages came back ({}): its objects "
+                   "are not recovered",
+                   device.ordinal, back.size(), previous != nullptr ? previous->pages.size() : given.size(),
+                   adopted.ok() ? adopted->reason : adopted.status().ToString());
+    }
+    device.pages.assign(back.begin(), back.end());  // plain pages of the new store
+  } else if (same && !previous->pages.empty()) {
+    spdlog::warn("object store: device {}: none of the previous store's {} pages came back: its {} objects "
+                 "are not recovered", device.ordinal, previous->pages.size(), previous->objects.size());
   }
   const auto more = static_cast<uint32_t>(pages > device.pages.size() ? pages - device.pages.size() : 0);
   if (more > 0) {
