@@ -18,6 +18,8 @@
 
 #include "daemon/node_main.h"
 #include "daemon/reload.h"
+#include "daemon/store_restart.h"
+#include "base/clocks.h"
 
 #include "daemon/cluster/node_agent.h"
 #include "daemon/config/config.h"
@@ -259,9 +261,13 @@ int Main(int argc, char** argv) {
   const std::string journal_path = ipc::JournalPathIn(run_dir, config.ipc_name);
   options->recovery = PageJournal::TakeOver(journal_path);
   if (options->recovery) {
-    spdlog::info("kvd: the previous kvd of '{}' left a page journal: {} pages held by engines",
+    spdlog::info("kvd: the previous kvd of '{}' left a page journal: {} pages held (engines', the object store's)",
                  config.ipc_name, options->recovery->page_count());
   }
+  // The object store's objects come back from a crash (issue 15 item 5):
+  // the dead kvd's object journal and the pages its keeper held.
+  StoreRestart store_restart =
+      TakeOverStore(run_dir, config.ipc_name, config.object_store.enabled(), &options->recovery);
   const uint64_t fds_before_pages = CountOpenFds();
   auto node = NodeState::Create(**backend, *options);
   if (!node.ok()) return Fail(node.status());
@@ -292,14 +298,17 @@ int Main(int argc, char** argv) {
   // The object store's share of each device, held by kvd itself
   // (daemon/objects/object_index.h); destroyed before the node, after the server.
   std::unique_ptr<ObjectIndex> objects;
+  std::unique_ptr<PageKeeper, KeeperStop> keeper;  // goes after the server, before the store
   if (config.object_store.enabled()) {
-    auto store = ObjectIndex::Create(**backend, **node, config.object_store);
+    auto store = ObjectIndex::Create(**backend, **node, config.object_store, &store_restart, SteadyNowNs());
     if (!store.ok()) {
       // Each of its refusals is about the size asked (too small, larger than the capacity).
       return Fail(Status(store.status().code(),
                          config.Origin("object_store.size") + ": " + std::string(store.status().message())));
     }
     objects = std::move(store).value();
+    keeper = KeepStore(*objects, **node, run_dir, config.ipc_name,
+                       static_cast<uint32_t>(config.recovery_window.count()));
   }
   SegmentPublisher publisher(std::move(*writer), **backend, **node);
   // The first publish has the devices: the controller's instance rows (it

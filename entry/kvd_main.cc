@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/node/page_keeper.h"
 #include "daemon/node_main.h"
 #include "master/service/master_main.h"
 
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   int count = static_cast<int>(rest.size()) - 1;
   if (role == "node") return nanokv::kvd::NodeMain(count, rest.data());
   if (role == "master") return nanokv::master::MasterMain(count, rest.data());
+  // kvd's own helper, started by kvd only (daemon/node/page_keeper.h).
+  if (role == "page-keeper") return nanokv::kvd::PageKeeperMain(count, rest.data());
   std::fprintf(stderr, "--role: '%s' is not node or master\n", role.c_str());
   return 2;
 }

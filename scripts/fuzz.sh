@@ -19,7 +19,8 @@ if ! command -v clang++ >/dev/null; then
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_ring_entries
+cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_ring_entries \
+  fuzz_object_journal
 
 mkdir -p "$build/artifacts"
 status=0
@@ -49,4 +50,6 @@ run journal_decode 70000
 run master_requests 65536
 # Two indices, then a ring's bytes (ipc::kRingDataBytes).
 run ring_entries 65552
+# A mode byte, then an object journal, or records and two 4 KiB header pages.
+run object_journal 16384
 exit "$status"

@@ -12,7 +12,7 @@ bins=(nanokv_selfcheck backend_conformance_test backend_peer driver_backend_test
       kvd_objects_test object_peer object_plan_bench kvd_restart_test kv_cache_kvd_test
       nanokv_chaos nanokv_chaos_engine block_alloc_bench kvd_limits_test object_put_get_bench
       kvd_ledger_test cross_gpu_ready_gpu_test cluster_routing_test master_plan_bench kvd_recycle_test client_test
-      kvd_refusals_test)
+      kvd_refusals_test kvd_objects_restart_test)
 cmake --build "$BUILD" -j "$(nproc)" --target "${bins[@]}" nanokv_capi
 rm -rf .device
 paths=()

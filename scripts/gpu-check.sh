@@ -121,6 +121,8 @@ if [[ -x "$B/bin/kvd_objects_test_no_image" ]]; then
   NANOKV_TEST_BACKEND=cuda step objects_cuda_no_image "$B/bin/kvd_objects_test_no_image" --gtest_brief=1
 fi
 NANOKV_TEST_BACKEND=cuda step restart_cuda "$B/bin/kvd_restart_test" --gtest_brief=1
+# The object store across kvd kill -9s: the page keeper's exported fds keep cuda pages alive.
+NANOKV_TEST_BACKEND=cuda step objects_restart_cuda "$B/bin/kvd_objects_restart_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kv_cache_cuda "$B/bin/kv_cache_kvd_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step limits_cuda "$B/bin/kvd_limits_test" --gtest_brief=1
 # Pages recycled away while an engine kept their (CUDA POSIX-fd) handles.

@@ -226,6 +226,9 @@ class NodeState {
   // first time, else a fresh export. kvd keeps no fd of a page at rest on
   // cuda and hip (issue 16), adopted pages aside.
   Result<int> PageFd(int device, PageId id);
+  // Page `id`'s generation now (0 for no such page): what the page keeper
+  // records, for the next kvd's adoption (node_state_recovery.cc).
+  uint32_t PageGeneration(int device, PageId id) const;
   // Fds the pools keep open now (pages created ahead, adopted pages).
   size_t KeptFds() const;
 

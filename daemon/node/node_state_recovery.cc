@@ -54,8 +54,9 @@ std::vector<std::vector<RecoveredPage>> NodeState::RecoveredByPool(
 void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages) {
   for (const RecoveredPage& recovered : pages) {
     PageInfo& page = devices_[d].pages[recovered.id];
-    // Only engines' pages are journaled as held, so these are engine groups.
-    page.group = GroupIndex(recovered.group, /*kvd_owned=*/false);
+    // Engines' groups, or kvd's own (the object store's pages, which the page
+    // keeper hands back: daemon/node/page_keeper.h).
+    page.group = GroupIndex(recovered.group, recovered.kvd_owned);
     page.generation = recovered.generation;
     page.recovering = true;
     page.journaled = true;
@@ -69,16 +70,24 @@ void NodeState::ApplyRecovery(size_t d, const std::vector<RecoveredPage>& pages)
 }
 
 bool NodeState::KvdOwned(const PageInfo& page) const {
-  // Pages of kvd's own tenants (the object store): their only handles are
-  // kvd's, so they die with kvd and nobody can hand them back after a restart.
+  // Pages of kvd's own tenants (the object store): their handles are kvd's
+  // and the page keeper's, so no engine hands them back after a restart.
   return page.group >= 0 && groups_[page.group].kvd_owned;
 }
 
 void NodeState::Journal(size_t d, PageId id) {
   if (journal_ == nullptr) return;
   const PageInfo& page = devices_[d].pages[id];
-  bool held = (!page.holders.empty() && !KvdOwned(page)) || page.recovering;
-  journal_->SetPage(d, id, page.generation, page.group, held);
+  // kvd's own pages too: the page keeper may hold them over a crash, and
+  // their ids must not be granted before it hands them back.
+  bool held = !page.holders.empty() || page.recovering;
+  journal_->SetPage(d, id, page.generation, page.group, held, KvdOwned(page));
+}
+
+uint32_t NodeState::PageGeneration(int device, PageId id) const {
+  auto d = DeviceIndex(device);
+  if (!d.ok() || id >= devices_[*d].pages.size()) return 0;
+  return devices_[*d].pages[id].generation;
 }
 
 void NodeState::SetJournal(PageJournal* journal) {

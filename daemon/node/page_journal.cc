@@ -25,13 +25,16 @@ using ipc::kJournalEntriesOffset;
 using ipc::kJournalGroupNameBytes;
 using ipc::kJournalGroupTableOffset;
 
-// Entry bits: held (bit 0), group index + 1 (bits 16-31), generation (32-63).
+// Entry bits: held (bit 0), kvd's own group (bit 1, version 3), group index
+// + 1 (bits 16-31), generation (32-63).
 constexpr uint64_t kHeldBit = 1;
-constexpr uint64_t kReservedBits = 0xfffe;
+constexpr uint64_t kKvdOwnedBit = 2;
+constexpr uint64_t kReservedBits = 0xfffc;
+constexpr uint32_t kPreviousVersion = 2;  // no kvd's-own bit: still read
 
-uint64_t PackEntry(uint32_t generation, int group, bool held) {
+uint64_t PackEntry(uint32_t generation, int group, bool held, bool kvd_owned) {
   const uint64_t g = group >= 0 && group < PageJournal::kMaxGroups ? group + 1 : 0;
-  return uint64_t{generation} << 32 | g << 16 | (held ? kHeldBit : 0);
+  return uint64_t{generation} << 32 | g << 16 | (kvd_owned ? kKvdOwnedBit : 0) | (held ? kHeldBit : 0);
 }
 
 // A journal of every device at most this big can exist; a file larger is
@@ -77,7 +80,7 @@ Result<Recovery> PageJournal::Decode(std::span<const std::byte> bytes) {
   }
   std::memcpy(&header, bytes.data(), sizeof(header));
   if (header.magic != ipc::kJournalMagic) return Bad("it is not a page journal (wrong magic)");
-  if (header.version != ipc::kJournalVersion) {
+  if (header.version != ipc::kJournalVersion && header.version != kPreviousVersion) {
     return Bad("version " + std::to_string(header.version) + "; this kvd reads version " +
                std::to_string(ipc::kJournalVersion));
   }
@@ -120,7 +123,8 @@ Result<Recovery> PageJournal::Decode(std::span<const std::byte> bytes) {
       uint64_t entry;
       std::memcpy(&entry, bytes.data() + offset, 8);
       const std::string where = "page " + std::to_string(id) + " of device " + std::to_string(device.device);
-      if ((entry & kReservedBits) != 0) return Bad(where + ": reserved bits set");
+      const uint64_t reserved = header.version == kPreviousVersion ? kReservedBits | kKvdOwnedBit : kReservedBits;
+      if ((entry & reserved) != 0) return Bad(where + ": reserved bits set");
       const uint64_t group = (entry >> 16) & 0xffff;
       if (group > static_cast<uint64_t>(kMaxGroups)) {
         return Bad(where + ": group index " + std::to_string(group - 1) + " is beyond the table's " +
@@ -134,7 +138,7 @@ Result<Recovery> PageJournal::Decode(std::span<const std::byte> bytes) {
         if (!found.ok()) return Bad(where + ": " + std::string(found.status().message()));
         name = std::move(found).value();
       }
-      device.pages.push_back({id, static_cast<uint32_t>(entry >> 32), name});
+      device.pages.push_back({id, static_cast<uint32_t>(entry >> 32), name, (entry & kKvdOwnedBit) != 0});
     }
     recovery.devices.push_back(std::move(device));
   }
@@ -275,11 +279,12 @@ void PageJournal::SetGroup(int index, const std::string& name) {
   std::memcpy(field, name.data(), std::min(name.size(), kJournalGroupNameBytes - 1));
 }
 
-void PageJournal::SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held) {
+void PageJournal::SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held,
+                          bool kvd_owned) {
   if (d >= entry_offsets_.size() || id >= capacities_[d]) return;
   auto* entry = reinterpret_cast<uint64_t*>(static_cast<std::byte*>(base_) + entry_offsets_[d] +
                                             size_t{id} * 8);
-  std::atomic_ref<uint64_t>(*entry).store(PackEntry(generation, group, held),
+  std::atomic_ref<uint64_t>(*entry).store(PackEntry(generation, group, held, kvd_owned),
                                           std::memory_order_relaxed);
 }
 

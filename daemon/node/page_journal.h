@@ -9,7 +9,12 @@
 // vouches for each claim (no fd is kept per page, "The engine side").
 //
 // Format: a header, a table of group names, then one 64-bit entry per page id
-// per device: generation << 32 | (group index + 1) << 16 | held. Each entry is
+// per device: generation << 32 | (group index + 1) << 16 | kvd's own << 1 |
+// held (version 3; version 2 had no kvd's-own bit and is still read). The
+// object store's pages are journaled held under kvd's own group (bit 1), so
+// the next kvd holds their ids back for the page keeper to hand them back
+// (daemon/node/page_keeper.h), and no engine group of the same name can
+// claim them. Each entry is
 // written with one aligned 64-bit store, so a kvd that dies mid-update leaves
 // every entry either old or new, never torn. Entries are written before kvd
 // answers the request that changed them, so a page an engine was told it
@@ -53,6 +58,7 @@ struct RecoveredPage {
   alloc::PageId id = 0;
   uint32_t generation = 0;
   std::string group;
+  bool kvd_owned = false;  // a group of kvd's own tenants (the object store)
 };
 
 // What a dead kvd's journal says was held, per device ordinal.
@@ -109,8 +115,8 @@ class PageJournal {
   // Names group `index` (ignored beyond the table's kMaxGroups, logged once).
   void SetGroup(int index, const std::string& name);
   // Records page `id` of device index `d`: its generation, owner group
-  // (-1: none) and whether some tenant holds it.
-  void SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held);
+  // (-1: none), whether some tenant holds it and whether the group is kvd's own.
+  void SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held, bool kvd_owned = false);
   // Says kvd stopped now, with pages still held: the journal stays for the
   // next kvd, and `kvctl cleanup` counts the recovery window from here.
   void MarkStopped();

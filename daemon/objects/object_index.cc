@@ -31,7 +31,21 @@ Status CheckKey(std::string_view key) {
 }
 
 Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, NodeState& node,
-                                                         const ObjectStoreConfig& config) {
+                                                         const ObjectStoreConfig& config, StoreRestart* restart,
+                                                         uint64_t now_ns) {
+  // Every fd handed back is taken, whatever happens below.
+  struct CloseLeft {
+    StoreRestart* restart;
+    ~CloseLeft() {
+      if (restart == nullptr) return;
+      for (auto& [device, pages] : restart->pages) {
+        for (AdoptPage& page : pages) {
+          if (page.fd >= 0) close(page.fd);
+        }
+        pages.clear();
+      }
+    }
+  } close_left{restart};
   if (!config.enabled()) return Status::InvalidArgument("object_store.size is 0: no store");
   if (!(config.low_watermark > 0 && config.low_watermark <= config.high_watermark &&
         config.high_watermark <= 1)) {
@@ -49,7 +63,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
   params.pid = getpid();
   params.uid = getuid();
   params.limit_bytes = node.capacity_bytes();
-  params.kvd_owned = true;  // its pages die with kvd: not journaled as held
+  params.kvd_owned = true;  // journaled held, but no engine may adopt its pages
   NANOKV_ASSIGN_OR_RETURN(store->tenant_, node.Attach(params, 0));
 
   for (const DeviceCounts& counts : node.Counts()) {
@@ -61,20 +75,21 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
           std::to_string(pages) + " pages; the store needs " + std::to_string(header_pages) +
           " header page(s) + at least 1 payload page");
     }
-    auto granted = node.Grant(store->tenant_, counts.device, static_cast<uint32_t>(pages), 0);
-    if (!granted.ok()) {
-      return Status(granted.status().code(), "object store share of device " +
-                                                 std::to_string(counts.device) + ": " +
-                                                 std::string(granted.status().message()));
-    }
     Device device;
     device.ordinal = counts.device;
-    for (const PageGrant& g : *granted) device.pages.push_back(g.id);
-    device.sorted_pages = device.pages;
-    std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
     device.arena_pages = header_pages;
     device.max_objects = static_cast<uint32_t>(slots);
     device.slots_per_page = static_cast<uint32_t>(std::min<uint64_t>(slots, page / kHeaderBytes));
+    const JournaledStore* previous = nullptr;
+    if (restart != nullptr) {
+      for (const JournaledStore& s : restart->previous.devices) {
+        if (s.device == counts.device) previous = &s;
+      }
+    }
+    NANOKV_ASSIGN_OR_RETURN(bool restoring,
+                            store->TakePages(device, static_cast<uint32_t>(pages), previous, restart));
+    device.sorted_pages = device.pages;
+    std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
     for (uint32_t h = 0; h < header_pages; ++h) {
       HeaderPage header;
       header.page = h;
@@ -84,11 +99,13 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
       device.spare_headers.push_back(header_pages - 1 - h);  // ordinal 0 first
     }
     device.slot_epochs.assign(uint64_t{header_pages} * device.slots_per_page, 0);
+    for (uint32_t r = device.max_objects; r > 0; --r) device.free_records.push_back(r - 1);
     uint64_t payload_bytes = (pages - header_pages) * page;
     NANOKV_ASSIGN_OR_RETURN(auto payload, alloc::OwnedSpace::Create(payload_bytes, page, kPayloadAlignment));
     device.payload.emplace(std::move(payload));
     store->devices_.push_back(std::move(device));
-    NANOKV_RETURN_IF_ERROR(store->MapDevice(store->devices_.back()));
+    NANOKV_RETURN_IF_ERROR(store->MapDevice(store->devices_.back(), restoring));
+    if (restoring) NANOKV_RETURN_IF_ERROR(store->Restore(store->devices_.size() - 1, *previous, now_ns));
   }
   return store;
 }
@@ -96,7 +113,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
 ObjectIndex::ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config)
     : backend_(backend), node_(node), config_(config) {}
 
-Status ObjectIndex::MapDevice(Device& device) {
+Status ObjectIndex::MapDevice(Device& device, bool restoring) {
   size_t bytes = device.pages.size() * page_bytes_;
   NANOKV_ASSIGN_OR_RETURN(device.base, backend_.ReserveRange(bytes, 0));
   for (size_t i = 0; i < device.pages.size(); ++i) {
@@ -115,10 +132,12 @@ Status ObjectIndex::MapDevice(Device& device) {
   }
   int ordinal = device.ordinal;
   NANOKV_RETURN_IF_ERROR(backend_.SetAccess(device.base, bytes, std::span<const int>(&ordinal, 1)));
+  if (restoring) return Status::OK();
   return backend_.Fill(reinterpret_cast<void*>(device.base), 0, device.arena_pages * page_bytes_);
 }
 
 ObjectIndex::~ObjectIndex() {
+  if (journal_ != nullptr) journal_->Remove();
   for (Device& device : devices_) {
     if (device.base == 0) continue;
     for (size_t i = 0; i < device.mapped; ++i) {
@@ -263,10 +282,13 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   // object); RESERVED lives in the index only.
   object.state = ObjectState::kWriting;
   device.slot_epochs[object.slot] = object.epoch;
+  object.record = device.free_records.back();  // live objects <= max_objects == records
+  device.free_records.pop_back();
   auto [it, inserted] = objects_.emplace(object.key, std::move(object));
   Object* live = &it->second;
   device.writing.insert({live->deadline_ns, live});
   ++device.objects;
+  JournalObject(*live);
   return PlanOf(*live);
 }
 
@@ -296,6 +318,7 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   object->state = ObjectState::kReady;
   object->last_access_ns = now_ns;
   MakeEvictable(object);
+  JournalObject(*object);  // committed: back READY after a restart
   Notify(*object, ObjectEvent::Kind::kReady);
   return Status::OK();
 }
@@ -360,6 +383,7 @@ Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin) {
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("pin of " + Quote(key) + ": no such object");
   object->pin = pin;
+  JournalObject(*object);
   return Status::OK();
 }
 

@@ -81,11 +81,13 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
 #include "daemon/config/object_store_config.h"
 #include "daemon/node/node_state.h"
+#include "daemon/objects/object_journal.h"
 #include "daemon/objects/owned_space.h"
 #include "gpu/backend.h"
 #include "nanokv/object_header.h"
@@ -126,6 +128,21 @@ struct StoreDeviceStats {
   uint32_t objects = 0;          // live: RESERVED, WRITING or READY
   uint64_t evictions = 0;
   uint64_t reclaimed_writes = 0;  // zombies past write_timeout
+  // The restart that made this store (issue 15 item 5): objects back READY,
+  // their bytes, writes held until write_timeout, and records refused at once.
+  uint32_t recovered_objects = 0;
+  uint64_t recovered_bytes = 0;
+  uint32_t recovered_writes = 0;
+  uint32_t refused_records = 0;
+};
+
+// A dead kvd's store to bring back (issue 15 item 5, object_recovery.h):
+// what its object journal says, and its store pages handed back (fds of
+// the page keeper's) to adopt into the new store's tenant by id and
+// generation: the same memory at the same offsets.
+struct StoreRestart {
+  JournaledStores previous;
+  std::map<int, std::vector<AdoptPage>> pages;  // by device ordinal; Create takes every fd
 };
 
 // A read lease as the index keeps it: its id and when it ends on kvd's
@@ -142,10 +159,24 @@ class ObjectIndex {
   // kInvalidArgument for a share under header pages + 1 page, bad watermarks;
   // kResourceExhausted when the pool cannot give the share. `backend` and
   // `node` must outlive the store.
+  // With `restart` (a kvd restart, object_index_restore.cc): a device whose
+  // previous store has the same geometry and whose pages all come back is
+  // that store again: the pages mapped at the same offsets, its header pages
+  // read once (one device-to-host copy each: start-up, not serving) and
+  // scanned (ScanStore), its objects back READY, its writes held until
+  // write_timeout (from `now_ns`), the rest reclaimed and every header slot
+  // not holding a READY object written free at the last epoch. Any other
+  // device starts empty, with what came back as plain pages.
   static Result<std::unique_ptr<ObjectIndex>> Create(gpu::Backend& backend, NodeState& node,
-                                                     const ObjectStoreConfig& config);
-  // Unmaps the store and gives its pages back to `node`.
+                                                     const ObjectStoreConfig& config,
+                                                     StoreRestart* restart = nullptr, uint64_t now_ns = 0);
+  // Unmaps the store and gives its pages back to `node`; removes the
+  // object journal (a stop: the store's memory goes with kvd).
   ~ObjectIndex();
+
+  // Makes and installs the object journal at `path` (object_journal.h): the
+  // layout and every live object now, kept up to date from then on.
+  Status StartJournal(const std::string& path);
 
   // The plan API. OpenForWrite: kAlreadyExists for a live key; kInvalidArgument
   // for a bad key or bytes_total 0; kNotFound for a device kvd does not serve;
@@ -199,6 +230,8 @@ class ObjectIndex {
   std::vector<StoreDeviceStats> Stats() const;
   // The device memory of a device's store range mapped in kvd (for tests).
   Result<uintptr_t> StoreBase(int device) const;
+  // Every store page: (device ordinal, page id), in range order per device.
+  std::vector<std::pair<int, PageId>> StorePages() const;
   // Whether `id` is one of the store's pages on `device`: the only pages
   // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
@@ -250,6 +283,10 @@ class ObjectIndex {
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
     ObjectPin pin = ObjectPin::kNone;
     uint32_t owner = kOperator;  // the producer's uid (Remove)
+    uint32_t record = 0;         // its object journal record
+    // A write a restart found under way: its header slot was written free,
+    // so the device header is not its (CheckInvariants skips it).
+    bool restored_write = false;
   };
   using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
   // A page of header slots, one owner's at a time (or spare).
@@ -288,10 +325,25 @@ class ObjectIndex {
     uint32_t objects = 0;
     uint64_t evictions = 0;
     uint64_t reclaimed_writes = 0;
+    std::vector<uint32_t> free_records;  // object journal records, a stack
+    uint32_t recovered_objects = 0, recovered_writes = 0, refused_records = 0;
+    uint64_t recovered_bytes = 0;
   };
 
   ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config);
-  Status MapDevice(Device& device);
+  // Maps the device's pages back to back; zeroes the header arena unless
+  // `restoring` (Restore writes the header pages then).
+  Status MapDevice(Device& device, bool restoring);
+  // object_index_restore.cc. The device's pages: a previous store's (all
+  // adopted: true) or fresh ones granted, with what was adopted.
+  Result<bool> TakePages(Device& device, uint32_t pages, const JournaledStore* previous, StoreRestart* restart);
+  // Rebuilds device d's index from its previous store (Create's comment).
+  Status Restore(size_t d, const JournaledStore& previous, uint64_t now_ns);
+  // Puts one scanned object in the index: READY, or a write held until
+  // `deadline_ns`. False (nothing changed) when its space cannot be had.
+  bool RestoreObject(size_t d, const JournaledObject& found, bool ready, uint64_t now_ns, uint64_t deadline_ns);
+  // The object journal's record of `object` (now, as it stands).
+  void JournalObject(const Object& object);
   Result<size_t> DeviceIndex(int device) const;
   size_t PickDevice() const;
   Object* Find(std::string_view key);
@@ -367,6 +419,7 @@ class ObjectIndex {
   // Pages each uid holds: (device index, store page index).
   std::unordered_map<uint32_t, std::set<std::pair<size_t, uint64_t>>> holds_;
   std::function<void(const ObjectEvent&)> listener_;
+  std::unique_ptr<ObjectJournal> journal_;  // nullptr until StartJournal
 };
 
 }  // namespace nanokv::kvd

@@ -15,6 +15,7 @@ using alloc::OwnerName;
 
 uint32_t ObjectIndex::NextEpoch(Device& device) {
   if (++device.last_epoch == 0) ++device.last_epoch;  // 0 never names an object
+  if (journal_ != nullptr) journal_->SetLastEpoch(static_cast<size_t>(&device - devices_.data()), device.last_epoch);
   return device.last_epoch;
 }
 
@@ -65,6 +66,7 @@ Result<uint32_t> ObjectIndex::AdoptHeaderPage(Device& device, uint32_t owner) {
     device.headers.push_back(std::move(header));
     device.header_at[page] = ordinal;
     device.slot_epochs.resize(device.slot_epochs.size() + device.slots_per_page, 0);
+    if (journal_ != nullptr) journal_->SetHeaderPage(static_cast<size_t>(&device - devices_.data()), ordinal, page);
     spdlog::info("object store: device {} page {} is a header page now ({} in all), for {}", device.ordinal, page,
                  device.headers.size(), OwnerName(owner));
   }

@@ -120,6 +120,15 @@ Status OffsetAllocator::Take(uint64_t offset, uint64_t length) {
   return Status::OK();
 }
 
+Status OffsetAllocator::AllocateAt(uint64_t offset, uint64_t bytes) {
+  const uint64_t length = bytes > capacity_ ? bytes : (bytes + alignment_ - 1) & ~(alignment_ - 1);
+  NANOKV_RETURN_IF_ERROR(Take(offset, length));
+  away_ -= length;
+  allocated_ += length;
+  live_.emplace(offset, length);
+  return Status::OK();
+}
+
 Status OffsetAllocator::Free(uint64_t offset) {
   auto live = live_.find(offset);
   if (live == live_.end()) {

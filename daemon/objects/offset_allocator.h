@@ -75,6 +75,11 @@ class OffsetAllocator {
   std::vector<std::pair<uint64_t, uint64_t>> LargestFree(size_t n) const;
   // Best fit, as Allocate, but the range goes away instead of becoming live.
   Result<uint64_t> TakeFit(uint64_t bytes);
+  // A live range at exactly [offset, offset + bytes rounded up): a kvd
+  // restart putting back an object it recovered (object_recovery.h).
+  // kInvalidArgument as Give (offset unaligned, empty, past the capacity);
+  // kFailedPrecondition unless the range lies inside one free range.
+  Status AllocateAt(uint64_t offset, uint64_t bytes);
 
   uint64_t alignment() const { return alignment_; }
   uint64_t capacity() const { return capacity_; }

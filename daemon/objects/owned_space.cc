@@ -1,6 +1,7 @@
 #include "daemon/objects/owned_space.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 namespace nanokv::alloc {
@@ -211,6 +212,56 @@ Result<uint64_t> OwnedSpace::TakePage() {
   page_[*offset / page_bytes_].taken = true;
   ++taken_pages_;
   return *offset;
+}
+
+Status OwnedSpace::Claim(uint32_t owner, uint64_t offset, uint64_t bytes) {
+  if (bytes == 0 || offset % alignment_ != 0 || offset >= capacity_ || bytes > capacity_ - offset) {
+    return Status::InvalidArgument("owned space: claim of [" + std::to_string(offset) + ", +" +
+                                   std::to_string(bytes) + "): empty, unaligned or past the capacity");
+  }
+  const uint64_t first = offset / page_bytes_, last = (offset + bytes - 1) / page_bytes_;
+  const uint64_t rounded = (bytes + alignment_ - 1) & ~(alignment_ - 1);
+  if (auto after = live_.lower_bound(offset + rounded);
+      after != live_.begin() && std::prev(after)->first + std::prev(after)->second.length > offset) {
+    return Status::FailedPrecondition("owned space: claim of [" + std::to_string(offset) + ", +" +
+                                      std::to_string(bytes) + ") overlaps the live range at " +
+                                      std::to_string(std::prev(after)->first));
+  }
+  for (uint64_t p = first; p <= last; ++p) {
+    if (page_[p].taken || (page_[p].owned && page_[p].owner != owner)) {
+      return Status::FailedPrecondition("owned space: claim of [" + std::to_string(offset) + ", +" +
+                                        std::to_string(bytes) + ") for " + OwnerName(owner) + ": page " +
+                                        std::to_string(p) + " is " +
+                                        (page_[p].taken ? "a header page" : OwnerName(page_[p].owner) + "'s"));
+    }
+  }
+  Arena& arena = arenas_[owner];
+  if (!arena.space) {
+    NANOKV_ASSIGN_OR_RETURN(OffsetAllocator space, OffsetAllocator::CreateEmpty(capacity_, alignment_));
+    arena.space.emplace(std::move(space));
+  }
+  for (uint64_t p = first; p <= last; ++p) {
+    if (page_[p].owned) continue;
+    NANOKV_RETURN_IF_ERROR(pages_->Take(p * page_bytes_, page_bytes_));
+    NANOKV_RETURN_IF_ERROR(arena.space->Give(p * page_bytes_, page_bytes_));
+    page_[p].owned = true;
+    page_[p].owner = owner;
+    ++arena.pages;
+  }
+  NANOKV_RETURN_IF_ERROR(arena.space->AllocateAt(offset, bytes));
+  Record(owner, offset, arena.space->LengthAt(offset));
+  return Status::OK();
+}
+
+Status OwnedSpace::TakePageAt(uint64_t page) {
+  if (page >= page_.size() || page_[page].owned || page_[page].taken) {
+    return Status::FailedPrecondition("owned space: page " + std::to_string(page) +
+                                      " is not a shared free page (taken, owned or past the space)");
+  }
+  NANOKV_RETURN_IF_ERROR(pages_->Take(page * page_bytes_, page_bytes_));
+  page_[page].taken = true;
+  ++taken_pages_;
+  return Status::OK();
 }
 
 std::map<uint32_t, uint32_t> OwnedSpace::OwnedPages() const {

@@ -83,6 +83,16 @@ class OwnedSpace {
   // kResourceExhausted when no page is free.
   Result<uint64_t> TakePage();
 
+  // A kvd restart rebuilding the space as the dead kvd left it
+  // (object_recovery.h), before any Allocate: a live range of `owner`'s at
+  // exactly [offset, offset + bytes), its pages becoming `owner`'s;
+  // kFailedPrecondition when a page of it is another owner's or taken, or
+  // the range overlaps a live one; kInvalidArgument for a range outside.
+  Status Claim(uint32_t owner, uint64_t offset, uint64_t bytes);
+  // Page `page` (index in this space) out of the payload space for good, as
+  // TakePage. kFailedPrecondition unless it is in the shared pool.
+  Status TakePageAt(uint64_t page);
+
   uint64_t page_bytes() const { return page_bytes_; }
   // The bytes still payload: pages taken for good do not count.
   uint64_t capacity() const { return capacity_ - taken_pages_ * page_bytes_; }

@@ -93,6 +93,15 @@ KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std:
       s.reclaimed_writes = &registry.AddCounter(
           "nanokv_object_store_reclaimed_writes_total",
           "Writes reclaimed after write_timeout (their producer never committed), by device.", on);
+      s.recovered_objects = &registry.AddGauge(
+          "nanokv_object_store_recovered_objects",
+          "Objects this kvd brought back READY at its start from a crashed kvd's store, by device.", on);
+      s.recovered_bytes = &registry.AddGauge("nanokv_object_store_recovered_bytes",
+                                             "Their bytes (bytes_total), by device.", on);
+      s.reclaimed_at_start = &registry.AddGauge(
+          "nanokv_object_store_reclaimed_at_start",
+          "The crashed kvd's objects not brought back (writes cut by the crash, held until write_timeout, "
+          "and records refused), by device.", on);
     }
   }
   connections_accepted_ = &registry.AddCounter("nanokv_connections_accepted_total",
@@ -177,6 +186,9 @@ void KvdMetrics::PublishObjects(const std::vector<StoreDeviceStats>& stats) {
     s.objects->Set(d.objects);
     s.evictions->Set(d.evictions);
     s.reclaimed_writes->Set(d.reclaimed_writes);
+    s.recovered_objects->Set(d.recovered_objects);
+    s.recovered_bytes->Set(static_cast<double>(d.recovered_bytes));
+    s.reclaimed_at_start->Set(d.recovered_writes + d.refused_records);
   }
 }
 

@@ -99,6 +99,9 @@ class KvdMetrics {
     ops::Gauge* objects = nullptr;
     ops::Counter* evictions = nullptr;
     ops::Counter* reclaimed_writes = nullptr;
+    ops::Gauge* recovered_objects = nullptr;  // at this kvd's start (issue 15 item 5)
+    ops::Gauge* recovered_bytes = nullptr;
+    ops::Gauge* reclaimed_at_start = nullptr;
   };
   std::array<StoreSeries, kDeviceSlots> store_{};
   ops::Counter* connections_accepted_;

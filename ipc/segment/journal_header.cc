@@ -19,7 +19,8 @@ Result<JournalStamp> ReadJournalStamp(const std::string& path) {
   const bool read_whole = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
                           pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header));
   close(fd);
-  if (!read_whole || header.magic != kJournalMagic || header.version != kJournalVersion) {
+  if (!read_whole || header.magic != kJournalMagic ||
+      (header.version != kJournalVersion && header.version != kJournalVersion - 1)) {  // 2's header is 3's
     return Status::InvalidArgument(path + " is not a page journal of version " +
                                    std::to_string(kJournalVersion));
   }

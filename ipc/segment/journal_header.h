@@ -15,7 +15,7 @@ namespace nanokv::ipc {
 
 // "NKVPJ002" read as a little-endian uint64.
 inline constexpr uint64_t kJournalMagic = 0x3230304A50564B4EULL;
-inline constexpr uint32_t kJournalVersion = 2;
+inline constexpr uint32_t kJournalVersion = 3;  // 3: a kvd's-own bit per entry (page_journal.h)
 inline constexpr size_t kJournalGroupNameBytes = 64;
 inline constexpr int kJournalMaxGroups = 1024;
 // Pages per device a journal may list (8 TiB of 2 MiB pages): a bound on what

@@ -227,5 +227,46 @@ TEST(OwnedSpaceTest, RandomizedAgainstAModel) {
   }
 }
 
+// A kvd restart rebuilds the space from the objects it recovered: claims at
+// exact offsets, header pages taken at theirs, then allocation goes on.
+TEST(OwnedSpaceTest, ClaimsRebuildTheSpaceARestartLeft) {
+  auto s = OwnedSpace::Create(8 * kPageBytes, kPageBytes, kAlign);
+  ASSERT_TRUE(s.ok());
+  ASSERT_OK(s->Claim(kA, 0, 100));
+  ASSERT_OK(s->Claim(kA, kAlign, kPageBytes + 1));  // spans pages 0-1
+  ASSERT_OK(s->TakePageAt(3));
+  ASSERT_OK(s->Claim(kB, 4 * kPageBytes, 10));
+  ASSERT_OK(s->CheckInvariants());
+  EXPECT_EQ(s->PageOwner(0), kA);
+  EXPECT_EQ(s->PageOwner(1), kA);
+  EXPECT_EQ(s->PageOwner(3), std::nullopt) << "a header page";
+  EXPECT_EQ(s->PageOwner(4), kB);
+  EXPECT_EQ(s->LengthAt(kAlign), kPageBytes + kAlign);
+  EXPECT_EQ(s->allocated_bytes(), kAlign + kPageBytes + kAlign + kAlign);
+  // Refused: overlap, another owner's page, a header page, outside, unaligned.
+  EXPECT_EQ(s->Claim(kA, 0, 10).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(s->Claim(kA, kPageBytes, 10).code(), Code::kFailedPrecondition) << "inside the range at 256";
+  EXPECT_EQ(s->Claim(kA, 4 * kPageBytes + kAlign, 10).code(), Code::kFailedPrecondition) << "kB's page";
+  EXPECT_EQ(s->Claim(kA, 3 * kPageBytes, 10).code(), Code::kFailedPrecondition) << "a header page";
+  EXPECT_EQ(s->Claim(kA, 8 * kPageBytes, 10).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Claim(kA, 7 * kPageBytes, 2 * kPageBytes).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Claim(kA, 5 * kPageBytes + 1, 10).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Claim(kA, 5 * kPageBytes, 0).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->TakePageAt(0).code(), Code::kFailedPrecondition) << "kA's";
+  EXPECT_EQ(s->TakePageAt(3).code(), Code::kFailedPrecondition) << "taken already";
+  EXPECT_EQ(s->TakePageAt(8).code(), Code::kFailedPrecondition);
+  ASSERT_OK(s->CheckInvariants());
+  // Allocation goes on from there: kA's next small range shares its pages.
+  auto next = s->Allocate(kA, 100);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(s->PageOwner(PageOf(*next)), kA);
+  ASSERT_OK(s->Free(0));
+  ASSERT_OK(s->Free(kAlign));
+  ASSERT_OK(s->Free(*next));
+  ASSERT_OK(s->Free(4 * kPageBytes));
+  ASSERT_OK(s->CheckInvariants());
+  EXPECT_EQ(s->allocated_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace nanokv::alloc

@@ -105,6 +105,38 @@ TEST_F(PageJournalTest, WhatKvdWroteComesBack) {
   EXPECT_EQ(access(path_.c_str(), F_OK), 0) << "a good journal stays until the next one replaces it";
 }
 
+// Version 3: the object store's pages are journaled held under kvd's own
+// group (bit 1), so the next kvd tells them from an engine group of the
+// same name; a version-2 journal (an older kvd's) is still read, and bit 1
+// in it is a reserved bit.
+TEST_F(PageJournalTest, KvdsOwnPagesAreMarkedAndAVersion2JournalIsStillRead) {
+  {
+    auto journal = PageJournal::Create(path_, kPage, {{0, 4}, {1, 4}}, 1000);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    (*journal)->SetGroup(0, "kvd.objects");
+    (*journal)->SetPage(0, 2, 4, 0, true, /*kvd_owned=*/true);
+    (*journal)->SetPage(0, 3, 5, 0, true);
+    ASSERT_TRUE((*journal)->Install().ok());
+  }
+  std::vector<std::byte> bytes = Bytes();
+  auto recovery = PageJournal::Decode(bytes);
+  ASSERT_TRUE(recovery.ok()) << recovery.status().ToString();
+  ASSERT_EQ(recovery->devices[0].pages.size(), 2u);
+  EXPECT_TRUE(recovery->devices[0].pages[0].kvd_owned);
+  EXPECT_FALSE(recovery->devices[0].pages[1].kvd_owned);
+  ipc::JournalHeader header = Header(bytes);
+  header.version = 2;
+  PutHeader(bytes, header);
+  auto old = PageJournal::Decode(bytes);
+  ASSERT_FALSE(old.ok()) << "bit 1 was reserved in version 2";
+  EXPECT_NE(old.status().message().find("reserved bits"), std::string::npos) << old.status().message();
+  Put64(bytes, EntryAt(0, 2), uint64_t{4} << 32 | uint64_t{1} << 16 | 1);
+  old = PageJournal::Decode(bytes);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->page_count(), 2u);
+  EXPECT_FALSE(old->devices[0].pages[0].kvd_owned);
+}
+
 TEST_F(PageJournalTest, EveryForgedFieldIsRefusedByName) {
   WriteGood();
   const std::vector<std::byte> good = Bytes();
