@@ -36,16 +36,22 @@ Control ProbeSocket(const std::string& path, std::string* detail) {
     return Control::kUnreachable;
   }
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *detail = std::strerror(errno);
-    return Control::kUnreachable;
+  // The socket's type is the daemon's: CUDA 13's control daemon listens on
+  // SOCK_SEQPACKET (a stream connect there is EPROTOTYPE, found on an H200).
+  int error = 0;
+  for (int type : {SOCK_SEQPACKET, SOCK_STREAM}) {
+    int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      *detail = std::strerror(errno);
+      return Control::kUnreachable;
+    }
+    int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+    error = errno;
+    ::close(fd);
+    if (rc == 0) return Control::kListening;
+    if (error == ECONNREFUSED) return Control::kStale;
+    if (error != EPROTOTYPE) break;
   }
-  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  int error = errno;
-  ::close(fd);
-  if (rc == 0) return Control::kListening;
-  if (error == ECONNREFUSED) return Control::kStale;
   *detail = std::strerror(error);
   return Control::kUnreachable;
 }

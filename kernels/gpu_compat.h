@@ -72,16 +72,17 @@ __device__ inline bool CasReleaseSystem(T* p, T* expected, T desired) {
 #endif
 }
 
-// CAS with acquire and release on success (acquire on failure): a count
-// that orders what came before it and sees what came before the others'.
+// Fetch-and-add with acquire and release among the blocks of one GPU: a
+// count that orders what came before it and sees what came before the
+// others'. Device scope: the count is between blocks of one grid, and a
+// system-scope fence and atomic in every block cost a 1 MiB put 5 µs.
 template <typename T>
-__device__ inline bool CasAcqRelSystem(T* p, T* expected, T desired) {
+__device__ inline T AddAcqRelDevice(T* p, T v) {
 #if defined(NANOKV_HIP)
-  return __atomic_compare_exchange_n(p, expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
 #else
-  cuda::atomic_ref<T, cuda::thread_scope_system> a(*p);
-  return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_acq_rel,
-                                   cuda::std::memory_order_acquire);
+  cuda::atomic_ref<T, cuda::thread_scope_device> a(*p);
+  return a.fetch_add(v, cuda::std::memory_order_acq_rel);
 #endif
 }
 

@@ -134,10 +134,12 @@ Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t
                            ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                            void* stream);
 
-// BeginWrite, StorePages and CommitReady as one launch (kv_put_object):
-// the header WRITING before any payload byte, READY after the last, result
-// as CommitReady's. Objects of more than 128 non-empty segments take the
-// three launches instead.
+// BeginWrite, StorePages and CommitReady in two launches (kv_put_object):
+// the begin, then one kernel that stores and whose last block publishes
+// READY; the header WRITING before any payload byte, READY after the last,
+// result as CommitReady's. A block stores nothing once the slot names
+// another write. Objects of more than 128 non-empty segments take the three
+// launches instead.
 Status PutObject(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
                  const ObjectHeader& writing, std::uint32_t* result, void* stream);
 

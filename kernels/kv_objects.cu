@@ -93,40 +93,41 @@ int Launch(char* contiguous, const SegmentBatch& batch, bool store, dim3 grid, c
   return static_cast<int>(cudaGetLastError());
 }
 
-// kv_put_object in one launch: every block's first thread begins (or joins)
-// the write with BeginWriteDevice's CAS, the block stores its share of its
-// segment, and the block that finishes last publishes READY. So the header
-// is WRITING before any payload byte and READY after the last, with no
-// launch between (three launches cost more than a 1 MiB copy: BENCHMARKS.md).
-// A block that finds the slot taken (a newer epoch) stores nothing.
+// kv_put_object's store and publish, launched after BeginWriteKernel on the
+// same stream (which left the header {WRITING, epoch} and its block count at
+// {epoch, 0}): each block checks the slot still names this write before it
+// stores (a writer stalled past write_timeout stores nothing once the slot
+// is given on), stores its share, and the block that completes the count
+// publishes READY. Two launches where begin, store and commit took three.
 template <int N>
-__global__ void PutObjectKernel(const char* contiguous, Segments<N> batch, ObjectHeader* header,
-                                ObjectHeader writing, std::uint32_t* result) {
-  __shared__ std::uint32_t began;
+__global__ void StoreAndPublishKernel(const char* contiguous, Segments<N> batch, ObjectHeader* header,
+                                      std::uint32_t epoch, std::uint32_t* result) {
+  __shared__ std::uint32_t ours;
   if (threadIdx.x == 0) {
-    std::uint32_t seen = 0;
-    began = BeginWriteDevice(header, writing, &seen) == static_cast<std::uint32_t>(CommitCode::kCommitted);
+    ours = LoadStateEpochAcquire(header) == DeviceStateEpochWord(ObjectState::kWriting, epoch);
   }
   __syncthreads();
   const int seg = blockIdx.y;
-  if (began != 0 && seg < batch.n) {
+  if (ours != 0 && seg < batch.n) {
     const std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const std::uint64_t nthreads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
     CopyBytes(static_cast<char*>(batch.ptr[seg]), contiguous + batch.offset[seg], batch.bytes[seg], tid, nthreads);
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  __threadfence_system();  // the block's stores, through the barrier, before its count
-  const std::uint32_t blocks = gridDim.x * gridDim.y;
-  if (!CountStoreBlockDevice(header, writing.epoch, blocks)) {
-    if (began == 0 && result != nullptr) {
-      result[0] = static_cast<std::uint32_t>(CommitCode::kWrongEpoch);
-      result[1] = DeviceEpochOfWord(LoadStateEpochAcquire(header));
+  __threadfence();  // the block's stores, through the barrier, before its count
+  if (ours == 0) {
+    if (result != nullptr) {
+      const std::uint64_t seen = LoadStateEpochAcquire(header);
+      result[0] = static_cast<std::uint32_t>(DeviceEpochOfWord(seen) != epoch ? CommitCode::kWrongEpoch
+                                                                               : CommitCode::kWrongState);
+      result[1] = DeviceStateOfWord(seen);
     }
     return;
   }
+  if (!CountStoreBlockDevice(header, epoch, gridDim.x * gridDim.y)) return;
   std::uint32_t seen = 0;
-  const std::uint32_t code = CommitReadyDevice(header, writing.epoch, &seen);
+  const std::uint32_t code = CommitReadyDevice(header, epoch, &seen);
   if (result != nullptr) {
     result[0] = code;
     result[1] = seen;
@@ -173,21 +174,23 @@ int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, 
 
 int LaunchPutObject(const void* contiguous, const SegmentBatch& batch, ObjectHeader* header,
                     const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+  auto* s = static_cast<cudaStream_t>(stream);
+  BeginWriteKernel<<<1, 1, 0, s>>>(header, writing, result);
   const std::uint64_t per_thread = batch.total_bytes < (8ull << 20) ? 16 : 16 * kUnroll;
   std::uint64_t blocks = (batch.max_bytes + kCopyThreads * per_thread - 1) / (kCopyThreads * per_thread);
-  if (blocks == 0) blocks = 1;  // an empty object still begins and publishes
+  if (blocks == 0) blocks = 1;  // an empty object still publishes
   if (blocks > 4096) blocks = 4096;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(batch.n > 0 ? batch.n : 1));
   const auto* linear = static_cast<const char*>(contiguous);
-  auto* s = static_cast<cudaStream_t>(stream);
   if (batch.n <= kSmallBatch) {
     Segments<kSmallBatch> segs;
     Fill(segs, batch);
-    PutObjectKernel<kSmallBatch><<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing, result);
+    StoreAndPublishKernel<kSmallBatch><<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing.epoch, result);
   } else {
     Segments<kSegmentsPerLaunch> segs;
     Fill(segs, batch);
-    PutObjectKernel<kSegmentsPerLaunch><<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing, result);
+    StoreAndPublishKernel<kSegmentsPerLaunch>
+        <<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing.epoch, result);
   }
   return static_cast<int>(cudaGetLastError());
 }

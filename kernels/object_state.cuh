@@ -65,6 +65,7 @@ __device__ inline std::uint32_t BeginWriteDevice(ObjectHeader* h, const ObjectHe
   h->bytes_total = writing.bytes_total;
   h->last_access = writing.last_access;
   h->flags = writing.flags;
+  h->store_blocks = static_cast<std::uint64_t>(writing.epoch) << 32;  // kv_put_object's count, restarted
   return static_cast<std::uint32_t>(CommitCode::kCommitted);
 }
 
@@ -89,27 +90,20 @@ __device__ inline std::uint32_t CommitReadyDevice(ObjectHeader* h, std::uint32_t
                                                                    : CommitCode::kWrongState);
 }
 
-// One block of a one-launch put (kv_put_object) is done: counts it in the
-// header's store_blocks, tagged with the epoch so a count left by the slot's
-// previous object restarts and a stalled older writer never touches a newer
-// one's. True for the block that completes `total`: the grid's last, which
-// may publish READY. Call from ONE thread of the block, after a
-// __syncthreads and a fence that follow the block's payload stores.
+// One block of kv_put_object's store is done: counts it in the header's
+// store_blocks, which the begin (an earlier launch on the stream) set to
+// {epoch, 0}. True for the block that completes `total`, the grid's last,
+// which may publish READY (CommitReadyDevice's system-scope fence and
+// release then carry every block's stores, by causality, to a reader in
+// another process or on the host). One atomic add at device scope, no CAS loop: hundreds of blocks
+// retrying a CAS on one word at system scope cost 250 µs a 1 MiB put on an
+// H200 (BENCHMARKS.md, 2026-11-26). A block that finds another epoch's count
+// (the slot was given on) adds nothing. Call from ONE thread of the block,
+// after a __syncthreads and a fence that follow the block's stores.
 __device__ inline bool CountStoreBlockDevice(ObjectHeader* h, std::uint32_t epoch, std::uint32_t total) {
-  std::uint64_t* counter = &h->store_blocks;
-  std::uint64_t seen = gpu_compat::LoadAcquireSystem(counter);
-  for (;;) {
-    const std::uint32_t tag = DeviceEpochOfWord(seen);
-    std::uint64_t next;
-    if (tag == epoch) {
-      next = seen + 1;
-    } else if (tag == 0 || DeviceEpochIsNewer(epoch, tag)) {  // 0: a slot never counted
-      next = (static_cast<std::uint64_t>(epoch) << 32) | 1u;
-    } else {
-      return false;  // a newer object's count: this put lost its slot
-    }
-    if (gpu_compat::CasAcqRelSystem(counter, &seen, next)) return static_cast<std::uint32_t>(next) == total;
-  }
+  if (DeviceEpochOfWord(gpu_compat::LoadAcquireSystem(&h->store_blocks)) != epoch) return false;
+  const std::uint64_t before = gpu_compat::AddAcqRelDevice(&h->store_blocks, std::uint64_t{1});
+  return DeviceEpochOfWord(before) == epoch && static_cast<std::uint32_t>(before) + 1 == total;
 }
 
 }  // namespace nanokv::kernels

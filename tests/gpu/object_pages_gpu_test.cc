@@ -239,12 +239,12 @@ TEST_F(ObjectPagesGpuTest, BeginWriteTransitions) {
   EXPECT_EQ(header().epoch, 0x10u);
 }
 
-// kv_put_object, the one-launch put: a fresh slot begins, the bytes land and
+// kv_put_object, the two-launch put: a fresh slot begins, the bytes land and
 // READY is published at the epoch; a slot a newer epoch holds (a writer
 // stalled past write_timeout) gets no byte and no READY; an empty object
 // still publishes; over 128 segments it takes three launches, same result;
 // a count left by the slot's previous object does not publish early.
-TEST_F(ObjectPagesGpuTest, PutObjectInOneLaunch) {
+TEST_F(ObjectPagesGpuTest, PutObjectBeginsStoresAndPublishes) {
   constexpr size_t kPage = 2 << 20;
   DeviceBuffer pages(3 * kPage), src(2 * kPage + 777), hdr(sizeof(ObjectHeader)), result(8);
   ASSERT_TRUE(pages.ok() && src.ok() && hdr.ok() && result.ok());
@@ -301,8 +301,8 @@ TEST_F(ObjectPagesGpuTest, PutObjectInOneLaunch) {
   EXPECT_TRUE(std::all_of(first.begin(), first.end(), [](std::uint8_t b) { return b == 0; }))
       << "a refused put wrote payload";
 
-  // A count the slot's previous object (epoch 11) left half done restarts at
-  // epoch 12: the put publishes only when all of its own blocks are done.
+  // A count the slot's previous write (epoch 11) left half done restarts at
+  // the begin of epoch 12: the put publishes only when all of its own blocks are done.
   ObjectHeader counted = WritingHeader(11);
   counted.store_blocks = (std::uint64_t{11} << 32) | 5;
   CUDA_ASSERT(cudaMemcpy(h, &counted, sizeof counted, cudaMemcpyHostToDevice));
@@ -322,11 +322,11 @@ TEST_F(ObjectPagesGpuTest, PutObjectInOneLaunch) {
 
 // One stream stores + commits many objects while a reader kernel on another
 // stream spins on each READY with acquire and checks all bytes behind it;
-// StorePagesAndCommit (three launches) and PutObject (one) alike.
+// StorePagesAndCommit (after a WRITING header) and PutObject (on fresh slots) alike.
 class ReaderStress : public ObjectPagesGpuTest, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(ReaderStress, ReaderNeverSeesReadyBeforeTheBytes) {
-  const bool one_launch = GetParam();
+  const bool put_object = GetParam();
   constexpr int kObjects = 512;
   constexpr std::uint64_t kSeedBase = 77;
   std::mt19937_64 rng(11);
@@ -359,8 +359,8 @@ TEST_P(ReaderStress, ReaderNeverSeesReadyBeforeTheBytes) {
   std::vector<char*> seg_ptr(seg_off.size());
   for (size_t g = 0; g < seg_off.size(); ++g) seg_ptr[g] = arena.bytes_at(seg_off[g]);
   std::vector<ObjectHeader> hdrs(kObjects);
-  // The one-launch put begins fresh slots itself; the other is given WRITING ones.
-  for (int o = 0; o < kObjects; ++o) hdrs[o] = one_launch ? ObjectHeader{} : WritingHeader(1000 + o);
+  // kv_put_object begins fresh slots itself; the other is given WRITING ones.
+  for (int o = 0; o < kObjects; ++o) hdrs[o] = put_object ? ObjectHeader{} : WritingHeader(1000 + o);
   CUDA_ASSERT(cudaMemset(arena.get(), 0, arena.size()));
   CUDA_ASSERT(cudaMemset(counts.get(), 0, counts.size()));
   CUDA_ASSERT(cudaMemset(results.get(), 0xFF, results.size()));
@@ -390,7 +390,7 @@ TEST_P(ReaderStress, ReaderNeverSeesReadyBeforeTheBytes) {
   for (int o = 0; o < kObjects; ++o) {
     std::vector<Segment> segs;
     for (int g = first_seg[o]; g < first_seg[o + 1]; ++g) segs.push_back({seg_ptr[g], seg_bytes[g]});
-    if (one_launch) {
+    if (put_object) {
       ASSERT_OK(PutObject(staged[o]->get(), segs.data(), segs.size(), headers.as<ObjectHeader>() + o,
                           WritingHeader(1000 + o), results.as<std::uint32_t>() + 2 * o, writer));
     } else {
@@ -417,7 +417,7 @@ TEST_P(ReaderStress, ReaderNeverSeesReadyBeforeTheBytes) {
 
 INSTANTIATE_TEST_SUITE_P(BothPuts, ReaderStress, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& p) {
-                           return std::string(p.param ? "OneLaunch" : "ThreeLaunches");
+                           return std::string(p.param ? "PutObject" : "StorePagesAndCommit");
                          });
 
 }  // namespace

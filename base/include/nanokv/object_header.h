@@ -92,7 +92,7 @@ struct alignas(64) ObjectHeader {
   std::uint64_t last_access;   // steady-clock ns of the last get; a hint
   std::uint32_t flags;         // the ObjectPin the header was written with
   std::uint32_t reserved0;     // zero
-  std::uint64_t store_blocks;  // kv_put_object's scratch while WRITING: {epoch << 32 | blocks done}; readers ignore it
+  std::uint64_t store_blocks;  // kv_put_object's block count while WRITING: {epoch << 32 | blocks done}; readers ignore it
 };
 
 static_assert(sizeof(ObjectHeader) == 64, "ObjectHeader is one 64-byte record");

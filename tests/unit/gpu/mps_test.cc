@@ -37,8 +37,8 @@ class MpsTest : public ::testing::Test {
   }
 
   // A Unix socket bound at the control path, listening (closed: left stale).
-  void BindSocket(bool listen) {
-    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  void BindSocket(bool listen, int type = SOCK_STREAM) {
+    listener_ = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
     ASSERT_GE(listener_, 0);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
@@ -103,6 +103,16 @@ TEST_F(MpsTest, ANamedPipeIsActiveOnlyWhileADaemonHoldsIt) {
 
 TEST_F(MpsTest, ASocketIsActiveOnlyWhileSomethingListens) {
   BindSocket(/*listen=*/true);
+  EXPECT_EQ(DetectMps(dir_.c_str()).control, Control::kListening);
+  ::close(listener_);
+  listener_ = -1;
+  EXPECT_EQ(DetectMps(dir_.c_str()).control, Control::kStale);
+}
+
+// CUDA 13's control daemon listens on a SOCK_SEQPACKET socket (a stream
+// connect to it is EPROTOTYPE: found on an H200).
+TEST_F(MpsTest, ASeqpacketSocketIsActiveToo) {
+  BindSocket(/*listen=*/true, SOCK_SEQPACKET);
   EXPECT_EQ(DetectMps(dir_.c_str()).control, Control::kListening);
   ::close(listener_);
   listener_ = -1;
