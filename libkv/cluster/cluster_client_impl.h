@@ -16,6 +16,7 @@
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
 #include "libkv/cluster/master_connection.h"
+#include "libkv/cluster/remote_transfer.h"
 #include "nanokv/cluster_client.h"
 #include "nanokv/object_store.h"
 
@@ -23,11 +24,15 @@ namespace nanokv {
 
 class ClusterClient::Impl {
  public:
-  Impl(ClusterClientOptions options, std::unique_ptr<cluster::MasterConnection> connection)
-      : options_(std::move(options)), connection_(std::move(connection)) {}
+  Impl(ClusterClientOptions options, std::unique_ptr<cluster::MasterConnection> connection, std::string token)
+      : options_(std::move(options)),
+        connection_(std::move(connection)),
+        remote_(std::move(token), std::chrono::milliseconds(options_.request_timeout_ms)) {}
 
   const ClusterClientOptions& options() const { return options_; }
   cluster::MasterConnection& master() { return *connection_; }
+  // Transfers with other nodes' agents (this client's own UCP worker).
+  cluster::RemoteTransfers& remote() { return remote_; }
 
   // The local kvd's object store, opened on first use.
   Result<ObjectStore*> Local() {
@@ -93,6 +98,7 @@ class ClusterClient::Impl {
  private:
   const ClusterClientOptions options_;
   std::unique_ptr<cluster::MasterConnection> connection_;
+  cluster::RemoteTransfers remote_;
   std::mutex mu_;
   std::unique_ptr<ObjectStore> store_;
 };
