@@ -71,6 +71,15 @@ class ClusterProcesses : public ::testing::Test {
     return value != nullptr && *value != '\0' ? value : NANOKV_KVD_BINARY;
   }
 
+#ifdef NANOKV_CLUSTER_READER
+  // The reader/writer process of the transfer tests: $NANOKV_CLUSTER_READER
+  // (gpu-check.sh's bundle), else the one built beside the test.
+  static std::string ReaderBinary() {
+    const char* value = std::getenv("NANOKV_CLUSTER_READER");
+    return value != nullptr && *value != '\0' ? value : NANOKV_CLUSTER_READER;
+  }
+#endif
+
   static std::string Backend() {
     const char* name = std::getenv("NANOKV_TEST_BACKEND");
     return name != nullptr && *name != '\0' ? name : "host";

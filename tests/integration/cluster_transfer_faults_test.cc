@@ -104,7 +104,7 @@ TEST_F(ClusterTransferFaultsTest, AWriterKilledMidPutLeavesNothingReady) {
   ASSERT_NO_FATAL_FAILURE(StartNode(40));
   // A writer process putting 48 MiB objects into n1, stopped until n1 lists
   // one being written (chunks in flight), then killed.
-  Process writer = Process::Start({NANOKV_CLUSTER_READER, address_, "n0", "half", "put",
+  Process writer = Process::Start({ReaderBinary(), address_, "n0", "half", "put",
                                    std::to_string(48u << 20), "n1"},
                                   {}, dir_.path() + "/writer.log");
   ASSERT_TRUE(writer.started());

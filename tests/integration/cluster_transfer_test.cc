@@ -207,7 +207,7 @@ TEST_F(ClusterTransferTest, AReaderKilledMidGetEndsTheOwnersLease) {
   ASSERT_OK(client->Put("lease:big", Bytes(64u << 20, 5), {.preferred_segment = "n1"}));
   // A reader process on n0 reading the object over and over, stopped until
   // n1 lists a lease on it (a get in flight), then killed.
-  Process reader = Process::Start({NANOKV_CLUSTER_READER, address_, "n0", "lease:big"}, {},
+  Process reader = Process::Start({ReaderBinary(), address_, "n0", "lease:big"}, {},
                                   dir_.path() + "/reader.log");
   ASSERT_TRUE(reader.started());
   bool leased = false;
