@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/backend.h"
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_checks.h"
 #include "ipc/proto/master.pb.h"
@@ -50,6 +51,16 @@ class ClusterClient::Impl {
       store_ = std::move(opened).value();
     }
     return store_.get();
+  }
+
+  // This process's backend, for device bytes staged through host memory
+  // (PutFromDevice / GetToDevice), opened on first use.
+  Result<gpu::Backend*> DeviceBackend() {
+    std::lock_guard lock(mu_);
+    if (backend_ == nullptr) {
+      NANOKV_ASSIGN_OR_RETURN(backend_, gpu::OpenBackend(options_.backend));
+    }
+    return backend_.get();
   }
 
   // An open result from the master, checked.
@@ -101,6 +112,7 @@ class ClusterClient::Impl {
   cluster::RemoteTransfers remote_;
   std::mutex mu_;
   std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<gpu::Backend> backend_;
 };
 
 }  // namespace nanokv
