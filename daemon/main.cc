@@ -363,7 +363,8 @@ int Main(int argc, char** argv) {
     auto transfer_started = StartTransferAgent(*objects, **backend, &link);
     if (!transfer_started.ok()) return Fail(transfer_started.status());
     transfer = std::move(transfer_started).value();
-    auto started = NodeAgent::Start(*objects, NodeAgentOptions{link, server_options.device_uuids});
+    auto started = NodeAgent::Start(
+        *objects, NodeAgentOptions{link, server_options.device_uuids, transfer ? transfer->mode() : ""});
     if (!started.ok()) return Fail(started.status());
     agent = std::move(started).value();
   }

@@ -74,8 +74,14 @@ TEST_F(ClusterTransferTest, PutThenGetAcrossNodesIsByteExact) {
     ASSERT_TRUE(local.ok()) << local.status().ToString();
     EXPECT_TRUE(*local == Bytes(sizes[i], static_cast<int>(i))) << key;
   }
-  // The owner's transfer agent said which mode it moves bytes in.
+  // The owner's transfer agent said which mode it moves bytes in: in its
+  // log, and to the master (kvctl cluster).
   EXPECT_NE(nodes_[1].process.Log().find("mode staging"), std::string::npos);
+  auto writer = Client(0);
+  ASSERT_NE(writer, nullptr);
+  auto cluster = writer->Cluster();
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  for (const auto& n : cluster->nodes) EXPECT_EQ(n.data_mode, "staging") << n.node_id;
 }
 
 TEST_F(ClusterTransferTest, ThreeNodesBatchesAndTwoClientsAtOnce) {

@@ -124,6 +124,7 @@ struct ClusterNodeStatus {
   uint64_t heartbeat_age_ms = 0;
   uint64_t session_age_ms = 0;
   std::vector<ClusterDeviceStatus> devices;
+  std::string data_mode;  // its transfer agent's: "staging", "direct", "" (none)
 };
 
 struct ClusterStatus {
