@@ -6,6 +6,10 @@
 // =none first (unless the environment already says otherwise), and a
 // machine without UCX (the GPU machine) runs every binary, failing only
 // the data path between nodes (kUnavailable naming the library).
+// Limits: the setenv happens once, in whichever thread first needs UCX (a
+// getenv racing it in another thread is glibc's usual hazard); a process
+// that loaded UCX before us (another library using it) keeps whatever hooks
+// that load installed, so the host backend's mappings may fail there.
 #ifndef NANOKV_IPC_UCX_UCX_API_H_
 #define NANOKV_IPC_UCX_UCX_API_H_
 
