@@ -143,6 +143,37 @@ TEST_F(ClusterTransferFaultsTest, AWriterKilledMidPutLeavesNothingReady) {
   }
 }
 
+TEST_F(ClusterTransferFaultsTest, AnOwnerKilledMidPutIsUnavailableAndNothingStays) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode(24));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  const std::string agent = DataAddress(*client, "n1");
+  ASSERT_FALSE(agent.empty());
+  // A plan on n1, its bytes going through a peer already connected to n1's
+  // agent; n1 stops answering, then dies, while they are in flight.
+  const auto data = Bytes(32u << 20, 9);
+  auto plan = client->OpenForWrite("cut:put", data.size(), {.preferred_segment = "n1"});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  cluster::RemoteTransfers peer("", std::chrono::seconds(30));
+  auto warm = peer.Get({{"n1", agent, "cut:absent"}});  // a round trip: connected
+  ASSERT_EQ(warm[0].status().code(), Code::kNotFound) << warm[0].status().ToString();
+  nodes_[1].process.Signal(SIGSTOP);
+  std::vector<Status> cut;
+  std::thread writer([&] { cut = peer.Put({{"n1", agent, plan->replicas[0].plan, data}}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it be in flight (not asserted)
+  nodes_[1].process.Signal(SIGKILL);
+  writer.join();
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_EQ(cut[0].code(), Code::kUnavailable) << cut[0].ToString();
+  // The master forgets the write with its node: nothing of it is READY
+  // anywhere, and the key is free again.
+  WaitNodeState("n1", "dead");
+  EXPECT_FALSE(client->Commit(*plan).ok());
+  EXPECT_EQ(client->GetLocation("cut:put").status().code(), Code::kNotFound);
+}
+
 TEST_F(ClusterTransferFaultsTest, AStalledOwnerTimesOutUnavailable) {
   ASSERT_NO_FATAL_FAILURE(StartMaster());
   ASSERT_NO_FATAL_FAILURE(StartNode());
