@@ -281,6 +281,7 @@ bool TransferAgent::Impl::Sweep() {
     did = true;
   }
   for (auto& get : gets_) {
+    if (!get->failed && now - get->leased_at > store_.config().lease_ttl / 2) RenewLease(get.get());
     if (get->waiting && StagingLeft()) {
       get->waiting = false;
       Pump(get.get());

@@ -64,6 +64,7 @@ class TransferAgent::Impl {
     uint64_t request_id = 0;
     std::string key;
     uint64_t lease_id = 0;
+    Clock::time_point leased_at = Clock::now();  // renewed at half of lease_ttl
     ObjectPlan plan;
     const std::byte* source = nullptr;  // the payload in kvd's mapping
     uint64_t next = 0;
@@ -122,6 +123,9 @@ class TransferAgent::Impl {
   void Land(Peer* peer, const transfer::v1::Put& put, const std::byte* bytes, size_t length);
   void Pump(GetTransfer* get);
   void FinishGet(GetTransfer* get);
+  // A fresh lease for a read still in flight at half its lease_ttl (a slow
+  // peer must not outlive the lease that keeps the space from reuse).
+  void RenewLease(GetTransfer* get);
   Result<std::byte*> PayloadOf(const ObjectPlan& plan);
 
   ObjectIndex& store_;

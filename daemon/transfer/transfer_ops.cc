@@ -207,6 +207,19 @@ void TransferAgent::Impl::OnGetSent(void* request, ucs_status_t status, void* us
   delete op;
 }
 
+void TransferAgent::Impl::RenewLease(GetTransfer* get) {
+  const uint64_t now = SteadyNowNs();
+  auto fresh = store_.AcquireLease(get->key, ObjectIndex::kOperator, now);
+  if (!fresh.ok()) {
+    // The old lease still holds for the other half; the peer hears why.
+    get->failed = true;
+    return Reply(get->peer, ucx::kGetData, ucx::ReplyOf(get->request_id, fresh.status()));
+  }
+  (void)store_.ReleaseLease(get->key, get->lease_id, now, ObjectIndex::kOperator);
+  get->lease_id = fresh->id;
+  get->leased_at = Clock::now();
+}
+
 void TransferAgent::Impl::FinishGet(GetTransfer* get) {
   if (get->lease_id == 0) return;
   Status released = store_.ReleaseLease(get->key, get->lease_id, SteadyNowNs(), ObjectIndex::kOperator);

@@ -270,5 +270,39 @@ TEST_F(ClusterTransferTest, AReaderKilledMidGetEndsTheOwnersLease) {
   EXPECT_FALSE(Listed(1, "lease:big").has_value());
 }
 
+TEST_F(ClusterTransferTest, AReadOutlivingLeaseTtlKeepsItsLease) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  object_store_extra_ = "  lease_ttl: 2s\n";
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode(40));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  ASSERT_OK(client->Put("slow:big", Bytes(64u << 20, 6), {.preferred_segment = "n1"}));
+  // A reader stopped mid-get for longer than lease_ttl: the agent renews
+  // its lease (at half the ttl), so the object cannot be removed or evicted
+  // under the bytes still to send.
+  Process reader = Process::Start({ReaderBinary(), address_, "n0", "slow:big"}, {}, dir_.path() + "/reader.log");
+  ASSERT_TRUE(reader.started());
+  bool leased = false;
+  for (int tries = 0; tries < 200 && !leased; ++tries) {
+    reader.Signal(SIGSTOP);
+    auto entry = Listed(1, "slow:big");
+    leased = entry.has_value() && entry->leases > 0;
+    if (!leased) {
+      reader.Signal(SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ASSERT_TRUE(leased) << "no get of the reader was ever in flight:\n" << reader.Log();
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // past lease_ttl (2s)
+  auto entry = Listed(1, "slow:big");
+  ASSERT_TRUE(entry.has_value());
+  EXPECT_GT(entry->leases, 0u) << "the read's lease expired under it";
+  EXPECT_EQ(client->Remove("slow:big").code(), Code::kFailedPrecondition);
+  reader.Signal(SIGKILL);
+  reader.Wait(std::chrono::seconds(10));
+  EXPECT_TRUE(WaitFor([&] { return client->Remove("slow:big").ok(); }, std::chrono::seconds(15)));
+}
+
 }  // namespace
 }  // namespace nanokv::testing
