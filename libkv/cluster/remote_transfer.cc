@@ -1,5 +1,6 @@
 // ClusterClient's transfers with other nodes' agents (libkv/cluster/remote_transfer.h):
-// the public calls; the machinery is remote_transfer_impl.h's.
+// endpoints, sends, the loop and the public calls; the answers are
+// remote_transfer_replies.cc's.
 #include <poll.h>
 
 #include "libkv/cluster/remote_transfer_impl.h"
