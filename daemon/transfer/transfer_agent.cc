@@ -251,6 +251,7 @@ void TransferAgent::Impl::Close(Peer* peer, bool force, const std::string& why) 
       continue;
     }
     Release(*it);
+    --peer->queued_puts;
     it = waiting_puts_.erase(it);
   }
   for (auto& get : gets_) {
@@ -277,6 +278,7 @@ bool TransferAgent::Impl::Sweep() {
   while (!waiting_puts_.empty() && StagingLeft()) {
     Incoming in = std::move(waiting_puts_.front());
     waiting_puts_.pop_front();
+    --in.peer->queued_puts;
     HandlePut(in);
     did = true;
   }

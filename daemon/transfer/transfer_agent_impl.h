@@ -25,6 +25,12 @@ namespace nanokv::kvd {
 
 using Clock = std::chrono::steady_clock;
 
+// What one endpoint may hold at once: reads in flight (each a lease of
+// kvd's own caller, whose max_leases every peer shares) and put chunks
+// queued for a staging buffer (each a rendezvous descriptor UCX keeps).
+inline constexpr int kMaxGetsPerPeer = 64;
+inline constexpr int kMaxQueuedPutsPerPeer = 256;
+
 class TransferAgent::Impl {
  public:
   Impl(ObjectIndex& store, gpu::Backend& backend, TransferAgentOptions options);
@@ -46,6 +52,8 @@ class TransferAgent::Impl {
     bool closing = false;
     void* close_request = nullptr;
     int outstanding = 0;        // our sends and receives on it not completed
+    int gets = 0;               // its reads in flight (each holds a lease: bounded)
+    int queued_puts = 0;        // its chunks waiting for a staging buffer (bounded)
     Clock::time_point last_heard = Clock::now();
   };
   // An active message a handler queued for the loop (handlers may not
@@ -70,7 +78,7 @@ class TransferAgent::Impl {
     uint64_t next = 0;
     int inflight = 0;
     bool failed = false;
-    bool waiting = false;  // in waiting_gets_ for a staging buffer
+    bool waiting = false;  // waiting for a staging buffer (Sweep pumps it)
   };
   // One send or receive in flight, for its callback.
   struct Op {

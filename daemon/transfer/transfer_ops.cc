@@ -41,6 +41,11 @@ void TransferAgent::Impl::HandlePut(Incoming& in) {
   if (in.descriptor == nullptr) return Land(peer, put, in.eager.data(), in.length);
   std::byte* buffer = TakeStaging();
   if (buffer == nullptr) {
+    if (peer->queued_puts >= kMaxQueuedPutsPerPeer) {
+      Release(in);
+      return Close(peer, true, "more than " + std::to_string(kMaxQueuedPutsPerPeer) + " put chunks queued");
+    }
+    ++peer->queued_puts;
     waiting_puts_.push_back(std::move(in));  // Sweep hands it a buffer when one is back
     return;
   }
@@ -133,6 +138,12 @@ void TransferAgent::Impl::HandleGet(Incoming& in) {
       !CheckKey(request.key()).ok()) {
     return Close(peer, true, "a get header that does not parse or names no valid key");
   }
+  if (peer->gets >= kMaxGetsPerPeer) {
+    return Reply(peer, ucx::kGetData,
+                 ucx::ReplyOf(request.request_id(),
+                              Status::ResourceExhausted("transfer: " + std::to_string(kMaxGetsPerPeer) +
+                                                        " gets already in flight on this endpoint")));
+  }
   const uint64_t now = SteadyNowNs();
   auto lease = store_.AcquireLease(request.key(), ObjectIndex::kOperator, now);
   if (!lease.ok()) return Reply(peer, ucx::kGetData, ucx::ReplyOf(request.request_id(), lease.status()));
@@ -150,6 +161,7 @@ void TransferAgent::Impl::HandleGet(Incoming& in) {
   get->plan = *plan;
   get->source = *payload;
   GetTransfer* raw = get.get();
+  ++peer->gets;
   gets_.push_back(std::move(get));
   Pump(raw);
 }
@@ -222,6 +234,7 @@ void TransferAgent::Impl::RenewLease(GetTransfer* get) {
 
 void TransferAgent::Impl::FinishGet(GetTransfer* get) {
   if (get->lease_id == 0) return;
+  --get->peer->gets;
   Status released = store_.ReleaseLease(get->key, get->lease_id, SteadyNowNs(), ObjectIndex::kOperator);
   if (!released.ok()) spdlog::debug("transfer agent: lease of '{}': {}", get->key, released.ToString());
   get->lease_id = 0;

@@ -18,7 +18,9 @@ namespace {
 // A peer that speaks the transfer protocol by hand.
 class RawPeer {
  public:
-  explicit RawPeer(const std::string& address) {
+  // `hold`: rendezvous data is kept, never pulled (a peer that stops
+  // reading: the agent's sends stay in flight).
+  explicit RawPeer(const std::string& address, bool hold = false) : hold_(hold) {
     auto context = ucx::Context::Create();
     EXPECT_TRUE(context.ok()) << context.status().ToString();
     if (!context.ok()) return;
@@ -73,11 +75,14 @@ class RawPeer {
     --static_cast<RawPeer*>(arg)->sends_;
   }
   static ucs_status_t OnReply(void* arg, const void* header, size_t length, void*, size_t,
-                              const ucp_am_recv_param_t*) {
-    static_cast<RawPeer*>(arg)->replies_.emplace_back(static_cast<const char*>(header), length);
-    return UCS_OK;  // any data is dropped
+                              const ucp_am_recv_param_t* param) {
+    auto* peer = static_cast<RawPeer*>(arg);
+    peer->replies_.emplace_back(static_cast<const char*>(header), length);
+    const bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    return rendezvous && peer->hold_ ? UCS_INPROGRESS : UCS_OK;  // else any data is dropped
   }
 
+  const bool hold_;
   std::unique_ptr<ucx::Context> context_;
   std::unique_ptr<ucx::Worker> worker_;
   ucp_ep_h ep_ = nullptr;
@@ -252,6 +257,51 @@ TEST_F(ClusterTransferFaultsTest, AHostilePeerEndsOnlyItsOwnEndpoint) {
   auto got = client->Get("host:ok");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(*got == data);
+}
+
+TEST_F(ClusterTransferFaultsTest, AGreedyPeerIsBoundedAndItsLeasesEndWithIt) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  object_store_extra_ = "  lease_ttl: 120s\n";  // only the agent ends the leases within the test
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode(24));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  ASSERT_OK(client->Put("greedy:a", Bytes(16u << 20, 3), {.preferred_segment = "n1"}));
+  const std::string agent = DataAddress(*client, "n1");
+  {
+    // 100 gets on one endpoint that never reads: the agent keeps 64 in
+    // flight (each a lease) and refuses the rest by name.
+    RawPeer peer(agent, /*hold=*/true);
+    peer.Hello();
+    auto hello = peer.NextReply();
+    ASSERT_TRUE(hello.has_value());
+    transfer::v1::Get get;
+    get.set_key("greedy:a");
+    for (int i = 0; i < 100; ++i) {
+      get.set_request_id(static_cast<uint64_t>(i + 1));
+      peer.Send(ucx::kGet, get.SerializeAsString());
+    }
+    int refused = 0;
+    for (int seen = 0; seen < 2000 && refused < 36; ++seen) {
+      auto reply = peer.NextReply();
+      if (!reply.has_value()) break;
+      if (reply->code() == static_cast<int>(Code::kResourceExhausted)) {
+        ++refused;
+        EXPECT_NE(reply->message().find("gets already in flight"), std::string::npos) << reply->message();
+      }
+    }
+    EXPECT_EQ(refused, 36);
+    auto listed = Store(1)->List();
+    ASSERT_TRUE(listed.ok());
+    for (const ObjectEntry& e : *listed) {
+      if (e.key == "greedy:a") {
+        EXPECT_EQ(e.leases, 64u);
+      }
+    }
+    EXPECT_EQ(client->Remove("greedy:a").code(), Code::kFailedPrecondition);  // leased
+  }
+  // The peer is gone: its 64 leases end with its endpoint.
+  EXPECT_TRUE(WaitFor([&] { return client->Remove("greedy:a").ok(); }, std::chrono::seconds(15)));
 }
 
 }  // namespace
