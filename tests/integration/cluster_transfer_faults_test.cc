@@ -37,6 +37,7 @@ class RawPeer {
   }
   ~RawPeer() {
     if (worker_ == nullptr) return;
+    for (void* descriptor : held_) ucx::ReleaseAmData(*worker_, descriptor);
     void* closing = ucx::CloseEndpoint(*worker_, ep_, true);
     (void)worker_->ProgressUntil([&] { return sends_ == 0 && ucx::CloseDone(closing); }, std::chrono::seconds(5),
                                  "close");
@@ -74,12 +75,14 @@ class RawPeer {
     ucx::RequestFree(request);
     --static_cast<RawPeer*>(arg)->sends_;
   }
-  static ucs_status_t OnReply(void* arg, const void* header, size_t length, void*, size_t,
+  static ucs_status_t OnReply(void* arg, const void* header, size_t length, void* data, size_t,
                               const ucp_am_recv_param_t* param) {
     auto* peer = static_cast<RawPeer*>(arg);
     peer->replies_.emplace_back(static_cast<const char*>(header), length);
     const bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    return rendezvous && peer->hold_ ? UCS_INPROGRESS : UCS_OK;  // else any data is dropped
+    if (!rendezvous || !peer->hold_) return UCS_OK;  // any data is dropped
+    peer->held_.push_back(data);
+    return UCS_INPROGRESS;
   }
 
   const bool hold_;
@@ -89,6 +92,7 @@ class RawPeer {
   bool failed_ = false;
   int sends_ = 0;
   std::vector<std::string> replies_;
+  std::vector<void*> held_;  // rendezvous data kept (hold), released at the end
 };
 
 class ClusterTransferFaultsTest : public ClusterFixture {
