@@ -25,16 +25,20 @@ paths+=("$(find "$BUILD" -type f -name 'libnanokv.so*' | head -n 1)")
 tool=../shared/tools/device-bundle
 [[ -x $tool ]] || tool=$(git rev-parse --path-format=absolute --git-common-dir)/../../shared/tools/device-bundle
 "$tool" .device "${paths[@]}"
-# UCX, which the data path between nodes dlopens (ipc/ucx/ucx_api.h), so the
-# tool cannot see it: its libraries and its module directory by hand
-# (gpu-check.sh points UCX_MODULE_DIR there). The GPU machine has no UCX.
-ucx=/usr/lib/x86_64-linux-gnu
-cp -L "$ucx"/libucp.so.0 "$ucx"/libuct.so.0 "$ucx"/libucs.so.0 "$ucx"/libucm.so.0 "$ucx"/libnuma.so.1 .device/lib/
-mkdir -p .device/lib/ucx
-cp -L "$ucx"/ucx/*.so.0 .device/lib/ucx/
 # Debug info and symbol tables would not fit the 64 MiB the device tool carries.
 strip --strip-debug .device/lib/*
 strip --strip-unneeded .device/bin/*
+# UCX, which the data path between nodes dlopens (ipc/ucx/ucx_api.h), so the
+# tool cannot see it: its libraries and its module directory by hand
+# (gpu-check.sh points UCX_MODULE_DIR there). The GPU machine has no UCX.
+# After the strips above: Debian ships them stripped, and a directory would
+# stop `strip .device/lib/*`.
+ucx=/usr/lib/x86_64-linux-gnu
+cp -L "$ucx"/libucp.so.0 "$ucx"/libuct.so.0 "$ucx"/libucs.so.0 "$ucx"/libucm.so.0 "$ucx"/libnuma.so.1 .device/lib/
+mkdir -p .device/lib/ucx
+# The CMA module only: the ib and rdmacm ones need rdma-core's libraries,
+# which the GPU machine lacks too (UCX would warn at every start).
+cp -L "$ucx"/ucx/libuct_cma.so.0 .device/lib/ucx/
 du -sh .device
 # Still over: carry .device.tar.xz instead (a sixth of the size) and unpack it
 # there: `tar xJf .device.tar.xz && bash scripts/gpu-check.sh .device`.
