@@ -9,6 +9,8 @@ find_package(Boost 1.74 REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# UCX (libucp, libuct, libucs): the data path between nodes (ipc/ucx/).
+pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 if(NANOKV_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

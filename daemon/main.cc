@@ -32,6 +32,7 @@
 #include "daemon/server/node_server.h"
 #include "daemon/node/node_state.h"
 #include "daemon/objects/object_index.h"
+#include "daemon/transfer/transfer_agent.h"
 #include "daemon/node/page_journal.h"
 #include "daemon/node/segment_publisher.h"
 #include "base/naming.h"
@@ -374,9 +375,17 @@ int Main(int argc, char** argv) {
   });
   // With `master:`, the node's session with the cluster master
   // (daemon/cluster/node_agent.h); it goes before the store it reports on.
+  // With a data_address, the transfer agent too (daemon/transfer/): the
+  // node agent tells the master the address it bound.
+  MasterLinkConfig link = config.master;
+  std::unique_ptr<TransferAgent> transfer;
   std::unique_ptr<NodeAgent> agent;
   if (config.master.enabled()) {
-    auto started = NodeAgent::Start(*objects, NodeAgentOptions{config.master, server_options.device_uuids});
+    auto transfer_started = StartTransferAgent(*objects, **backend, &link);
+    if (!transfer_started.ok()) return Fail(transfer_started.status());
+    transfer = std::move(transfer_started).value();
+    auto started = NodeAgent::Start(
+        *objects, NodeAgentOptions{link, server_options.device_uuids, transfer ? transfer->mode() : ""});
     if (!started.ok()) return Fail(started.status());
     agent = std::move(started).value();
   }

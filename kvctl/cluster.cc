@@ -62,6 +62,7 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
           .Field("node_id", n.node_id)
           .Field("state", n.state)
           .Field("data_address", n.data_address)
+          .Field("data_mode", n.data_mode)
           .Field("peer", n.peer)
           .Field("objects", n.objects)
           .Field("heartbeat_age_ms", n.heartbeat_age_ms)
@@ -107,7 +108,11 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
       devices += (devices.empty() ? "" : ",") + std::to_string(d.device) + (d.uuid.empty() ? "" : "=" + d.uuid);
     }
     Tint tint = n.state == "alive" ? Tint::kGood : n.state == "dead" ? Tint::kBad : Tint::kWarn;
-    table.AddRow({n.node_id, Cell(n.state, tint), n.data_address.empty() ? "-" : n.data_address, devices,
+    // The data path: where the node's transfer agent listens, and its mode.
+    const std::string data = n.data_address.empty() ? "-"
+                             : n.data_mode.empty()   ? n.data_address
+                                                     : n.data_address + " (" + n.data_mode + ")";
+    table.AddRow({n.node_id, Cell(n.state, tint), data, devices,
                   FormatBytes(used), FormatBytes(capacity - used), std::to_string(n.objects),
                   n.state == "dead" ? "-" : Ago(n.heartbeat_age_ms) + " ago"});
   }

@@ -12,7 +12,8 @@ bins=(nanokv_selfcheck backend_conformance_test backend_peer driver_backend_test
       kvd_objects_test object_peer object_plan_bench kvd_restart_test kv_cache_kvd_test
       nanokv_chaos nanokv_chaos_engine block_alloc_bench kvd_limits_test object_put_get_bench
       kvd_ledger_test cross_gpu_ready_gpu_test cluster_routing_test master_plan_bench kvd_recycle_test client_test
-      kvd_refusals_test kvd_objects_restart_test)
+      kvd_refusals_test kvd_objects_restart_test cluster_transfer_test cluster_transfer_faults_test cluster_transfer_big_test
+      cluster_reader remote_transfer_bench)
 cmake --build "$BUILD" -j "$(nproc)" --target "${bins[@]}" nanokv_capi
 rm -rf .device
 paths=()
@@ -34,6 +35,17 @@ tool=../shared/tools/device-bundle
 # Debug info and symbol tables would not fit the 64 MiB the device tool carries.
 strip --strip-debug .device/lib/*
 strip --strip-unneeded .device/bin/*
+# UCX, which the data path between nodes dlopens (ipc/ucx/ucx_api.h), so the
+# tool cannot see it: its libraries and its module directory by hand
+# (gpu-check.sh points UCX_MODULE_DIR there). The GPU machine has no UCX.
+# After the strips above: Debian ships them stripped, and a directory would
+# stop `strip .device/lib/*`.
+ucx=/usr/lib/x86_64-linux-gnu
+cp -L "$ucx"/libucp.so.0 "$ucx"/libuct.so.0 "$ucx"/libucs.so.0 "$ucx"/libucm.so.0 "$ucx"/libnuma.so.1 .device/lib/
+mkdir -p .device/lib/ucx
+# The CMA module only: the ib and rdmacm ones need rdma-core's libraries,
+# which the GPU machine lacks too (UCX would warn at every start).
+cp -L "$ucx"/ucx/libuct_cma.so.0 .device/lib/ucx/
 du -sh .device
 # Still over: carry .device.tar.xz instead (a sixth of the size) and unpack it
 # there: `tar xJf .device.tar.xz && bash scripts/gpu-check.sh .device`.

@@ -30,6 +30,9 @@ export NANOKV_KVD_BINARY="$B/bin/kvd"
 export NANOKV_ENGINE_BINARY="$B/bin/nanokv_example_engine"
 export NANOKV_KVCTL_BINARY="$B/bin/kvctl"
 export NANOKV_OBJECT_PEER="$B/bin/object_peer"
+export NANOKV_CLUSTER_READER="$B/bin/cluster_reader"
+# UCX carried by gpu-bundle.sh (the data path between nodes loads it at run time).
+export UCX_MODULE_DIR="$B/lib/ucx"
 summary=()
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]')
 
@@ -133,6 +136,11 @@ NANOKV_TEST_BACKEND=cuda step refusals_cuda "$B/bin/kvd_refusals_test" --gtest_b
 # The cluster: a master and kvds on GPU pages; ClusterClient's local path
 # moves bytes through the node's store pages on the GPU.
 NANOKV_TEST_BACKEND=cuda step cluster_cuda "$B/bin/cluster_routing_test" --gtest_brief=1
+# The data path between nodes (issue 17): two and three kvds on this GPU as
+# nodes, bytes over UCX (tcp on loopback) through host staging into cuda pages.
+NANOKV_TEST_BACKEND=cuda step cluster_transfer_cuda "$B/bin/cluster_transfer_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step cluster_transfer_faults_cuda "$B/bin/cluster_transfer_faults_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step cluster_transfer_big_cuda "$B/bin/cluster_transfer_big_test" --gtest_brief=1
 unset GPU_TESTS
 NANOKV_TEST_BACKEND=cuda step chaos_cuda "$B/bin/nanokv_chaos" --kills 200 --seed 20261122 --json \
   --kvd "$B/bin/kvd" --engine "$B/bin/nanokv_chaos_engine"
@@ -185,6 +193,14 @@ step master_plan_bench "$B/bin/master_plan_bench" --kvd "$B/bin/kvd" --index 100
 step object_plan_bench_block "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --spin-us 0
 step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50
 step object_put_get_bench "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
+# Remote put/get against raw UCP and the staging copies (cuda pages), then the
+# chunk x depth sweep the 2-core CI host could not settle (BENCHMARKS.md).
+step remote_transfer_bench "$B/bin/remote_transfer_bench" --kvd "$B/bin/kvd" --backend cuda
+for chunk_depth in "1 8" "4 4" "16 4" "16 8"; do
+  read -r chunk depth <<< "$chunk_depth"
+  step "remote_transfer_bench_c${chunk}_d${depth}" "$B/bin/remote_transfer_bench" --kvd "$B/bin/kvd" \
+    --backend cuda --sizes 16,64,256 --chunk-mib "$chunk" --depth "$depth"
+done
 step object_put_get_bench_busy "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd" --busy-poll-us 50
 # The socket's figures beside the ring's (issue 15 item 2): every request by the socket.
 step object_plan_bench_socket "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --ring 0
@@ -232,12 +248,14 @@ echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
          objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu \
          engines_mps objects_mps \
+         cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda \
          objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
+         remote_transfer_bench \
          masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done

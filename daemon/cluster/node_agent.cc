@@ -121,6 +121,7 @@ v1::RegisterNode NodeAgent::RegisterMessage() const {
   v1::RegisterNode r;
   r.set_node_id(node_id_);
   r.set_data_address(options_.link.data_address);
+  r.set_data_mode(options_.data_mode);
   r.set_highest_term(highest_term_.load());
   FillDevices(r.mutable_devices());
   return r;

@@ -41,6 +41,7 @@ namespace nanokv::kvd {
 struct NodeAgentOptions {
   MasterLinkConfig link;
   std::vector<std::string> device_uuids;  // by kvd's ordinal ("" unknown)
+  std::string data_mode;                  // the transfer agent's ("" without one)
 };
 
 class NodeAgent {

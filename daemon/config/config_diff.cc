@@ -30,7 +30,9 @@ bool SameStore(const ObjectStoreConfig& a, const ObjectStoreConfig& b) {
 bool SameMaster(const MasterLinkConfig& a, const MasterLinkConfig& b) {
   return a.addresses == b.addresses && a.node_id == b.node_id && a.data_address == b.data_address &&
          a.token_file == b.token_file && a.tls.ca == b.tls.ca && a.tls.cert == b.tls.cert &&
-         a.tls.key == b.tls.key && a.retry_interval == b.retry_interval;
+         a.tls.key == b.tls.key && a.retry_interval == b.retry_interval &&
+         a.transfer.chunk_bytes == b.transfer.chunk_bytes && a.transfer.depth == b.transfer.depth &&
+         a.transfer.staging_buffers == b.transfer.staging_buffers && a.transfer.timeout == b.transfer.timeout;
 }
 
 const InstanceConfig* Find(const std::vector<InstanceConfig>& list, const std::string& name) {

@@ -13,10 +13,20 @@
 
 namespace nanokv::kvd {
 
+// The data path between nodes (daemon/transfer/): how the transfer agent
+// moves an object, in chunks through host staging buffers.
+struct TransferConfig {
+  uint64_t chunk_bytes = uint64_t{4} << 20;  // transfer.chunk: one staging buffer, one message
+  uint32_t depth = 4;                         // transfer.depth: chunks in flight per transfer
+  uint32_t staging_buffers = 32;              // transfer.staging_buffers: the agent's pool
+  std::chrono::milliseconds timeout{10'000};  // transfer.timeout: a peer silent this long is dropped
+};
+
 struct MasterLinkConfig {
   std::vector<std::string> addresses;  // "host:port" of every master, tried in turn
   std::string node_id;                 // empty: the host name
-  std::string data_address;            // this node's data path, told to the master (cross-node transfers)
+  std::string data_address;            // host:port the transfer agent listens on; empty: no agent
+  TransferConfig transfer;
   std::string token_file;              // the cluster's token; empty: none sent
   master::TlsFiles tls;                // ca: speak TLS; cert + key: present them
   std::chrono::milliseconds retry_interval{500};  // between tries of an unanswering master

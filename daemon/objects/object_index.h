@@ -215,6 +215,10 @@ class ObjectIndex {
   // its object's space from reuse while it copies).
   Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder = kOperator);
   Status SetPin(std::string_view key, ObjectPin pin);
+  // The plan of a write in progress (RESERVED/WRITING) at `epoch`, for kvd's
+  // transfer agent (object_index_remote.cc). kNotFound: no such key;
+  // kFailedPrecondition: another epoch, or not being written.
+  Result<ObjectPlan> WritingPlan(std::string_view key, uint32_t epoch);
 
   // Reclaims writes past write_timeout and drops expired leases. Returns how
   // many writes it reclaimed. kvd calls it from its timer; every

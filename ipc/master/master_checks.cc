@@ -173,6 +173,7 @@ Status CheckNodeMessage(const v1::NodeMessage& message) {
         return Fault("register: node id is not 1-" + Num(kMaxNodeIdBytes) + " of [A-Za-z0-9_.-]");
       }
       NANOKV_RETURN_IF_ERROR(CheckText(r.data_address(), kMaxAddressBytes, "register: data_address"));
+      NANOKV_RETURN_IF_ERROR(CheckText(r.data_mode(), 16, "register: data_mode"));
       return CheckReports(r.devices(), "register");
     }
     case v1::NodeMessage::kEvents: {

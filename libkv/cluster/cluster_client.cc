@@ -13,6 +13,7 @@
 
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_checks.h"
+#include "ipc/master/token.h"
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
 #include "libkv/cluster/cluster_client_impl.h"
@@ -43,11 +44,18 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   return out;
 }
 
+// A pointer into another node's pages cannot be had here: its bytes move
+// with Put/Get (the data path between nodes).
 Status Remote(const std::string& key, const std::string& node, const std::string& data_address) {
   return Status::Unimplemented("nanokv cluster: the copy of '" + key + "' is on node " + node +
                                (data_address.empty() ? "" : " (data path " + data_address + ")") +
-                               ", not this one: moving bytes between nodes is the cross-node data path, "
-                               "which is not built yet");
+                               ", not this one: its pages cannot be mapped here; move its bytes with Put/Get");
+}
+
+// A node that registered without a data path (no master.data_address).
+Status NoDataPath(const std::string& key, const std::string& node) {
+  return Status::FailedPrecondition("nanokv cluster: the copy of '" + key + "' is on node " + node +
+                                    ", which has no data path (master.data_address in its kvd config)");
 }
 
 }  // namespace
@@ -70,7 +78,11 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClien
   NANOKV_ASSIGN_OR_RETURN(auto connection,
                           cluster::MasterConnection::Create(options.masters, options.token_file, tls,
                                                             std::chrono::milliseconds(options.request_timeout_ms)));
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(connection));
+  std::string token;
+  if (!options.token_file.empty()) {
+    NANOKV_ASSIGN_OR_RETURN(token, master::ReadTokenFile(options.token_file));
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(connection), std::move(token));
   return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(impl)));
 }
 
@@ -233,28 +245,44 @@ std::vector<Status> ClusterClient::BatchPut(const std::vector<PutRequest>& reque
   for (const PutRequest& r : requests) opens.push_back({r.key, r.bytes.size(), r.options});
   std::vector<Result<ClusterPlan>> plans = BatchOpenForWrite(opens);
   std::vector<Status> out(requests.size());
+  // Copies on this node through the local kvd; those on other nodes all at
+  // once, pipelined (one endpoint per node), by this client's UCP worker.
+  std::vector<Status> copied(requests.size());
+  std::vector<cluster::RemotePut> remote;
+  std::vector<size_t> remote_items;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!plans[i].ok()) continue;
+    for (const ReplicaPlan& replica : plans[i]->replicas) {
+      if (!replica.local) {
+        if (replica.data_address.empty()) {
+          copied[i] = NoDataPath(requests[i].key, replica.node_id);
+          break;
+        }
+        remote.push_back({replica.node_id, replica.data_address, replica.plan, requests[i].bytes});
+        remote_items.push_back(i);
+        continue;
+      }
+      auto store = impl_->Local();
+      copied[i] = store.ok() ? (*store)->CopyIn(replica.plan, requests[i].bytes) : store.status();
+      if (!copied[i].ok()) break;
+    }
+  }
+  if (!remote.empty()) {
+    std::vector<Status> sent = impl_->remote().Put(remote);
+    for (size_t k = 0; k < sent.size(); ++k) {
+      if (copied[remote_items[k]].ok() && !sent[k].ok()) copied[remote_items[k]] = sent[k];
+    }
+  }
   std::vector<ClusterPlan> to_commit, to_revoke;
   std::vector<size_t> committed_items;
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!plans[i].ok()) {
       out[i] = plans[i].status();
-      continue;
-    }
-    Status copied;
-    for (const ReplicaPlan& replica : plans[i]->replicas) {
-      if (!replica.local) {
-        copied = Remote(requests[i].key, replica.node_id, replica.data_address);
-        break;
-      }
-      auto store = impl_->Local();
-      copied = store.ok() ? (*store)->CopyIn(replica.plan, requests[i].bytes) : store.status();
-      if (!copied.ok()) break;
-    }
-    if (copied.ok()) {
+    } else if (copied[i].ok()) {
       to_commit.push_back(*plans[i]);
       committed_items.push_back(i);
     } else {
-      out[i] = copied;
+      out[i] = copied[i];
       to_revoke.push_back(*plans[i]);
     }
   }
@@ -270,21 +298,50 @@ Status ClusterClient::Put(std::string_view key, std::span<const std::byte> bytes
   return BatchPut({{std::string(key), bytes, options}})[0];
 }
 
+namespace {
+// The bytes of `key` from one copy: this node's through the local kvd,
+// another node's through its agent.
+Result<std::vector<std::byte>> GetFrom(ClusterClient::Impl& impl, const std::string& key, const Replica& replica) {
+  if (replica.local) {
+    auto store = impl.Local();
+    return store.ok() ? (*store)->Get(key) : Result<std::vector<std::byte>>(store.status());
+  }
+  if (replica.data_address.empty()) return NoDataPath(key, replica.node_id);
+  return std::move(impl.remote().Get({{replica.node_id, replica.data_address, key}})[0]);
+}
+}  // namespace
+
 std::vector<Result<std::vector<std::byte>>> ClusterClient::BatchGet(const std::vector<std::string>& keys) {
   std::vector<Result<ObjectLocation>> locations = BatchGetLocation(keys);
   std::vector<Result<std::vector<std::byte>>> out;
+  // The nearest copy of each key first: those on other nodes all at once.
+  std::vector<cluster::RemoteGet> remote;
+  std::vector<size_t> remote_items;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!locations[i].ok()) {
       out.push_back(locations[i].status());
       continue;
     }
     const Replica& nearest = locations[i]->replicas.front();
-    if (!nearest.local) {
-      out.push_back(Remote(keys[i], nearest.node_id, nearest.data_address));
+    if (!nearest.local && !nearest.data_address.empty()) {
+      out.push_back(Status::Internal("pending"));
+      remote.push_back({nearest.node_id, nearest.data_address, keys[i]});
+      remote_items.push_back(i);
       continue;
     }
-    auto store = impl_->Local();
-    out.push_back(store.ok() ? (*store)->Get(keys[i]) : Result<std::vector<std::byte>>(store.status()));
+    out.push_back(GetFrom(*impl_, keys[i], nearest));
+  }
+  if (!remote.empty()) {
+    std::vector<Result<std::vector<std::byte>>> got = impl_->remote().Get(remote);
+    for (size_t k = 0; k < got.size(); ++k) out[remote_items[k]] = std::move(got[k]);
+  }
+  // A copy whose node is gone: the next copy, in order.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (out[i].ok() || out[i].status().code() != Code::kUnavailable || !locations[i].ok()) continue;
+    for (size_t r = 1; r < locations[i]->replicas.size() && !out[i].ok(); ++r) {
+      Result<std::vector<std::byte>> again = GetFrom(*impl_, keys[i], locations[i]->replicas[r]);
+      if (again.ok() || again.status().code() != Code::kUnavailable) out[i] = std::move(again);
+    }
   }
   return out;
 }

@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "gpu/backend.h"
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_checks.h"
 #include "ipc/proto/master.pb.h"
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
 #include "libkv/cluster/master_connection.h"
+#include "libkv/cluster/remote_transfer.h"
 #include "nanokv/cluster_client.h"
 #include "nanokv/object_store.h"
 
@@ -23,11 +25,15 @@ namespace nanokv {
 
 class ClusterClient::Impl {
  public:
-  Impl(ClusterClientOptions options, std::unique_ptr<cluster::MasterConnection> connection)
-      : options_(std::move(options)), connection_(std::move(connection)) {}
+  Impl(ClusterClientOptions options, std::unique_ptr<cluster::MasterConnection> connection, std::string token)
+      : options_(std::move(options)),
+        connection_(std::move(connection)),
+        remote_(std::move(token), std::chrono::milliseconds(options_.request_timeout_ms)) {}
 
   const ClusterClientOptions& options() const { return options_; }
   cluster::MasterConnection& master() { return *connection_; }
+  // Transfers with other nodes' agents (this client's own UCP worker).
+  cluster::RemoteTransfers& remote() { return remote_; }
 
   // The local kvd's object store, opened on first use.
   Result<ObjectStore*> Local() {
@@ -45,6 +51,16 @@ class ClusterClient::Impl {
       store_ = std::move(opened).value();
     }
     return store_.get();
+  }
+
+  // This process's backend, for device bytes staged through host memory
+  // (PutFromDevice / GetToDevice), opened on first use.
+  Result<gpu::Backend*> DeviceBackend() {
+    std::lock_guard lock(mu_);
+    if (backend_ == nullptr) {
+      NANOKV_ASSIGN_OR_RETURN(backend_, gpu::OpenBackend(options_.backend));
+    }
+    return backend_.get();
   }
 
   // An open result from the master, checked.
@@ -93,8 +109,10 @@ class ClusterClient::Impl {
  private:
   const ClusterClientOptions options_;
   std::unique_ptr<cluster::MasterConnection> connection_;
+  cluster::RemoteTransfers remote_;
   std::mutex mu_;
   std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<gpu::Backend> backend_;
 };
 
 }  // namespace nanokv

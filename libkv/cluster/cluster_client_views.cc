@@ -35,7 +35,7 @@ Result<ClusterStatus> ClusterClient::Cluster() {
   out.rebuilding = reply.rebuilding();
   for (const v1::NodeStatus& n : reply.nodes()) {
     ClusterNodeStatus node{n.node_id(), n.data_address(), n.peer(), n.state(), n.objects(),
-                           n.heartbeat_age_ms(), n.session_age_ms(), {}};
+                           n.heartbeat_age_ms(), n.session_age_ms(), {}, n.data_mode()};
     for (const v1::DeviceStatus& d : n.devices()) {
       node.devices.push_back({d.device(), d.uuid(), d.capacity_bytes(), d.used_bytes(), d.high_watermark(),
                               d.low_watermark(), d.objects()});

@@ -52,6 +52,7 @@ Result<SessionRef> NodeRegistry::Register(const v1::RegisterNode& message, std::
   node->link = std::move(link);
   node->peer = peer;
   node->data_address = message.data_address();
+  node->data_mode = message.data_mode();
   node->devices.assign(message.devices().begin(), message.devices().end());
   for (auto& routed : node->routed) routed.store(0, std::memory_order_relaxed);
   node->last_message = now;
@@ -312,6 +313,7 @@ void NodeRegistry::Describe(const MasterIndex& index, Clock::time_point now, v1:
     v1::NodeStatus* s = out->add_nodes();
     s->set_node_id(node->id);
     s->set_data_address(node->data_address);
+    s->set_data_mode(node->data_mode);
     s->set_peer(node->peer);
     switch (node->state) {
       case State::kAlive: s->set_state("alive"); break;

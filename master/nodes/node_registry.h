@@ -153,6 +153,7 @@ class NodeRegistry {
     uint16_t index = 0;
     std::string id;
     std::string data_address;
+    std::string data_mode;  // the transfer agent's, as registered
     std::string peer;
     State state = State::kNew;
     uint64_t session = 0;  // the live session's id, 0 none

@@ -4,10 +4,11 @@
     with nanokv.Cluster(masters=["10.0.0.1:7470"], node_id="gpu-3", ipc_name="nanokv") as c:
         c.put("sess:42:kv:L0", data, preferred_segment="gpu-3")
         c.get_location("sess:42:kv:L0")      # Location(bytes_total, replicas nearest first)
-        c.get("sess:42:kv:L0")               # bytes, for a copy on this node
+        c.get("sess:42:kv:L0")               # bytes, from this node or another
 
-A copy on another node answers NanoKVError UNIMPLEMENTED: moving bytes
-between nodes is the cross-node data path, not built yet.
+A copy on another node moves through that node's transfer agent (UCX; the
+node's master.data_address); a plan's payload pointer exists only for a
+copy on this node (NanoKVError UNIMPLEMENTED otherwise).
 """
 import ctypes
 import weakref

@@ -1,5 +1,5 @@
 """nanokv.Cluster against a real master and two kvds (nodes n0 and n1):
-put/get on this node, a copy on another node UNIMPLEMENTED, locations
+put/get on this node and on another (its transfer agent, over UCX), locations
 nearest first, replicas, plans and every batch form."""
 import ctypes
 import os
@@ -26,6 +26,8 @@ class ClusterTest(unittest.TestCase):
         # The local kvd's socket is in the test's run directory.
         self._old_run_dir = os.environ.get("NANOKV_RUN_DIR")
         os.environ["NANOKV_RUN_DIR"] = self.dir
+        # The data path between nodes over loopback TCP (tests/integration/cluster_processes.h says why).
+        os.environ.setdefault("UCX_TLS", "tcp")
         master_log = os.path.join(self.dir, "master.log")
         self.master = self._spawn([kvd_binary(), "--role", "master", "--listen", "127.0.0.1:0",
                                    "--rebuild-window", "0", "--id", "pym"], master_log)
@@ -36,7 +38,8 @@ class ClusterTest(unittest.TestCase):
                 f.write(f"backend: host\nipc_name: {self.ipc}_n{n}\nrun_dir: {self.dir}\n"
                         f"capacity: {24 * PAGE}\nhost_device_memory: {48 * PAGE}\nreserve_pages: 2\n"
                         f"object_store:\n  size: {8 * PAGE}\n"
-                        f"master:\n  addresses: [\"{self.address}\"]\n  node_id: n{n}\n  retry_interval: 100ms\n")
+                        f"master:\n  addresses: [\"{self.address}\"]\n  node_id: n{n}\n  retry_interval: 100ms\n"
+                        f"  data_address: 127.0.0.1:0\n")
             log = os.path.join(self.dir, f"n{n}.log")
             self._spawn([kvd_binary(), "--config", config], log)
             self._wait_log(master_log, rf"node n{n} is alive")
@@ -93,15 +96,11 @@ class ClusterTest(unittest.TestCase):
             self.cluster.get_location("py:1")
         self.assertEqual(e.exception.code, NanoKVError.NOT_FOUND)
 
-    def test_another_node_is_unimplemented(self):
-        with self.assertRaises(NanoKVError) as e:
-            self.cluster.put("py:remote", b"x" * 100, preferred_segment="n1")
-        self.assertEqual(e.exception.code, NanoKVError.UNIMPLEMENTED)
-        self.assertEqual(e.exception.code_name, "Unimplemented")
-        self.assertIn("cross-node data path", e.exception.message)
-        with self.assertRaises(NanoKVError) as e:
-            self.cluster.get_location("py:remote")
-        self.assertEqual(e.exception.code, NanoKVError.NOT_FOUND)
+    def test_another_node_moves_bytes(self):
+        data = bytes(range(256)) * 4000 + b"tail"
+        self.cluster.put("py:remote", data, preferred_segment="n1")
+        self.assertEqual([r.node_id for r in self.cluster.get_location("py:remote").replicas], ["n1"])
+        self.assertEqual(self.cluster.get("py:remote"), data)
 
     def test_plans_replicas_and_errors(self):
         plan = self.cluster.open_for_write("py:plan", 4096, preferred_segment="n0", replica_num=2)

@@ -1,7 +1,10 @@
 // nanokv_cluster_chaos: the chaos run's cluster mode (docs/RELIABILITY.md).
 // A real master and N real kvds as nodes; writer threads open, commit, remove
 // and locate objects through ClusterClients without pause, with replicas and
-// preferred segments, while the driver kills kvds with SIGKILL at random
+// preferred segments, and put and get real bytes through the nodes' transfer
+// agents (the data path between nodes: every writer is a client of no node,
+// so every copy is remote; a get that succeeds must be byte-exact), while
+// the driver kills kvds with SIGKILL at random
 // moments (and, every few rounds, the master) and starts them again. With
 // --masters 2 or more, a real etcd too: the masters elect a leader, and the
 // master killed is the one that leads (restarted, it stands by). At the
@@ -121,7 +124,8 @@ class Cluster {
     std::ofstream(config) << "backend: host\nipc_name: " << ipc_ << "_" << id << "\nrun_dir: " << dir_.path()
                           << "\ncapacity: 48MiB\nhost_device_memory: 96MiB\nreserve_pages: 2\n"
                           << "object_store:\n  size: 24MiB\n  write_timeout: 5s\nmaster:\n  addresses: [\""
-                          << Join(addresses_, "\", \"") << "\"]\n  node_id: " << id << "\n  retry_interval: 50ms\n";
+                          << Join(addresses_, "\", \"") << "\"]\n  node_id: " << id << "\n  retry_interval: 50ms\n"
+                          << "  data_address: 127.0.0.1:0\n";
     if (n >= static_cast<int>(nodes_.size())) nodes_.resize(static_cast<size_t>(n) + 1);
     nodes_[static_cast<size_t>(n)] =
         Process::Start({options_.kvd, "--config", config}, {}, dir_.path() + "/" + id + ".log");
@@ -240,10 +244,20 @@ struct Writers {
   std::atomic<bool> hold{false}, stop{false};
   std::atomic<int> holding{0};
   std::atomic<uint64_t> ops{0}, failed_ops{0}, unexpected{0};
+  std::atomic<uint64_t> puts_ok{0}, gets_checked{0};  // the data path's successes
   std::mutex mu;
   std::map<std::string, uint64_t> refusals;  // by code name
   std::string first_unexpected;
 };
+
+// The bytes of object `key`: its size and every byte follow from the key,
+// so a reader checks a get without knowing who wrote it.
+std::vector<std::byte> BytesOf(const std::string& key) {
+  const uint64_t h = std::hash<std::string>()(key);
+  std::vector<std::byte> out(1 + h % 300'000);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::byte>((i * 31 + h) & 0xff);
+  return out;
+}
 
 void Write(Cluster& cluster, Writers& w, int id, uint64_t seed, int nodes) {
   std::mt19937_64 random(seed);
@@ -261,12 +275,36 @@ void Write(Cluster& cluster, Writers& w, int id, uint64_t seed, int nodes) {
     if (client == nullptr) client = cluster.Client("w" + std::to_string(id));
     if (client == nullptr) continue;
     Status status;
-    const int op = static_cast<int>(random() % 10);
-    if (op < 6) {
+    const int op = static_cast<int>(random() % 12);
+    if (op >= 10) {
+      // The data path: put real bytes into other nodes' stores, or get
+      // (and check) one of this writer's objects.
+      if (op == 10) {
+        WriteOptions options;
+        options.replica_num = 1 + static_cast<uint32_t>(random() % 2);
+        std::string key = "w" + std::to_string(id) + ":" + std::to_string(next++);
+        status = client->Put(key, BytesOf(key), options);
+        if (status.ok()) {
+          mine.push_back(key);
+          ++w.puts_ok;
+        }
+      } else if (!mine.empty()) {
+        // Half the time the newest (most likely still on a live node).
+        const std::string& key = random() % 2 == 0 ? mine.back() : mine[random() % mine.size()];
+        auto got = client->Get(key);
+        status = got.status();
+        // A plan's object (committed without bytes) holds any bytes; a put's are exact.
+        if (got.ok() && key.back() != 'p' && *got != BytesOf(key)) {
+          status = Status::Internal("the bytes of " + key + " differ from what was put");
+        } else if (got.ok() && key.back() != 'p') {
+          ++w.gets_checked;
+        }
+      }
+    } else if (op < 6) {
       WriteOptions options;
       options.replica_num = 1 + static_cast<uint32_t>(random() % 3);
       if (random() % 3 == 0) options.preferred_segment = "n" + std::to_string(random() % nodes);
-      std::string key = "w" + std::to_string(id) + ":" + std::to_string(next++);
+      std::string key = "w" + std::to_string(id) + ":" + std::to_string(next++) + "p";  // "p": a plan, no bytes
       auto plan = client->OpenForWrite(key, 1 + random() % 100'000, options);
       status = plan.status();
       if (plan.ok()) {
@@ -327,6 +365,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 5));
   app.add_option("--kvd", o.kvd);
   CLI11_PARSE(app, argc, argv);
+  // The data path over loopback TCP, for the kvds too (inherited).
+  setenv("UCX_TLS", "tcp", 0);
   std::mt19937_64 random(o.seed);
   Cluster cluster(o);
   if (!cluster.StartMasters(o.nodes)) {
@@ -389,8 +429,10 @@ int Main(int argc, char** argv) {
     refusals += (refusals.empty() ? "" : ", ") + std::string("\"") + code + "\": " + std::to_string(n);
   }
   std::printf("{\"rounds\": %d, \"masters\": %d, \"nodes\": %d, \"node_kills\": %d, \"master_kills\": %d, \"ops\": %llu, "
+              "\"remote_puts\": %llu, \"remote_gets_checked\": %llu, "
               "\"refused_ops\": {%s}, \"unexpected_errors\": %llu, \"worst_agreement_ms\": %.1f, \"ok\": %s}\n",
               o.rounds, o.masters, o.nodes, node_kills, master_kills, static_cast<unsigned long long>(w.ops.load()),
+              static_cast<unsigned long long>(w.puts_ok.load()), static_cast<unsigned long long>(w.gets_checked.load()),
               refusals.c_str(), static_cast<unsigned long long>(w.unexpected.load()), worst_agreement_ms,
               failures == 0 ? "true" : "false");
   return failures == 0 ? 0 : 1;

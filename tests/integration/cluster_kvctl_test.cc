@@ -39,7 +39,8 @@ TEST_F(ClusterKvctlTest, ClusterObjectsAndEvict) {
   EXPECT_NE(table.out.find("leads, term 1"), std::string::npos) << table.out;
   std::string n0 = TableRow(table.out, "n0");
   EXPECT_NE(n0.find("alive"), std::string::npos) << table.out;
-  EXPECT_NE(n0.find("ucx://n0"), std::string::npos) << table.out;
+  EXPECT_NE(n0.find("127.0.0.1:"), std::string::npos) << table.out;  // its transfer agent's address
+  EXPECT_NE(n0.find("(staging)"), std::string::npos) << table.out;   // and the agent's mode
   EXPECT_NE(TableRow(table.out, "n1").find("0=host-0,1=host-1"), std::string::npos) << table.out;
 
   Ran json = Kvctl({"--master", address_, "--json", "cluster"});

@@ -37,6 +37,11 @@ class ClusterProcesses : public ::testing::Test {
     static int counter = 0;
     ipc_ = "cl_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
     setenv("NANOKV_RUN_DIR", dir_.path().c_str(), 1);
+    // The data path between nodes over loopback TCP, kvds and clients alike
+    // (inherited): UCX would otherwise pick shared memory or CMA between two
+    // processes of one machine, which a container may refuse (ptrace scope)
+    // and which nodes on separate hosts never use.
+    setenv("UCX_TLS", "tcp", 0);
   }
 
   void TearDown() override {
@@ -65,6 +70,15 @@ class ClusterProcesses : public ::testing::Test {
     const char* value = std::getenv("NANOKV_KVD_BINARY");
     return value != nullptr && *value != '\0' ? value : NANOKV_KVD_BINARY;
   }
+
+#ifdef NANOKV_CLUSTER_READER
+  // The reader/writer process of the transfer tests: $NANOKV_CLUSTER_READER
+  // (gpu-check.sh's bundle), else the one built beside the test.
+  static std::string ReaderBinary() {
+    const char* value = std::getenv("NANOKV_CLUSTER_READER");
+    return value != nullptr && *value != '\0' ? value : NANOKV_CLUSTER_READER;
+  }
+#endif
 
   static std::string Backend() {
     const char* name = std::getenv("NANOKV_TEST_BACKEND");
@@ -104,9 +118,9 @@ class ClusterProcesses : public ::testing::Test {
                                << "\nrun_dir: " << dir_.path() << "\ncapacity: " << pages * kPage
                                << "\nhost_device_memory: " << 2 * pages * kPage << "\nhost_devices: " << devices
                                << "\nreserve_pages: 2\nlog_level: debug\nobject_store:\n  size: "
-                               << store_pages * kPage << "\n  write_timeout: 30s\nmaster:\n  addresses: [\""
+                               << store_pages * kPage << "\n  write_timeout: 30s\n" << object_store_extra_ << "master:\n  addresses: [\""
                                << MasterList("\", \"") << "\"]\n  node_id: " << node.id
-                               << "\n  data_address: \"ucx://" << node.id << "\"\n  retry_interval: 100ms\n"
+                               << "\n  data_address: \"127.0.0.1:0\"\n  retry_interval: 100ms\n"
                                << extra_master;
     node.process = Process::Start({KvdBinary(), "--config", node.config}, {{"NANOKV_RUN_DIR", dir_.path()}},
                                   dir_.path() + "/" + node.id + ".log");
@@ -140,6 +154,7 @@ class ClusterProcesses : public ::testing::Test {
   Process master_;
   int masters_ = 0;
   std::vector<Node> nodes_;
+  std::string object_store_extra_;  // more keys under object_store: for the nodes started next
 };
 
 }  // namespace nanokv::testing

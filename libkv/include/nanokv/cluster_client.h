@@ -10,11 +10,13 @@
 //   auto where = (*cluster)->GetLocation("sess:42:kv:L0");  // READY copies, nearest first
 //   auto again = (*cluster)->Get("sess:42:kv:L0");
 //
-// The bytes themselves move on the node that owns them: a plan for a copy on
-// this process's node (node_id) is written and read through the local kvd
-// (ipc_name) as ObjectStore does: pages mapped, kernels where built. A copy
-// on another node answers kUnimplemented naming the cross-node data path,
-// which is not built yet; plans, locations and removal work for every node.
+// A plan for a copy on this process's node (node_id) is written and read
+// through the local kvd (ipc_name) as ObjectStore does: pages mapped, kernels
+// where built. A copy on another node moves over UCX straight between this
+// process and that node's kvd (its transfer agent at the node's
+// data_address; docs/ARCHITECTURE.md, "The data path between nodes"): Put,
+// Get and their batches work for every node; a pointer into another node's
+// pages (PayloadPointer) is kUnimplemented.
 //
 // Safe to call from many threads.
 #ifndef NANOKV_CLUSTER_CLIENT_H_
@@ -122,6 +124,7 @@ struct ClusterNodeStatus {
   uint64_t heartbeat_age_ms = 0;
   uint64_t session_age_ms = 0;
   std::vector<ClusterDeviceStatus> devices;
+  std::string data_mode;  // its transfer agent's: "staging", "direct", "" (none)
 };
 
 struct ClusterStatus {
@@ -164,11 +167,22 @@ class ClusterClient {
   Result<void*> PayloadPointer(const ReplicaPlan& replica);
   Result<void*> HeaderPointer(const ReplicaPlan& replica);
 
-  // Host bytes: open, copy into every copy, commit (kUnimplemented, nothing
-  // left behind, when a copy lands on another node); locate, copy out of the
-  // nearest copy (on this node, else kUnimplemented).
+  // Host bytes: open, copy into every copy (another node's through its
+  // agent), commit; a failed copy revokes the write (nothing left behind).
+  // Get copies out of the nearest copy, the next one when a node is
+  // unavailable. kUnavailable: the node went away or fell silent for
+  // request_timeout_ms; kFailedPrecondition: the node has no data path
+  // (master.data_address).
   Status Put(std::string_view key, std::span<const std::byte> bytes, const WriteOptions& options = {});
   Result<std::vector<std::byte>> Get(std::string_view key);
+
+  // Device bytes (an engine's KV, `bytes` at `src`; this process's backend,
+  // ClusterClientOptions::backend), staged through host memory with the
+  // backend's copy, then Put / Get as above. GetToDevice answers the
+  // object's size; kInvalidArgument when it is over `capacity` (nothing
+  // copied). A copy on this node goes the same way (no kernels yet).
+  Status PutFromDevice(std::string_view key, const void* src, uint64_t bytes, const WriteOptions& options = {});
+  Result<uint64_t> GetToDevice(std::string_view key, void* dst, uint64_t capacity);
 
   // Batches: one request to the master each, one result per item in order.
   std::vector<Result<ClusterPlan>> BatchOpenForWrite(const std::vector<WriteRequest>& requests);

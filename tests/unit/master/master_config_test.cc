@@ -132,12 +132,12 @@ TEST(MasterConfig, TheShippedFileLoads) {
 TEST(KvdMasterBlock, ReadsItsKeysAndNamesItsErrors) {
   auto c = kvd::LoadConfigText(
       "object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"10.0.0.1:7470\", \"m2:7470\"]\n  node_id: gpu-7\n"
-      "  data_address: ucx://10.0.0.7\n  token_file: /t\n  tls:\n    ca: ca.pem\n  retry_interval: 200ms\n",
+      "  data_address: 10.0.0.7:7480\n  token_file: /t\n  tls:\n    ca: ca.pem\n  retry_interval: 200ms\n",
       "kvd.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->master.addresses.size(), 2u);
   EXPECT_EQ(c->master.node_id, "gpu-7");
-  EXPECT_EQ(c->master.data_address, "ucx://10.0.0.7");
+  EXPECT_EQ(c->master.data_address, "10.0.0.7:7480");
   EXPECT_EQ(c->master.tls.ca, "ca.pem");
   EXPECT_EQ(c->master.retry_interval.count(), 200);
   EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"x\"]\n", "kvd.yaml")),
@@ -146,7 +146,29 @@ TEST(KvdMasterBlock, ReadsItsKeysAndNamesItsErrors) {
             "InvalidArgument: kvd.yaml:4: master: addresses: name at least one master (host:port)");
   EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  adresses: [\"m:1\"]\n", "kvd.yaml")),
             "InvalidArgument: kvd.yaml:4: master.adresses: unknown key (addresses, node_id, data_address, "
-            "token_file, tls, retry_interval)");
+            "transfer, token_file, tls, retry_interval)");
+  // The transfer agent listens on data_address: host:port, port 0 allowed.
+  EXPECT_EQ(Error(kvd::LoadConfigText(
+                "object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n  data_address: ucx://n0\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:5: master.data_address: 'ucx://n0' is not host:port (the transfer agent "
+            "listens there; port 0: any)");
+  EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n"
+                                      "  transfer:\n    depth: 0\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:6: master.transfer.depth: not a count in [1, 64]");
+  EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n"
+                                      "  transfer:\n    chunk: 1KiB\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:6: master.transfer.chunk: not in [4KiB, 1GiB]");
+  {
+    auto parsed = kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n"
+                                      "  data_address: 127.0.0.1:0\n  transfer:\n    chunk: 1MiB\n    depth: 8\n"
+                                      "    staging_buffers: 16\n    timeout: 2s\n", "kvd.yaml");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(parsed->master.data_address, "127.0.0.1:0");
+    EXPECT_EQ(parsed->master.transfer.chunk_bytes, 1u << 20);
+    EXPECT_EQ(parsed->master.transfer.depth, 8u);
+    EXPECT_EQ(parsed->master.transfer.staging_buffers, 16u);
+    EXPECT_EQ(parsed->master.transfer.timeout, std::chrono::seconds(2));
+  }
   EXPECT_EQ(Error(kvd::LoadConfigText("master:\n  addresses: [\"m:1\"]\n", "kvd.yaml")),
             "InvalidArgument: kvd.yaml:1: master: a node joins the cluster with its object store: set object_store.size");
   EXPECT_EQ(Error(kvd::LoadConfigText(
