@@ -134,6 +134,32 @@ Result<int> OpenOwnFile(const std::string& path, const std::string& what) {
   return fd;
 }
 
+Result<std::vector<std::byte>> ReadOwnFile(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  NANOKV_ASSIGN_OR_RETURN(int fd, OpenOwnFile(path, what));
+  struct stat st{};
+  Status fault;
+  std::vector<std::byte> bytes;
+  if (fstat(fd, &st) != 0) {
+    fault = Status::FromErrno("fstat", errno, path);
+  } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    fault = Status::InvalidArgument(what + " " + path + " is " + std::to_string(st.st_size) + " bytes, more than any " +
+                                    what + " (" + std::to_string(max_bytes) + ")");
+  } else {
+    bytes.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    bytes.resize(done);
+  }
+  close(fd);
+  if (!fault.ok()) return fault;
+  return bytes;
+}
+
 namespace {
 
 // Whether `path` still names the file open as `fd`: a lock taken on a file

@@ -11,7 +11,10 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nanokv/status.h"
 
@@ -38,6 +41,11 @@ Status CheckOwnedFile(const struct stat& st, uid_t uid, const std::string& path,
 // link") and without blocking on a FIFO, then CheckOwnedFile against this
 // process's euid. kNotFound when nothing is there.
 Result<int> OpenOwnFile(const std::string& path, const std::string& what);
+
+// OpenOwnFile, then the whole file, refused (kInvalidArgument, "<what>
+// <path> is N bytes, more than any <what> (max)") when larger than
+// `max_bytes`: a file kvd left for its next life, read before it is trusted.
+Result<std::vector<std::byte>> ReadOwnFile(const std::string& path, const std::string& what, uint64_t max_bytes);
 
 // "0640"
 std::string ModeText(mode_t mode);

@@ -146,34 +146,11 @@ Result<Recovery> PageJournal::Decode(std::span<const std::byte> bytes) {
 }
 
 std::optional<Recovery> PageJournal::TakeOver(const std::string& path) {
-  auto fd = OpenOwnFile(path, "page journal");
-  Status fault;
-  std::vector<std::byte> bytes;
-  if (!fd.ok()) {
-    if (fd.status().code() == Code::kNotFound) return std::nullopt;
-    fault = fd.status();
-  } else {
-    struct stat st{};
-    if (fstat(*fd, &st) != 0) {
-      fault = Status::FromErrno("fstat", errno, path);
-    } else if (static_cast<uint64_t>(st.st_size) > kMaxJournalBytes) {
-      fault = Bad("page journal " + path + " is " + std::to_string(st.st_size) +
-                  " bytes, more than any journal (" + std::to_string(kMaxJournalBytes) + ")");
-    } else {
-      bytes.resize(static_cast<size_t>(st.st_size));
-      size_t done = 0;
-      while (done < bytes.size()) {
-        ssize_t n = pread(*fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        done += static_cast<size_t>(n);
-      }
-      bytes.resize(done);
-    }
-    close(*fd);
-  }
+  auto bytes = ReadOwnFile(path, "page journal", kMaxJournalBytes);
+  if (!bytes.ok() && bytes.status().code() == Code::kNotFound) return std::nullopt;
+  Status fault = bytes.status();
   if (fault.ok()) {
-    auto recovery = Decode(bytes);
+    auto recovery = Decode(*bytes);
     if (recovery.ok()) return std::move(recovery).value();
     fault = Status::InvalidArgument("page journal " + path + " is refused: " +
                                     std::string(recovery.status().message()));

@@ -227,36 +227,14 @@ Result<JournaledStores> ObjectJournal::Decode(std::span<const std::byte> bytes) 
 }
 
 std::optional<JournaledStores> ObjectJournal::TakeOver(const std::string& path) {
-  auto fd = OpenOwnFile(path, "object journal");
-  Status fault;
-  std::vector<std::byte> bytes;
-  if (!fd.ok()) {
-    if (fd.status().code() == Code::kNotFound) return std::nullopt;
-    fault = fd.status();
-  } else {
-    struct stat st{};
-    // At most every device at the bounds Decode allows.
-    constexpr uint64_t kMaxBytes = uint64_t{ipc::kMaxDevices} * (8 * uint64_t{kMaxStorePages} + 64 +
-                                                                 kRecordBytes * uint64_t{kMaxRecords}) + 4096;
-    if (fstat(*fd, &st) != 0) {
-      fault = Status::FromErrno("fstat", errno, path);
-    } else if (static_cast<uint64_t>(st.st_size) > kMaxBytes) {
-      fault = Bad("object journal " + path + " is " + std::to_string(st.st_size) + " bytes, more than any journal");
-    } else {
-      bytes.resize(static_cast<size_t>(st.st_size));
-      size_t done = 0;
-      while (done < bytes.size()) {
-        ssize_t n = pread(*fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        done += static_cast<size_t>(n);
-      }
-      bytes.resize(done);
-    }
-    close(*fd);
-  }
+  // At most every device at the bounds Decode allows.
+  constexpr uint64_t kMaxBytes = uint64_t{ipc::kMaxDevices} * (8 * uint64_t{kMaxStorePages} + 64 +
+                                                               kRecordBytes * uint64_t{kMaxRecords}) + 4096;
+  auto bytes = ReadOwnFile(path, "object journal", kMaxBytes);
+  if (!bytes.ok() && bytes.status().code() == Code::kNotFound) return std::nullopt;
+  Status fault = bytes.status();
   if (fault.ok()) {
-    auto stores = Decode(bytes);
+    auto stores = Decode(*bytes);
     if (stores.ok()) return std::move(stores).value();
     fault = Bad("object journal " + path + " is refused: " + std::string(stores.status().message()));
   }

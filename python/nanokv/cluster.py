@@ -25,6 +25,19 @@ Location = namedtuple("Location", "key bytes_total replicas")
 _GET_GUESS = 64 << 10  # a get's first buffer; a larger object costs a second call
 
 
+def _get_bytes(fn, handle, key):
+    """An object's bytes through a C get (handle, key, buf, capacity, &size):
+    a guess first, then the size the library answered when it was short."""
+    size = ctypes.c_uint64()
+    buf = ctypes.create_string_buffer(_GET_GUESS)
+    code = fn(handle, _enc(key), buf, _GET_GUESS, ctypes.byref(size))
+    if code == NanoKVError.INVALID_ARGUMENT and size.value > _GET_GUESS:
+        buf = ctypes.create_string_buffer(size.value)
+        code = fn(handle, _enc(key), buf, size.value, ctypes.byref(size))
+    check(code)
+    return buf.raw[:size.value]
+
+
 def _enc(s):
     return None if s is None else str(s).encode()
 
@@ -139,14 +152,7 @@ class Cluster(OwnedHandle):
              ctypes.byref(_write_options(preferred_segment, replica_num)))
 
     def get(self, key):
-        size = ctypes.c_uint64()
-        buf = ctypes.create_string_buffer(_GET_GUESS)
-        code = _lib.lib.nanokv_cluster_get(self.handle, _enc(key), buf, _GET_GUESS, ctypes.byref(size))
-        if code == NanoKVError.INVALID_ARGUMENT and size.value > _GET_GUESS:
-            buf = ctypes.create_string_buffer(size.value)
-            code = _lib.lib.nanokv_cluster_get(self.handle, _enc(key), buf, size.value, ctypes.byref(size))
-        check(code)
-        return buf.raw[:size.value]
+        return _get_bytes(_lib.lib.nanokv_cluster_get, self.handle, key)
 
     def remove(self, key):
         call("nanokv_cluster_remove", self.handle, _enc(key))

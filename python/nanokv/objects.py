@@ -21,13 +21,12 @@ from collections import namedtuple
 
 from nanokv import _buffers, _lib
 from nanokv._handle import OwnedHandle
-from nanokv._lib import call, check, fit
-from nanokv.cluster import _enc, _keys, _outcomes
+from nanokv._lib import call, fit
+from nanokv.cluster import _GET_GUESS, _enc, _get_bytes, _keys, _outcomes
 from nanokv.errors import NanoKVError
 
 PlanInfo = namedtuple("PlanInfo", "device epoch bytes_total state")
 _STATES = {1: "RESERVED", 2: "WRITING", 3: "READY"}
-_GET_GUESS = 64 << 10  # a get's first buffer; a larger object costs a second call
 
 
 class ObjectPlan(OwnedHandle):
@@ -116,14 +115,7 @@ class Objects(OwnedHandle):
         call("nanokv_objects_put", self.handle, _enc(key), data, len(data), device)
 
     def get(self, key):
-        size = ctypes.c_uint64()
-        buf = ctypes.create_string_buffer(_GET_GUESS)
-        code = _lib.lib.nanokv_objects_get(self.handle, _enc(key), buf, _GET_GUESS, ctypes.byref(size))
-        if code == NanoKVError.INVALID_ARGUMENT and size.value > _GET_GUESS:
-            buf = ctypes.create_string_buffer(size.value)
-            code = _lib.lib.nanokv_objects_get(self.handle, _enc(key), buf, size.value, ctypes.byref(size))
-        check(code)
-        return buf.raw[:size.value]
+        return _get_bytes(_lib.lib.nanokv_objects_get, self.handle, key)
 
     def remove(self, key):
         call("nanokv_objects_remove", self.handle, _enc(key))
