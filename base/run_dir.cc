@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -158,6 +159,26 @@ Result<std::vector<std::byte>> ReadOwnFile(const std::string& path, const std::s
   close(fd);
   if (!fault.ok()) return fault;
   return bytes;
+}
+
+Result<void*> CreateMappedFile(const std::string& private_path, uint64_t bytes, const std::string& what) {
+  unlink(private_path.c_str());  // a dead process's of the same pid: ours to replace
+  int fd = open(private_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno("open", errno, "creating the " + what + " " + private_path);
+  void* base = MAP_FAILED;
+  Status failed;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    failed = Status::FromErrno("ftruncate", errno, private_path);
+  } else {
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) failed = Status::FromErrno("mmap", errno, private_path);
+  }
+  close(fd);  // the mapping keeps the file
+  if (!failed.ok()) {
+    unlink(private_path.c_str());
+    return failed;
+  }
+  return base;
 }
 
 namespace {

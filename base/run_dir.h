@@ -47,6 +47,12 @@ Result<int> OpenOwnFile(const std::string& path, const std::string& what);
 // `max_bytes`: a file kvd left for its next life, read before it is trusted.
 Result<std::vector<std::byte>> ReadOwnFile(const std::string& path, const std::string& what, uint64_t max_bytes);
 
+// A new file of `bytes` at `private_path` (0600, no symlink followed; a
+// leftover of a dead process of this pid replaced), mapped shared and
+// writable: a journal kvd fills before it renames it into place. On
+// failure nothing is left at the path.
+Result<void*> CreateMappedFile(const std::string& private_path, uint64_t bytes, const std::string& what);
+
 // "0640"
 std::string ModeText(mode_t mode);
 

@@ -185,22 +185,7 @@ Result<std::unique_ptr<PageJournal>> PageJournal::Create(const std::string& path
     total += size_t{d.capacity_pages} * 8;
   }
   const std::string private_path = path + ".new" + std::to_string(getpid());
-  unlink(private_path.c_str());  // a dead kvd's of the same pid: ours to replace
-  int fd = open(private_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno("open", errno, "creating the page journal " + private_path);
-  void* base = MAP_FAILED;
-  Status failed;
-  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    failed = Status::FromErrno("ftruncate", errno, private_path);
-  } else {
-    base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) failed = Status::FromErrno("mmap", errno, private_path);
-  }
-  close(fd);  // the mapping keeps the file
-  if (!failed.ok()) {
-    unlink(private_path.c_str());
-    return failed;
-  }
+  NANOKV_ASSIGN_OR_RETURN(void* base, CreateMappedFile(private_path, total, "page journal"));
   JournalHeader header{};
   header.magic = 0;  // stored last: a journal without magic is refused
   header.version = ipc::kJournalVersion;
