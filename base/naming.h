@@ -64,6 +64,14 @@ inline std::string LockPathIn(std::string_view run_dir, std::string_view ipc_nam
 inline std::string JournalPathIn(std::string_view run_dir, std::string_view ipc_name) {
   return std::string(run_dir) + "/" + std::string(ipc_name) + ".journal";
 }
+// The object store's journal, and the page keeper's socket (a kvd restart
+// takes the store's objects and pages back through them).
+inline std::string ObjectJournalPathIn(std::string_view run_dir, std::string_view ipc_name) {
+  return std::string(run_dir) + "/" + std::string(ipc_name) + ".objects";
+}
+inline std::string KeeperPathIn(std::string_view run_dir, std::string_view ipc_name) {
+  return std::string(run_dir) + "/" + std::string(ipc_name) + ".keeper";
+}
 
 // <run dir>/<ipc name>.sock
 inline std::string SocketPath(std::string_view ipc_name) {

@@ -10,17 +10,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/naming.h"
 #include "daemon/objects/object_journal.h"
 
 namespace nanokv::kvd {
 
-std::string ObjectJournalPathIn(const std::string& run_dir, const std::string& ipc_name) {
-  return run_dir + "/" + ipc_name + ".objects";
-}
-
-std::string KeeperPathIn(const std::string& run_dir, const std::string& ipc_name) {
-  return run_dir + "/" + ipc_name + ".keeper";
-}
+using ipc::KeeperPathIn;
+using ipc::ObjectJournalPathIn;
 
 StoreRestart TakeOverStore(const std::string& run_dir, const std::string& ipc_name, bool store_enabled,
                            std::optional<Recovery>* recovery) {

@@ -18,10 +18,6 @@
 
 namespace nanokv::kvd {
 
-// <run dir>/<ipc>.objects and <run dir>/<ipc>.keeper.
-std::string ObjectJournalPathIn(const std::string& run_dir, const std::string& ipc_name);
-std::string KeeperPathIn(const std::string& run_dir, const std::string& ipc_name);
-
 // What a dead kvd left of its store: its object journal and its pages, from
 // its keeper (fds now ours, put in `restart`). Store pages the page journal
 // (`recovery`) lists that no keeper handed back are dropped from it, so

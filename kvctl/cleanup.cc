@@ -22,8 +22,8 @@ namespace {
 
 // What kvd names its files in its run directory (base/naming.h), and the
 // private names of a start cut short ("<name>.sock.new<pid>", ".journal.new<pid>").
-constexpr std::string_view kSuffixes[] = {".sock", ".lock", ".journal"};
-constexpr std::string_view kPartialInfixes[] = {".sock.new", ".journal.new"};
+constexpr std::string_view kSuffixes[] = {".sock", ".lock", ".journal", ".objects", ".keeper"};
+constexpr std::string_view kPartialInfixes[] = {".sock.new", ".journal.new", ".objects.new"};
 
 bool IsSocket(const std::string& path) {
   struct stat st{};
@@ -117,6 +117,7 @@ class Cleaner {
     } else if (stale != nullptr) {
       RemoveSegment(*stale, reason);
     }
+    CleanStoreFiles(dir, name, journal_kept, reason);
     const std::string socket = ipc::SocketPathIn(dir, name);
     if (IsSocket(socket) && SocketDead(socket)) Remove(name, "socket", socket, reason);
     for (const std::string& file : files) {
@@ -180,6 +181,30 @@ class Cleaner {
                          " (its recovery window)",
                      Status::OK(), /*kept=*/true});
     return true;
+  }
+
+  // The object store's journal goes with the page journal (a restarted kvd
+  // reads both); a page keeper's socket stays while the keeper listens (it
+  // holds the store's pages for the next kvd and exits by itself after the
+  // recovery window), and goes once nothing does.
+  void CleanStoreFiles(const std::string& dir, const std::string& name, bool journal_kept, const std::string& reason) {
+    const std::string objects = ipc::ObjectJournalPathIn(dir, name);
+    if (Exists(objects)) {
+      if (journal_kept) {
+        out_->push_back({name, "object journal", objects, "kept with its page journal: a restarted kvd may still "
+                         "take back its objects", Status::OK(), /*kept=*/true});
+      } else {
+        Remove(name, "object journal", objects, reason);
+      }
+    }
+    const std::string keeper = ipc::KeeperPathIn(dir, name);
+    if (!Exists(keeper)) return;
+    if (IsSocket(keeper) && !SocketDead(keeper)) {
+      out_->push_back({name, "keeper", keeper, "a page keeper still holds the store's pages for the next kvd (it "
+                       "exits after its recovery window)", Status::OK(), /*kept=*/true});
+    } else {
+      Remove(name, "keeper", keeper, reason);
+    }
   }
 
   // "<name>.<instance>.log", the controller's; a file that a longer name of

@@ -3,7 +3,11 @@
 // with SIGKILL left and nothing else; errors have their documented exit
 // codes; only root or kvd's user may change tenants.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -243,6 +247,49 @@ TEST_F(KvctlTest, CleanupKeepsAJournalWithinItsRecoveryWindow) {
                                   dir_.path() + "/" + name + ".lock"}) {
     EXPECT_FALSE(Exists(file)) << file << "\n" << next.Log();
   }
+  EXPECT_EQ(Kvctl({"cleanup", name}).out, "nothing to clean up\n");
+}
+
+// What a killed kvd's object store leaves: its object journal goes with
+// the page journal, and the page keeper's socket goes once nothing listens
+// there, but stays while a keeper still holds the pages for the next kvd.
+TEST_F(KvctlTest, CleanupTakesAStoresFilesOnlyWhenNoKeeperListens) {
+  const std::string name = ipc_ + "_s";
+  const std::string objects = dir_.path() + "/" + name + ".objects";
+  const std::string keeper = dir_.path() + "/" + name + ".keeper";
+  auto bind_keeper = [&](bool listen) {
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, keeper.c_str(), sizeof(address.sun_path) - 1);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0) << keeper;
+    EXPECT_EQ(::listen(fd, 4), 0);
+    if (!listen) {
+      ::close(fd);
+      fd = -1;
+    }
+    return fd;
+  };
+  std::ofstream(objects) << "an object journal";
+  int live = bind_keeper(/*listen=*/true);
+  Ran kept = Kvctl({"--json", "cleanup", name});
+  ASSERT_EQ(kept.code, 0) << kept.out << kept.err;
+  Json doc = ParseJson(kept);
+  std::set<std::string> removed, held;
+  for (const Json& item : doc["removed"].items) removed.insert(item["path"].str());
+  for (const Json& item : doc["kept"].items) held.insert(item["path"].str());
+  EXPECT_EQ(removed, (std::set<std::string>{objects})) << "no page journal keeps it\n" << kept.out;
+  EXPECT_EQ(held, (std::set<std::string>{keeper})) << kept.out;
+  EXPECT_TRUE(Exists(keeper));
+
+  ::close(live);  // the keeper exited (its window passed): its socket is left
+  Ran gone = Kvctl({"--json", "cleanup", name});
+  ASSERT_EQ(gone.code, 0) << gone.out << gone.err;
+  doc = ParseJson(gone);
+  removed.clear();
+  for (const Json& item : doc["removed"].items) removed.insert(item["path"].str());
+  EXPECT_EQ(removed, (std::set<std::string>{keeper})) << gone.out;
+  EXPECT_FALSE(Exists(keeper) || Exists(objects));
   EXPECT_EQ(Kvctl({"cleanup", name}).out, "nothing to clean up\n");
 }
 
