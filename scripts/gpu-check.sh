@@ -176,7 +176,11 @@ under_mps() {
 export GPU_TESTS=.
 NANOKV_TEST_BACKEND=cuda step engines_mps under_mps "$B/bin/kvd_engines_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step objects_mps under_mps "$B/bin/kvd_objects_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step restart_mps under_mps "$B/bin/kvd_restart_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step objects_restart_mps under_mps "$B/bin/kvd_objects_restart_test" --gtest_brief=1
 unset GPU_TESTS
+NANOKV_TEST_BACKEND=cuda step chaos_mps under_mps "$B/bin/nanokv_chaos" --kills 100 --seed 20261126 --json \
+  --kvd "$B/bin/kvd" --engine "$B/bin/nanokv_chaos_engine"
 SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_objects_torch_mps \
   under_mps python3 -m unittest discover -s python/tests -p 'test_objects_torch.py' -v
 step object_put_get_bench_mps under_mps "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
@@ -247,7 +251,7 @@ unset SECTION
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
          objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu \
-         engines_mps objects_mps \
+         engines_mps objects_mps restart_mps objects_restart_mps \
          cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda \
          objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"

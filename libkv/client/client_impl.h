@@ -48,6 +48,14 @@ namespace client {
 Result<wire::AttachReply> Handshake(ipc::Channel& channel, const ClientOptions& options,
                                     const std::string& tenant, uint64_t request_id, bool resume);
 
+// The ids of `pages`, in order.
+inline std::vector<uint32_t> IdsOf(const std::vector<ImportedPage>& pages) {
+  std::vector<uint32_t> ids;
+  ids.reserve(pages.size());
+  for (const auto& page : pages) ids.push_back(page.id);
+  return ids;
+}
+
 }  // namespace client
 
 class Client::Impl {
