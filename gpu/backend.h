@@ -151,6 +151,13 @@ class Backend {
   // Synchronous fill of device memory with a byte value.
   virtual Status Fill(void* dst, uint8_t value, size_t bytes) = 0;
 
+  // Page-locks `bytes` of host memory at `host` for every device, so copies
+  // to and from it run at the bus's speed rather than through the driver's
+  // bounce buffers (cuMemHostRegister); UnpinHost before the memory is freed.
+  // The host backend has nothing to pin: OK. hip: OK, left pageable.
+  virtual Status PinHost(void* /*host*/, size_t /*bytes*/) { return Status::OK(); }
+  virtual void UnpinHost(void* /*host*/) {}
+
   // Copy and Fill calls made so far, counted by every implementation: work
   // on a device, which in kvd costs the engines on that GPU a context switch
   // each way (~150 us on an H100). kvd serves requests without any (issue

@@ -54,7 +54,8 @@ constexpr int kMaxDevices = VmmRegistry::kMaxDevices;
   X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemGetAllocationGranularity) X(cuMemCreate)     \
   X(cuMemRelease) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)       \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
-  X(cuMemGetAccess) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8)
+  X(cuMemGetAccess) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8)         \
+  X(cuMemHostRegister) X(cuMemHostUnregister)
 
 struct Driver {
 #define NANOKV_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -463,6 +464,21 @@ class CudaBackend final : public DriverBackend {
     // Host-to-device from pageable memory and device-to-device copies may
     // return before the bytes land; another process must see them on return.
     return NANOKV_CU(driver_, cuCtxSynchronize, fmt::format("after a copy to {}", dst));
+  }
+
+  Status PinHost(void* host, size_t bytes) override {
+    if (devices_.empty()) return Status::FailedPrecondition("pinning host memory: no CUDA device");
+    ScopedContext scope(driver_);
+    NANOKV_RETURN_IF_ERROR(Enter(scope, 0));  // portable: pinned for every context
+    return NANOKV_CU(driver_, cuMemHostRegister, fmt::format("{} bytes at {}", bytes, host), host, bytes,
+                     CU_MEMHOSTREGISTER_PORTABLE);
+  }
+
+  void UnpinHost(void* host) override {
+    ScopedContext scope(driver_);
+    Status unpinned = devices_.empty() ? Status::OK() : Enter(scope, 0);
+    if (unpinned.ok()) unpinned = NANOKV_CU(driver_, cuMemHostUnregister, fmt::format("{}", host), host);
+    if (!unpinned.ok()) spdlog::warn("nanokv: cuda: unpinning host memory: {}", unpinned.ToString());
   }
 
   Status Memset(int device, void* dst, uint8_t value, size_t bytes) override {

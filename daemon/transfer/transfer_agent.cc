@@ -53,6 +53,7 @@ TransferAgent::Impl::~Impl() {
   worker_.reset();
   context_.reset();
   if (stop_fd_ >= 0) close(stop_fd_);
+  for (std::byte* pinned : pinned_) backend_.UnpinHost(pinned);
 }
 
 Status TransferAgent::Impl::Open() {
@@ -317,9 +318,19 @@ bool TransferAgent::Impl::Sweep() {
 std::byte* TransferAgent::Impl::TakeStaging() {
   if (free_staging_.empty()) {
     if (staging_.size() >= options_.config.staging_buffers) return nullptr;
-    // Host memory; pinned (cudaHostAlloc) buffers are for the direct/cuda step.
+    // Pinned where the backend can (cuda): a copy between the store's pages
+    // and pageable memory runs through the driver's bounce buffers at a
+    // fraction of the bus (6-8 GB/s on an H200, BENCHMARKS.md 2026-11-26).
     staging_.push_back(std::make_unique<std::byte[]>(options_.config.chunk_bytes));
-    return staging_.back().get();
+    std::byte* buffer = staging_.back().get();
+    Status pinned = backend_.PinHost(buffer, options_.config.chunk_bytes);
+    if (pinned.ok()) {
+      pinned_.push_back(buffer);
+    } else if (!pin_warned_) {
+      pin_warned_ = true;
+      spdlog::warn("transfer agent: staging buffers stay pageable (slower copies): {}", pinned.ToString());
+    }
+    return buffer;
   }
   std::byte* buffer = free_staging_.back();
   free_staging_.pop_back();

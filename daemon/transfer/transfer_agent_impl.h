@@ -153,6 +153,8 @@ class TransferAgent::Impl {
   std::map<std::pair<std::string, uint32_t>, WriteState> writes_;
   std::vector<std::unique_ptr<std::byte[]>> staging_;  // every buffer made
   std::vector<std::byte*> free_staging_;
+  std::vector<std::byte*> pinned_;  // staging buffers the backend pinned: unpinned before they are freed
+  bool pin_warned_ = false;
 };
 
 }  // namespace nanokv::kvd
