@@ -1,6 +1,7 @@
 // The C ABI's cluster calls (nanokv::ClusterClient): connect, put/get/remove/
-// locate, plans, and the batch forms.
+// locate, device bytes, plans, and the batch forms.
 #include <cstring>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -142,6 +143,43 @@ NANOKV_API int nanokv_cluster_get(nanokv_cluster_t* cluster, const char* key, vo
                                               " bytes, more than the " + std::to_string(capacity) + " given");
     }
     std::memcpy(out, got->data(), got->size());
+    return NANOKV_OK;
+  } NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_cluster_put_from_device(nanokv_cluster_t* cluster, const char* key, const void* src,
+                                              uint64_t bytes, const nanokv_write_options_t* options) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
+    NANOKV_CAPI_NOT_NULL(key);
+    return Check(c->client->PutFromDevice(key, src, bytes, Write(options)));
+  } NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_cluster_get_to_device(nanokv_cluster_t* cluster, const char* key, void* dst,
+                                            uint64_t capacity, uint64_t* bytes_out) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
+    NANOKV_CAPI_NOT_NULL(key);
+    auto got = c->client->GetToDevice(key, dst, capacity);
+    if (!got.ok()) return Fail(got.status());
+    if (bytes_out != nullptr) *bytes_out = *got;
+    return NANOKV_OK;
+  } NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_cluster_backend(nanokv_cluster_t* cluster, const char** name_out) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
+    NANOKV_CAPI_NOT_NULL(name_out);
+    std::lock_guard lock(c->backend_mu);
+    if (c->backend.empty()) {
+      auto name = c->client->DeviceBackendName();
+      if (!name.ok()) return Fail(name.status());
+      c->backend = *name;
+    }
+    // Set once, never changed: the pointer lives as long as the handle.
+    *name_out = c->backend.c_str();
     return NANOKV_OK;
   } NANOKV_CAPI_END;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ struct nanokv_cache {
 struct nanokv_cluster {
   std::unique_ptr<nanokv::ClusterClient> client;
   std::atomic<int> children{0};  // live plan handles made on this cluster
+  std::mutex backend_mu;
+  std::string backend;           // its device backend's name once asked; GUARDED_BY(backend_mu)
 };
 
 struct nanokv_cluster_plan {

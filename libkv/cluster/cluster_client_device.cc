@@ -34,4 +34,9 @@ Result<uint64_t> ClusterClient::GetToDevice(std::string_view key, void* dst, uin
   return static_cast<uint64_t>(staging.size());
 }
 
+Result<std::string> ClusterClient::DeviceBackendName() {
+  NANOKV_ASSIGN_OR_RETURN(gpu::Backend * backend, impl_->DeviceBackend());
+  return std::string(backend->name());
+}
+
 }  // namespace nanokv

@@ -213,6 +213,9 @@ _PROTOTYPES = {
     "nanokv_cluster_close": [P],
     "nanokv_cluster_put": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, _WRITE],
     "nanokv_cluster_get": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, c_u64_p],
+    "nanokv_cluster_put_from_device": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, _WRITE],
+    "nanokv_cluster_get_to_device": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, c_u64_p],
+    "nanokv_cluster_backend": [P, c_char_pp],
     "nanokv_cluster_remove": [P, ctypes.c_char_p],
     "nanokv_cluster_locate": [P, ctypes.c_char_p, _REPLICA, ctypes.c_size_t, c_size_p, c_u64_p],
     "nanokv_cluster_open": [P, ctypes.c_char_p, ctypes.c_uint64, _WRITE, ctypes.POINTER(P)],
@@ -309,7 +312,7 @@ def _load():
 lib, path = _load()
 lib.nanokv_abi_version.restype = ctypes.c_int
 # Before the prototypes: an older library lacks some of their functions.
-ABI_VERSION = 3
+ABI_VERSION = 4
 if lib.nanokv_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
         f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")

@@ -5,16 +5,23 @@
         c.put("sess:42:kv:L0", data, preferred_segment="gpu-3")
         c.get_location("sess:42:kv:L0")      # Location(bytes_total, replicas nearest first)
         c.get("sess:42:kv:L0")               # bytes, from this node or another
+        c.put_from_device("sess:42:kv:L1", k_cache_layer1, preferred_segment="gpu-7")
+        c.get_to_device("sess:42:kv:L1", out)   # its size; out: a tensor of room enough
 
 A copy on another node moves through that node's transfer agent (UCX; the
 node's master.data_address); a plan's payload pointer exists only for a
-copy on this node (NanoKVError UNIMPLEMENTED otherwise).
+copy on this node (NanoKVError UNIMPLEMENTED otherwise). Device calls take
+the buffers nanokv.Objects' do (a torch tensor, __cuda_array_interface__,
+on the host backend numpy arrays, memoryviews and ctypes arrays over pages
+mapped here), staged through host memory with the backend's synchronous
+copy; they wait for the buffer's stream first (a torch tensor's: torch's
+current stream) and return once the bytes moved.
 """
 import ctypes
 import weakref
 from collections import namedtuple
 
-from nanokv import _lib
+from nanokv import _buffers, _lib
 from nanokv._handle import OwnedHandle
 from nanokv._lib import call, check
 from nanokv.errors import NanoKVError
@@ -36,6 +43,26 @@ def _get_bytes(fn, handle, key):
         code = fn(handle, _enc(key), buf, size.value, ctypes.byref(size))
     check(code)
     return buf.raw[:size.value]
+
+
+_RUNTIMES = {"cuda": ("libcuda.so.1", "cuStreamSynchronize"), "hip": ("libamdhip64.so", "hipStreamSynchronize")}
+_stream_sync = {}
+
+
+def _finish(backend, stream):
+    """Waits for the work queued on `stream` (a cudaStream_t / hipStream_t):
+    the cluster's copies run outside any stream, and a side stream (torch's
+    are non-blocking) would not be ordered before them."""
+    if not stream or backend not in _RUNTIMES:
+        return
+    if backend not in _stream_sync:
+        library, name = _RUNTIMES[backend]
+        fn = getattr(ctypes.CDLL(library), name)
+        fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_int
+        _stream_sync[backend] = fn
+    code = _stream_sync[backend](ctypes.c_void_p(stream))
+    if code != 0:
+        raise NanoKVError(NanoKVError.INTERNAL, f"Internal: {_RUNTIMES[backend][1]}({stream:#x}) failed: {code}")
 
 
 def _enc(s):
@@ -119,6 +146,7 @@ class Cluster(OwnedHandle):
     def __init__(self, masters=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
                  node_id=None, ipc_name=None, backend=None, request_timeout_ms=0):
         self._children = weakref.WeakSet()
+        self._backend = None
         options = _lib.ClusterOptions()
         masters = [_enc(m) for m in (masters or [])]
         self._masters = (ctypes.c_char_p * max(len(masters), 1))(*masters)
@@ -156,6 +184,38 @@ class Cluster(OwnedHandle):
 
     def remove(self, key):
         call("nanokv_cluster_remove", self.handle, _enc(key))
+
+    # -- device bytes -----------------------------------------------------
+    @property
+    def backend(self):
+        """The backend of this process's device buffers ("cuda", "hip",
+        "host"; the backend keyword, opened on first use)."""
+        if self._backend is None:
+            name = ctypes.c_char_p()
+            call("nanokv_cluster_backend", self.handle, ctypes.byref(name))
+            self._backend = name.value.decode()
+        return self._backend
+
+    def _device_buffer(self, obj, what, writable, stream):
+        b = _buffers.resolve(obj, self.backend, what, writable)
+        _finish(self.backend, _buffers.stream_handle(stream) if stream is not None else b.stream)
+        return b
+
+    def put_from_device(self, key, tensor, preferred_segment=None, replica_num=1, stream=None):
+        """Stores all of `tensor`'s bytes as object `key`, on any node."""
+        b = self._device_buffer(tensor, f"put_from_device of {key!r}", False, stream)
+        call("nanokv_cluster_put_from_device", self.handle, _enc(key), _lib.address(b.ptr, "src"), b.nbytes,
+             ctypes.byref(_write_options(preferred_segment, replica_num)))
+
+    def get_to_device(self, key, tensor, stream=None):
+        """Copies object `key` (from whichever node holds it) into the start
+        of `tensor`; returns its size. INVALID_ARGUMENT (nothing copied)
+        when it is larger than the tensor."""
+        b = self._device_buffer(tensor, f"get_to_device of {key!r}", True, stream)
+        size = ctypes.c_uint64()
+        call("nanokv_cluster_get_to_device", self.handle, _enc(key), _lib.address(b.ptr, "dst"), b.nbytes,
+             ctypes.byref(size))
+        return size.value
 
     def get_location(self, key):
         replicas = (_lib.Replica * 8)()

@@ -1,6 +1,7 @@
 """nanokv.Cluster against a real master and two kvds (nodes n0 and n1):
 put/get on this node and on another (its transfer agent, over UCX), locations
-nearest first, replicas, plans and every batch form."""
+nearest first, replicas, plans, every batch form, and device bytes by device
+pointer across nodes (host backend: a KV tensor's pages mapped here)."""
 import ctypes
 import os
 import re
@@ -12,6 +13,13 @@ import time
 import unittest
 
 from kvd_process import PAGE, kvd_binary
+# Helpers only (not the test case): the buffers Objects' device tests use.
+from test_objects import ArrayAt, DeviceMemory, np, pattern
+
+try:
+    import torch
+except ImportError:  # Debian's python3-torch (CPU) is a test dependency; skipped, said why
+    torch = None
 
 import nanokv
 from nanokv import NanoKVError
@@ -139,6 +147,101 @@ class ClusterTest(unittest.TestCase):
         removed = self.cluster.remove_batch(["py:b0", "py:o1", "py:o2"])
         self.assertEqual(removed[:2], [None, None])
         self.assertEqual(removed[2].code, NanoKVError.NOT_FOUND)
+
+    def test_device_bytes_cross_nodes_by_device_pointer(self):
+        # Device memory on the host backend: a KV tensor's pages mapped here
+        # (through n0's kvd), reached through each buffer kind Objects takes.
+        engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-cluster-device")
+        self.addCleanup(engine.close)
+        src, dst = engine.tensor(2 * PAGE), engine.tensor(2 * PAGE)
+        src.grow(2)
+        dst.grow(2)
+        self.assertEqual(self.cluster.backend, "host")
+        data = pattern(3 * PAGE // 2 + 17, 5)  # spans two store pages
+        n = len(data)
+        engine.copy_to_device(src.data_ptr, data)
+        at, out = src.data_ptr, dst.data_ptr
+        sources = {"ctypes": (ctypes.c_uint8 * n).from_address(at),
+                   "memoryview": memoryview((ctypes.c_uint8 * n).from_address(at)),
+                   "__array_interface__": ArrayAt(at, n)}
+        destinations = {"ctypes": lambda size: (ctypes.c_uint8 * size).from_address(out),
+                        "memoryview": lambda size: memoryview((ctypes.c_uint8 * size).from_address(out)),
+                        "__array_interface__": lambda size: ArrayAt(out, size)}
+        if np is not None:
+            sources["numpy"] = src.view("uint8", shape=(n,))
+            destinations["numpy"] = lambda size: dst.view("uint8", shape=(size,))
+        for kind, source in sources.items():
+            key = f"py:dev:{kind}"
+            self.cluster.put_from_device(key, source, preferred_segment="n1")
+            self.assertEqual([r.node_id for r in self.cluster.get_location(key).replicas], ["n1"])
+            for into, make in destinations.items():
+                engine.fill(out, 0, 2 * PAGE)
+                # Room to spare: the start is written, the rest left as it was.
+                self.assertEqual(self.cluster.get_to_device(key, make(n + 100)), n)
+                self.assertEqual(engine.copy_to_host(out, n + 100), data + bytes(100), f"{kind} -> {into}")
+            self.assertEqual(self.cluster.get(key), data)  # host and device calls read the same object
+        # One byte short: refused, nothing written.
+        engine.fill(out, 0xAB, 2 * PAGE)
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "of room", self.cluster.get_to_device, "py:dev:ctypes",
+                         ArrayAt(out, n - 1))
+        self.assertEqual(engine.copy_to_host(out, 2 * PAGE), b"\xab" * (2 * PAGE))
+
+    def test_bad_device_buffers_are_refused(self):
+        engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-cluster-bad")
+        self.addCleanup(engine.close)
+        dst = engine.tensor(PAGE)
+        dst.grow(1)
+        self.cluster.put("py:dev:small", b"x" * 100, preferred_segment="n1")
+        host = bytearray(4096)
+        # Host memory no device reaches: the backend refuses it, as a GPU would fault; nothing stored.
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "is not device memory", self.cluster.put_from_device,
+                         "py:dev:host", host, "n1")
+        self.assertFails(NanoKVError.NOT_FOUND, "", self.cluster.get_location, "py:dev:host")
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "is not device memory", self.cluster.get_to_device,
+                         "py:dev:small", host)
+        self.assertEqual(host, bytearray(4096))
+        # What _buffers refuses before the library is called, as for Objects.
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "device memory (__cuda_array_interface__) given to a store "
+                         "on the host backend", self.cluster.put_from_device, "py:dev:cai", DeviceMemory(64))
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "neither a tensor nor a buffer",
+                         self.cluster.put_from_device, "py:dev:int", 42)
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "is read-only", self.cluster.get_to_device,
+                         "py:dev:small", bytes(4096))
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "not contiguous", self.cluster.get_to_device,
+                         "py:dev:small", ArrayAt(dst.data_ptr, 200, step=2))
+        self.assertFails(NanoKVError.NOT_FOUND, "", self.cluster.get_to_device, "py:dev:absent",
+                         ArrayAt(dst.data_ptr, 16))
+        self.cluster.close()
+        with self.assertRaises(ValueError):
+            self.cluster.put_from_device("k", ArrayAt(dst.data_ptr, 16))
+
+    @unittest.skipIf(torch is None, "torch is not installed")
+    def test_torch_tensors_cross_nodes(self):
+        # CPU tensors over a KV tensor's pages: device memory on the host
+        # backend, as cuda tensors are on a GPU (torch.frombuffer, no copy).
+        engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-cluster-torch")
+        self.addCleanup(engine.close)
+        pages = engine.tensor(2 * PAGE)
+        pages.grow(2)
+        count = 3 * 200 * 129  # not a whole number of pages
+        src = torch.frombuffer((ctypes.c_uint8 * (2 * count)).from_address(pages.data_ptr),
+                               dtype=torch.bfloat16, count=count)
+        out = torch.frombuffer((ctypes.c_uint8 * (2 * count)).from_address(pages.data_ptr + PAGE),
+                               dtype=torch.bfloat16, count=count).zero_()
+        src.copy_(torch.randint(-1000, 1000, (count,), generator=torch.Generator().manual_seed(3)).to(torch.bfloat16))
+        self.cluster.put_from_device("py:torch", src.view(3, 200, 129), preferred_segment="n1")
+        self.assertEqual(self.cluster.get_to_device("py:torch", out), 2 * count)
+        self.assertTrue(torch.equal(src, out))
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "is not device memory", self.cluster.get_to_device,
+                         "py:torch", torch.zeros(count, dtype=torch.bfloat16))
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "not contiguous", self.cluster.put_from_device,
+                         "py:torch:t", src.view(3, 200, 129).transpose(0, 2))
+
+    def assertFails(self, code, text, fn, *args):
+        with self.assertRaises(NanoKVError) as caught:
+            fn(*args)
+        self.assertEqual(caught.exception.code, code, caught.exception.message)
+        self.assertIn(text, caught.exception.message)
 
 
 if __name__ == "__main__":

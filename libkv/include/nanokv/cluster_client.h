@@ -183,6 +183,9 @@ class ClusterClient {
   // copied). A copy on this node goes the same way (no kernels yet).
   Status PutFromDevice(std::string_view key, const void* src, uint64_t bytes, const WriteOptions& options = {});
   Result<uint64_t> GetToDevice(std::string_view key, void* dst, uint64_t capacity);
+  // The backend those device pointers belong to ("cuda", "hip", "host"),
+  // opened on first use: what a binding checks its buffers against.
+  Result<std::string> DeviceBackendName();
 
   // Batches: one request to the master each, one result per item in order.
   std::vector<Result<ClusterPlan>> BatchOpenForWrite(const std::vector<WriteRequest>& requests);

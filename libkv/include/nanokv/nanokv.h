@@ -62,7 +62,8 @@ extern "C" {
 #define NANOKV_UNIMPLEMENTED 13       /* not built yet: the message names what would do it */
 
 /* Bumped when a struct below or a function's meaning changes. */
-#define NANOKV_ABI_VERSION 3  /* 2: the cache's reserve fields; 3: the object store (nanokv_objects.h) */
+#define NANOKV_ABI_VERSION 4  /* 2: the cache's reserve fields; 3: the object store (nanokv_objects.h);
+                                4: the cluster's device bytes (nanokv_cluster_put_from_device, ...) */
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;
@@ -332,10 +333,12 @@ NANOKV_API int nanokv_paged_append_fp8(const nanokv_append_input_t* input,
 /* ------------------------------------------------------------------------ */
 /* The object store across nodes, through the cluster master (the C++ API:
  * nanokv/cluster_client.h). A copy on this process's node moves its bytes
- * through the local kvd; one on another node answers NANOKV_UNIMPLEMENTED
- * (the cross-node data path is not built yet). Batches answer each item in
- * results[i] (a NANOKV_* code) and return NANOKV_OK, or the whole call's
- * failure; nanokv_last_error() then names the first failed item. */
+ * through the local kvd; one on another node through that node's transfer
+ * agent (UCX, its master.data_address). A plan's payload pointer exists only
+ * for a copy on this node (NANOKV_UNIMPLEMENTED otherwise). Batches answer
+ * each item in results[i] (a NANOKV_* code) and return NANOKV_OK, or the
+ * whole call's failure; nanokv_last_error() then names the first failed
+ * item. */
 
 typedef struct nanokv_cluster nanokv_cluster_t;
 typedef struct nanokv_cluster_plan nanokv_cluster_plan_t;
@@ -378,6 +381,22 @@ NANOKV_API int nanokv_cluster_put(nanokv_cluster_t* cluster, const char* key, co
  * (nothing copied, *bytes_out set) when it is larger than capacity. */
 NANOKV_API int nanokv_cluster_get(nanokv_cluster_t* cluster, const char* key, void* out, uint64_t capacity,
                                   uint64_t* bytes_out);
+/* Device bytes (ClusterClient::PutFromDevice / GetToDevice), a copy on any
+ * node: a device address of this process's backend (the options' backend;
+ * on the host backend, pages mapped here such as a KV tensor's), staged
+ * through host memory with the backend's synchronous copy. No stream: finish
+ * the GPU work on src (or still reading dst) first; both return once the
+ * bytes moved. Memory the device does not reach, or a null address:
+ * NANOKV_INVALID_ARGUMENT before anything moves. get_to_device:
+ * NANOKV_INVALID_ARGUMENT (nothing copied) when the object is larger than
+ * capacity; *bytes_out (may be NULL) its size on success. */
+NANOKV_API int nanokv_cluster_put_from_device(nanokv_cluster_t* cluster, const char* key, const void* src,
+                                              uint64_t bytes, const nanokv_write_options_t* options);
+NANOKV_API int nanokv_cluster_get_to_device(nanokv_cluster_t* cluster, const char* key, void* dst,
+                                            uint64_t capacity, uint64_t* bytes_out);
+/* That backend's name ("cuda", "hip", "host"; opened on first use), as long
+ * as the handle lives. */
+NANOKV_API int nanokv_cluster_backend(nanokv_cluster_t* cluster, const char** name_out);
 NANOKV_API int nanokv_cluster_remove(nanokv_cluster_t* cluster, const char* key);
 /* Up to `capacity` READY copies, nearest first; *count_out how many exist. */
 NANOKV_API int nanokv_cluster_locate(nanokv_cluster_t* cluster, const char* key, nanokv_replica_t* replicas,
