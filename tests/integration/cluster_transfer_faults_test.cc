@@ -5,6 +5,7 @@
 // endpoint, never the agent).
 #include <signal.h>
 
+#include <deque>
 #include <thread>
 
 #include "ipc/ucx/transfer_wire.h"
@@ -43,9 +44,13 @@ class RawPeer {
                                  "close");
   }
 
-  void Send(uint16_t id, const std::string& header, const void* data = nullptr, size_t bytes = 0) {
+  void Send(uint16_t id, std::string header, const void* data = nullptr, size_t bytes = 0) {
+    // UCX reads the header until the send completes (ucx::SendAm): a send
+    // still waiting for the endpoint's wire-up goes out during a later
+    // progress, so the peer keeps every header it sent.
+    headers_.push_back(std::move(header));
     ++sends_;
-    Status sent = ucx::SendAm(ep_, id, header, data, bytes, data != nullptr, &RawPeer::OnSent, this);
+    Status sent = ucx::SendAm(ep_, id, headers_.back(), data, bytes, data != nullptr, &RawPeer::OnSent, this);
     if (!sent.ok()) --sends_;
   }
   // Until the agent ended this endpoint (true) or `timeout` passed.
@@ -92,6 +97,7 @@ class RawPeer {
   bool failed_ = false;
   int sends_ = 0;
   std::vector<std::string> replies_;
+  std::deque<std::string> headers_;  // stable addresses: a deque never moves its elements on push_back
   std::vector<void*> held_;  // rendezvous data kept (hold), released at the end
 };
 
