@@ -109,7 +109,10 @@ TEST_F(KvdOpsTest, MetricsSayWhatTheSegmentAndTheRequestsSay) {
     if (!samples.ok()) return false;
     got = ScrapedSeries(*samples);
     want = SegmentSeries(Read());
-    return got == want && FindSample(*samples, "nanokv_engines_lost_total") == 1.0;
+    // kvd learns of a closed connection (the start's readiness probe, the
+    // dead engine's) when it next polls: await the three the test holds.
+    return got == want && FindSample(*samples, "nanokv_engines_lost_total") == 1.0 &&
+           FindSample(*samples, "nanokv_connections") == 3.0;
   }, 20s);
   ASSERT_TRUE(agreed) << body;
   EXPECT_EQ(want.at("nanokv_tenant_used_bytes{group=g1,tenant=a}"), 2.0 * kPage);
