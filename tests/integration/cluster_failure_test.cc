@@ -80,7 +80,10 @@ TEST_F(ClusterFailureTest, AStoppedNodeLapsesThenRegistersAgainWithItsObjects) {
   // A hung kvd: its session stays open, but it says nothing: its lease lapses.
   nodes_[1].process.Signal(SIGSTOP);
   WaitNodeState("n1", "dead");
-  EXPECT_TRUE(NoneFound(*client, "kept:", 20));
+  // Its copies leave the index under the node's apply lock just after its
+  // state turns dead (ARCHITECTURE, "Leases"): awaited, not assumed (ASan
+  // in CI once caught the moment between).
+  EXPECT_TRUE(WaitFor([&] { return NoneFound(*client, "kept:", 20); }, std::chrono::seconds(10)));
   auto plan = client->OpenForWrite("while-stopped", 100, {.preferred_segment = "n1"});
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->replicas[0].node_id, "n0");
