@@ -7,49 +7,13 @@
  * (host pages on the host backend); malloc'd memory is refused as a GPU
  * would fault on it. Exit status 0 when all pass. */
 #define _GNU_SOURCE
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nanokv/nanokv.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                                     \
-  do {                                                                                                  \
-    ++checks;                                                                                           \
-    if (!(cond)) {                                                                                      \
-      ++failures;                                                                                       \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,        \
-              nanokv_last_error());                                                                     \
-    }                                                                                                   \
-  } while (0)
-
-/* The call answers `code` and its message contains `text`. */
-#define CHECK_FAILS(call, code, text)                                                                   \
-  do {                                                                                                  \
-    int got_ = (call);                                                                                  \
-    ++checks;                                                                                           \
-    if (got_ != (code) || strstr(nanokv_last_error(), (text)) == NULL) {                                \
-      ++failures;                                                                                       \
-      fprintf(stderr, "%s:%d: %s: got %d (%s) \"%s\", want %d with \"%s\"\n", __FILE__, __LINE__, #call, \
-              got_, nanokv_code_name(got_), nanokv_last_error(), (code), (text));                       \
-    }                                                                                                   \
-  } while (0)
-
-#define CHECK_OK(call)                                                                                  \
-  do {                                                                                                  \
-    int got_ = (call);                                                                                  \
-    ++checks;                                                                                           \
-    if (got_ != NANOKV_OK) {                                                                            \
-      ++failures;                                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, nanokv_last_error());               \
-    }                                                                                                   \
-  } while (0)
+#include "capi_check.h"
 
 static char run_dir[] = "/tmp/nanokv_capi_objects_XXXXXX";
 static char ipc_name[64];
@@ -66,8 +30,6 @@ static unsigned char* dst_dev = NULL;
 
 /* kvd on the host backend, 16 pages of 2 MiB, 8 MiB of them the store. */
 static void StartKvd(void) {
-  const char* binary = getenv("NANOKV_KVD_BINARY");
-  if (binary == NULL || *binary == '\0') binary = NANOKV_KVD_BINARY;
   char config[256], log_path[256], socket_path[256];
   snprintf(config, sizeof config, "%s/kvd.yaml", run_dir);
   snprintf(log_path, sizeof log_path, "%s/kvd.log", run_dir);
@@ -81,29 +43,11 @@ static void StartKvd(void) {
              "run_dir: %s\nobject_store:\n  size: 8MiB\n",
           ipc_name, run_dir);
   fclose(f);
-  kvd_pid = fork();
-  if (kvd_pid == 0) {
-    FILE* log = freopen(log_path, "w", stdout);
-    if (log != NULL) dup2(fileno(log), 2);
-    execl(binary, binary, "--config", config, (char*)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 2000; ++i) { /* up to 20 s */
-    if (access(socket_path, F_OK) == 0) return;
-    int status;
-    if (waitpid(kvd_pid, &status, WNOHANG) == kvd_pid) break;
-    usleep(10000);
-  }
-  fprintf(stderr, "kvd (%s) did not come up; see %s\n", binary, log_path);
-  exit(2);
+  char* const argv[] = {(char*)KvdBinary(), "--config", config, NULL};
+  kvd_pid = SpawnKvd(argv, log_path, socket_path);
 }
 
-static void StopKvd(void) {
-  int status = 0;
-  kill(kvd_pid, SIGTERM);
-  waitpid(kvd_pid, &status, 0);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
+static void StopKvd(void) { StopKvdPid(kvd_pid); }
 
 static nanokv_objects_t* Open(void) {
   nanokv_objects_options_t options;

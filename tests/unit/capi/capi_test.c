@@ -15,42 +15,9 @@
 #include <unistd.h>
 
 #include "nanokv/nanokv.h"
+#include "capi_check.h"
 
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                       \
-  do {                                                                                    \
-    ++checks;                                                                             \
-    if (!(cond)) {                                                                        \
-      ++failures;                                                                         \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              nanokv_last_error());                                                       \
-    }                                                                                     \
-  } while (0)
-
-/* The call answers `code` and its message contains `text`. */
-#define CHECK_FAILS(call, code, text)                                                        \
-  do {                                                                                       \
-    int got_ = (call);                                                                       \
-    ++checks;                                                                                \
-    if (got_ != (code) || strstr(nanokv_last_error(), (text)) == NULL) {                     \
-      ++failures;                                                                            \
-      fprintf(stderr, "%s:%d: %s: got %d (%s) \"%s\", want %d with \"%s\"\n", __FILE__,      \
-              __LINE__, #call, got_, nanokv_code_name(got_), nanokv_last_error(), (code), (text)); \
-    }                                                                                        \
-  } while (0)
-
-#define CHECK_OK(call) CHECK_FAILS_NOT(call)
-#define CHECK_FAILS_NOT(call)                                                                 \
-  do {                                                                                        \
-    int got_ = (call);                                                                        \
-    ++checks;                                                                                 \
-    if (got_ != NANOKV_OK) {                                                                  \
-      ++failures;                                                                             \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, nanokv_last_error());     \
-    }                                                                                         \
-  } while (0)
+#define CHECK_FAILS_NOT(call) CHECK_OK(call)
 
 enum { kPages = 16 };
 static const uint64_t kPage = 2u << 20;
@@ -60,40 +27,18 @@ static pid_t kvd_pid = -1;
 
 /* Starts kvd `name` in run_dir; `max_connections` NULL for kvd's default. */
 static pid_t StartKvdNamed(const char* name, const char* max_connections) {
-  const char* binary = getenv("NANOKV_KVD_BINARY");
-  if (binary == NULL || *binary == '\0') binary = NANOKV_KVD_BINARY;
   char capacity[32], memory[32], log_path[256], socket_path[256];
   snprintf(capacity, sizeof capacity, "%llu", (unsigned long long)(kPages * kPage));
   snprintf(memory, sizeof memory, "%llu", (unsigned long long)(4 * kPages * kPage));
   snprintf(log_path, sizeof log_path, "%s/%s.log", run_dir, name);
   snprintf(socket_path, sizeof socket_path, "%s/%s.sock", run_dir, name);
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* log = freopen(log_path, "w", stdout);
-    if (log != NULL) dup2(fileno(log), 2);
-    execl(binary, binary, "--backend", "host", "--ipc-name", name, "--capacity", capacity,
-          "--host-device-memory", memory, "--reserve-pages", "2", "--run-dir", run_dir,
-          max_connections != NULL ? "--max-connections" : (char*)NULL, max_connections, (char*)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 2000; ++i) { /* up to 20 s */
-    if (access(socket_path, F_OK) == 0) return pid;
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
-    usleep(10000);
-  }
-  fprintf(stderr, "kvd (%s) did not come up; see %s\n", binary, log_path);
-  exit(2);
+  char* const argv[] = {(char*)KvdBinary(), "--backend", "host", "--ipc-name", (char*)name, "--capacity", capacity,
+                        "--host-device-memory", memory, "--reserve-pages", "2", "--run-dir", run_dir,
+                        max_connections != NULL ? "--max-connections" : NULL, (char*)max_connections, NULL};
+  return SpawnKvd(argv, log_path, socket_path);
 }
 
 static void StartKvd(void) { kvd_pid = StartKvdNamed(ipc_name, NULL); }
-
-static void StopKvdPid(pid_t pid) {
-  int status = 0;
-  kill(pid, SIGTERM);
-  waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
 
 static void StopKvd(void) { StopKvdPid(kvd_pid); }
 
