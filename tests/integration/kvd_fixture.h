@@ -120,12 +120,18 @@ class KvdFixture : public ::testing::Test {
     return Process::Start(argv, env, dir_.path() + "/" + name + ".log");
   }
 
-  // The running kvd's object store, as an engine of this process opens it.
-  std::unique_ptr<ObjectStore> OpenStore() {
+  // The running kvd's object store, as an engine of this process opens it;
+  // `request_timeout_ms` 0: the option's default.
+  Result<std::unique_ptr<ObjectStore>> TryOpenStore(uint32_t request_timeout_ms = 0) {
     ObjectStoreOptions options;
     options.ipc_name = ipc_;
     options.backend = Backend();
-    auto store = ObjectStore::Open(options);
+    if (request_timeout_ms != 0) options.request_timeout_ms = request_timeout_ms;
+    return ObjectStore::Open(options);
+  }
+  // The same, which must succeed.
+  std::unique_ptr<ObjectStore> OpenStore() {
+    auto store = TryOpenStore();
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(store).value() : nullptr;
   }

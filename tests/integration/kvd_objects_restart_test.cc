@@ -300,11 +300,7 @@ TEST_F(KvdObjectsRestartTest, ClientsRideThroughRestartsAndKeepWhatWasCommitted)
       std::unique_ptr<ObjectStore> store;
       for (int n = 0; !stop; ++n) {
         if (store == nullptr) {
-          ObjectStoreOptions options;
-          options.ipc_name = ipc_;
-          options.backend = Backend();
-          options.request_timeout_ms = 5000;
-          auto opened = ObjectStore::Open(options);
+          auto opened = TryOpenStore(5000);
           if (!opened.ok()) {
             std::this_thread::sleep_for(20ms);
             continue;
