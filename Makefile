@@ -49,7 +49,7 @@ SAN_OPT = -O1 -g1 -DNDEBUG
 SAN_CMAKE_FLAGS = $(CMAKE_FLAGS) -DNANOKV_BUILD_BENCH=OFF -DNANOKV_CUDA_KERNELS=OFF \
                   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(SAN_OPT)" \
                   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$(SAN_OPT)"
-ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp"
