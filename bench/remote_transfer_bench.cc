@@ -6,12 +6,18 @@
 //   raw_ucp: the same bytes in the same chunks and depth over UCP active
 //            messages (rendezvous) to a forked process that only receives
 //            and acknowledges: no index, no staging copies, no store.
+//   get_into: the same get into the caller's memory (ClusterClient::GetInto,
+//            a buffer used before): no allocation, no first touch.
+//   device:  put from and get into device memory of --backend
+//            (PutFromDevice, GetToDevice: chunks through the client's
+//            pinned staging buffers).
 //   staging: the copies alone (a chunk at a time, memcpy: the host
 //            backend's copy; cuda would be cudaMemcpy to/from pinned host).
 // UCX_TLS defaults to tcp for all of them (set it to compare others).
 //
 //   remote_transfer_bench [--kvd PATH] [--backend host|cuda] [--sizes 1,4,16,64,256] [--reps 5]
 //                         [--chunk-mib 4] [--depth 4]
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +30,7 @@
 
 #include "bench/bench_kvd.h"
 #include "bench/bench_util.h"
+#include "gpu/device_buffer.h"
 #include "ipc/ucx/ucx.h"
 #include "master/service/master_server.h"
 #include "nanokv/cluster_client.h"
@@ -112,7 +119,11 @@ void OnConnection(ucp_conn_request_h request, void* arg) {
   close(fd);
   size_t slot = 0;
   for (;;) {
-    (*worker)->Progress();
+    if ((*worker)->Progress() == 0 && s.pending.empty() && (*worker)->Arm() == UCS_OK) {
+      // Idle: sleep (a spinning receiver takes a core from the kvds on a small machine).
+      pollfd p{(*worker)->event_fd(), POLLIN, 0};
+      poll(&p, 1, 100);
+    }
     while (!s.pending.empty()) {
       auto [data, length] = s.pending.back();
       s.pending.pop_back();
@@ -268,12 +279,24 @@ int Main(int argc, char** argv) {
     (void)client->Remove("bench:warm");
     RawSend(raw, warm, args.chunk, args.depth);
   }
+  auto device_backend = gpu::OpenBackend(args.backend);
+  if (!device_backend.ok()) {
+    std::fprintf(stderr, "backend %s: %s\n", args.backend.c_str(), device_backend.status().ToString().c_str());
+    return 1;
+  }
+  auto device = gpu::DeviceBuffer::Create(**device_backend, 0, largest << 20);
+  if (!device.ok()) {
+    std::fprintf(stderr, "device buffer: %s\n", device.status().ToString().c_str());
+    return 1;
+  }
   int round = 0;
   for (size_t mib : args.sizes_mib) {
     const size_t bytes = mib << 20;
     std::vector<std::byte> data(bytes);
     for (size_t i = 0; i < bytes; i += 4096) data[i] = static_cast<std::byte>(i / 4096);
-    std::vector<double> put, get, raw_us, staging, plan_calls, locate;
+    std::vector<std::byte> sink(bytes, std::byte{2});  // GetInto's, touched before
+    (void)(*device_backend)->Copy((*device)->get(), data.data(), bytes, gpu::CopyKind::kHostToDevice);
+    std::vector<double> put, get, get_into, put_device, get_device, raw_us, staging, plan_calls, locate;
     std::vector<std::byte> store(bytes, std::byte{1});  // touched: kvd's store pages are
     for (int r = 0; r < args.reps; ++r) {
       const std::string key = "bench:" + std::to_string(round++);
@@ -292,8 +315,24 @@ int Main(int argc, char** argv) {
         return 1;
       }
       t = NowMicros();
+      auto into = client->GetInto(key, sink);
+      get_into.push_back(NowMicros() - t);
+      t = NowMicros();
       (void)client->GetLocation(key);
       locate.push_back(NowMicros() - t);
+      (void)client->Remove(key);
+      t = NowMicros();
+      Status from_device = client->PutFromDevice(key, (*device)->get(), bytes, {.preferred_segment = "n1"});
+      put_device.push_back(NowMicros() - t);
+      t = NowMicros();
+      auto to_device = client->GetToDevice(key, (*device)->get(), bytes);
+      get_device.push_back(NowMicros() - t);
+      if (!into.ok() || !from_device.ok() || !to_device.ok()) {
+        std::fprintf(stderr, "%s: get into %s, put from device %s, get to device %s\n", key.c_str(),
+                     into.status().ToString().c_str(), from_device.ToString().c_str(),
+                     to_device.status().ToString().c_str());
+        return 1;
+      }
       (void)client->Remove(key);
       // The master's part of a put alone: open and commit, no bytes moved.
       t = NowMicros();
@@ -313,6 +352,9 @@ int Main(int argc, char** argv) {
     JsonObject row;
     row.Add("remote_put", Rates(put, bytes))
         .Add("remote_get", Rates(get, bytes))
+        .Add("remote_get_into", Rates(get_into, bytes))
+        .Add("remote_put_from_device", Rates(put_device, bytes))
+        .Add("remote_get_to_device", Rates(get_device, bytes))
         .Add("raw_ucp_am", Rates(raw_us, bytes))
         .Add("staging_copy_memcpy", Rates(staging, bytes))
         .Add("put_open_commit_ms_median", Quantile(plan_calls, 0.5) / 1e3)

@@ -45,7 +45,10 @@ const std::string& TransferAgent::address() const { return impl_->address_; }
 const std::string& TransferAgent::mode() const { return impl_->mode_; }
 
 TransferAgent::Impl::Impl(ObjectIndex& store, gpu::Backend& backend, TransferAgentOptions options)
-    : store_(store), backend_(backend), options_(std::move(options)) {}
+    : store_(store),
+      backend_(backend),
+      options_(std::move(options)),
+      staging_(backend, options_.config.staging_buffers, "transfer agent") {}
 
 TransferAgent::Impl::~Impl() {
   Stop();
@@ -53,7 +56,6 @@ TransferAgent::Impl::~Impl() {
   worker_.reset();
   context_.reset();
   if (stop_fd_ >= 0) close(stop_fd_);
-  for (std::byte* pinned : pinned_) backend_.UnpinHost(pinned);
 }
 
 Status TransferAgent::Impl::Open() {
@@ -313,32 +315,6 @@ bool TransferAgent::Impl::Sweep() {
     it = now - it->second.last > options_.config.timeout ? writes_.erase(it) : std::next(it);
   }
   return did;
-}
-
-std::byte* TransferAgent::Impl::TakeStaging() {
-  if (free_staging_.empty()) {
-    if (staging_.size() >= options_.config.staging_buffers) return nullptr;
-    // Pinned where the backend can (cuda): a copy between the store's pages
-    // and pageable memory runs through the driver's bounce buffers at a
-    // fraction of the bus (6-8 GB/s on an H200, BENCHMARKS.md 2026-11-26).
-    staging_.push_back(std::make_unique<std::byte[]>(options_.config.chunk_bytes));
-    std::byte* buffer = staging_.back().get();
-    Status pinned = backend_.PinHost(buffer, options_.config.chunk_bytes);
-    if (pinned.ok()) {
-      pinned_.push_back(buffer);
-    } else if (!pin_warned_) {
-      pin_warned_ = true;
-      spdlog::warn("transfer agent: staging buffers stay pageable (slower copies): {}", pinned.ToString());
-    }
-    return buffer;
-  }
-  std::byte* buffer = free_staging_.back();
-  free_staging_.pop_back();
-  return buffer;
-}
-
-void TransferAgent::Impl::GiveStaging(std::byte* buffer) {
-  if (buffer != nullptr) free_staging_.push_back(buffer);
 }
 
 }  // namespace nanokv::kvd

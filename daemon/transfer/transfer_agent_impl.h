@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "daemon/transfer/transfer_agent.h"
+#include "gpu/pinned_pool.h"
 #include "ipc/ucx/transfer_wire.h"
 #include "ipc/ucx/ucx.h"
 
@@ -116,11 +117,10 @@ class TransferAgent::Impl {
   void Release(Incoming& in);
   // Timeouts, closed peers freed, waiters given buffers. True if it did anything.
   bool Sweep();
-  std::byte* TakeStaging();  // nullptr when staging_buffers are all in use
-  bool StagingLeft() const {
-    return !free_staging_.empty() || staging_.size() < options_.config.staging_buffers;
-  }
-  void GiveStaging(std::byte* buffer);
+  // A chunk's buffer; nullptr when staging_buffers are all in use.
+  std::byte* TakeStaging() { return staging_.Take(options_.config.chunk_bytes); }
+  bool StagingLeft() const { return staging_.CanTake(options_.config.chunk_bytes); }
+  void GiveStaging(std::byte* buffer) { staging_.Give(buffer); }
 
   // transfer_ops.cc
   void HandlePut(Incoming& in);
@@ -151,10 +151,7 @@ class TransferAgent::Impl {
   std::deque<Incoming> waiting_puts_;  // rendezvous chunks waiting for a staging buffer
   std::list<std::unique_ptr<GetTransfer>> gets_;
   std::map<std::pair<std::string, uint32_t>, WriteState> writes_;
-  std::vector<std::unique_ptr<std::byte[]>> staging_;  // every buffer made
-  std::vector<std::byte*> free_staging_;
-  std::vector<std::byte*> pinned_;  // staging buffers the backend pinned: unpinned before they are freed
-  bool pin_warned_ = false;
+  gpu::PinnedPool staging_;
 };
 
 }  // namespace nanokv::kvd

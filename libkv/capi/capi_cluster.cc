@@ -135,14 +135,16 @@ NANOKV_API int nanokv_cluster_get(nanokv_cluster_t* cluster, const char* key, vo
     NANOKV_CAPI_NOT_NULL(key);
     NANOKV_CAPI_NOT_NULL(bytes_out);
     if (capacity > 0) NANOKV_CAPI_NOT_NULL(out);
-    auto got = c->client->Get(key);
-    if (!got.ok()) return Fail(got.status());
-    *bytes_out = got->size();
-    if (got->size() > capacity) {
-      return Fail(Code::kInvalidArgument, std::string(fn) + ": '" + key + "' holds " + std::to_string(got->size()) +
-                                              " bytes, more than the " + std::to_string(capacity) + " given");
+    // Straight into `out`; its size asked again only when it did not fit.
+    auto got = c->client->GetInto(key, {static_cast<std::byte*>(out), capacity});
+    if (!got.ok()) {
+      if (got.status().code() == Code::kInvalidArgument) {
+        auto location = c->client->GetLocation(key);
+        if (location.ok()) *bytes_out = location->bytes_total;
+      }
+      return Fail(got.status());
     }
-    std::memcpy(out, got->data(), got->size());
+    *bytes_out = *got;
     return NANOKV_OK;
   } NANOKV_CAPI_END;
 }

@@ -52,12 +52,6 @@ Status Remote(const std::string& key, const std::string& node, const std::string
                                ", not this one: its pages cannot be mapped here; move its bytes with Put/Get");
 }
 
-// A node that registered without a data path (no master.data_address).
-Status NoDataPath(const std::string& key, const std::string& node) {
-  return Status::FailedPrecondition("nanokv cluster: the copy of '" + key + "' is on node " + node +
-                                    ", which has no data path (master.data_address in its kvd config)");
-}
-
 }  // namespace
 
 Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClientOptions& given) {
@@ -238,116 +232,6 @@ Result<void*> ClusterClient::HeaderPointer(const ReplicaPlan& replica) {
   if (!replica.local) return Remote(replica.plan.key, replica.node_id, replica.data_address);
   NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->Local());
   return store->HeaderPointer(replica.plan);
-}
-
-std::vector<Status> ClusterClient::BatchPut(const std::vector<PutRequest>& requests) {
-  std::vector<WriteRequest> opens;
-  for (const PutRequest& r : requests) opens.push_back({r.key, r.bytes.size(), r.options});
-  std::vector<Result<ClusterPlan>> plans = BatchOpenForWrite(opens);
-  std::vector<Status> out(requests.size());
-  // Copies on this node through the local kvd; those on other nodes all at
-  // once, pipelined (one endpoint per node), by this client's UCP worker.
-  std::vector<Status> copied(requests.size());
-  std::vector<cluster::RemotePut> remote;
-  std::vector<size_t> remote_items;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (!plans[i].ok()) continue;
-    for (const ReplicaPlan& replica : plans[i]->replicas) {
-      if (!replica.local) {
-        if (replica.data_address.empty()) {
-          copied[i] = NoDataPath(requests[i].key, replica.node_id);
-          break;
-        }
-        remote.push_back({replica.node_id, replica.data_address, replica.plan, requests[i].bytes});
-        remote_items.push_back(i);
-        continue;
-      }
-      auto store = impl_->Local();
-      copied[i] = store.ok() ? (*store)->CopyIn(replica.plan, requests[i].bytes) : store.status();
-      if (!copied[i].ok()) break;
-    }
-  }
-  if (!remote.empty()) {
-    std::vector<Status> sent = impl_->remote().Put(remote);
-    for (size_t k = 0; k < sent.size(); ++k) {
-      if (copied[remote_items[k]].ok() && !sent[k].ok()) copied[remote_items[k]] = sent[k];
-    }
-  }
-  std::vector<ClusterPlan> to_commit, to_revoke;
-  std::vector<size_t> committed_items;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (!plans[i].ok()) {
-      out[i] = plans[i].status();
-    } else if (copied[i].ok()) {
-      to_commit.push_back(*plans[i]);
-      committed_items.push_back(i);
-    } else {
-      out[i] = copied[i];
-      to_revoke.push_back(*plans[i]);
-    }
-  }
-  if (!to_revoke.empty()) BatchRevoke(to_revoke);  // the failure is what the caller hears
-  if (!to_commit.empty()) {
-    std::vector<Status> commits = BatchCommit(to_commit);
-    for (size_t k = 0; k < commits.size(); ++k) out[committed_items[k]] = commits[k];
-  }
-  return out;
-}
-
-Status ClusterClient::Put(std::string_view key, std::span<const std::byte> bytes, const WriteOptions& options) {
-  return BatchPut({{std::string(key), bytes, options}})[0];
-}
-
-namespace {
-// The bytes of `key` from one copy: this node's through the local kvd,
-// another node's through its agent.
-Result<std::vector<std::byte>> GetFrom(ClusterClient::Impl& impl, const std::string& key, const Replica& replica) {
-  if (replica.local) {
-    auto store = impl.Local();
-    return store.ok() ? (*store)->Get(key) : Result<std::vector<std::byte>>(store.status());
-  }
-  if (replica.data_address.empty()) return NoDataPath(key, replica.node_id);
-  return std::move(impl.remote().Get({{replica.node_id, replica.data_address, key}})[0]);
-}
-}  // namespace
-
-std::vector<Result<std::vector<std::byte>>> ClusterClient::BatchGet(const std::vector<std::string>& keys) {
-  std::vector<Result<ObjectLocation>> locations = BatchGetLocation(keys);
-  std::vector<Result<std::vector<std::byte>>> out;
-  // The nearest copy of each key first: those on other nodes all at once.
-  std::vector<cluster::RemoteGet> remote;
-  std::vector<size_t> remote_items;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (!locations[i].ok()) {
-      out.push_back(locations[i].status());
-      continue;
-    }
-    const Replica& nearest = locations[i]->replicas.front();
-    if (!nearest.local && !nearest.data_address.empty()) {
-      out.push_back(Status::Internal("pending"));
-      remote.push_back({nearest.node_id, nearest.data_address, keys[i]});
-      remote_items.push_back(i);
-      continue;
-    }
-    out.push_back(GetFrom(*impl_, keys[i], nearest));
-  }
-  if (!remote.empty()) {
-    std::vector<Result<std::vector<std::byte>>> got = impl_->remote().Get(remote);
-    for (size_t k = 0; k < got.size(); ++k) out[remote_items[k]] = std::move(got[k]);
-  }
-  // A copy whose node is gone: the next copy, in order.
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (out[i].ok() || out[i].status().code() != Code::kUnavailable || !locations[i].ok()) continue;
-    for (size_t r = 1; r < locations[i]->replicas.size() && !out[i].ok(); ++r) {
-      Result<std::vector<std::byte>> again = GetFrom(*impl_, keys[i], locations[i]->replicas[r]);
-      if (again.ok() || again.status().code() != Code::kUnavailable) out[i] = std::move(again);
-    }
-  }
-  return out;
-}
-
-Result<std::vector<std::byte>> ClusterClient::Get(std::string_view key) {
-  return std::move(BatchGet({std::string(key)})[0]);
 }
 
 Result<uint64_t> ClusterClient::Ping() {

@@ -109,10 +109,10 @@ class ClusterClient::Impl {
  private:
   const ClusterClientOptions options_;
   std::unique_ptr<cluster::MasterConnection> connection_;
+  std::unique_ptr<gpu::Backend> backend_;  // before remote_: its staging buffers are pinned with it
   cluster::RemoteTransfers remote_;
   std::mutex mu_;
   std::unique_ptr<ObjectStore> store_;
-  std::unique_ptr<gpu::Backend> backend_;
 };
 
 }  // namespace nanokv

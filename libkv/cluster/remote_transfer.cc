@@ -56,14 +56,16 @@ Result<RemoteTransfers::Impl::Conn*> RemoteTransfers::Impl::Connect(const std::s
   return raw;
 }
 
-void RemoteTransfers::Impl::Send(Conn* conn, Job* job, uint16_t id, std::string header, const void* data, size_t length) {
-  auto* op = new Op{conn, job, std::move(header), length};
+void RemoteTransfers::Impl::Send(Conn* conn, Job* job, uint16_t id, std::string header, const void* data, size_t length,
+                                 std::byte* staging) {
+  auto* op = new Op{conn, job, std::move(header), length, staging};
   ++conn->inflight;
   if (job != nullptr) ++job->sends;
   Status sent = ucx::SendAm(conn->ep, id, op->header, data, length, data != nullptr, &OnSent, op);
   if (!sent.ok()) {
     --conn->inflight;
     if (job != nullptr) --job->sends;
+    if (staging != nullptr) PoolOf(job->backend()).Give(staging);
     delete op;
     Fail(conn, Status::Unavailable(conn->Name() + ": " + std::string(sent.message())));
   }
@@ -102,6 +104,7 @@ void RemoteTransfers::Impl::OnSent(void* request, ucs_status_t status, void* use
   --op->conn->inflight;
   op->conn->impl->last_progress_ = Clock::now();
   if (op->job != nullptr) {
+    if (op->staging != nullptr) op->conn->impl->PoolOf(op->job->backend()).Give(op->staging);
     --op->job->sends;
     if (status != UCS_OK && !op->job->finished) {
       op->job->status = ucx::FromUcs(op->conn->Name() + ": a send", status);
@@ -122,9 +125,19 @@ void RemoteTransfers::Impl::OnReceived(void* request, ucs_status_t status, size_
     if (!job->finished) job->status = ucx::FromUcs(op->conn->Name() + ": a chunk", status);
     job->finished = true;
   } else {
+    if (op->staging != nullptr && !job->finished) {
+      // A staged chunk: on to the device, while the others still move.
+      Status copied = job->backend()->Copy(static_cast<std::byte*>(job->into->device) + op->offset, op->staging,
+                                           op->length, gpu::CopyKind::kHostToDevice);
+      if (!copied.ok()) {
+        job->status = copied;
+        job->finished = true;
+      }
+    }
     job->received += op->length;
     if (job->received == job->total) job->finished = true;
   }
+  if (op->staging != nullptr) op->conn->impl->PoolOf(job->backend()).Give(op->staging);
   delete op;
 }
 
@@ -137,11 +150,16 @@ void RemoteTransfers::Impl::Run() {
       incoming_.pop_front();
       Handle(in);
     }
+    LandWaiting();
     Schedule();
     SweepClosed();
     bool settled = true;
     for (Job* job : jobs_) settled = settled && job->Settled();
-    if (settled) return;
+    if (settled) {
+      for (Waiting& left : waiting_) Release(left.in);  // chunks of jobs that failed
+      waiting_.clear();
+      return;
+    }
     if (worker_->Progress() != 0 || !incoming_.empty()) continue;
     if (Clock::now() - last_progress_ > timeout_) {
       if (timed_out) return;  // force-closed and still not settled: give up waiting
@@ -199,7 +217,7 @@ std::vector<Status> RemoteTransfers::Put(const std::vector<RemotePut>& puts) {
   for (size_t i = 0; i < puts.size(); ++i) {
     jobs[i].put = &puts[i];
     where.emplace_back(puts[i].data_address, puts[i].node_id);
-    if (puts[i].bytes.size() != puts[i].plan.bytes_total) {
+    if (puts[i].device == nullptr && puts[i].bytes.size() != puts[i].plan.bytes_total) {
       jobs[i].status = Status::InvalidArgument("put of '" + puts[i].plan.key + "': " +
                                                std::to_string(puts[i].bytes.size()) + " bytes for a plan of " +
                                                std::to_string(puts[i].plan.bytes_total));
@@ -228,6 +246,36 @@ std::vector<Result<std::vector<std::byte>>> RemoteTransfers::Get(const std::vect
   for (Impl::Job& job : jobs) {
     if (job.status.ok()) {
       out.push_back(std::move(job.out));
+    } else {
+      out.push_back(job.status);
+    }
+  }
+  return out;
+}
+
+std::vector<Result<uint64_t>> RemoteTransfers::GetInto(const std::vector<RemoteGetInto>& gets) {
+  std::lock_guard lock(impl_->mu_);
+  Status ready = impl_->Ready();
+  if (!ready.ok()) return std::vector<Result<uint64_t>>(gets.size(), ready);
+  std::vector<Impl::Job> jobs(gets.size());
+  std::vector<std::pair<std::string, std::string>> where;
+  for (size_t i = 0; i < gets.size(); ++i) {
+    jobs[i].is_put = false;
+    jobs[i].get = &gets[i].from;
+    jobs[i].into = &gets[i];
+    where.emplace_back(gets[i].from.data_address, gets[i].from.node_id);
+    const bool host = gets[i].host != nullptr, device = gets[i].device != nullptr && gets[i].backend != nullptr;
+    if (host == device) {
+      jobs[i].status = Status::InvalidArgument("get of '" + gets[i].from.key +
+                                               "': give host memory or device memory with its backend");
+      jobs[i].finished = true;
+    }
+  }
+  impl_->Start(jobs, where);
+  std::vector<Result<uint64_t>> out;
+  for (Impl::Job& job : jobs) {
+    if (job.status.ok()) {
+      out.push_back(job.total);
     } else {
       out.push_back(job.status);
     }

@@ -10,6 +10,10 @@
 // master as for a local plan. Get: the chunks land straight in the result.
 // A batch is pipelined over one endpoint per node.
 //
+// Device memory (a put from it, a get into it) goes chunk by chunk through
+// pinned host buffers of this object's own, with the caller's backend:
+// the device copy of one chunk overlaps the network of the others.
+//
 // Threads: every call takes the one lock and progresses the worker itself
 // (sleeping on its event fd); no thread of its own.
 #ifndef NANOKV_LIBKV_CLUSTER_REMOTE_TRANSFER_H_
@@ -25,19 +29,38 @@
 #include "nanokv/object_types.h"
 #include "nanokv/status.h"
 
-namespace nanokv::cluster {
+namespace nanokv {
+
+namespace gpu {
+class Backend;
+}
+
+namespace cluster {
 
 struct RemotePut {
   std::string node_id;
   std::string data_address;
   ObjectPlan plan;
-  std::span<const std::byte> bytes;  // plan.bytes_total of them
+  std::span<const std::byte> bytes;  // plan.bytes_total of them, in host memory
+  // Or plan.bytes_total at `device`, memory of `backend` (bytes unused).
+  const void* device = nullptr;
+  gpu::Backend* backend = nullptr;
 };
 
 struct RemoteGet {
   std::string node_id;
   std::string data_address;
   std::string key;
+};
+
+// Where GetInto lands an object: `capacity` bytes of host memory at
+// `host`, or of `backend`'s device memory at `device`.
+struct RemoteGetInto {
+  RemoteGet from;
+  std::byte* host = nullptr;
+  void* device = nullptr;
+  gpu::Backend* backend = nullptr;
+  uint64_t capacity = 0;
 };
 
 class RemoteTransfers {
@@ -55,6 +78,9 @@ class RemoteTransfers {
   std::vector<Status> Put(const std::vector<RemotePut>& puts);
   // One result per get, in order.
   std::vector<Result<std::vector<std::byte>>> Get(const std::vector<RemoteGet>& gets);
+  // One result per get, in order: the object's size; kInvalidArgument when
+  // it is over the capacity (nothing lands then).
+  std::vector<Result<uint64_t>> GetInto(const std::vector<RemoteGetInto>& gets);
   // "staging" or "direct", as the node's agent said in its hello ("" before one).
   std::string ModeOf(const std::string& data_address);
 
@@ -64,6 +90,7 @@ class RemoteTransfers {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace nanokv::cluster
+}  // namespace cluster
+}  // namespace nanokv
 
 #endif  // NANOKV_LIBKV_CLUSTER_REMOTE_TRANSFER_H_

@@ -15,12 +15,17 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/pinned_pool.h"
 #include "ipc/ucx/transfer_wire.h"
 #include "ipc/ucx/ucx.h"
 
 #include "libkv/cluster/remote_transfer.h"
 
 namespace nanokv::cluster {
+
+// Staging buffers per backend (chunks of device memory in flight): 4 MiB
+// each at the agents' default chunk, so 64 MiB of pinned memory at most.
+inline constexpr size_t kStagingBuffers = 16;
 
 class RemoteTransfers::Impl {
  public:
@@ -40,12 +45,16 @@ class RemoteTransfers::Impl {
     uint64_t next = 0;
     int chunks_out = 0;  // chunks without a reply yet
     bool complete_seen = false;
-    // get
+    // get: into `out`, or the caller's memory (`into`)
     const RemoteGet* get = nullptr;
+    const RemoteGetInto* into = nullptr;
     bool asked = false;
     std::vector<std::byte> out;
     uint64_t total = 0;
     uint64_t received = 0;
+    // Device memory on either side: staged through `pool`.
+    gpu::Backend* backend() const { return put != nullptr ? put->backend : into != nullptr ? into->backend : nullptr; }
+    bool staged() const { return put != nullptr ? put->device != nullptr : into != nullptr && into->device != nullptr; }
     bool Settled() const { return finished && sends == 0 && recvs == 0; }
   };
   struct Conn {
@@ -78,6 +87,8 @@ class RemoteTransfers::Impl {
     Job* job = nullptr;
     std::string header;
     size_t length = 0;
+    std::byte* staging = nullptr;  // a staged chunk's buffer, given back on completion
+    uint64_t offset = 0;           // where a staged get chunk goes in the device memory
   };
 
   Impl(std::string token, std::chrono::milliseconds timeout) : token_(std::move(token)), timeout_(timeout) {}
@@ -89,7 +100,9 @@ class RemoteTransfers::Impl {
   // The endpoint to `address`, made (and its hello sent) when there is none.
   Result<Conn*> Connect(const std::string& address, const std::string& node);
   // An active message (rendezvous when it has data); a failure fails `conn`.
-  void Send(Conn* conn, Job* job, uint16_t id, std::string header, const void* data, size_t length);
+  // `staging`: data's buffer, given back when the send ends.
+  void Send(Conn* conn, Job* job, uint16_t id, std::string header, const void* data, size_t length,
+            std::byte* staging = nullptr);
   // The conn's jobs fail with `why`; its endpoint closes (force: its
   // operations end at once, with an error).
   void Fail(Conn* conn, const Status& why);
@@ -145,6 +158,14 @@ class RemoteTransfers::Impl {
   void Handle(Incoming& in);
   // Starts what may start: gets asked, put chunks up to each node's depth.
   void Schedule();
+  // A get chunk's bytes to their place: the job's vector or the caller's
+  // host memory straight from UCX; device memory through a staging buffer
+  // (queued in waiting_ while none is free).
+  void Land(Incoming& in, Job* job, uint64_t offset);
+  // Waiting chunks, while buffers are free. True if any went.
+  bool LandWaiting();
+  // The staging buffers for device memory of `backend`.
+  gpu::PinnedPool& PoolOf(gpu::Backend* backend);
 
   // remote_transfer.cc: runs the call's jobs until each is settled.
   void Run();
@@ -159,6 +180,13 @@ class RemoteTransfers::Impl {
   std::map<std::string, std::unique_ptr<Conn>> conns_;  // by data address
   std::list<std::unique_ptr<Conn>> closing_;
   std::deque<Incoming> incoming_;
+  struct Waiting {
+    Incoming in;
+    Job* job = nullptr;
+    uint64_t offset = 0;
+  };
+  std::deque<Waiting> waiting_;  // get chunks waiting for a staging buffer
+  std::map<gpu::Backend*, std::unique_ptr<gpu::PinnedPool>> pools_;
   std::map<uint64_t, Job*> pending_;
   std::vector<Job*> jobs_;
   uint64_t next_request_ = 1;

@@ -12,7 +12,7 @@
 
 #include "gpu/backend.h"
 #include "libkv/cluster/remote_transfer.h"
-#include "tests/integration/backend_buffer.h"
+#include "gpu/device_buffer.h"
 #include "tests/integration/cluster_fixture.h"
 
 namespace nanokv::testing {
@@ -137,38 +137,6 @@ TEST_F(ClusterTransferTest, ThreeNodesBatchesAndTwoClientsAtOnce) {
   ASSERT_EQ(b.size(), 8u);
   for (const Status& s : a) EXPECT_OK(s);
   for (const Status& s : b) EXPECT_OK(s);
-}
-
-TEST_F(ClusterTransferTest, DeviceBytesCrossNodesThroughHostStaging) {
-  ASSERT_NO_FATAL_FAILURE(StartMaster());
-  ASSERT_NO_FATAL_FAILURE(StartNode());
-  ASSERT_NO_FATAL_FAILURE(StartNode(16));
-  auto backend = gpu::OpenBackend(Backend());
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-  const size_t bytes = (3u << 20) + 5;
-  auto src = BackendBuffer::Create(**backend, 0, bytes);
-  auto dst = BackendBuffer::Create(**backend, 0, bytes);
-  ASSERT_TRUE(src.ok() && dst.ok());
-  const auto data = Bytes(bytes, 8);
-  ASSERT_OK((*backend)->Copy((*src)->get(), data.data(), bytes, gpu::CopyKind::kHostToDevice));
-  auto client = Client(0);
-  ASSERT_NE(client, nullptr);
-  ASSERT_OK(client->PutFromDevice("dev:a", (*src)->get(), bytes, {.preferred_segment = "n1"}));
-  EXPECT_EQ(Where(*client, "dev:a"), std::vector<std::string>{"n1"});
-  auto got = client->GetToDevice("dev:a", (*dst)->get(), bytes);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(*got, bytes);
-  std::vector<std::byte> back(bytes);
-  ASSERT_OK((*backend)->Copy(back.data(), (*dst)->get(), bytes, gpu::CopyKind::kDeviceToHost));
-  EXPECT_TRUE(back == data);
-  // No room: refused, nothing written.
-  EXPECT_EQ(client->GetToDevice("dev:a", (*dst)->get(), bytes - 1).status().code(), Code::kInvalidArgument);
-  // Host memory is not a device pointer (the host backend tells): refused
-  // before anything moves.
-  if (Backend() == "host") {
-    EXPECT_EQ(client->PutFromDevice("dev:b", data.data(), bytes).code(), Code::kInvalidArgument);
-    EXPECT_EQ(client->GetLocation("dev:b").status().code(), Code::kNotFound);
-  }
 }
 
 TEST_F(ClusterTransferTest, APeerWithoutTheTokenIsRefused) {

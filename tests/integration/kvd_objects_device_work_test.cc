@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "nanokv/object_store.h"
-#include "tests/integration/backend_buffer.h"
+#include "gpu/device_buffer.h"
 #include "tests/integration/metrics_fixture.h"
 #include "tests/integration/object_pattern.h"
 #include "tests/util/status_matchers.h"
@@ -72,7 +72,7 @@ TEST_F(KvdDeviceWorkTest, ObjectRequestsMakeNoDeviceWorkInKvd) {
   // kv_commit_ready in this process; the backend's copies on host).
   auto backend = gpu::OpenBackend(Backend());
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-  auto buffer = BackendBuffer::Create(**backend, 0, pattern.size());
+  auto buffer = gpu::DeviceBuffer::Create(**backend, 0, pattern.size());
   ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
   ASSERT_OK((*backend)->Copy((*buffer)->get(), pattern.data(), pattern.size(), gpu::CopyKind::kHostToDevice));
   ASSERT_OK(store->PutFromDevice("device", (*buffer)->get(), pattern.size(), 0));

@@ -8,7 +8,7 @@
 #include "nanokv/object_header.h"
 #include "gpu/backend.h"
 #include "nanokv/object_store.h"
-#include "tests/integration/backend_buffer.h"
+#include "gpu/device_buffer.h"
 #include "tests/integration/kvd_fixture.h"
 #include "tests/integration/object_pattern.h"
 #include "tests/util/status_matchers.h"
@@ -89,7 +89,7 @@ TEST_F(KvdObjectsTest, DeviceBytesGoBetweenProcessesByteExact) {
   EXPECT_EQ(RunPeer("get-device", "host:2", 5000, 4), 0);
 
   // Errors, in this process.
-  auto buffer = BackendBuffer::Create(**backend, 0, bytes);
+  auto buffer = gpu::DeviceBuffer::Create(**backend, 0, bytes);
   ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
   void* device = (*buffer)->get();
   EXPECT_EQ(store->GetToDevice("dev:1", device, bytes - 1).status().code(), Code::kInvalidArgument);
@@ -240,7 +240,7 @@ TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
   auto backend = gpu::OpenBackend(Backend());
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   const size_t bytes = kPage + 17;
-  auto src = BackendBuffer::Create(**backend, 0, bytes);
+  auto src = gpu::DeviceBuffer::Create(**backend, 0, bytes);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   const auto pattern = ObjectPattern(bytes, 3);
   ASSERT_OK((*backend)->Copy((*src)->get(), pattern.data(), bytes, gpu::CopyKind::kHostToDevice));
@@ -264,7 +264,7 @@ TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
   // device 1 reaches the reader's mapping of the pages: the kernels have no
   // device to run on. A clear refusal, not a GPU fault that ends the context
   // (found on two H100s); the host backend's copies reach both.
-  auto other = BackendBuffer::Create(**backend, 0, bytes);
+  auto other = gpu::DeviceBuffer::Create(**backend, 0, bytes);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   auto refused = reader->GetToDevice("cross", (*other)->get(), (*other)->size());
   if (reader->device_transfers_use_kernels()) {
@@ -273,7 +273,7 @@ TEST_F(KvdObjectsTest, AProducerWritesAnotherDevicesObject) {
   } else {
     EXPECT_TRUE(refused.ok()) << refused.status().ToString();
   }
-  auto dst = BackendBuffer::Create(**backend, 1, bytes);
+  auto dst = gpu::DeviceBuffer::Create(**backend, 1, bytes);
   ASSERT_TRUE(dst.ok()) << dst.status().ToString();
   auto n = reader->GetToDevice("cross", (*dst)->get(), (*dst)->size());
   ASSERT_TRUE(n.ok()) << n.status().ToString();

@@ -17,7 +17,7 @@
 
 #include "gpu/backend.h"
 #include "nanokv/object_store.h"
-#include "tests/integration/backend_buffer.h"
+#include "gpu/device_buffer.h"
 #include "tests/integration/object_pattern.h"
 
 namespace {
@@ -40,7 +40,7 @@ int RunDevice(nanokv::ObjectStore& store, const std::string& backend_name, bool 
     if (!plan.ok()) return Failed("locate", plan.status());
     device_index = plan->device;
   }
-  auto buffer = nanokv::testing::BackendBuffer::Create(**backend, device_index, data.size() + 1);  // +1: past the end
+  auto buffer = nanokv::gpu::DeviceBuffer::Create(**backend, device_index, data.size() + 1);  // +1: past the end
   if (!buffer.ok()) return Failed("device buffer", buffer.status());
   void* device = (*buffer)->get();
   std::printf("device transfers use kernels: %d\n", store.device_transfers_use_kernels() ? 1 : 0);

@@ -175,12 +175,18 @@ class ClusterClient {
   // (master.data_address).
   Status Put(std::string_view key, std::span<const std::byte> bytes, const WriteOptions& options = {});
   Result<std::vector<std::byte>> Get(std::string_view key);
+  // The same into the caller's memory (no allocation, no extra copy): the
+  // object's size; kInvalidArgument when it is over out.size() (nothing
+  // copied).
+  Result<uint64_t> GetInto(std::string_view key, std::span<std::byte> out);
 
   // Device bytes (an engine's KV, `bytes` at `src`; this process's backend,
-  // ClusterClientOptions::backend), staged through host memory with the
-  // backend's copy, then Put / Get as above. GetToDevice answers the
-  // object's size; kInvalidArgument when it is over `capacity` (nothing
-  // copied). A copy on this node goes the same way (no kernels yet).
+  // ClusterClientOptions::backend). To and from another node chunk by
+  // chunk through pinned host buffers, the device copy of one chunk
+  // overlapping the network of the others; a copy on this node through
+  // the local store (ObjectStore::GetToDevice; a put stages it whole).
+  // GetToDevice answers the object's size; kInvalidArgument when it is
+  // over `capacity` (nothing copied).
   Status PutFromDevice(std::string_view key, const void* src, uint64_t bytes, const WriteOptions& options = {});
   Result<uint64_t> GetToDevice(std::string_view key, void* dst, uint64_t capacity);
   // The backend those device pointers belong to ("cuda", "hip", "host"),

@@ -1,0 +1,159 @@
+// Device memory and caller's memory on the data path between nodes (issue
+// 17): a put from device memory and a get into it go chunk by chunk through
+// the client's pinned staging buffers (RemoteTransfers), a get into host
+// memory lands where the caller says. On the host backend "device memory"
+// is the backend's own mappings (it tells them from plain host memory), so
+// the staging path runs here as it does on cuda (NANOKV_TEST_BACKEND).
+#include <cstring>
+
+#include "gpu/backend.h"
+#include "libkv/cluster/remote_transfer.h"
+#include "gpu/device_buffer.h"
+#include "tests/integration/cluster_fixture.h"
+
+namespace nanokv::testing {
+namespace {
+
+class ClusterTransferDeviceTest : public ClusterFixture {
+ protected:
+  void SetUp() override {
+    ClusterFixture::SetUp();
+    auto opened = gpu::OpenBackend(Backend());
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    backend_ = std::move(opened).value();
+  }
+  void TearDown() override {
+    buffers_.clear();
+    ClusterFixture::TearDown();
+  }
+  // `bytes` of device memory holding `fill` (or Bytes(bytes, seed) when seed >= 0).
+  std::byte* Device(size_t bytes, int seed, std::byte fill = std::byte{0xEE}) {
+    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, bytes);
+    EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
+    if (!buffer.ok()) return nullptr;
+    auto* at = static_cast<std::byte*>((*buffer)->get());
+    const auto data = seed >= 0 ? Bytes(bytes, seed) : std::vector<std::byte>(bytes, fill);
+    EXPECT_OK(backend_->Copy(at, data.data(), bytes, gpu::CopyKind::kHostToDevice));
+    buffers_.push_back(std::move(buffer).value());
+    return at;
+  }
+  std::vector<std::byte> Read(const void* device, size_t bytes) {
+    std::vector<std::byte> out(bytes);
+    EXPECT_OK(backend_->Copy(out.data(), device, bytes, gpu::CopyKind::kDeviceToHost));
+    return out;
+  }
+
+  std::unique_ptr<gpu::Backend> backend_;
+  std::vector<std::unique_ptr<gpu::DeviceBuffer>> buffers_;
+};
+
+TEST_F(ClusterTransferDeviceTest, DeviceBytesCrossNodesChunkByChunk) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode(24));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  // One byte (an eager message), part of one 4 MiB chunk, and four chunks
+  // with a short last one: each into n1 and back, byte-exact.
+  int seed = 1;
+  for (size_t bytes : {size_t{1}, (size_t{3} << 20) + 5, (size_t{13} << 20) + 7}) {
+    const std::string key = "dev:" + std::to_string(bytes);
+    std::byte* src = Device(bytes, seed);
+    std::byte* dst = Device(bytes, -1);
+    ASSERT_OK(client->PutFromDevice(key, src, bytes, {.preferred_segment = "n1"}));
+    EXPECT_EQ(Where(*client, key), std::vector<std::string>{"n1"});
+    auto got = client->GetToDevice(key, dst, bytes);
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status().ToString();
+    EXPECT_EQ(*got, bytes);
+    EXPECT_TRUE(Read(dst, bytes) == Bytes(bytes, seed)) << key;
+    ++seed;
+  }
+  // No room: refused, nothing written there.
+  const size_t bytes = (size_t{13} << 20) + 7;
+  std::byte* small = Device(bytes, -1, std::byte{0x5A});
+  auto refused = client->GetToDevice("dev:" + std::to_string(bytes), small, bytes - 1);
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().ToString();
+  EXPECT_TRUE(Read(small, bytes) == std::vector<std::byte>(bytes, std::byte{0x5A}));
+  // Host memory is not a device pointer (the host backend tells): refused
+  // before anything moves, and a put leaves nothing behind.
+  if (Backend() == "host") {
+    std::vector<std::byte> host(bytes);
+    EXPECT_EQ(client->PutFromDevice("dev:host", host.data(), bytes, {.preferred_segment = "n1"}).code(),
+              Code::kInvalidArgument);
+    EXPECT_EQ(client->GetLocation("dev:host").status().code(), Code::kNotFound);
+    EXPECT_EQ(client->GetToDevice("dev:" + std::to_string(bytes), host.data(), bytes).status().code(),
+              Code::kInvalidArgument);
+  }
+}
+
+TEST_F(ClusterTransferDeviceTest, ManyDeviceGetsAtOnceWaitForStagingBuffers) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode(48));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  // Eight gets of three chunks each at once, four chunks in flight per get:
+  // more chunks than the client's 16 staging buffers, so some wait.
+  constexpr int kGets = 8;
+  const size_t bytes = (size_t{9} << 20) + 3;
+  auto location = [&](const std::string& key) {
+    auto where = client->GetLocation(key);
+    EXPECT_TRUE(where.ok()) << where.status().ToString();
+    return where.ok() ? where->replicas.front() : Replica{};
+  };
+  std::vector<cluster::RemoteGetInto> gets;
+  for (int i = 0; i < kGets; ++i) {
+    const std::string key = "many:" + std::to_string(i);
+    ASSERT_OK(client->Put(key, Bytes(bytes, 40 + i), {.preferred_segment = "n1"}));
+    const Replica replica = location(key);
+    ASSERT_FALSE(replica.data_address.empty());
+    gets.push_back({{replica.node_id, replica.data_address, key}, nullptr, Device(bytes, -1), backend_.get(), bytes});
+  }
+  // One of them with too little room: refused alone.
+  gets[3].capacity = bytes - 1;
+  cluster::RemoteTransfers transfers("", std::chrono::seconds(10));
+  auto got = transfers.GetInto(gets);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kGets));
+  for (int i = 0; i < kGets; ++i) {
+    if (i == 3) {
+      EXPECT_EQ(got[i].status().code(), Code::kInvalidArgument) << got[i].status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_EQ(*got[i], bytes);
+    EXPECT_TRUE(Read(gets[i].device, bytes) == Bytes(bytes, 40 + i)) << i;
+  }
+  // The same transfers serve again: no buffer or chunk was left behind.
+  gets[3].capacity = bytes;
+  auto again = transfers.GetInto({gets[3]});
+  ASSERT_TRUE(again[0].ok()) << again[0].status().ToString();
+  EXPECT_TRUE(Read(gets[3].device, bytes) == Bytes(bytes, 43));
+}
+
+TEST_F(ClusterTransferDeviceTest, GetIntoLandsInTheCallersMemory) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode(16));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  const size_t bytes = (size_t{6} << 20) + 11;
+  const auto data = Bytes(bytes, 9);
+  ASSERT_OK(client->Put("into:there", data, {.preferred_segment = "n1"}));
+  ASSERT_OK(client->Put("into:here", data, {.preferred_segment = "n0"}));
+  for (const std::string key : {"into:there", "into:here"}) {
+    std::vector<std::byte> out(bytes + 100, std::byte{0x77});
+    auto got = client->GetInto(key, out);
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status().ToString();
+    EXPECT_EQ(*got, bytes);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), out.begin())) << key;
+    EXPECT_EQ(out[bytes], std::byte{0x77}) << "past the object: untouched";
+    // Too small: refused, nothing copied.
+    std::vector<std::byte> small(bytes - 1, std::byte{0x66});
+    EXPECT_EQ(client->GetInto(key, small).status().code(), Code::kInvalidArgument);
+    EXPECT_TRUE(small == std::vector<std::byte>(bytes - 1, std::byte{0x66})) << key;
+  }
+  EXPECT_EQ(client->GetInto("into:nothing", std::span<std::byte>()).status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace nanokv::testing
