@@ -141,6 +141,7 @@ NANOKV_TEST_BACKEND=cuda step cluster_cuda "$B/bin/cluster_routing_test" --gtest
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_cuda "$B/bin/cluster_transfer_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_faults_cuda "$B/bin/cluster_transfer_faults_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_big_cuda "$B/bin/cluster_transfer_big_test" --gtest_brief=1
+NANOKV_TEST_BACKEND=cuda step cluster_transfer_device_cuda "$B/bin/cluster_transfer_device_test" --gtest_brief=1
 unset GPU_TESTS
 NANOKV_TEST_BACKEND=cuda step chaos_cuda "$B/bin/nanokv_chaos" --kills 200 --seed 20261122 --json \
   --kvd "$B/bin/kvd" --engine "$B/bin/nanokv_chaos_engine"
@@ -153,6 +154,9 @@ SKIP_MARK='decode_loop: SKIP:' step decode_loop_cuda python3 examples/python/dec
 # nanokv.Objects with cuda tensors in and out (issue 15 item 9): kernels, no host copy.
 SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_objects_torch_cuda \
   python3 -m unittest discover -s python/tests -p 'test_objects_torch.py' -v
+# nanokv.Cluster with cuda tensors between two nodes on the GPU (issue 17).
+SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_cluster_torch_cuda \
+  python3 -m unittest discover -s python/tests -p 'test_cluster.py' -k test_torch_tensors_cross_nodes -v
 
 # The same suites under the CUDA MPS control daemon (issue 15 item 7): one
 # started here with private pipe and log directories, stopped (echo quit)
@@ -252,7 +256,7 @@ echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
          objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu \
          engines_mps objects_mps restart_mps objects_restart_mps \
-         cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda \
+         cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda cluster_transfer_device_cuda \
          objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done

@@ -24,6 +24,11 @@ except ImportError:  # Debian's python3-torch (CPU) is a test dependency; skippe
 import nanokv
 from nanokv import NanoKVError
 
+# scripts/gpu-check.sh runs test_torch_tensors_cross_nodes with
+# NANOKV_TEST_BACKEND=cuda (-k): kvds on the GPU, cuda tensors; the other
+# tests reach device memory through ctypes, which is the host backend's only.
+BACKEND = os.environ.get("NANOKV_TEST_BACKEND", "host")
+
 
 class ClusterTest(unittest.TestCase):
     def setUp(self):
@@ -43,8 +48,9 @@ class ClusterTest(unittest.TestCase):
         for n in range(2):
             config = os.path.join(self.dir, f"n{n}.yaml")
             with open(config, "w") as f:
-                f.write(f"backend: host\nipc_name: {self.ipc}_n{n}\nrun_dir: {self.dir}\n"
-                        f"capacity: {24 * PAGE}\nhost_device_memory: {48 * PAGE}\nreserve_pages: 2\n"
+                host_memory = f"host_device_memory: {48 * PAGE}\n" if BACKEND == "host" else ""
+                f.write(f"backend: {BACKEND}\nipc_name: {self.ipc}_n{n}\nrun_dir: {self.dir}\n"
+                        f"capacity: {24 * PAGE}\n{host_memory}reserve_pages: 2\n"
                         f"object_store:\n  size: {8 * PAGE}\n"
                         f"master:\n  addresses: [\"{self.address}\"]\n  node_id: n{n}\n  retry_interval: 100ms\n"
                         f"  data_address: 127.0.0.1:0\n")
@@ -52,7 +58,7 @@ class ClusterTest(unittest.TestCase):
             self._spawn([kvd_binary(), "--config", config], log)
             self._wait_log(master_log, rf"node n{n} is alive")
         self.cluster = nanokv.Cluster(masters=[self.address], node_id="n0", ipc_name=f"{self.ipc}_n0",
-                                      backend="host")
+                                      backend=BACKEND)
         self.addCleanup(self.cluster.close)
 
     def _spawn(self, argv, log_path):
@@ -217,22 +223,30 @@ class ClusterTest(unittest.TestCase):
 
     @unittest.skipIf(torch is None, "torch is not installed")
     def test_torch_tensors_cross_nodes(self):
-        # CPU tensors over a KV tensor's pages: device memory on the host
-        # backend, as cuda tensors are on a GPU (torch.frombuffer, no copy).
-        engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-cluster-torch")
-        self.addCleanup(engine.close)
-        pages = engine.tensor(2 * PAGE)
-        pages.grow(2)
         count = 3 * 200 * 129  # not a whole number of pages
-        src = torch.frombuffer((ctypes.c_uint8 * (2 * count)).from_address(pages.data_ptr),
-                               dtype=torch.bfloat16, count=count)
-        out = torch.frombuffer((ctypes.c_uint8 * (2 * count)).from_address(pages.data_ptr + PAGE),
-                               dtype=torch.bfloat16, count=count).zero_()
+        if BACKEND == "cuda":
+            if not torch.cuda.is_available():
+                self.skipTest("NANOKV_TEST_BACKEND=cuda but torch sees no GPU")
+            src = torch.zeros(count, dtype=torch.bfloat16, device="cuda:0")
+            out = torch.zeros(count, dtype=torch.bfloat16, device="cuda:0")
+        else:
+            # CPU tensors over a KV tensor's pages: device memory on the host
+            # backend, as cuda tensors are on a GPU (torch.frombuffer, no copy).
+            engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-cluster-torch")
+            self.addCleanup(engine.close)
+            pages = engine.tensor(2 * PAGE)
+            pages.grow(2)
+            src = torch.frombuffer((ctypes.c_uint8 * (2 * count)).from_address(pages.data_ptr),
+                                   dtype=torch.bfloat16, count=count)
+            out = torch.frombuffer((ctypes.c_uint8 * (2 * count)).from_address(pages.data_ptr + PAGE),
+                                   dtype=torch.bfloat16, count=count).zero_()
         src.copy_(torch.randint(-1000, 1000, (count,), generator=torch.Generator().manual_seed(3)).to(torch.bfloat16))
+        self.assertEqual(self.cluster.backend, BACKEND)
         self.cluster.put_from_device("py:torch", src.view(3, 200, 129), preferred_segment="n1")
         self.assertEqual(self.cluster.get_to_device("py:torch", out), 2 * count)
         self.assertTrue(torch.equal(src, out))
-        self.assertFails(NanoKVError.INVALID_ARGUMENT, "is not device memory", self.cluster.get_to_device,
+        host_tensor = "is not device memory" if BACKEND == "host" else "a tensor on cpu given"
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, host_tensor, self.cluster.get_to_device,
                          "py:torch", torch.zeros(count, dtype=torch.bfloat16))
         self.assertFails(NanoKVError.INVALID_ARGUMENT, "not contiguous", self.cluster.put_from_device,
                          "py:torch:t", src.view(3, 200, 129).transpose(0, 2))
