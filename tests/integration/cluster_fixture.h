@@ -66,6 +66,16 @@ class ClusterFixture : public ClusterProcesses {
     return nodes;
   }
 
+  // The transfer agent's address `node` registered ("" if none).
+  std::string DataAddress(ClusterClient& client, const std::string& node) {
+    auto cluster = client.Cluster();
+    if (!cluster.ok()) return "";
+    for (const auto& n : cluster->nodes) {
+      if (n.node_id == node) return n.data_address;
+    }
+    return "";
+  }
+
   ClusterClientOptions admin_;  // how the fixture itself asks the master (token, TLS)
 };
 

@@ -4,7 +4,10 @@
 // memory lands where the caller says. On the host backend "device memory"
 // is the backend's own mappings (it tells them from plain host memory), so
 // the staging path runs here as it does on cuda (NANOKV_TEST_BACKEND).
+#include <signal.h>
+
 #include <cstring>
+#include <thread>
 
 #include "gpu/backend.h"
 #include "libkv/cluster/remote_transfer.h"
@@ -128,6 +131,53 @@ TEST_F(ClusterTransferDeviceTest, ManyDeviceGetsAtOnceWaitForStagingBuffers) {
   auto again = transfers.GetInto({gets[3]});
   ASSERT_TRUE(again[0].ok()) << again[0].status().ToString();
   EXPECT_TRUE(Read(gets[3].device, bytes) == Bytes(bytes, 43));
+}
+
+TEST_F(ClusterTransferDeviceTest, AnOwnerKilledMidDeviceGetsLeavesNoBufferBehind) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode(100));
+  ASSERT_NO_FATAL_FAILURE(StartNode(100));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  // The same eight objects on n1 and on n2, and eight device buffers.
+  constexpr int kGets = 8;
+  const size_t bytes = size_t{22} << 20;
+  std::vector<cluster::RemoteGetInto> from_n1, from_n2;
+  for (int i = 0; i < kGets; ++i) {
+    const std::string key = "cut:" + std::to_string(i);
+    const auto data = Bytes(bytes, 60 + i);
+    ASSERT_OK(client->Put(key + ":n1", data, {.preferred_segment = "n1"}));
+    ASSERT_OK(client->Put(key + ":n2", data, {.preferred_segment = "n2"}));
+    std::byte* device = Device(bytes, -1);
+    ASSERT_NE(device, nullptr);
+    from_n1.push_back({{"n1", DataAddress(*client, "n1"), key + ":n1"}, nullptr, device, backend_.get(), bytes});
+    from_n2.push_back({{"n2", DataAddress(*client, "n2"), key + ":n2"}, nullptr, device, backend_.get(), bytes});
+  }
+  // n1 stops, then dies, while its chunks are in flight, some of them
+  // waiting here for a staging buffer.
+  cluster::RemoteTransfers transfers("", std::chrono::seconds(20));
+  std::vector<Result<uint64_t>> cut;
+  std::thread reader([&] { cut = transfers.GetInto(from_n1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));  // in flight (not asserted)
+  nodes_[1].process.Signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  nodes_[1].process.Signal(SIGKILL);
+  reader.join();
+  ASSERT_EQ(cut.size(), static_cast<size_t>(kGets));
+  for (int i = 0; i < kGets; ++i) {
+    if (cut[i].ok()) {  // finished before the stop: whole
+      EXPECT_TRUE(Read(from_n1[i].device, bytes) == Bytes(bytes, 60 + i)) << i;
+    } else {
+      EXPECT_EQ(cut[i].status().code(), Code::kUnavailable) << i << ": " << cut[i].status().ToString();
+    }
+  }
+  // Every staging buffer came back: eight gets at once from n2 need them all.
+  auto again = transfers.GetInto(from_n2);
+  for (int i = 0; i < kGets; ++i) {
+    ASSERT_TRUE(again[i].ok()) << i << ": " << again[i].status().ToString();
+    EXPECT_TRUE(Read(from_n2[i].device, bytes) == Bytes(bytes, 60 + i)) << i;
+  }
 }
 
 TEST_F(ClusterTransferDeviceTest, GetIntoLandsInTheCallersMemory) {

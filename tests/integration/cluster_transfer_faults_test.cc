@@ -101,17 +101,7 @@ class RawPeer {
   std::vector<void*> held_;  // rendezvous data kept (hold), released at the end
 };
 
-class ClusterTransferFaultsTest : public ClusterFixture {
- protected:
-  std::string DataAddress(ClusterClient& client, const std::string& node) {
-    auto cluster = client.Cluster();
-    if (!cluster.ok()) return "";
-    for (const auto& n : cluster->nodes) {
-      if (n.node_id == node) return n.data_address;
-    }
-    return "";
-  }
-};
+class ClusterTransferFaultsTest : public ClusterFixture {};
 
 TEST_F(ClusterTransferFaultsTest, AWriterKilledMidPutLeavesNothingReady) {
   ASSERT_NO_FATAL_FAILURE(StartMaster());

@@ -36,15 +36,6 @@ class ClusterTransferTest : public ClusterFixture {
     EXPECT_TRUE(*got == data) << key << ": the bytes differ";
   }
 
-  std::string DataAddress(ClusterClient& client, const std::string& node) {
-    auto cluster = client.Cluster();
-    if (!cluster.ok()) return "";
-    for (const auto& n : cluster->nodes) {
-      if (n.node_id == node) return n.data_address;
-    }
-    return "";
-  }
-
   // The object `key` as node `node`'s kvd lists it (leases included).
   std::optional<ObjectEntry> Listed(size_t node, const std::string& key) {
     auto store = Store(node);
