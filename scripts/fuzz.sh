@@ -20,7 +20,7 @@ fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_ring_entries \
-  fuzz_object_journal
+  fuzz_object_journal fuzz_transfer_headers
 
 mkdir -p "$build/artifacts"
 status=0
@@ -52,4 +52,6 @@ run master_requests 65536
 run ring_entries 65552
 # A mode byte, then an object journal, or records and two 4 KiB header pages.
 run object_journal 16384
+# A mode byte, a chunk's length and what the receiver knows, then a header.
+run transfer_headers 1100
 exit "$status"

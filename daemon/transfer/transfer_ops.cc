@@ -29,14 +29,11 @@ void TransferAgent::Impl::HandlePut(Incoming& in) {
     Release(in);
     return Reply(peer, ucx::kPutReply, ucx::ReplyOf(put.request_id(), plan.status()));
   }
-  if (put.offset() > plan->bytes_total || in.length > plan->bytes_total - put.offset()) {
+  Status inside = ucx::CheckPutChunk(put, in.length, plan->bytes_total);
+  if (!inside.ok()) {
     Release(in);
     peer->close_after_reply = true;  // a peer writing past its plan is not trusted further
-    return Reply(peer, ucx::kPutReply,
-                 ucx::ReplyOf(put.request_id(), Status::InvalidArgument(
-                                                    "a chunk at " + std::to_string(put.offset()) + " of " +
-                                                    std::to_string(in.length) + " bytes is outside the plan of " +
-                                                    std::to_string(plan->bytes_total))));
+    return Reply(peer, ucx::kPutReply, ucx::ReplyOf(put.request_id(), inside));
   }
   if (in.descriptor == nullptr) return Land(peer, put, in.eager.data(), in.length);
   std::byte* buffer = TakeStaging();

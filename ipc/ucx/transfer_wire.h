@@ -41,6 +41,20 @@ Status DecodeHeader(const void* header, size_t bytes, const char* what, Message*
   return Status::OK();
 }
 
+// The range checks on what a peer says, each OK or kProtocolError /
+// kInvalidArgument naming the limit (fuzz/fuzz_transfer_headers.cc):
+// an agent's hello reply: chunk_bytes in [4096, kMaxChunkBytes], depth in
+// [1, kMaxDepth].
+Status CheckHelloReply(const transfer::v1::Reply& reply);
+// A get chunk of `length` bytes (kProtocolError): 1 <= bytes_total <=
+// kMaxObjectBytes, the same total as the get's earlier chunks
+// (`known_total`, 0 before the first), length >= 1, and offset + length
+// inside the object.
+Status CheckGetChunk(const transfer::v1::Reply& reply, uint64_t length, uint64_t known_total);
+// A put chunk of `length` bytes at put.offset() (kInvalidArgument): inside a
+// plan of `plan_bytes`.
+Status CheckPutChunk(const transfer::v1::Put& put, uint64_t length, uint64_t plan_bytes);
+
 // A Reply carrying `status` (code and message).
 transfer::v1::Reply ReplyOf(uint64_t request_id, const Status& status);
 // The Status a Reply carries; kProtocolError for a code out of range.

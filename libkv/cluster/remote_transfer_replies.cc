@@ -56,10 +56,8 @@ void RemoteTransfers::Impl::Handle(Incoming& in) {
   if (in.id == ucx::kHelloReply) {
     Release(in);
     if (!status.ok()) return Fail(conn, status);
-    if (reply.chunk_bytes() < 4096 || reply.chunk_bytes() > ucx::kMaxChunkBytes || reply.depth() < 1 ||
-        reply.depth() > ucx::kMaxDepth) {
-      return Fail(conn, Status::ProtocolError(conn->Name() + ": a hello reply past the limits"));
-    }
+    Status within = ucx::CheckHelloReply(reply);
+    if (!within.ok()) return Fail(conn, Status::ProtocolError(conn->Name() + ": " + std::string(within.message())));
     conn->hello_done = true;
     conn->chunk = reply.chunk_bytes();
     conn->depth = reply.depth();
@@ -98,11 +96,10 @@ void RemoteTransfers::Impl::Handle(Incoming& in) {
     return;
   }
   const uint64_t total = reply.bytes_total();
-  const bool fits = total >= 1 && total <= ucx::kMaxObjectBytes && (job->total == 0 || job->total == total) &&
-                    reply.offset() < total && in.length > 0 && in.length <= total - reply.offset();
-  if (!fits || job->finished) {
+  Status fits = ucx::CheckGetChunk(reply, in.length, job->total);
+  if (!fits.ok() || job->finished) {
     Release(in);
-    if (!fits) Fail(conn, Status::ProtocolError(conn->Name() + ": a chunk outside the object"));
+    if (!fits.ok()) Fail(conn, Status::ProtocolError(conn->Name() + ": " + std::string(fits.message())));
     return;
   }
   if (job->total == 0) {
