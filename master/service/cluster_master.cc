@@ -80,7 +80,7 @@ bool ClusterMaster::Describe(const CopyRef& copy, v1::Replica* out) const {
   out->set_device(copy.device);
   out->set_device_uuid(place.device_uuid);
   out->set_epoch(copy.epoch);
-  return place.alive;
+  return place.reachable;
 }
 
 v1::LocateReply ClusterMaster::Locate(const v1::KeysRequest& request) const {

@@ -100,7 +100,7 @@ class ClusterMaster {
   bool RebuildDone() const;
   void RemoveCopiesOf(uint16_t node) { index_.RemoveNode(node); }
   // Fills a Replica of (node, device, epoch) with the node's names; true
-  // when the node is alive (Locate answers only those).
+  // when a reader may be sent there (Locate answers only those).
   bool Describe(const CopyRef& copy, v1::Replica* out) const;
 
   const ClusterMasterOptions options_;
