@@ -279,7 +279,7 @@ NodeRegistry::Place NodeRegistry::PlaceOf(uint16_t node, int device) const {
   std::lock_guard lock(mu_);
   if (node >= nodes_.size()) return {};
   const Node& n = *nodes_[node];
-  Place place{n.id, n.data_address, ""};
+  Place place{n.id, n.data_address, "", n.state == State::kAlive || n.state == State::kRegistering};
   for (const v1::DeviceReport& d : n.devices) {
     if (d.device() == device) place.device_uuid = d.uuid();
   }

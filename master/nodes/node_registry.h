@@ -125,11 +125,14 @@ class NodeRegistry {
   // A plan of `bytes` went to (node, device): counted until its next report.
   void NoteRouted(uint16_t node, int device, uint64_t bytes);
   // A copy's place in words: its node's id and data address, the device's
-  // uuid (empty where unknown).
+  // uuid (empty where unknown), and whether a reader may be sent there: its
+  // session is registering or alive (a dead or dying node's copies go from
+  // the index just after, under its apply lock).
   struct Place {
     std::string node_id;
     std::string data_address;
     std::string device_uuid;
+    bool reachable = false;
   };
   Place PlaceOf(uint16_t node, int device) const;
   // The index of node id `id`, if it ever registered.

@@ -73,13 +73,14 @@ Status ClusterMaster::Admit(bool object_call) const {
   return Status::OK();
 }
 
-void ClusterMaster::Describe(const CopyRef& copy, v1::Replica* out) const {
+bool ClusterMaster::Describe(const CopyRef& copy, v1::Replica* out) const {
   NodeRegistry::Place place = nodes_.PlaceOf(copy.node, copy.device);
   out->set_node_id(place.node_id);
   out->set_data_address(place.data_address);
   out->set_device(copy.device);
   out->set_device_uuid(place.device_uuid);
   out->set_epoch(copy.epoch);
+  return place.reachable;
 }
 
 v1::LocateReply ClusterMaster::Locate(const v1::KeysRequest& request) const {
@@ -94,7 +95,23 @@ v1::LocateReply ClusterMaster::Locate(const v1::KeysRequest& request) const {
       continue;
     }
     location->set_bytes_total(found->bytes_total);
-    for (const CopyRef& copy : found->copies) Describe(copy, location->add_replicas());
+    // Only copies a reader can reach: a node declared dead keeps its copies
+    // in the index for the moment it takes to drop them.
+    std::vector<std::string> gone;
+    for (const CopyRef& copy : found->copies) {
+      if (!Describe(copy, location->add_replicas())) {
+        gone.push_back(location->replicas(location->replicas_size() - 1).node_id());
+        location->mutable_replicas()->RemoveLast();
+      }
+    }
+    if (location->replicas_size() == 0) {
+      std::string nodes;
+      for (const std::string& node : gone) nodes += (nodes.empty() ? "" : ", ") + node;
+      ToItem(Status::Unavailable("every copy of '" + key + "' is on a node that is not alive (" + nodes + ")"),
+             location->mutable_status());
+      location->clear_bytes_total();
+      continue;
+    }
     // Nearest first: the caller's device, then its node, then the others.
     auto distance = [&](const v1::Replica& r) {
       if (r.node_id() != request.client_node()) return 2;

@@ -99,8 +99,9 @@ class ClusterMaster {
   // Whether every awaited node reported (and expected_nodes did).
   bool RebuildDone() const;
   void RemoveCopiesOf(uint16_t node) { index_.RemoveNode(node); }
-  // Fills a Replica of (node, device, epoch) with the node's names.
-  void Describe(const CopyRef& copy, v1::Replica* out) const;
+  // Fills a Replica of (node, device, epoch) with the node's names; true
+  // when a reader may be sent there (Locate answers only those).
+  bool Describe(const CopyRef& copy, v1::Replica* out) const;
 
   const ClusterMasterOptions options_;
   Leadership& leadership_;

@@ -80,6 +80,13 @@ TEST_F(ClusterFailureTest, AStoppedNodeLapsesThenRegistersAgainWithItsObjects) {
   // A hung kvd: its session stays open, but it says nothing: its lease lapses.
   nodes_[1].process.Signal(SIGSTOP);
   WaitNodeState("n1", "dead");
+  // From then on no reader is sent to it: a key whose only copy is there is
+  // unavailable while that copy leaves the index, then not found.
+  for (int i = 0; i < 20; ++i) {
+    auto location = client->GetLocation("kept:" + std::to_string(i));
+    EXPECT_TRUE(location.status().code() == Code::kUnavailable || location.status().code() == Code::kNotFound)
+        << i << ": " << location.status().ToString();
+  }
   // Its copies leave the index under the node's apply lock just after its
   // state turns dead (ARCHITECTURE, "Leases"): awaited, not assumed (ASan
   // in CI once caught the moment between).
