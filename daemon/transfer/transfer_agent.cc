@@ -299,7 +299,7 @@ bool TransferAgent::Impl::Sweep() {
         (peer->outstanding > 0 || !peer->admitted)) {
       Close(peer, true, "silent for transfer.timeout with work in flight");
     }
-    if (peer->closing && peer->outstanding == 0 && ucx::CloseDone(peer->close_request)) {
+    if (peer->closing && peer->outstanding == 0 && ucx::RequestDone(peer->close_request)) {
       peer->close_request = nullptr;
       bool referenced = false;
       for (auto& get : gets_) referenced = referenced || get->peer == peer;

@@ -236,7 +236,14 @@ void* CloseEndpoint(Worker& /*worker*/, ucp_ep_h ep, bool force) {
   return request;
 }
 
-bool CloseDone(void* request) {
+void* FlushEndpoint(ucp_ep_h ep) {
+  ucp_request_param_t param{};
+  ucs_status_ptr_t request = api().ep_flush_nbx(ep, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return nullptr;
+  return request;
+}
+
+bool RequestDone(void* request) {
   if (request == nullptr) return true;
   if (api().request_check_status(request) == UCS_INPROGRESS) return false;
   api().request_free(request);

@@ -122,10 +122,14 @@ Result<ucp_ep_h> ConnectEndpoint(Worker& worker, const sockaddr_storage& address
 Result<ucp_ep_h> AcceptEndpoint(Worker& worker, ucp_conn_request_h request, OnEndpointError on_error, void* arg);
 // Starts closing `ep` (force: outstanding operations end with an error at
 // once; else they are flushed first). The returned request (nullptr when
-// done already) completes later; check it with CloseDone.
+// done already) completes later; check it with RequestDone.
 void* CloseEndpoint(Worker& worker, ucp_ep_h ep, bool force);
-// Whether a close request is done; frees it when it is.
-bool CloseDone(void* request);
+// Starts pushing out what `ep` still has queued, UCX's own messages
+// included (a rendezvous receive acknowledges its sender after it
+// completes, from the worker's progress): a request as above.
+void* FlushEndpoint(ucp_ep_h ep);
+// Whether a close or flush request is done; frees it when it is.
+bool RequestDone(void* request);
 
 // Sends active message `id` with `header` and `data` (which must stay
 // valid until `on_done(request, status, user_data)` runs on the worker's

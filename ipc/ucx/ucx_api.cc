@@ -44,6 +44,7 @@ Status Load() {
                    Find(library, "ucp_listener_destroy", &a.listener_destroy) &&
                    Find(library, "ucp_listener_reject", &a.listener_reject) &&
                    Find(library, "ucp_ep_create", &a.ep_create) && Find(library, "ucp_ep_close_nbx", &a.ep_close_nbx) &&
+                   Find(library, "ucp_ep_flush_nbx", &a.ep_flush_nbx) &&
                    Find(library, "ucp_request_check_status", &a.request_check_status) &&
                    Find(library, "ucp_request_free", &a.request_free) &&
                    Find(library, "ucp_am_send_nbx", &a.am_send_nbx) &&

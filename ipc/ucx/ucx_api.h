@@ -37,6 +37,7 @@ struct Api {
   decltype(&ucp_listener_reject) listener_reject;
   decltype(&ucp_ep_create) ep_create;
   decltype(&ucp_ep_close_nbx) ep_close_nbx;
+  decltype(&ucp_ep_flush_nbx) ep_flush_nbx;
   decltype(&ucp_request_check_status) request_check_status;
   decltype(&ucp_request_free) request_free;
   decltype(&ucp_am_send_nbx) am_send_nbx;

@@ -3,6 +3,8 @@
 // remote_transfer_replies.cc's.
 #include <poll.h>
 
+#include <algorithm>
+
 #include "libkv/cluster/remote_transfer_impl.h"
 
 namespace nanokv::cluster {
@@ -90,7 +92,7 @@ void RemoteTransfers::Impl::Fail(Conn* conn, const Status& why) {
 
 void RemoteTransfers::Impl::SweepClosed() {
   for (auto it = closing_.begin(); it != closing_.end();) {
-    if ((*it)->inflight == 0 && ucx::CloseDone((*it)->close_request)) {
+    if ((*it)->inflight == 0 && ucx::RequestDone((*it)->close_request)) {
       it = closing_.erase(it);
     } else {
       ++it;
@@ -158,6 +160,7 @@ void RemoteTransfers::Impl::Run() {
     if (settled) {
       for (Waiting& left : waiting_) Release(left.in);  // chunks of jobs that failed
       waiting_.clear();
+      FlushAcknowledgements();
       return;
     }
     if (worker_->Progress() != 0 || !incoming_.empty()) continue;
@@ -179,6 +182,25 @@ void RemoteTransfers::Impl::Run() {
     pollfd p{worker_->event_fd(), POLLIN, 0};
     poll(&p, 1, 100);
   }
+}
+
+void RemoteTransfers::Impl::FlushAcknowledgements() {
+  std::vector<Conn*> conns;
+  for (Job* job : jobs_) {
+    Conn* conn = job->conn;
+    if (job->is_put || conn == nullptr || conn->closing) continue;
+    if (std::find(conns.begin(), conns.end(), conn) == conns.end()) conns.push_back(conn);
+  }
+  std::vector<void*> flushing;
+  for (Conn* conn : conns) {
+    if (void* request = ucx::FlushEndpoint(conn->ep)) flushing.push_back(request);
+  }
+  const auto deadline = Clock::now() + timeout_;
+  while (!flushing.empty() && Clock::now() < deadline) {
+    worker_->Progress();
+    std::erase_if(flushing, [](void* request) { return ucx::RequestDone(request); });
+  }
+  for (void* request : flushing) ucx::RequestFree(request);  // UCX frees it when it ends
 }
 
 void RemoteTransfers::Impl::Start(std::vector<Job>& jobs, const std::vector<std::pair<std::string, std::string>>& where) {

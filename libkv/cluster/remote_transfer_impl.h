@@ -169,6 +169,12 @@ class RemoteTransfers::Impl {
 
   // remote_transfer.cc: runs the call's jobs until each is settled.
   void Run();
+  // A rendezvous receive acknowledges its sender after it completes, from
+  // this worker's progress; a call returning first would leave the agent's
+  // send, and the read lease it holds, waiting for this client's next call
+  // (a remove right after a get was refused for that lease). Pushed out
+  // here, at most timeout_.
+  void FlushAcknowledgements();
   // Jobs of one call: registered, run, then forgotten.
   void Start(std::vector<Job>& jobs, const std::vector<std::pair<std::string, std::string>>& where);
 

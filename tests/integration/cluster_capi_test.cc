@@ -183,7 +183,7 @@ TEST_F(ClusterCapiTest, DeviceBytesCrossNodesByDevicePointer) {
   EXPECT_EQ(nanokv_cluster_get_to_device(nullptr, "d:1", dst, bytes, &got), NANOKV_INVALID_ARGUMENT);
   EXPECT_EQ(nanokv_cluster_backend(c, nullptr), NANOKV_INVALID_ARGUMENT);
 
-  ASSERT_EQ(nanokv_cluster_remove(c, "d:1"), NANOKV_OK);
+  ASSERT_EQ(nanokv_cluster_remove(c, "d:1"), NANOKV_OK) << nanokv_last_error();
   ASSERT_EQ(nanokv_cluster_close(c), NANOKV_OK);
   ASSERT_EQ(nanokv_tensor_destroy(src_tensor), NANOKV_OK);
   ASSERT_EQ(nanokv_tensor_destroy(dst_tensor), NANOKV_OK);

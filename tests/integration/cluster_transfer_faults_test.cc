@@ -40,7 +40,7 @@ class RawPeer {
     if (worker_ == nullptr) return;
     for (void* descriptor : held_) ucx::ReleaseAmData(*worker_, descriptor);
     void* closing = ucx::CloseEndpoint(*worker_, ep_, true);
-    (void)worker_->ProgressUntil([&] { return sends_ == 0 && ucx::CloseDone(closing); }, std::chrono::seconds(5),
+    (void)worker_->ProgressUntil([&] { return sends_ == 0 && ucx::RequestDone(closing); }, std::chrono::seconds(5),
                                  "close");
   }
 
