@@ -17,6 +17,18 @@ Status NoDataPath(const std::string& key, const std::string& node) {
                                     ", which has no data path (master.data_address in its kvd config)");
 }
 
+// Whether `bytes` at `at` are device memory `backend` reaches (its first and
+// last byte read back): checked before a transfer to another node starts,
+// so memory no device reaches is refused with nothing moved and no plan or
+// read lease taken. Two one-byte copies against a transfer of milliseconds.
+Status CheckDeviceRange(gpu::Backend& backend, const void* at, uint64_t bytes) {
+  if (bytes == 0) return Status::OK();
+  std::byte probe[1];
+  const auto* first = static_cast<const std::byte*>(at);
+  NANOKV_RETURN_IF_ERROR(backend.Copy(probe, first, 1, gpu::CopyKind::kDeviceToHost));
+  return backend.Copy(probe, first + bytes - 1, 1, gpu::CopyKind::kDeviceToHost);
+}
+
 // One put's bytes: host memory, or device memory of `backend`.
 struct Source {
   std::span<const std::byte> host;
@@ -131,6 +143,7 @@ Result<uint64_t> GetInto(ClusterClient::Impl& impl, const std::string& key, cons
     return static_cast<uint64_t>(bytes.size());
   }
   if (replica.data_address.empty()) return NoDataPath(key, replica.node_id);
+  if (to.device != nullptr) NANOKV_RETURN_IF_ERROR(CheckDeviceRange(*to.backend, to.device, to.capacity));
   cluster::RemoteGetInto get{{replica.node_id, replica.data_address, key}, to.host, to.device, to.backend,
                              to.capacity};
   return std::move(impl.remote().GetInto({get})[0]);
@@ -214,6 +227,7 @@ Status ClusterClient::PutFromDevice(std::string_view key, const void* src, uint6
                                     const WriteOptions& options) {
   if (src == nullptr) return Status::InvalidArgument("put from device: null source");
   NANOKV_ASSIGN_OR_RETURN(gpu::Backend * backend, impl_->DeviceBackend());
+  NANOKV_RETURN_IF_ERROR(CheckDeviceRange(*backend, src, bytes));
   return PutAll(*this, *impl_, {{std::string(key), bytes, options}}, {{{}, src, backend}})[0];
 }
 
