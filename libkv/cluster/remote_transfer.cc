@@ -185,14 +185,13 @@ void RemoteTransfers::Impl::Run() {
 }
 
 void RemoteTransfers::Impl::FlushAcknowledgements() {
-  std::vector<Conn*> conns;
-  for (Job* job : jobs_) {
-    Conn* conn = job->conn;
-    if (job->is_put || conn == nullptr || conn->closing) continue;
-    if (std::find(conns.begin(), conns.end(), conn) == conns.end()) conns.push_back(conn);
-  }
+  // The live endpoints this call's gets used (a job's conn may be closed and
+  // freed by now: only compared, never followed).
   std::vector<void*> flushing;
-  for (Conn* conn : conns) {
+  for (auto& [address, conn] : conns_) {
+    const bool used = std::any_of(jobs_.begin(), jobs_.end(),
+                                  [&](const Job* job) { return !job->is_put && job->conn == conn.get(); });
+    if (!used || conn->closing) continue;
     if (void* request = ucx::FlushEndpoint(conn->ep)) flushing.push_back(request);
   }
   const auto deadline = Clock::now() + timeout_;
