@@ -30,24 +30,51 @@ PinnedPool::Buffer* PinnedPool::Free(size_t bytes) {
   return const_cast<Buffer*>(static_cast<const PinnedPool*>(this)->Free(bytes));
 }
 
-bool PinnedPool::CanTake(size_t bytes) const { return Free(bytes) != nullptr || buffers_.size() < max_buffers_; }
+bool PinnedPool::CanTake(size_t bytes) const {
+  if (buffers_.size() < max_buffers_) return true;
+  // A free buffer that is too small is made again larger (Take).
+  for (const Buffer& buffer : buffers_) {
+    if (!buffer.out) return true;
+  }
+  (void)bytes;
+  return false;
+}
+
+bool PinnedPool::Make(Buffer& buffer, size_t bytes) {
+  if (buffer.pinned) backend_.UnpinHost(buffer.memory.get());
+  buffer.pinned = false;
+  buffer.memory.reset(new (std::nothrow) std::byte[bytes]);
+  buffer.bytes = buffer.memory == nullptr ? 0 : bytes;
+  if (buffer.memory == nullptr) return false;
+  Status pinned = backend_.PinHost(buffer.memory.get(), bytes);
+  buffer.pinned = pinned.ok();
+  if (!pinned.ok() && !warned_) {
+    warned_ = true;
+    spdlog::warn("{}: staging buffers stay pageable (slower copies): {}", owner_, pinned.ToString());
+  }
+  return true;
+}
 
 std::byte* PinnedPool::Take(size_t bytes) {
   Buffer* buffer = Free(bytes);
-  if (buffer == nullptr) {
-    if (buffers_.size() >= max_buffers_) return nullptr;
-    Buffer made;
-    made.memory.reset(new (std::nothrow) std::byte[bytes]);
-    if (made.memory == nullptr) return nullptr;
-    made.bytes = bytes;
-    Status pinned = backend_.PinHost(made.memory.get(), bytes);
-    made.pinned = pinned.ok();
-    if (!pinned.ok() && !warned_) {
-      warned_ = true;
-      spdlog::warn("{}: staging buffers stay pageable (slower copies): {}", owner_, pinned.ToString());
-    }
-    buffers_.push_back(std::move(made));
+  if (buffer == nullptr && buffers_.size() < max_buffers_) {
+    buffers_.emplace_back();
     buffer = &buffers_.back();
+    if (!Make(*buffer, bytes)) {
+      buffers_.pop_back();
+      return nullptr;
+    }
+  } else if (buffer == nullptr) {
+    // Every buffer made and none free is large enough (a peer with a larger
+    // chunk than the others): a free one is made again at this size, else
+    // a caller waiting for `bytes` would wait for ever.
+    for (Buffer& candidate : buffers_) {
+      if (!candidate.out) {
+        buffer = &candidate;
+        break;
+      }
+    }
+    if (buffer == nullptr || !Make(*buffer, bytes)) return nullptr;
   }
   buffer->out = true;
   return buffer->memory.get();

@@ -26,10 +26,11 @@ class PinnedPool {
   PinnedPool& operator=(const PinnedPool&) = delete;
 
   // A buffer of at least `bytes`, or nullptr when every one of max_buffers
-  // is out (or the memory is not there).
+  // is out (or the memory is not there). With all made and none free large
+  // enough, a free one is made again at `bytes`.
   std::byte* Take(size_t bytes);
   void Give(std::byte* buffer);
-  // Whether Take(bytes) would answer a buffer.
+  // Whether Take(bytes) would answer a buffer (memory permitting).
   bool CanTake(size_t bytes) const;
   size_t buffers_made() const { return buffers_.size(); }
 
@@ -42,6 +43,8 @@ class PinnedPool {
   };
   Buffer* Free(size_t bytes);
   const Buffer* Free(size_t bytes) const;
+  // (Re)allocates `buffer` at `bytes` and pins it; false without memory.
+  bool Make(Buffer& buffer, size_t bytes);
 
   Backend& backend_;
   const size_t max_buffers_;
