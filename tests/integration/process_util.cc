@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -101,6 +102,31 @@ bool Process::Running() { return pid_ > 0 && !Wait(std::chrono::milliseconds(0))
 
 void Process::Signal(int signal) {
   if (pid_ > 0 && !exit_code_) kill(pid_, signal);
+}
+
+bool Process::Pause(std::chrono::milliseconds timeout) {
+  Signal(SIGSTOP);
+  if (pid_ <= 0 || exit_code_) return false;
+  // kill() returns before the process has stopped: a thread that is running
+  // stops when it next enters the kernel. Stopped means every thread's state
+  // in /proc is 'T' (a reply the test assumes impossible could still go out
+  // before then: an etcd member answered a put once it was "paused").
+  const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+  return WaitFor(
+      [&] {
+        std::error_code error;
+        bool all = true, any = false;
+        for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+          std::ifstream in(task.path() / "stat");
+          std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          const size_t close = stat.rfind(')');
+          if (close == std::string::npos || close + 2 >= stat.size()) continue;  // the thread went
+          any = true;
+          all = all && (stat[close + 2] == 'T' || stat[close + 2] == 't');
+        }
+        return !error && any && all;
+      },
+      timeout);
 }
 
 std::string Process::Log() const {

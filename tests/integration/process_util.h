@@ -33,6 +33,9 @@ class Process {
   std::optional<int> Wait(std::chrono::milliseconds timeout);
   bool Running();
   void Signal(int signal);
+  // SIGSTOP, then waits until every thread has stopped; false if it did not
+  // within `timeout` (or the process is gone).
+  bool Pause(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   const std::string& log_path() const { return log_path_; }
   std::string Log() const;
 

@@ -88,7 +88,7 @@ Result<TestCertificates> MakeTestCertificates(const std::string& dir) {
 
 EtcdServer::~EtcdServer() { Kill(); }  // before dir_ goes, with etcd's files
 
-void EtcdServer::Pause() { process_.Signal(SIGSTOP); }
+void EtcdServer::Pause() { (void)process_.Pause(); }
 void EtcdServer::Resume() { process_.Signal(SIGCONT); }
 
 void EtcdServer::Kill() {

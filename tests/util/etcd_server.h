@@ -55,7 +55,7 @@ class EtcdServer {
   pid_t pid() const { return process_.pid(); }
   bool running() { return process_.Running(); }
 
-  void Pause();   // SIGSTOP: the member hangs, connections stay open
+  void Pause();   // SIGSTOP, returning once it has stopped: the member hangs, connections stay open
   void Resume();  // SIGCONT
   void Kill();    // SIGKILL, and reaped
   Status Stop();  // SIGTERM, and waits for the exit
