@@ -1,6 +1,7 @@
 // gpu/pinned_pool.h's buffers: few (a transfer's depth), so a linear look.
 #include "gpu/pinned_pool.h"
 
+#include <algorithm>
 #include <new>
 
 #include <spdlog/spdlog.h>
@@ -18,26 +19,18 @@ PinnedPool::~PinnedPool() {
   }
 }
 
-const PinnedPool::Buffer* PinnedPool::Free(size_t bytes) const {
-  const Buffer* best = nullptr;  // the smallest that fits
-  for (const Buffer& buffer : buffers_) {
+PinnedPool::Buffer* PinnedPool::Free(size_t bytes) {
+  Buffer* best = nullptr;
+  for (Buffer& buffer : buffers_) {
     if (!buffer.out && buffer.bytes >= bytes && (best == nullptr || buffer.bytes < best->bytes)) best = &buffer;
   }
   return best;
 }
 
-PinnedPool::Buffer* PinnedPool::Free(size_t bytes) {
-  return const_cast<Buffer*>(static_cast<const PinnedPool*>(this)->Free(bytes));
-}
-
-bool PinnedPool::CanTake(size_t bytes) const {
-  if (buffers_.size() < max_buffers_) return true;
+bool PinnedPool::CanTake() const {
   // A free buffer that is too small is made again larger (Take).
-  for (const Buffer& buffer : buffers_) {
-    if (!buffer.out) return true;
-  }
-  (void)bytes;
-  return false;
+  return buffers_.size() < max_buffers_ ||
+         std::any_of(buffers_.begin(), buffers_.end(), [](const Buffer& buffer) { return !buffer.out; });
 }
 
 bool PinnedPool::Make(Buffer& buffer, size_t bytes) {

@@ -30,8 +30,9 @@ class PinnedPool {
   // enough, a free one is made again at `bytes`.
   std::byte* Take(size_t bytes);
   void Give(std::byte* buffer);
-  // Whether Take(bytes) would answer a buffer (memory permitting).
-  bool CanTake(size_t bytes) const;
+  // Whether Take would answer a buffer now, of any size (memory
+  // permitting): one is free or another may be made.
+  bool CanTake() const;
   size_t buffers_made() const { return buffers_.size(); }
 
  private:
@@ -41,8 +42,7 @@ class PinnedPool {
     bool pinned = false;
     bool out = false;
   };
-  Buffer* Free(size_t bytes);
-  const Buffer* Free(size_t bytes) const;
+  Buffer* Free(size_t bytes);  // the smallest free one of at least `bytes`
   // (Re)allocates `buffer` at `bytes` and pins it; false without memory.
   bool Make(Buffer& buffer, size_t bytes);
 

@@ -119,7 +119,7 @@ class TransferAgent::Impl {
   bool Sweep();
   // A chunk's buffer; nullptr when staging_buffers are all in use.
   std::byte* TakeStaging() { return staging_.Take(options_.config.chunk_bytes); }
-  bool StagingLeft() const { return staging_.CanTake(options_.config.chunk_bytes); }
+  bool StagingLeft() const { return staging_.CanTake(); }
   void GiveStaging(std::byte* buffer) { staging_.Give(buffer); }
 
   // transfer_ops.cc

@@ -126,11 +126,6 @@ struct Destination {
   uint64_t capacity = 0;
 };
 
-Status NoRoom(std::string_view key, uint64_t size, uint64_t capacity) {
-  return Status::InvalidArgument("get of '" + std::string(key.substr(0, 80)) + "': " + std::to_string(size) +
-                                 " bytes for " + std::to_string(capacity) + " of room");
-}
-
 // The object from one copy into `to`: its size.
 Result<uint64_t> GetInto(ClusterClient::Impl& impl, const std::string& key, const Replica& replica,
                          const Destination& to) {
@@ -138,7 +133,7 @@ Result<uint64_t> GetInto(ClusterClient::Impl& impl, const std::string& key, cons
     NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl.Local());
     if (to.device != nullptr) return store->GetToDevice(key, to.device, to.capacity);
     NANOKV_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, store->Get(key));
-    if (bytes.size() > to.capacity) return NoRoom(key, bytes.size(), to.capacity);
+    if (bytes.size() > to.capacity) return cluster::NoRoom(key, bytes.size(), to.capacity);
     std::memcpy(to.host, bytes.data(), bytes.size());
     return static_cast<uint64_t>(bytes.size());
   }
@@ -153,7 +148,7 @@ Result<uint64_t> GetInto(ClusterClient::Impl& impl, const std::string& key, cons
 Result<uint64_t> GetIntoNearest(ClusterClient& client, ClusterClient::Impl& impl, std::string_view key,
                                 const Destination& to) {
   NANOKV_ASSIGN_OR_RETURN(ObjectLocation location, client.GetLocation(key));
-  if (location.bytes_total > to.capacity) return NoRoom(key, location.bytes_total, to.capacity);
+  if (location.bytes_total > to.capacity) return cluster::NoRoom(key, location.bytes_total, to.capacity);
   Result<uint64_t> got = Status::Internal("no copy");
   for (const Replica& replica : location.replicas) {
     got = GetInto(impl, std::string(key), replica, to);

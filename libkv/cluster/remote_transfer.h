@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nanokv/object_types.h"
@@ -62,6 +63,9 @@ struct RemoteGetInto {
   gpu::Backend* backend = nullptr;
   uint64_t capacity = 0;
 };
+
+// A get refused for room: the object's `size` against the `capacity` given.
+Status NoRoom(std::string_view key, uint64_t size, uint64_t capacity);
 
 class RemoteTransfers {
  public:

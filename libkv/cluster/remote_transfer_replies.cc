@@ -105,8 +105,7 @@ void RemoteTransfers::Impl::Handle(Incoming& in) {
   if (job->total == 0) {
     if (job->into != nullptr && total > job->into->capacity) {
       Release(in);
-      job->status = Status::InvalidArgument("get of '" + job->get->key + "': " + std::to_string(total) +
-                                            " bytes for " + std::to_string(job->into->capacity) + " of room");
+      job->status = NoRoom(job->get->key, total, job->into->capacity);
       job->finished = true;
       return;
     }
@@ -172,7 +171,7 @@ bool RemoteTransfers::Impl::LandWaiting() {
   bool did = false;
   while (!waiting_.empty()) {
     Waiting& first = waiting_.front();
-    if (!first.job->finished && !PoolOf(first.job->backend()).CanTake(first.in.length)) break;
+    if (!first.job->finished && !PoolOf(first.job->backend()).CanTake()) break;
     Waiting next = std::move(first);
     waiting_.pop_front();
     if (next.job->finished) {
@@ -183,6 +182,11 @@ bool RemoteTransfers::Impl::LandWaiting() {
     did = true;
   }
   return did;
+}
+
+Status NoRoom(std::string_view key, uint64_t size, uint64_t capacity) {
+  return Status::InvalidArgument("get of '" + std::string(key.substr(0, 80)) + "': " + std::to_string(size) +
+                                 " bytes for " + std::to_string(capacity) + " of room");
 }
 
 gpu::PinnedPool& RemoteTransfers::Impl::PoolOf(gpu::Backend* backend) {
