@@ -16,6 +16,10 @@
 //           only when asleep): the floor of any shared-memory request, and
 //           of the ring's (issue 15 item 2: one ring request <= 3x it).
 // --ring 0 takes the socket for every request (ObjectStoreOptions::ring).
+// --cpus A,B pins this process to CPU A and kvd (every thread) to B, and
+// the floors' two processes likewise: on a host of several sockets or core
+// complexes an unpinned kvd may sit where a cache line costs several times
+// what it costs the floor's forked child beside its parent.
 //
 // It starts its own kvd (--kvd, default next to this binary, else
 // ../entry/kvd) with an object store on a private socket, and prints one
@@ -23,8 +27,10 @@
 // --busy-poll-us kvd's busy_poll_us.
 //
 //   object_plan_bench [--backend auto|cuda|host] [--ops 20000] [--bytes 1048576]
-//                     [--spin-us 50] [--busy-poll-us 0] [--ring 1]
+//                     [--spin-us 50] [--busy-poll-us 0] [--ring 1] [--cpus A,B]
 #include <linux/futex.h>
+#include <dirent.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -34,6 +40,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -51,12 +58,43 @@ using bench::NowMicros;
   std::exit(1);
 }
 
+// --cpus: -1 each when not given.
+struct Cpus {
+  int ours = -1;
+  int kvds = -1;
+};
+
+// Pins thread `tid` (0: the caller) to `cpu`; nothing when cpu < 0.
+void Pin(pid_t tid, int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(tid, sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "object_plan_bench: pinning %d to cpu %d: %s\n", tid, cpu, std::strerror(errno));
+    std::exit(1);
+  }
+}
+
+// Every thread of process `pid` to `cpu`.
+void PinProcess(pid_t pid, int cpu) {
+  if (cpu < 0) return;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* tasks = opendir(dir.c_str());
+  if (tasks == nullptr) return;
+  while (dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] != '.') Pin(static_cast<pid_t>(std::atoi(entry->d_name)), cpu);
+  }
+  closedir(tasks);
+}
+
 // Round trips of 64 bytes to a forked echo process on a socketpair.
-std::vector<double> OsRoundTrips(size_t n) {
+std::vector<double> OsRoundTrips(size_t n, int child_cpu) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return {};
   pid_t child = fork();
   if (child == 0) {
+    Pin(0, child_cpu);
     close(sv[0]);
     char buf[64];
     for (;;) {
@@ -80,7 +118,7 @@ std::vector<double> OsRoundTrips(size_t n) {
 // Round trips of a shared word to a forked process: it answers each value
 // v with v + 1. Each side spins `spin_us`, then marks itself asleep and
 // sleeps on the futex; a writer wakes the other only when it is asleep.
-std::vector<double> FutexRoundTrips(size_t n, uint32_t spin_us) {
+std::vector<double> FutexRoundTrips(size_t n, uint32_t spin_us, int child_cpu) {
   struct Shared {
     alignas(64) uint32_t word;
     alignas(64) uint32_t asleep[2];
@@ -111,6 +149,7 @@ std::vector<double> FutexRoundTrips(size_t n, uint32_t spin_us) {
   const uint32_t rounds = static_cast<uint32_t>(n + n / 10 + 1);
   pid_t child = fork();
   if (child == 0) {
+    Pin(0, child_cpu);
     for (uint32_t v = 1; v < 2 * rounds; v += 2) {
       wait_for(1, v);
       post(0, v + 1);
@@ -135,6 +174,7 @@ int Main(int argc, char** argv) {
   size_t ops = 20000, bytes = 1 << 20;
   uint32_t spin_us = ObjectStoreOptions{}.spin_us, busy_poll_us = 0;
   bool ring = true;
+  Cpus cpus;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--backend") backend_name = argv[i + 1];
@@ -144,9 +184,10 @@ int Main(int argc, char** argv) {
     else if (flag == "--spin-us") spin_us = static_cast<uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
     else if (flag == "--busy-poll-us") busy_poll_us = static_cast<uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
     else if (flag == "--ring") ring = std::string(argv[i + 1]) != "0";
+    else if (flag == "--cpus" && std::sscanf(argv[i + 1], "%d,%d", &cpus.ours, &cpus.kvds) == 2) {}
     else {
       std::fprintf(stderr, "usage: object_plan_bench [--backend NAME] [--kvd PATH] [--ops N] [--bytes B] "
-                           "[--spin-us US] [--busy-poll-us US] [--ring 0|1]\n");
+                           "[--spin-us US] [--busy-poll-us US] [--ring 0|1] [--cpus A,B]\n");
       return 2;
     }
   }
@@ -158,6 +199,8 @@ int Main(int argc, char** argv) {
                       {"--backend", backend_name, "--capacity", std::to_string(96u << 20),
                        "--host-device-memory", std::to_string(256u << 20), "--log-level", "warn",
                        "--busy-poll-us", std::to_string(busy_poll_us)});
+  Pin(0, cpus.ours);
+  PinProcess(kvd.pid(), cpus.kvds);
   ObjectStoreOptions options;
   options.ipc_name = kvd.ipc_name();
   options.backend = backend_name;
@@ -194,8 +237,8 @@ int Main(int argc, char** argv) {
   // kvd's cores while serving (its busy poll spins between requests).
   const double kvd_cores =
       (kvd.CpuSeconds() - kvd_cpu_at_start) / ((NowMicros() - wall_at_start) / 1e6);
-  std::vector<double> os = OsRoundTrips(ops);
-  std::vector<double> futex = FutexRoundTrips(ops, spin_us);
+  std::vector<double> os = OsRoundTrips(ops, cpus.kvds);
+  std::vector<double> futex = FutexRoundTrips(ops, spin_us, cpus.kvds);
   const double futex_p50 = bench::Quantile(futex, 0.5);
   double plan_p50 = bench::Quantile(plan, 0.5), floor_p50 = bench::Quantile(floor, 0.5);
   bench::JsonObject out;
@@ -206,6 +249,8 @@ int Main(int argc, char** argv) {
       .Add("client_spin_us", static_cast<long long>(spin_us))
       .Add("kvd_busy_poll_us", static_cast<long long>(busy_poll_us))
       .Add("ring", ring)
+      .Add("cpus", cpus.ours < 0 ? std::string("unpinned")
+                                 : std::to_string(cpus.ours) + "," + std::to_string(cpus.kvds))
       .Add("kvd_cores_while_serving", kvd_cores)
       .AddPercentiles("floor_round_trip_us", floor)
       .AddPercentiles("os_socket_round_trip_us", os)

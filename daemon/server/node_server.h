@@ -193,6 +193,8 @@ class NodeServer {
   // Before sleeping: marks every ring's kvd side asleep and looks once
   // more; true when one already holds a request (then do not sleep).
   bool RingsAsleep();
+  // Clears the marks, only after RingsAsleep: a store to the word at every
+  // turn would take its cache line from each client that reads it per request.
   void RingsAwake();
   // Send's ring half: the reply to a ring request goes back on the ring
   // (fds, or no room, take the socket; the client is woken either way).
@@ -213,6 +215,7 @@ class NodeServer {
   // rings it for nothing only wakes kvd, as a datagram would.
   int ring_doorbell_fd_ = -1;
   size_t rings_ = 0;  // connections with a ring
+  bool rings_marked_asleep_ = false;
   std::mutex tasks_mu_;
   std::vector<std::function<void(NodeState&)>> tasks_;  // guarded by tasks_mu_
   std::map<int, std::unique_ptr<Connection>> connections_;  // by socket fd

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -89,6 +90,7 @@ bool NodeServer::ServeRings() {
 }
 
 bool NodeServer::RingsAsleep() {
+  rings_marked_asleep_ = true;
   for (auto& [fd, c] : connections_) {
     if (c->ring != nullptr) c->ring->MarkAsleep();
   }
@@ -100,6 +102,7 @@ bool NodeServer::RingsAsleep() {
 }
 
 void NodeServer::RingsAwake() {
+  if (!std::exchange(rings_marked_asleep_, false)) return;
   for (auto& [fd, c] : connections_) {
     if (c->ring != nullptr) c->ring->MarkAwake();
   }

@@ -106,6 +106,7 @@ RequestRing::RequestRing(RequestRing&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       side_(other.side_),
       out_tail_(other.out_tail_),
+      out_head_seen_(other.out_head_seen_),
       in_head_(other.in_head_) {}
 
 RequestRing& RequestRing::operator=(RequestRing&& other) noexcept {
@@ -114,6 +115,7 @@ RequestRing& RequestRing::operator=(RequestRing&& other) noexcept {
     base_ = std::exchange(other.base_, nullptr);
     side_ = other.side_;
     out_tail_ = other.out_tail_;
+    out_head_seen_ = other.out_head_seen_;
     in_head_ = other.in_head_;
   }
   return *this;
@@ -148,11 +150,18 @@ Status RequestRing::Push(std::span<const std::byte> message) {
     return Status::InvalidArgument("request ring: a message of " + std::to_string(message.size()) +
                                    " bytes (1 to " + std::to_string(kMaxRingMessageBytes) + ")");
   }
-  const uint64_t head = Atomic(Out().head).load(std::memory_order_acquire);
-  const uint64_t used = out_tail_ - head;
-  if (used > kCap) return Status::ProtocolError("request ring: the reader's index is impossible");
   const uint64_t need = Padded(4 + message.size());
-  if (need > kCap - used) return Status::ResourceExhausted("request ring: full");
+  // The reader's index is read only when the copy of it this side keeps
+  // says there is no room: reading it each time would pull its cache line
+  // over from the reader for every message.
+  if (need > kCap - (out_tail_ - out_head_seen_)) {
+    const uint64_t head = Atomic(Out().head).load(std::memory_order_acquire);
+    if (head - out_head_seen_ > out_tail_ - out_head_seen_) {
+      return Status::ProtocolError("request ring: the reader's index is impossible");
+    }
+    out_head_seen_ = head;
+    if (need > kCap - (out_tail_ - head)) return Status::ResourceExhausted("request ring: full");
+  }
   const auto length = static_cast<uint32_t>(message.size());
   CopyIn(OutData(), out_tail_, reinterpret_cast<const std::byte*>(&length), 4);
   CopyIn(OutData(), out_tail_ + 4, message.data(), message.size());

@@ -113,6 +113,7 @@ class RequestRing {
   void* base_ = nullptr;
   Side side_ = Side::kKvd;
   uint64_t out_tail_ = 0;  // private copies of this side's own indices
+  uint64_t out_head_seen_ = 0;  // the reader's index as last read (never ahead of it)
   uint64_t in_head_ = 0;
 };
 

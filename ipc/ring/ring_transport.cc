@@ -14,6 +14,9 @@ namespace {
 // How long one sleep on the ring lasts at most: the socket (kvd gone, a
 // notice) is looked at between sleeps.
 constexpr auto kSleepSlice = std::chrono::milliseconds(1);
+// A spinning caller looks at the socket (a reply too large for the ring)
+// once in this many looks: a recvmsg costs as much as a whole ring request.
+constexpr unsigned kLooksPerSocketLook = 256;
 
 }  // namespace
 
@@ -47,8 +50,9 @@ Result<Transport::Received> RingTransport::Receive(std::vector<std::byte>* messa
   for (;;) {
     NANOKV_ASSIGN_OR_RETURN(bool popped, ring_.Pop(message));
     if (popped) return Received::kMessage;
-    const bool look_once = deadline != kNoDeadline && deadline <= Clock::now();
-    if (!look_once || ++looks_ % 64 == 0) {
+    const bool look_once =
+        deadline == kLookOnce || (deadline != kNoDeadline && deadline <= Clock::now());
+    if (!look_once || ++looks_ % kLooksPerSocketLook == 0) {
       NANOKV_ASSIGN_OR_RETURN(Received on_socket, LookAtSocket(message, fds));
       if (on_socket != Received::kTimedOut) return on_socket;
     }

@@ -36,7 +36,7 @@ class RingTransport final : public Transport {
   RequestRing& ring_;
   Channel& channel_;
   int doorbell_;
-  unsigned looks_ = 0;  // a spinning caller looks at the socket every 64th time
+  unsigned looks_ = 0;  // a spinning caller looks at the socket now and then
 };
 
 }  // namespace nanokv::ipc

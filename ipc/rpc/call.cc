@@ -15,8 +15,10 @@ namespace {
 
 using Clock = Transport::Clock;
 
-// A deadline long past: the transport looks once and does not block.
-constexpr Clock::time_point kLookOnce{};
+constexpr Clock::time_point kLookOnce = Transport::kLookOnce;
+// Looks between two readings of the clock while spinning: a look at a ring
+// is a load, a clock read costs as much as several.
+constexpr unsigned kLooksPerClockRead = 8;
 
 void CloseAll(std::vector<int>* fds) {
   for (int fd : *fds) close(fd);
@@ -37,11 +39,12 @@ Result<Transport::Received> NextMessage(Transport& transport, std::vector<std::b
                                         std::chrono::microseconds spin) {
   if (spin.count() > 0) {
     const Clock::time_point spin_until = std::min(Clock::now() + spin, deadline);
+    unsigned looks = 0;
     do {
       NANOKV_ASSIGN_OR_RETURN(Transport::Received received,
                               transport.Receive(data, fds, kLookOnce));
       if (received != Transport::Received::kTimedOut) return received;
-    } while (Clock::now() < spin_until);
+    } while (++looks % kLooksPerClockRead != 0 || Clock::now() < spin_until);
   }
   return transport.Receive(data, fds, deadline);
 }

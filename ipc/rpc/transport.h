@@ -27,6 +27,10 @@ class Transport {
   using Clock = std::chrono::steady_clock;
   // A deadline that never comes: wait until a message arrives or the peer goes.
   static constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
+  // A deadline long past (the clock's epoch, not min(): a transport may
+  // subtract now from it): one look, and the transport need not read the
+  // clock to know it (a spinning caller looks thousands of times).
+  static constexpr Clock::time_point kLookOnce{};
 
   virtual ~Transport() = default;
 

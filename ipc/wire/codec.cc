@@ -1,5 +1,6 @@
 #include "ipc/wire/codec.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ipc/wire/object_codec.h"
@@ -186,21 +187,27 @@ Message ErrorReply(uint64_t request_id, const Status& status) {
   m.set_version(kWireVersion);
   m.set_request_id(request_id);
   m.mutable_error()->set_code(static_cast<int32_t>(status.code()));
-  std::string text = status.ToString();
-  if (text.size() > kMaxErrorBytes) text.resize(kMaxErrorBytes);
-  m.mutable_error()->set_message(text);
+  // The message alone: the code travels on its own (a peer of an earlier
+  // build sent Status::ToString(), "CODE: message"; StatusFromError takes both).
+  const std::string_view text = status.message();
+  m.mutable_error()->set_message(text.data(), std::min(text.size(), kMaxErrorBytes));
   return m;
 }
 
 Status StatusFromError(const Error& error) {
   int32_t code = error.code();
   if (code <= 0 || code > static_cast<int32_t>(kLastCode)) code = static_cast<int32_t>(Code::kInternal);
-  // The text is the sender's Status::ToString(), which starts with the code's
-  // name; the code travels on its own, so it is not said twice.
+  // A sender of an earlier build put the code's name first; the code
+  // travels on its own, so it is not said twice.
   std::string_view text = error.message();
-  const std::string prefix = std::string(CodeName(static_cast<Code>(code))) + ": ";
-  if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
-  return Status(static_cast<Code>(code), "kvd: " + std::string(text));
+  const std::string_view name = CodeName(static_cast<Code>(code));
+  if (text.starts_with(name) && text.substr(name.size()).starts_with(": ")) {
+    text.remove_prefix(name.size() + 2);
+  }
+  std::string said;
+  said.reserve(5 + text.size());
+  said.append("kvd: ").append(text);
+  return Status(static_cast<Code>(code), std::move(said));
 }
 
 const char* BodyName(const Message& message) {
