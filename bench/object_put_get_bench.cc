@@ -274,46 +274,99 @@ int Main(int argc, char** argv) {
       commit_us.push_back(t4 - t3b);
       remove_us.push_back(t5 - t4);
     }
-    // The same store as PutFromDevice runs it: kv_put_object (begin, then
-    // store and READY in one kernel), then the sync; and, alternating with
-    // it, as it ran before: kv_begin_write, kv_store_pages, kv_commit_ready.
-    std::vector<double> put_object_us, three_launches_us;
-    for (int s = 0; s < 2 * (samples + 1); ++s) {
-      const bool three = s % 2 == 1;
-      std::string key = "put-object:" + std::to_string(serial++);
-      auto plan = store.OpenForWrite(key, bytes, 0);
-      StatusCheck(plan.status(), "OpenForWrite");
-      auto payload = store.PayloadPointer(*plan);
-      auto header = store.HeaderPointer(*plan);
-      StatusCheck(payload.status(), "PayloadPointer");
-      StatusCheck(header.status(), "HeaderPointer");
-      kernels::Segment seg{*payload, bytes};
-      const ObjectHeader writing = WritingHeaderOf(*plan, 0);
-      double t0 = NowMicros();
-      auto* at = static_cast<ObjectHeader*>(*header);
-      if (three) {
-        StatusCheck(kernels::BeginWrite(at, writing, nullptr, stream), "BeginWrite");
-        StatusCheck(kernels::StorePagesAndCommit(src, &seg, 1, at, writing.epoch, nullptr, stream),
-                    "StorePagesAndCommit");
-      } else {
-        StatusCheck(kernels::PutObject(src, &seg, 1, at, writing, nullptr, stream), "PutObject");
+    // At 1 and 64 MiB: the kernels' part of a put in three forms, and the
+    // copy floor at the same point.
+    auto kernel_steps = [&](uint64_t size) {
+      // The same store as PutFromDevice runs it: kv_put_object (begin, then
+      // store and READY in one kernel), then the sync; and, alternating with
+      // it, as it ran before: kv_begin_write, kv_store_pages, kv_commit_ready.
+      // Third in the alternation, the floor of this position: cudaMemcpyAsync of
+      // the same size into the plan's payload right after the open, then the
+      // sync (the plan revoked after): what a copy pays that follows a request.
+      std::vector<double> put_object_us, three_launches_us, memcpy_after_open_us;
+      for (int s = 0; s < 3 * (samples + 1); ++s) {
+        const bool three = s % 3 == 1, copy = s % 3 == 2;
+        std::string key = "put-object:" + std::to_string(serial++);
+        auto plan = store.OpenForWrite(key, size, 0);
+        StatusCheck(plan.status(), "OpenForWrite");
+        auto payload = store.PayloadPointer(*plan);
+        auto header = store.HeaderPointer(*plan);
+        StatusCheck(payload.status(), "PayloadPointer");
+        StatusCheck(header.status(), "HeaderPointer");
+        kernels::Segment seg{*payload, size};
+        const ObjectHeader writing = WritingHeaderOf(*plan, 0);
+        double t0 = NowMicros();
+        auto* at = static_cast<ObjectHeader*>(*header);
+        if (copy) {
+          CudaCheck(cudaMemcpyAsync(*payload, src, size, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+          CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+          const double t1 = NowMicros();
+          StatusCheck(store.Revoke(key, plan->epoch), "Revoke");
+          if (s >= 3) memcpy_after_open_us.push_back(t1 - t0);
+          continue;
+        }
+        if (three) {
+          StatusCheck(kernels::BeginWrite(at, writing, nullptr, stream), "BeginWrite");
+          StatusCheck(kernels::StorePagesAndCommit(src, &seg, 1, at, writing.epoch, nullptr, stream),
+                      "StorePagesAndCommit");
+        } else {
+          StatusCheck(kernels::PutObject(src, &seg, 1, at, writing, nullptr, stream), "PutObject");
+        }
+        CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+        double t1 = NowMicros();
+        StatusCheck(store.Commit(key, plan->epoch, /*published_on_device=*/true), "Commit");
+        StatusCheck(store.Remove(key), "Remove");
+        if (s < 3) continue;  // warm-up
+        (three ? three_launches_us : put_object_us).push_back(t1 - t0);
       }
-      CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      double t1 = NowMicros();
-      StatusCheck(store.Commit(key, plan->epoch, /*published_on_device=*/true), "Commit");
-      StatusCheck(store.Remove(key), "Remove");
-      if (s < 2) continue;  // warm-up
-      (three ? three_launches_us : put_object_us).push_back(t1 - t0);
-    }
+      // kv_put_object back to back: plans opened first, then each put and its
+      // sync right after the one before (no request in between).
+      std::vector<double> back_to_back_us;
+      {
+        std::vector<std::pair<std::string, ObjectPlan>> plans;
+        // As many as the store holds at once (320 MiB, a few at 64 MiB).
+        const uint64_t fit = std::max<uint64_t>(2, (256ull << 20) / size);
+        for (uint64_t s = 0; s < std::min<uint64_t>(static_cast<uint64_t>(samples) + 1, fit); ++s) {
+          std::string key = "back-to-back:" + std::to_string(serial++);
+          auto plan = store.OpenForWrite(key, size, 0);
+          StatusCheck(plan.status(), "OpenForWrite");
+          plans.emplace_back(key, *plan);
+        }
+        for (size_t s = 0; s < plans.size(); ++s) {
+          const auto& [key, plan] = plans[s];
+          auto payload = store.PayloadPointer(plan);
+          auto header = store.HeaderPointer(plan);
+          StatusCheck(payload.status(), "PayloadPointer");
+          StatusCheck(header.status(), "HeaderPointer");
+          kernels::Segment seg{*payload, size};
+          const ObjectHeader writing = WritingHeaderOf(plan, 0);
+          double t0 = NowMicros();
+          StatusCheck(kernels::PutObject(src, &seg, 1, static_cast<ObjectHeader*>(*header), writing, nullptr, stream),
+                      "PutObject");
+          CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+          if (s > 0) back_to_back_us.push_back(NowMicros() - t0);
+        }
+        for (const auto& [key, plan] : plans) {
+          StatusCheck(store.Commit(key, plan.epoch, /*published_on_device=*/true), "Commit");
+          StatusCheck(store.Remove(key), "Remove");
+        }
+      }
+      bench::JsonObject k;
+      k.Add("put_object_kernels_sync_us", bench::Quantile(put_object_us, 0.5))
+          .Add("put_object_back_to_back_us", bench::Quantile(back_to_back_us, 0.5))
+          .Add("memcpy_after_open_us", bench::Quantile(memcpy_after_open_us, 0.5))
+          .Add("begin_store_commit_3_launches_sync_us", bench::Quantile(three_launches_us, 0.5));
+      return k;
+    };
     bench::JsonObject steps;
     steps.Add("open_us", bench::Quantile(open_us, 0.5))
-        .Add("put_object_kernels_sync_us", bench::Quantile(put_object_us, 0.5))
-        .Add("begin_store_commit_3_launches_sync_us", bench::Quantile(three_launches_us, 0.5))
         .Add("store_commit_kernels_sync_us", bench::Quantile(store_us, 0.5))
         .Add("store_again_kernels_sync_us", bench::Quantile(again_us, 0.5))
         .Add("commit_published_us", bench::Quantile(commit_us, 0.5))
         .Add("remove_us", bench::Quantile(remove_us, 0.5));
     json.Add("put_steps_1MiB", steps);
+    json.Add("put_kernels_1MiB", kernel_steps(1 << 20));
+    json.Add("put_kernels_64MiB", kernel_steps(64ull << 20));
   }
 
   // 1000 puts of 64 KiB back to back, then their gets: aggregate GB/s against

@@ -27,6 +27,9 @@
 #define cudaFuncGetAttributes hipFuncGetAttributes
 #define cudaErrorNoKernelImageForDevice hipErrorNoBinaryForGpu
 #define cudaErrorInvalidDeviceFunction hipErrorInvalidDeviceFunction
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
+#define cudaDeviceGetAttribute hipDeviceGetAttribute
+#define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #else
 #include <cuda/atomic>
 #include <cuda_runtime.h>
@@ -60,6 +63,42 @@ __device__ inline void StoreReleaseSystem(T* p, T v) {
 #endif
 }
 
+// A relaxed load at system scope: the newest value any side stored, with
+// no ordering (no fence) attached.
+template <typename T>
+__device__ inline T LoadRelaxedSystem(const T* p) {
+#if defined(NANOKV_HIP)
+  return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  cuda::atomic_ref<T, cuda::thread_scope_system> a(*const_cast<T*>(p));
+  return a.load(cuda::std::memory_order_relaxed);
+#endif
+}
+
+// A relaxed CAS at system scope; *expected gets the value seen.
+template <typename T>
+__device__ inline bool CasRelaxedSystem(T* p, T* expected, T desired) {
+#if defined(NANOKV_HIP)
+  return __hip_atomic_compare_exchange_strong(p, expected, desired, __ATOMIC_RELAXED, __ATOMIC_RELAXED,
+                                              __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  cuda::atomic_ref<T, cuda::thread_scope_system> a(*p);
+  return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_relaxed,
+                                   cuda::std::memory_order_relaxed);
+#endif
+}
+
+// A relaxed load among the blocks of one GPU.
+template <typename T>
+__device__ inline T LoadRelaxedDevice(const T* p) {
+#if defined(NANOKV_HIP)
+  return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#else
+  cuda::atomic_ref<T, cuda::thread_scope_device> a(*const_cast<T*>(p));
+  return a.load(cuda::std::memory_order_relaxed);
+#endif
+}
+
 // CAS with release on success (relaxed on failure); *expected gets the value seen.
 template <typename T>
 __device__ inline bool CasReleaseSystem(T* p, T* expected, T desired) {
@@ -83,6 +122,20 @@ __device__ inline T AddAcqRelDevice(T* p, T v) {
 #else
   cuda::atomic_ref<T, cuda::thread_scope_device> a(*p);
   return a.fetch_add(v, cuda::std::memory_order_acq_rel);
+#endif
+}
+
+// CAS with acquire and release among the blocks of one GPU (relaxed on
+// failure); *expected gets the value seen.
+template <typename T>
+__device__ inline bool CasAcqRelDevice(T* p, T* expected, T desired) {
+#if defined(NANOKV_HIP)
+  return __hip_atomic_compare_exchange_strong(p, expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED,
+                                              __HIP_MEMORY_SCOPE_AGENT);
+#else
+  cuda::atomic_ref<T, cuda::thread_scope_device> a(*p);
+  return a.compare_exchange_strong(*expected, desired, cuda::std::memory_order_acq_rel,
+                                   cuda::std::memory_order_relaxed);
 #endif
 }
 

@@ -134,12 +134,13 @@ Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t
                            ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                            void* stream);
 
-// BeginWrite, StorePages and CommitReady in two launches (kv_put_object):
-// the begin, then one kernel that stores and whose last block publishes
-// READY; the header WRITING before any payload byte, READY after the last,
-// result as CommitReady's. A block stores nothing once the slot names
-// another write. Objects of more than 128 non-empty segments take the three
-// launches instead.
+// BeginWrite, StorePages and CommitReady in one launch (kv_put_object):
+// each block makes sure the slot is this write's ({WRITING, epoch}, begun by
+// the first block there) before it stores, and the last block to finish
+// publishes READY; the header WRITING before any payload byte, READY after
+// the last, result as CommitReady's. A block stores nothing once the slot
+// names another write. Objects of more than 128 non-empty segments take the
+// three launches instead.
 Status PutObject(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
                  const ObjectHeader& writing, std::uint32_t* result, void* stream);
 

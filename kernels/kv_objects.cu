@@ -1,6 +1,8 @@
 // The object store's device side: a contiguous buffer to and from a list of
 // page segments (kv_store_pages, kv_load_pages), the READY publish
 // (kv_commit_ready) and an acquire read of the state. Valid CUDA and HIP.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/gpu_compat.h"
@@ -93,18 +95,23 @@ int Launch(char* contiguous, const SegmentBatch& batch, bool store, dim3 grid, c
   return static_cast<int>(cudaGetLastError());
 }
 
-// kv_put_object's store and publish, launched after BeginWriteKernel on the
-// same stream (which left the header {WRITING, epoch} and its block count at
-// {epoch, 0}): each block checks the slot still names this write before it
-// stores (a writer stalled past write_timeout stores nothing once the slot
-// is given on), stores its share, and the block that completes the count
-// publishes READY. Two launches where begin, store and commit took three.
+// kv_put_object in one launch: each block first makes sure the slot is
+// this write's ({WRITING, epoch}: the first block's CAS begins it, the
+// others find it begun), so a writer stalled past write_timeout stores
+// nothing once the slot is given on; block (0, 0) writes the header's other
+// fields; every block stores its share and counts itself, and the block
+// that completes the count publishes READY. One launch where begin, store
+// and commit took three: a launch and its gap cost about 5 µs on an H200,
+// half a 1 MiB copy (BENCHMARKS.md).
 template <int N>
-__global__ void StoreAndPublishKernel(const char* contiguous, Segments<N> batch, ObjectHeader* header,
-                                      std::uint32_t epoch, std::uint32_t* result) {
+__global__ void PutObjectKernel(const char* contiguous, Segments<N> batch, ObjectHeader* header,
+                                ObjectHeader writing, std::uint32_t* result) {
   __shared__ std::uint32_t ours;
   if (threadIdx.x == 0) {
-    ours = LoadStateEpochAcquire(header) == DeviceStateEpochWord(ObjectState::kWriting, epoch);
+    std::uint32_t epoch_seen = 0;
+    const std::uint32_t code = JoinWriteDevice(header, writing.epoch, &epoch_seen);
+    ours = code == static_cast<std::uint32_t>(CommitCode::kCommitted);
+    if (ours != 0 && blockIdx.x == 0 && blockIdx.y == 0) WriteHeaderFieldsDevice(header, writing);
   }
   __syncthreads();
   const int seg = blockIdx.y;
@@ -113,21 +120,20 @@ __global__ void StoreAndPublishKernel(const char* contiguous, Segments<N> batch,
     const std::uint64_t nthreads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
     CopyBytes(static_cast<char*>(batch.ptr[seg]), contiguous + batch.offset[seg], batch.bytes[seg], tid, nthreads);
   }
-  __syncthreads();
+  __syncthreads();  // the block's stores, seen by thread 0: its count's release carries them
   if (threadIdx.x != 0) return;
-  __threadfence();  // the block's stores, through the barrier, before its count
   if (ours == 0) {
     if (result != nullptr) {
       const std::uint64_t seen = LoadStateEpochAcquire(header);
-      result[0] = static_cast<std::uint32_t>(DeviceEpochOfWord(seen) != epoch ? CommitCode::kWrongEpoch
-                                                                               : CommitCode::kWrongState);
+      result[0] = static_cast<std::uint32_t>(DeviceEpochOfWord(seen) != writing.epoch ? CommitCode::kWrongEpoch
+                                                                                       : CommitCode::kWrongState);
       result[1] = DeviceStateOfWord(seen);
     }
     return;
   }
-  if (!CountStoreBlockDevice(header, epoch, gridDim.x * gridDim.y)) return;
+  if (!CountStoreBlockDevice(header, writing.epoch, gridDim.x * gridDim.y)) return;
   std::uint32_t seen = 0;
-  const std::uint32_t code = CommitReadyDevice(header, epoch, &seen);
+  const std::uint32_t code = PublishReadyDevice(header, writing.epoch, &seen);
   if (result != nullptr) {
     result[0] = code;
     result[1] = seen;
@@ -172,27 +178,65 @@ int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, 
   return Launch<kSegmentsPerLaunch>(linear, batch, store, grid, s);
 }
 
-int LaunchPutObject(const void* contiguous, const SegmentBatch& batch, ObjectHeader* header,
-                    const ObjectHeader& writing, std::uint32_t* result, void* stream) {
-  auto* s = static_cast<cudaStream_t>(stream);
-  BeginWriteKernel<<<1, 1, 0, s>>>(header, writing, result);
+namespace {
+
+// How many blocks a kv_put_object launch takes at most on the current
+// device: two per SM (fewer if fewer fit), asked once per device; 0 when the
+// runtime cannot say. Every block pays its begin check and one add to the
+// count the last block waits for, so blocks past what moves the bytes cost
+// a put time: on an H200 two per SM copy as fast as the full grid and a put
+// of 4 / 16 / 64 MiB takes 12.8 / 15.8 / 45.7 µs where 1024-4096 blocks took
+// 13.8 / 16.6 / 48.4 (BENCHMARKS.md, 2026-11-26 fourth session).
+template <int N>
+std::uint64_t PutBlocksCap() {
+  constexpr int kDevices = 64;
+  constexpr int kBlocksPerSm = 2;
+  static std::atomic<std::uint64_t> known[kDevices] = {};
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  std::uint64_t cap = known[device].load(std::memory_order_relaxed);
+  if (cap != 0) return cap;
+  int per_sm = 0, sms = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PutObjectKernel<N>, kCopyThreads, 0) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || per_sm <= 0 || sms <= 0) {
+    (void)cudaGetLastError();  // not sticky; the launch reports what matters
+    return 0;
+  }
+  cap = static_cast<std::uint64_t>(std::min(per_sm, kBlocksPerSm)) * static_cast<std::uint64_t>(sms);
+  known[device].store(cap, std::memory_order_relaxed);
+  return cap;
+}
+
+// The copy strides over the grid, so any cap keeps every byte covered.
+template <int N>
+int LaunchPut(const char* linear, const SegmentBatch& batch, ObjectHeader* header, const ObjectHeader& writing,
+              std::uint32_t* result, cudaStream_t stream) {
   const std::uint64_t per_thread = batch.total_bytes < (8ull << 20) ? 16 : 16 * kUnroll;
   std::uint64_t blocks = (batch.max_bytes + kCopyThreads * per_thread - 1) / (kCopyThreads * per_thread);
   if (blocks == 0) blocks = 1;  // an empty object still publishes
   if (blocks > 4096) blocks = 4096;
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(batch.n > 0 ? batch.n : 1));
-  const auto* linear = static_cast<const char*>(contiguous);
-  if (batch.n <= kSmallBatch) {
-    Segments<kSmallBatch> segs;
-    Fill(segs, batch);
-    StoreAndPublishKernel<kSmallBatch><<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing.epoch, result);
-  } else {
-    Segments<kSegmentsPerLaunch> segs;
-    Fill(segs, batch);
-    StoreAndPublishKernel<kSegmentsPerLaunch>
-        <<<grid, kCopyThreads, 0, s>>>(linear, segs, header, writing.epoch, result);
+  const std::uint64_t rows = batch.n > 0 ? static_cast<std::uint64_t>(batch.n) : 1;
+  if (const std::uint64_t cap = PutBlocksCap<N>(); cap != 0) {
+    blocks = std::min(blocks, std::max<std::uint64_t>(1, cap / rows));
   }
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(rows));
+  Segments<N> segs;
+  Fill(segs, batch);
+  PutObjectKernel<N><<<grid, kCopyThreads, 0, stream>>>(linear, segs, header, writing, result);
   return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int LaunchPutObject(const void* contiguous, const SegmentBatch& batch, ObjectHeader* header,
+                    const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+  auto* s = static_cast<cudaStream_t>(stream);
+  const auto* linear = static_cast<const char*>(contiguous);
+  if (batch.n <= kSmallBatch) return LaunchPut<kSmallBatch>(linear, batch, header, writing, result, s);
+  return LaunchPut<kSegmentsPerLaunch>(linear, batch, header, writing, result, s);
 }
 
 int LaunchBeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream) {

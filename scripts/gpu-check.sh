@@ -200,6 +200,10 @@ step object_plan_bench "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/k
 step master_plan_bench "$B/bin/master_plan_bench" --kvd "$B/bin/kvd" --index 1000000,10000000
 step object_plan_bench_block "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --spin-us 0
 step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50
+# The same with the client and kvd on two fixed CPUs, the floors' processes
+# too: an unpinned kvd may sit across a socket or core complex from the bench.
+step object_plan_bench_busy_pinned "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50 \
+  --cpus 2,3
 step object_put_get_bench "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
 # Remote put/get against raw UCP and the staging copies (cuda pages), then the
 # chunk x depth sweep the 2-core CI host could not settle (BENCHMARKS.md).
@@ -261,7 +265,7 @@ for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda k
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
-         object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy \
+         object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
          remote_transfer_bench \
          masked_engine_2gpu; do

@@ -19,7 +19,7 @@ namespace nanokv::client {
 // One object as mapped here.
 struct ObjectPieces {
   int device = 0;                           // the object's
-  std::vector<kernels::Segment> segments;   // its spans, in object order
+  std::vector<kernels::Segment> segments;   // its spans, end to end: one segment
   void* payload = nullptr;                  // contiguous: segments back to back
   uint64_t bytes = 0;
   ObjectHeader* header = nullptr;

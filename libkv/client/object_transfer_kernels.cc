@@ -54,9 +54,11 @@ class OnDevice {
       }
       return false;
     };
-    const std::string buffer_side =
-        " the buffer on device " + std::to_string(buffer_device) +
-        " (a VMM mapping: its owner's cuMemSetAccess decides who reaches it)";
+    // Built for a refusal only: the answered path builds no string.
+    auto buffer_side = [&] {
+      return " the buffer on device " + std::to_string(buffer_device) +
+             " (a VMM mapping: its owner's cuMemSetAccess decides who reaches it)";
+    };
     int run = -1;
     if (stream != nullptr) {
       NANOKV_ASSIGN_OR_RETURN(run, kernels::StreamDevice(stream));
@@ -68,7 +70,7 @@ class OnDevice {
       if (!reaches_buffer(run)) {
         return Status::InvalidArgument("object on device " + std::to_string(object.device) +
                                        ": the stream's device " + std::to_string(run) + " cannot reach" +
-                                       buffer_side);
+                                       buffer_side());
       }
     } else {
       for (int candidate : {current, buffer_device, object.device}) {
@@ -80,7 +82,7 @@ class OnDevice {
       if (run < 0 && buffer_device >= 0) {
         return Status::FailedPrecondition(
             "object on device " + std::to_string(object.device) + ": no device reaches both its pages and" +
-            buffer_side + "; list device " + std::to_string(buffer_device) +
+            buffer_side() + "; list device " + std::to_string(buffer_device) +
             " in ObjectStoreOptions::access_devices, or give device " + std::to_string(object.device) +
             " access to the buffer");
       }

@@ -239,7 +239,7 @@ TEST_F(ObjectPagesGpuTest, BeginWriteTransitions) {
   EXPECT_EQ(header().epoch, 0x10u);
 }
 
-// kv_put_object, the two-launch put: a fresh slot begins, the bytes land and
+// kv_put_object, the one-launch put: a fresh slot begins, the bytes land and
 // READY is published at the epoch; a slot a newer epoch holds (a writer
 // stalled past write_timeout) gets no byte and no READY; an empty object
 // still publishes; over 128 segments it takes three launches, same result;
