@@ -1,10 +1,11 @@
 // libFuzzer target: bytes -> the shared memory of a request ring as a
 // hostile client leaves it, then kvd's side of it (ipc/ring/request_ring.h):
 // Pop until nothing or a fault, each message decoded as kvd's Handle would
-// (wire::Decode), then a reply pushed. Input: the client's to-kvd tail (8
-// bytes), its to-client head (8 bytes), then the to-kvd ring's bytes. Any
-// input must give messages no longer than kMaxRingMessageBytes or a
-// kProtocolError, and never a read or write outside the ring (ASan).
+// (wire::Decode), then replies pushed until the ring is full or refused.
+// Input: the client's to-client head (8 bytes), then the to-kvd ring's
+// cells (64 bytes each: stamp, length, 56 bytes). Any input must give
+// messages no longer than kMaxRingMessageBytes or a kProtocolError, and
+// never a read or write outside the ring (ASan).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -54,13 +55,12 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 16) return 0;
+  if (size < 8) return 0;
   Ring r = Make();
   auto* header = static_cast<RingHeader*>(r.raw);
-  std::memcpy(&header->to_kvd.tail, data, 8);
-  std::memcpy(&header->to_client.head, data + 8, 8);
+  std::memcpy(&header->to_client.head, data, 8);
   auto* ring_bytes = static_cast<uint8_t*>(r.raw) + nanokv::ipc::kRingHeaderBytes;
-  std::memcpy(ring_bytes, data + 16, std::min(size - 16, nanokv::ipc::kRingDataBytes));
+  std::memcpy(ring_bytes, data + 8, std::min(size - 8, nanokv::ipc::kRingDataBytes));
   std::vector<std::byte> message;
   for (int i = 0; i < 64; ++i) {
     auto popped = r.kvd.Pop(&message);
@@ -76,8 +76,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     nanokv::wire::Message m;
     (void)nanokv::wire::Decode(message, &m);
   }
+  // Replies until kvd's copy of the head says full: the client's head is
+  // read then, and must be refused or taken, never trusted past the ring.
   std::vector<std::byte> reply(100, std::byte{1});
-  (void)r.kvd.Push(reply);
+  for (size_t i = 0; i <= nanokv::ipc::kRingCells && r.kvd.Push(reply).ok(); ++i) {
+  }
   munmap(r.raw, nanokv::ipc::kRingFileBytes);
   return 0;
 }

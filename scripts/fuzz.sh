@@ -48,8 +48,8 @@ run config_load 8192 -dict=fuzz/config.dict
 # A journal's header and group table alone are 65,712 bytes.
 run journal_decode 70000
 run master_requests 65536
-# Two indices, then a ring's bytes (ipc::kRingDataBytes).
-run ring_entries 65552
+# The client's head, then a ring's cells (ipc::kRingDataBytes).
+run ring_entries 65544
 # A mode byte, then an object journal, or records and two 4 KiB header pages.
 run object_journal 16384
 # A mode byte, a chunk's length and what the receiver knows, then a header.

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -16,31 +17,19 @@
 namespace nanokv::ipc {
 namespace {
 
-constexpr uint64_t kCap = kRingDataBytes;
 constexpr unsigned kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-
-uint64_t Padded(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 
 template <typename T>
 std::atomic_ref<T> Atomic(T& word) {
   return std::atomic_ref<T>(word);
 }
 
-// Copies `n` bytes at ring position `at` (wrapping at kCap) out of / into
-// the ring's bytes.
-void CopyOut(const std::byte* data, uint64_t at, std::byte* to, size_t n) {
-  const size_t start = at % kCap;
-  const size_t first = std::min<size_t>(n, kCap - start);
-  std::memcpy(to, data + start, first);
-  std::memcpy(to + first, data, n - first);
-}
+uint64_t CellsFor(uint64_t bytes) { return (bytes + kRingCellDataBytes - 1) / kRingCellDataBytes; }
 
-void CopyIn(std::byte* data, uint64_t at, const std::byte* from, size_t n) {
-  const size_t start = at % kCap;
-  const size_t first = std::min<size_t>(n, kCap - start);
-  std::memcpy(data + start, from, first);
-  std::memcpy(data, from + first, n - first);
-}
+// The stamp of the cell at position `at` ever: this lap's, and what the
+// same cell held one lap before.
+uint32_t StampAt(uint64_t at) { return static_cast<uint32_t>(at + 1); }
+uint32_t LastLapStampAt(uint64_t at) { return static_cast<uint32_t>(at + 1 - kRingCells); }
 
 long Futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
@@ -105,18 +94,18 @@ RequestRing::RequestRing(void* base, Side side) : base_(base), side_(side) {}
 RequestRing::RequestRing(RequestRing&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       side_(other.side_),
-      out_tail_(other.out_tail_),
+      out_cell_(other.out_cell_),
       out_head_seen_(other.out_head_seen_),
-      in_head_(other.in_head_) {}
+      in_cell_(other.in_cell_) {}
 
 RequestRing& RequestRing::operator=(RequestRing&& other) noexcept {
   if (this != &other) {
     if (base_ != nullptr) munmap(base_, kRingFileBytes);
     base_ = std::exchange(other.base_, nullptr);
     side_ = other.side_;
-    out_tail_ = other.out_tail_;
+    out_cell_ = other.out_cell_;
     out_head_seen_ = other.out_head_seen_;
-    in_head_ = other.in_head_;
+    in_cell_ = other.in_cell_;
   }
   return *this;
 }
@@ -135,14 +124,14 @@ RingIndex& RequestRing::In() const {
   return side_ == Side::kKvd ? header->to_kvd : header->to_client;
 }
 
-std::byte* RequestRing::OutData() const {
-  auto* bytes = static_cast<std::byte*>(base_) + kRingHeaderBytes;
-  return side_ == Side::kKvd ? bytes + kRingDataBytes : bytes;
+RingCell* RequestRing::OutCells() const {
+  auto* cells = reinterpret_cast<RingCell*>(static_cast<std::byte*>(base_) + kRingHeaderBytes);
+  return side_ == Side::kKvd ? cells + kRingCells : cells;
 }
 
-std::byte* RequestRing::InData() const {
-  auto* bytes = static_cast<std::byte*>(base_) + kRingHeaderBytes;
-  return side_ == Side::kKvd ? bytes : bytes + kRingDataBytes;
+RingCell* RequestRing::InCells() const {
+  auto* cells = reinterpret_cast<RingCell*>(static_cast<std::byte*>(base_) + kRingHeaderBytes);
+  return side_ == Side::kKvd ? cells : cells + kRingCells;
 }
 
 Status RequestRing::Push(std::span<const std::byte> message) {
@@ -150,48 +139,66 @@ Status RequestRing::Push(std::span<const std::byte> message) {
     return Status::InvalidArgument("request ring: a message of " + std::to_string(message.size()) +
                                    " bytes (1 to " + std::to_string(kMaxRingMessageBytes) + ")");
   }
-  const uint64_t need = Padded(4 + message.size());
-  // The reader's index is read only when the copy of it this side keeps
-  // says there is no room: reading it each time would pull its cache line
-  // over from the reader for every message.
-  if (need > kCap - (out_tail_ - out_head_seen_)) {
+  const uint64_t need = CellsFor(message.size());
+  // The reader's head is read only when the copy of it this side keeps says
+  // there is no room: reading it each time would pull its cache line over
+  // from the reader for every message.
+  if (need > kRingCells - (out_cell_ - out_head_seen_)) {
     const uint64_t head = Atomic(Out().head).load(std::memory_order_acquire);
-    if (head - out_head_seen_ > out_tail_ - out_head_seen_) {
+    if (head - out_head_seen_ > out_cell_ - out_head_seen_) {
       return Status::ProtocolError("request ring: the reader's index is impossible");
     }
     out_head_seen_ = head;
-    if (need > kCap - (out_tail_ - head)) return Status::ResourceExhausted("request ring: full");
+    if (need > kRingCells - (out_cell_ - head)) return Status::ResourceExhausted("request ring: full");
   }
-  const auto length = static_cast<uint32_t>(message.size());
-  CopyIn(OutData(), out_tail_, reinterpret_cast<const std::byte*>(&length), 4);
-  CopyIn(OutData(), out_tail_ + 4, message.data(), message.size());
-  out_tail_ += need;
-  Atomic(Out().tail).store(out_tail_, std::memory_order_seq_cst);
+  RingCell* cells = OutCells();
+  // The other cells first, the first cell's stamp last: its store releases
+  // them all to a reader that sees it.
+  for (uint64_t i = need; i-- > 0;) {
+    RingCell& cell = cells[(out_cell_ + i) % kRingCells];
+    const size_t from = i * kRingCellDataBytes;
+    std::memcpy(cell.data, message.data() + from, std::min(kRingCellDataBytes, message.size() - from));
+    cell.length = i == 0 ? static_cast<uint32_t>(message.size()) : 0;
+    Atomic(cell.stamp).store(StampAt(out_cell_ + i),
+                             i == 0 ? std::memory_order_seq_cst : std::memory_order_relaxed);
+  }
+  out_cell_ += need;
   return Status::OK();
 }
 
 Result<bool> RequestRing::Pop(std::vector<std::byte>* message) {
-  const uint64_t tail = Atomic(In().tail).load(std::memory_order_acquire);
-  const uint64_t avail = tail - in_head_;
-  if (avail == 0) return false;
-  if (avail > kCap || avail % 8 != 0) {
-    return Status::ProtocolError("request ring: the writer's index is impossible");
+  RingCell* cells = InCells();
+  RingCell& first = cells[in_cell_ % kRingCells];
+  const uint32_t stamp = Atomic(first.stamp).load(std::memory_order_acquire);
+  if (stamp != StampAt(in_cell_)) {
+    if (stamp == LastLapStampAt(in_cell_) || stamp == 0) return false;
+    return Status::ProtocolError("request ring: cell " + std::to_string(in_cell_) + " has stamp " +
+                                 std::to_string(stamp) + ", of no lap");
   }
-  uint32_t length = 0;  // read once: the peer may change the ring under us
-  CopyOut(InData(), in_head_, reinterpret_cast<std::byte*>(&length), 4);
-  if (length == 0 || length > kMaxRingMessageBytes || Padded(4 + uint64_t{length}) > avail) {
-    return Status::ProtocolError("request ring: an entry of " + std::to_string(length) +
-                                 " bytes with " + std::to_string(avail) + " written");
+  const uint32_t length = first.length;  // read once: the peer may change the ring under us
+  if (length == 0 || length > kMaxRingMessageBytes) {
+    return Status::ProtocolError("request ring: a message of " + std::to_string(length) + " bytes");
   }
+  const uint64_t n = CellsFor(length);
   message->resize(length);
-  CopyOut(InData(), in_head_ + 4, message->data(), length);
-  in_head_ += Padded(4 + uint64_t{length});
-  Atomic(In().head).store(in_head_, std::memory_order_release);
+  for (uint64_t i = 0; i < n; ++i) {
+    RingCell& cell = cells[(in_cell_ + i) % kRingCells];
+    if (i > 0 && (Atomic(cell.stamp).load(std::memory_order_relaxed) != StampAt(in_cell_ + i) ||
+                  cell.length != 0)) {
+      return Status::ProtocolError("request ring: a message of " + std::to_string(length) +
+                                   " bytes whose cell " + std::to_string(i) + " is not its");
+    }
+    const size_t from = i * kRingCellDataBytes;
+    std::memcpy(message->data() + from, cell.data, std::min<size_t>(kRingCellDataBytes, length - from));
+  }
+  in_cell_ += n;
+  Atomic(In().head).store(in_cell_, std::memory_order_release);
   return true;
 }
 
 bool RequestRing::HasIncoming() const {
-  return Atomic(In().tail).load(std::memory_order_seq_cst) != in_head_;
+  const uint32_t stamp = Atomic(InCells()[in_cell_ % kRingCells].stamp).load(std::memory_order_seq_cst);
+  return stamp != LastLapStampAt(in_cell_) && stamp != 0;
 }
 
 void RequestRing::MarkAsleep() { Atomic(In().sleeping).store(1, std::memory_order_seq_cst); }

@@ -1,6 +1,6 @@
 // The request ring (ipc/ring/request_ring.h), both ends in one process:
 // messages in order across the wrap, a full ring refused, the peer's
-// impossible indices and entries reported (never read past the ring), the
+// impossible indices and cells reported (never read past the ring), the
 // memfd's checks, and the futex wake-up between two threads.
 #include "ipc/ring/request_ring.h"
 
@@ -86,7 +86,8 @@ TEST(RequestRingTest, AFullRingAndAnOversizedMessageAreRefused) {
   Status last;
   while ((last = p->client.Push(big)).ok()) ++pushed;
   EXPECT_EQ(last.code(), Code::kResourceExhausted);
-  EXPECT_EQ(pushed, static_cast<int>(kRingDataBytes / (kMaxRingMessageBytes + 8)));
+  const size_t cells_each = (kMaxRingMessageBytes + kRingCellDataBytes - 1) / kRingCellDataBytes;
+  EXPECT_EQ(pushed, static_cast<int>(kRingCells / cells_each));
   EXPECT_EQ(p->client.Push(std::vector<std::byte>(kMaxRingMessageBytes + 1)).code(),
             Code::kInvalidArgument);
   EXPECT_EQ(p->client.Push({}).code(), Code::kInvalidArgument);
@@ -96,28 +97,44 @@ TEST(RequestRingTest, AFullRingAndAnOversizedMessageAreRefused) {
   EXPECT_OK(p->client.Push(big));
 }
 
+RingCell* ToKvdCells(Pair& p) {
+  return reinterpret_cast<RingCell*>(static_cast<std::byte*>(p.raw) + kRingHeaderBytes);
+}
+
 TEST(RequestRingTest, ImpossibleIndicesAndEntriesAreFaultsNotReads) {
   std::vector<std::byte> got;
-  {  // the writer claims more than the ring holds
+  {  // a cell whose stamp is of no lap (neither this one nor the last)
     auto p = MakePair();
-    Header(*p).to_kvd.tail = kRingDataBytes + 8;
+    ToKvdCells(*p)[0].stamp = 12345;
     EXPECT_TRUE(p->kvd.HasIncoming());
     EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError);
   }
-  {  // an index that is not a whole entry
+  {  // the last lap's stamp, or none: nothing there
     auto p = MakePair();
-    Header(*p).to_kvd.tail = 3;
-    EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError);
+    ToKvdCells(*p)[0].stamp = static_cast<uint32_t>(1 - kRingCells);
+    EXPECT_FALSE(p->kvd.HasIncoming());
+    EXPECT_FALSE(*p->kvd.Pop(&got));
   }
-  {  // an entry longer than what was written, or than any message
+  {  // a first cell's length of nothing, or more than any message
     auto p = MakePair();
     ASSERT_OK(p->client.Push(Bytes("hello")));
-    auto* data = static_cast<std::byte*>(p->raw) + kRingHeaderBytes;
-    const uint32_t lies[] = {0, 13, kMaxRingMessageBytes + 1, 0xffffffffu};  // 13: 24 > 16 written
+    const uint32_t lies[] = {0, kMaxRingMessageBytes + 1, 0xffffffffu};
     for (uint32_t lie : lies) {
-      std::memcpy(data, &lie, 4);
+      ToKvdCells(*p)[0].length = lie;
       EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError) << lie;
     }
+  }
+  {  // a message whose other cells are not its: a stale stamp, or a length
+    auto p = MakePair();
+    ASSERT_OK(p->client.Push(Bytes(std::string(100, 'm'))));  // two cells
+    ToKvdCells(*p)[1].stamp = 0;
+    EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError);
+    ToKvdCells(*p)[1].stamp = 2;
+    ToKvdCells(*p)[1].length = 7;
+    EXPECT_EQ(p->kvd.Pop(&got).status().code(), Code::kProtocolError);
+    ToKvdCells(*p)[1].length = 0;
+    ASSERT_TRUE(*p->kvd.Pop(&got));
+    EXPECT_EQ(Text(got), std::string(100, 'm'));
   }
   {  // the reader's index (for kvd's replies) runs ahead of what kvd wrote:
      // read when kvd's own copy says the ring is full, and a fault then
@@ -127,7 +144,7 @@ TEST(RequestRingTest, ImpossibleIndicesAndEntriesAreFaultsNotReads) {
     size_t pushes = 0;
     while ((pushed = p->kvd.Push(Bytes("reply"))).ok()) ++pushes;
     EXPECT_EQ(pushed.code(), Code::kProtocolError) << pushed.ToString();
-    EXPECT_EQ(pushes, kRingDataBytes / 16);  // 4 + 5 bytes, padded: 16 a message
+    EXPECT_EQ(pushes, kRingCells);  // one cell a message
   }
 }
 
