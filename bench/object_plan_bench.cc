@@ -15,6 +15,11 @@
 //           each side spinning --spin-us then sleeping on a futex (woken
 //           only when asleep): the floor of any shared-memory request, and
 //           of the ring's (issue 15 item 2: one ring request <= 3x it).
+//   wire:   the floor request's encode and decode and its error reply's,
+//           in this process: what protobuf costs a request (both sides).
+//   ring:   a 40-byte message through a request ring (ipc/ring/) to a
+//           forked process that answers 60 bytes, both spinning: the ring's
+//           own part of a request, without decode, handling or encode.
 // --ring 0 takes the socket for every request (ObjectStoreOptions::ring).
 // --cpus A,B pins this process to CPU A and kvd (every thread) to B, and
 // the floors' two processes likewise: on a host of several sockets or core
@@ -46,6 +51,8 @@
 
 #include "bench/bench_kvd.h"
 #include "bench/bench_util.h"
+#include "ipc/ring/request_ring.h"
+#include "ipc/wire/codec.h"
 #include "nanokv/object_store.h"
 
 namespace nanokv {
@@ -168,6 +175,69 @@ std::vector<double> FutexRoundTrips(size_t n, uint32_t spin_us, int child_cpu) {
   return out;
 }
 
+// Round trips through a request ring with a forked process (see "ring"
+// above). Empty when the ring cannot be made or the child stops answering
+// (a second without a reply).
+std::vector<double> RingRoundTrips(size_t n, int child_cpu) {
+  int fd = -1;
+  auto kvd_side = ipc::RequestRing::Create(&fd);
+  if (!kvd_side.ok()) return {};
+  auto client = ipc::RequestRing::Attach(fd);
+  close(fd);
+  if (!client.ok()) return {};
+  const size_t rounds = n + n / 10 + 1;
+  // Spins until a message comes: false on a fault or after a second.
+  auto next = [](ipc::RequestRing& ring, std::vector<std::byte>* in) {
+    const double give_up = NowMicros() + 1e6;
+    for (unsigned looks = 1;; ++looks) {
+      Result<bool> popped = ring.Pop(in);
+      if (!popped.ok()) return false;
+      if (*popped) return true;
+      if (looks % 4096 == 0 && NowMicros() > give_up) return false;
+    }
+  };
+  pid_t child = fork();
+  if (child == 0) {
+    Pin(0, child_cpu);
+    std::vector<std::byte> in, reply(60);
+    for (size_t i = 0; i < rounds; ++i) {
+      if (!next(*kvd_side, &in) || !kvd_side->Push(reply).ok()) _exit(1);
+      kvd_side->WakeClient();
+    }
+    _exit(0);
+  }
+  std::vector<double> out;
+  std::vector<std::byte> request(40), in;
+  for (size_t i = 0; i < rounds && child > 0; ++i) {
+    double t0 = NowMicros();
+    if (!client->Push(request).ok() || !next(*client, &in)) break;
+    if (i > n / 10) out.push_back(NowMicros() - t0);
+  }
+  if (child > 0) waitpid(child, nullptr, 0);
+  return out;
+}
+
+// One floor request's wire work (see "wire" above), per round trip.
+std::vector<double> WireWork(size_t n) {
+  std::vector<double> out;
+  size_t sink = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double t0 = NowMicros();
+    wire::Message request;
+    request.set_request_id(i + 1);
+    request.mutable_object_locate()->set_key("bench:missing");
+    wire::Message asked;
+    if (!wire::Decode(wire::Encode(std::move(request)), &asked).ok()) return {};
+    wire::Message reply;
+    const std::vector<std::byte> bytes =
+        wire::Encode(wire::ErrorReply(asked.request_id(), Status::NotFound("no object 'bench:missing'")));
+    if (!wire::Decode(bytes, &reply).ok()) return {};
+    sink += wire::StatusFromError(reply.error()).message().size();
+    out.push_back(NowMicros() - t0);
+  }
+  return sink > 0 ? out : std::vector<double>{};
+}
+
 int Main(int argc, char** argv) {
   bench::LogToStderr("object_plan_bench");
   std::string backend_name = "auto", kvd_path = bench::DefaultKvd(argv[0]);
@@ -239,6 +309,8 @@ int Main(int argc, char** argv) {
       (kvd.CpuSeconds() - kvd_cpu_at_start) / ((NowMicros() - wall_at_start) / 1e6);
   std::vector<double> os = OsRoundTrips(ops, cpus.kvds);
   std::vector<double> futex = FutexRoundTrips(ops, spin_us, cpus.kvds);
+  std::vector<double> ring_floor = RingRoundTrips(ops, cpus.kvds);
+  std::vector<double> wire_work = WireWork(ops);
   const double futex_p50 = bench::Quantile(futex, 0.5);
   double plan_p50 = bench::Quantile(plan, 0.5), floor_p50 = bench::Quantile(floor, 0.5);
   bench::JsonObject out;
@@ -255,6 +327,8 @@ int Main(int argc, char** argv) {
       .AddPercentiles("floor_round_trip_us", floor)
       .AddPercentiles("os_socket_round_trip_us", os)
       .AddPercentiles("futex_round_trip_us", futex)
+      .AddPercentiles("ring_round_trip_us", ring_floor)
+      .AddPercentiles("wire_work_us", wire_work)
       .Add("plan_over_two_floors", plan_p50 / (2 * floor_p50))
       .Add("request_over_futex", floor_p50 / futex_p50)
       .Add("goal_request_le_3x_futex", floor_p50 <= 3 * futex_p50)
