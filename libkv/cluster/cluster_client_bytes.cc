@@ -29,16 +29,9 @@ Status CheckDeviceRange(gpu::Backend& backend, const void* at, uint64_t bytes) {
   return backend.Copy(probe, first + bytes - 1, 1, gpu::CopyKind::kDeviceToHost);
 }
 
-// One put's bytes: host memory, or device memory of `backend`.
-struct Source {
-  std::span<const std::byte> host;
-  const void* device = nullptr;
-  gpu::Backend* backend = nullptr;
-};
-
 // The bytes of a device source in host memory, for a copy on this node
 // (ObjectStore::CopyIn takes host bytes).
-Status CopyInLocal(ObjectStore& store, const ReplicaPlan& replica, const Source& source) {
+Status CopyInLocal(ObjectStore& store, const ReplicaPlan& replica, const cluster::PutBytes& source) {
   if (source.device == nullptr) return store.CopyIn(replica.plan, source.host);
   std::vector<std::byte> staging;
   try {
@@ -56,7 +49,7 @@ Status CopyInLocal(ObjectStore& store, const ReplicaPlan& replica, const Source&
 // one endpoint per node, this client's UCP worker), commit; a failed copy
 // revokes its write.
 std::vector<Status> PutAll(ClusterClient& client, ClusterClient::Impl& impl, const std::vector<WriteRequest>& opens,
-                           const std::vector<Source>& sources) {
+                           const std::vector<cluster::PutBytes>& sources) {
   std::vector<Result<ClusterPlan>> plans = client.BatchOpenForWrite(opens);
   std::vector<Status> out(opens.size());
   std::vector<Status> copied(opens.size());
@@ -70,8 +63,7 @@ std::vector<Status> PutAll(ClusterClient& client, ClusterClient::Impl& impl, con
           copied[i] = NoDataPath(opens[i].key, replica.node_id);
           break;
         }
-        remote.push_back({replica.node_id, replica.data_address, replica.plan, sources[i].host, sources[i].device,
-                          sources[i].backend});
+        remote.push_back({replica.node_id, replica.data_address, replica.plan, sources[i]});
         remote_items.push_back(i);
         continue;
       }
@@ -118,17 +110,9 @@ Result<std::vector<std::byte>> GetFrom(ClusterClient::Impl& impl, const std::str
   return std::move(impl.remote().Get({{replica.node_id, replica.data_address, key}})[0]);
 }
 
-// Where GetInto and GetToDevice land the bytes.
-struct Destination {
-  std::byte* host = nullptr;
-  void* device = nullptr;
-  gpu::Backend* backend = nullptr;
-  uint64_t capacity = 0;
-};
-
 // The object from one copy into `to`: its size.
 Result<uint64_t> GetInto(ClusterClient::Impl& impl, const std::string& key, const Replica& replica,
-                         const Destination& to) {
+                         const cluster::GetLanding& to) {
   if (replica.local) {
     NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl.Local());
     if (to.device != nullptr) return store->GetToDevice(key, to.device, to.capacity);
@@ -139,14 +123,13 @@ Result<uint64_t> GetInto(ClusterClient::Impl& impl, const std::string& key, cons
   }
   if (replica.data_address.empty()) return NoDataPath(key, replica.node_id);
   if (to.device != nullptr) NANOKV_RETURN_IF_ERROR(CheckDeviceRange(*to.backend, to.device, to.capacity));
-  cluster::RemoteGetInto get{{replica.node_id, replica.data_address, key}, to.host, to.device, to.backend,
-                             to.capacity};
+  cluster::RemoteGetInto get{{replica.node_id, replica.data_address, key}, to};
   return std::move(impl.remote().GetInto({get})[0]);
 }
 
 // The nearest copy first, the next one while a node is unavailable.
 Result<uint64_t> GetIntoNearest(ClusterClient& client, ClusterClient::Impl& impl, std::string_view key,
-                                const Destination& to) {
+                                const cluster::GetLanding& to) {
   NANOKV_ASSIGN_OR_RETURN(ObjectLocation location, client.GetLocation(key));
   if (location.bytes_total > to.capacity) return cluster::NoRoom(key, location.bytes_total, to.capacity);
   Result<uint64_t> got = Status::Internal("no copy");
@@ -161,7 +144,7 @@ Result<uint64_t> GetIntoNearest(ClusterClient& client, ClusterClient::Impl& impl
 
 std::vector<Status> ClusterClient::BatchPut(const std::vector<PutRequest>& requests) {
   std::vector<WriteRequest> opens;
-  std::vector<Source> sources;
+  std::vector<cluster::PutBytes> sources;
   for (const PutRequest& r : requests) {
     opens.push_back({r.key, r.bytes.size(), r.options});
     sources.push_back({r.bytes});

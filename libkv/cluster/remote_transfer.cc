@@ -238,9 +238,9 @@ std::vector<Status> RemoteTransfers::Put(const std::vector<RemotePut>& puts) {
   for (size_t i = 0; i < puts.size(); ++i) {
     jobs[i].put = &puts[i];
     where.emplace_back(puts[i].data_address, puts[i].node_id);
-    if (puts[i].device == nullptr && puts[i].bytes.size() != puts[i].plan.bytes_total) {
+    if (puts[i].bytes.device == nullptr && puts[i].bytes.host.size() != puts[i].plan.bytes_total) {
       jobs[i].status = Status::InvalidArgument("put of '" + puts[i].plan.key + "': " +
-                                               std::to_string(puts[i].bytes.size()) + " bytes for a plan of " +
+                                               std::to_string(puts[i].bytes.host.size()) + " bytes for a plan of " +
                                                std::to_string(puts[i].plan.bytes_total));
       jobs[i].finished = true;
     }
@@ -283,9 +283,9 @@ std::vector<Result<uint64_t>> RemoteTransfers::GetInto(const std::vector<RemoteG
   for (size_t i = 0; i < gets.size(); ++i) {
     jobs[i].is_put = false;
     jobs[i].get = &gets[i].from;
-    jobs[i].into = &gets[i];
+    jobs[i].into = &gets[i].to;
     where.emplace_back(gets[i].from.data_address, gets[i].from.node_id);
-    const bool host = gets[i].host != nullptr, device = gets[i].device != nullptr && gets[i].backend != nullptr;
+    const bool host = gets[i].to.host != nullptr, device = gets[i].to.device != nullptr && gets[i].to.backend != nullptr;
     if (host == device) {
       jobs[i].status = Status::InvalidArgument("get of '" + gets[i].from.key +
                                                "': give host memory or device memory with its backend");

@@ -38,14 +38,28 @@ class Backend;
 
 namespace cluster {
 
+// A put's bytes: plan.bytes_total of them in host memory at `host`, or at
+// `device`, memory of `backend` (host unused).
+struct PutBytes {
+  std::span<const std::byte> host;
+  const void* device = nullptr;
+  gpu::Backend* backend = nullptr;
+};
+
+// Where a get lands an object: `capacity` bytes of host memory at `host`,
+// or of `backend`'s device memory at `device`.
+struct GetLanding {
+  std::byte* host = nullptr;
+  void* device = nullptr;
+  gpu::Backend* backend = nullptr;
+  uint64_t capacity = 0;
+};
+
 struct RemotePut {
   std::string node_id;
   std::string data_address;
   ObjectPlan plan;
-  std::span<const std::byte> bytes;  // plan.bytes_total of them, in host memory
-  // Or plan.bytes_total at `device`, memory of `backend` (bytes unused).
-  const void* device = nullptr;
-  gpu::Backend* backend = nullptr;
+  PutBytes bytes;
 };
 
 struct RemoteGet {
@@ -54,14 +68,9 @@ struct RemoteGet {
   std::string key;
 };
 
-// Where GetInto lands an object: `capacity` bytes of host memory at
-// `host`, or of `backend`'s device memory at `device`.
 struct RemoteGetInto {
   RemoteGet from;
-  std::byte* host = nullptr;
-  void* device = nullptr;
-  gpu::Backend* backend = nullptr;
-  uint64_t capacity = 0;
+  GetLanding to;
 };
 
 // A get refused for room: the object's `size` against the `capacity` given.

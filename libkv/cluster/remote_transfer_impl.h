@@ -47,14 +47,16 @@ class RemoteTransfers::Impl {
     bool complete_seen = false;
     // get: into `out`, or the caller's memory (`into`)
     const RemoteGet* get = nullptr;
-    const RemoteGetInto* into = nullptr;
+    const GetLanding* into = nullptr;
     bool asked = false;
     std::vector<std::byte> out;
     uint64_t total = 0;
     uint64_t received = 0;
     // Device memory on either side: staged through `pool`.
-    gpu::Backend* backend() const { return put != nullptr ? put->backend : into != nullptr ? into->backend : nullptr; }
-    bool staged() const { return put != nullptr ? put->device != nullptr : into != nullptr && into->device != nullptr; }
+    gpu::Backend* backend() const {
+      return put != nullptr ? put->bytes.backend : into != nullptr ? into->backend : nullptr;
+    }
+    bool staged() const { return put != nullptr ? put->bytes.device != nullptr : into != nullptr && into->device != nullptr; }
     bool Settled() const { return finished && sends == 0 && recvs == 0; }
   };
   struct Conn {

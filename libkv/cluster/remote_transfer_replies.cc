@@ -219,11 +219,11 @@ void RemoteTransfers::Impl::Schedule() {
       const std::byte* data = nullptr;
       std::byte* staging = nullptr;
       if (!job->staged()) {
-        data = job->put->bytes.data() + job->next;
+        data = job->put->bytes.host.data() + job->next;
       } else {
         staging = PoolOf(job->backend()).Take(length);
         if (staging == nullptr) break;  // one comes back with a send's completion
-        Status copied = job->backend()->Copy(staging, static_cast<const std::byte*>(job->put->device) + job->next,
+        Status copied = job->backend()->Copy(staging, static_cast<const std::byte*>(job->put->bytes.device) + job->next,
                                              length, gpu::CopyKind::kDeviceToHost);
         if (!copied.ok()) {
           PoolOf(job->backend()).Give(staging);

@@ -110,10 +110,10 @@ TEST_F(ClusterTransferDeviceTest, ManyDeviceGetsAtOnceWaitForStagingBuffers) {
     ASSERT_OK(client->Put(key, Bytes(bytes, 40 + i), {.preferred_segment = "n1"}));
     const Replica replica = location(key);
     ASSERT_FALSE(replica.data_address.empty());
-    gets.push_back({{replica.node_id, replica.data_address, key}, nullptr, Device(bytes, -1), backend_.get(), bytes});
+    gets.push_back({{replica.node_id, replica.data_address, key}, {nullptr, Device(bytes, -1), backend_.get(), bytes}});
   }
   // One of them with too little room: refused alone.
-  gets[3].capacity = bytes - 1;
+  gets[3].to.capacity = bytes - 1;
   cluster::RemoteTransfers transfers("", std::chrono::seconds(10));
   auto got = transfers.GetInto(gets);
   ASSERT_EQ(got.size(), static_cast<size_t>(kGets));
@@ -124,13 +124,13 @@ TEST_F(ClusterTransferDeviceTest, ManyDeviceGetsAtOnceWaitForStagingBuffers) {
     }
     ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
     EXPECT_EQ(*got[i], bytes);
-    EXPECT_TRUE(Read(gets[i].device, bytes) == Bytes(bytes, 40 + i)) << i;
+    EXPECT_TRUE(Read(gets[i].to.device, bytes) == Bytes(bytes, 40 + i)) << i;
   }
   // The same transfers serve again: no buffer or chunk was left behind.
-  gets[3].capacity = bytes;
+  gets[3].to.capacity = bytes;
   auto again = transfers.GetInto({gets[3]});
   ASSERT_TRUE(again[0].ok()) << again[0].status().ToString();
-  EXPECT_TRUE(Read(gets[3].device, bytes) == Bytes(bytes, 43));
+  EXPECT_TRUE(Read(gets[3].to.device, bytes) == Bytes(bytes, 43));
 }
 
 TEST_F(ClusterTransferDeviceTest, AnOwnerKilledMidDeviceGetsLeavesNoBufferBehind) {
@@ -151,8 +151,8 @@ TEST_F(ClusterTransferDeviceTest, AnOwnerKilledMidDeviceGetsLeavesNoBufferBehind
     ASSERT_OK(client->Put(key + ":n2", data, {.preferred_segment = "n2"}));
     std::byte* device = Device(bytes, -1);
     ASSERT_NE(device, nullptr);
-    from_n1.push_back({{"n1", DataAddress(*client, "n1"), key + ":n1"}, nullptr, device, backend_.get(), bytes});
-    from_n2.push_back({{"n2", DataAddress(*client, "n2"), key + ":n2"}, nullptr, device, backend_.get(), bytes});
+    from_n1.push_back({{"n1", DataAddress(*client, "n1"), key + ":n1"}, {nullptr, device, backend_.get(), bytes}});
+    from_n2.push_back({{"n2", DataAddress(*client, "n2"), key + ":n2"}, {nullptr, device, backend_.get(), bytes}});
   }
   // n1 stops, then dies, while its chunks are in flight, some of them
   // waiting here for a staging buffer.
@@ -167,7 +167,7 @@ TEST_F(ClusterTransferDeviceTest, AnOwnerKilledMidDeviceGetsLeavesNoBufferBehind
   ASSERT_EQ(cut.size(), static_cast<size_t>(kGets));
   for (int i = 0; i < kGets; ++i) {
     if (cut[i].ok()) {  // finished before the stop: whole
-      EXPECT_TRUE(Read(from_n1[i].device, bytes) == Bytes(bytes, 60 + i)) << i;
+      EXPECT_TRUE(Read(from_n1[i].to.device, bytes) == Bytes(bytes, 60 + i)) << i;
     } else {
       EXPECT_EQ(cut[i].status().code(), Code::kUnavailable) << i << ": " << cut[i].status().ToString();
     }
@@ -176,7 +176,7 @@ TEST_F(ClusterTransferDeviceTest, AnOwnerKilledMidDeviceGetsLeavesNoBufferBehind
   auto again = transfers.GetInto(from_n2);
   for (int i = 0; i < kGets; ++i) {
     ASSERT_TRUE(again[i].ok()) << i << ": " << again[i].status().ToString();
-    EXPECT_TRUE(Read(from_n2[i].device, bytes) == Bytes(bytes, 60 + i)) << i;
+    EXPECT_TRUE(Read(from_n2[i].to.device, bytes) == Bytes(bytes, 60 + i)) << i;
   }
 }
 
