@@ -26,7 +26,7 @@ TEST_F(KvdFdReuseTest, ANewConnectionOnADeadEnginesFdNumberSurvivesTheTurn) {
   ASSERT_TRUE(WaitFor([&] { return GrantedPages() == 2; }, std::chrono::seconds(20)))
       << engine.Log();
 
-  kvd_.Signal(SIGSTOP);
+  ASSERT_TRUE(kvd_.Pause());
   engine.Signal(SIGKILL);
   ASSERT_TRUE(engine.Wait(std::chrono::seconds(10)).has_value());
   // Connects (the kernel queues it on the listener) and waits for the reply.

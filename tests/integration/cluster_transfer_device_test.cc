@@ -160,7 +160,7 @@ TEST_F(ClusterTransferDeviceTest, AnOwnerKilledMidDeviceGetsLeavesNoBufferBehind
   std::vector<Result<uint64_t>> cut;
   std::thread reader([&] { cut = transfers.GetInto(from_n1); });
   std::this_thread::sleep_for(std::chrono::milliseconds(40));  // in flight (not asserted)
-  nodes_[1].process.Signal(SIGSTOP);
+  ASSERT_TRUE(nodes_[1].process.Pause());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   nodes_[1].process.Signal(SIGKILL);
   reader.join();

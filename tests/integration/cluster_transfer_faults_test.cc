@@ -115,7 +115,7 @@ TEST_F(ClusterTransferFaultsTest, AWriterKilledMidPutLeavesNothingReady) {
   ASSERT_TRUE(writer.started());
   std::string half;
   for (int tries = 0; tries < 300 && half.empty(); ++tries) {
-    writer.Signal(SIGSTOP);
+    ASSERT_TRUE(writer.Pause());
     auto list = Store(1)->List();
     if (list.ok()) {
       for (const ObjectEntry& e : *list) {
@@ -164,7 +164,7 @@ TEST_F(ClusterTransferFaultsTest, AnOwnerKilledMidPutIsUnavailableAndNothingStay
   cluster::RemoteTransfers peer("", std::chrono::seconds(30));
   auto warm = peer.Get({{"n1", agent, "cut:absent"}});  // a round trip: connected
   ASSERT_EQ(warm[0].status().code(), Code::kNotFound) << warm[0].status().ToString();
-  nodes_[1].process.Signal(SIGSTOP);
+  ASSERT_TRUE(nodes_[1].process.Pause());
   std::vector<Status> cut;
   std::thread writer([&] { cut = peer.Put({{"n1", agent, plan->replicas[0].plan, data}}); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it be in flight (not asserted)
@@ -188,7 +188,7 @@ TEST_F(ClusterTransferFaultsTest, AStalledOwnerTimesOutUnavailable) {
   auto client = Client(0, options);
   ASSERT_NE(client, nullptr);
   ASSERT_OK(client->Put("stall:a", Bytes(8u << 20, 4), {.preferred_segment = "n1"}));
-  nodes_[1].process.Signal(SIGSTOP);
+  ASSERT_TRUE(nodes_[1].process.Pause());
   auto got = client->Get("stall:a");
   nodes_[1].process.Signal(SIGCONT);
   EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
