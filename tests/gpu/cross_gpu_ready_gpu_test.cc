@@ -5,7 +5,9 @@
 // object that crosses a page boundary is given as one segment per page (a
 // plan's spans). Producers on GPU 0 write the payload peer-to-peer into GPU
 // 1's memory with kv_store_pages and publish READY with kv_commit_ready on the
-// same GPU 0 stream, while reader kernels on GPU 1 spin on each object's
+// same GPU 0 stream (or all of it in kv_put_object's one launch, whose READY
+// rests on its blocks' count and one release CAS, no system fence), while
+// reader kernels on GPU 1 spin on each object's
 // state (acquire, system scope) and then check every byte behind it. Round
 // after round, with fresh bytes in the same places, so a byte of the round
 // before counts as wrong too. Two kinds of GPU 1 memory: the object store's
@@ -169,11 +171,14 @@ class CrossGpuReadyTest : public ::testing::Test {
     CUDA_ASSERT(e);
   }
 
-  // The stress over a store range of layout.range_bytes at `store` (GPU 1's memory).
-  void RunRounds(char* store, const StoreLayout& layout, Totals* t);
+  // The stress over a store range of layout.range_bytes at `store` (GPU 1's
+  // memory). `put_object`: each object by kv_put_object on a zeroed slot
+  // (the slot's previous object gone), else by kv_store_pages and
+  // kv_commit_ready after a header kvd's open would have left WRITING.
+  void RunRounds(char* store, const StoreLayout& layout, bool put_object, Totals* t);
 };
 
-void CrossGpuReadyTest::RunRounds(char* store, const StoreLayout& layout, Totals* t) {
+void CrossGpuReadyTest::RunRounds(char* store, const StoreLayout& layout, bool put_object, Totals* t) {
   const size_t n_segments = layout.segment_at.size();
   auto* headers = reinterpret_cast<ObjectHeader*>(store);
   std::vector<char*> segment_ptr(n_segments);
@@ -236,7 +241,11 @@ void CrossGpuReadyTest::RunRounds(char* store, const StoreLayout& layout, Totals
     CUDA_ASSERT(cudaMemset(results.get(), 0xFF, results.size()));
     CUDA_ASSERT(cudaDeviceSynchronize());
     CUDA_ASSERT(cudaSetDevice(kOwnerGpu));
-    CUDA_ASSERT(cudaMemcpy(headers, hdrs.data(), kObjects * sizeof(ObjectHeader), cudaMemcpyHostToDevice));
+    if (put_object) {
+      CUDA_ASSERT(cudaMemset(headers, 0, kObjects * sizeof(ObjectHeader)));
+    } else {
+      CUDA_ASSERT(cudaMemcpy(headers, hdrs.data(), kObjects * sizeof(ObjectHeader), cudaMemcpyHostToDevice));
+    }
     CUDA_ASSERT(cudaMemset(counts.get(), 0, counts.size()));
     CUDA_ASSERT(cudaDeviceSynchronize());
 
@@ -251,10 +260,15 @@ void CrossGpuReadyTest::RunRounds(char* store, const StoreLayout& layout, Totals
     for (int k = 0; k < kObjects; ++k) {
       const int o = order[k];
       const int first = layout.first_segment[o];
-      ASSERT_OK(StorePagesAndCommit(src.bytes_at(src_at[o]), segments.data() + first,
-                                    static_cast<size_t>(layout.first_segment[o + 1] - first), headers + o,
-                                    hdrs[o].epoch, results.as<std::uint32_t>() + 2 * o,
-                                    producers[k % kProducerStreams]));
+      const auto n = static_cast<size_t>(layout.first_segment[o + 1] - first);
+      if (put_object) {
+        ASSERT_OK(PutObject(src.bytes_at(src_at[o]), segments.data() + first, n, headers + o, hdrs[o],
+                            results.as<std::uint32_t>() + 2 * o, producers[k % kProducerStreams]));
+      } else {
+        ASSERT_OK(StorePagesAndCommit(src.bytes_at(src_at[o]), segments.data() + first, n, headers + o,
+                                      hdrs[o].epoch, results.as<std::uint32_t>() + 2 * o,
+                                      producers[k % kProducerStreams]));
+      }
     }
     for (cudaStream_t s : producers) CUDA_ASSERT(cudaStreamSynchronize(s));
     CUDA_ASSERT(cudaMemcpy(res.data(), results.get(), results.size(), cudaMemcpyDeviceToHost));
@@ -306,7 +320,22 @@ TEST_F(CrossGpuReadyTest, StorePagesReaderNeverSeesReadyBeforeTheBytes) {
   auto range = VmmStoreRange::Create(**backend, kOwnerGpu, layout.range_bytes, access);
   ASSERT_TRUE(range.ok()) << range.status().ToString();
   Totals t;
-  RunRounds((*range)->base(), layout, &t);
+  RunRounds((*range)->base(), layout, /*put_object=*/false, &t);
+  if (HasFatalFailure()) return;
+  ExpectClean(t, layout);
+}
+
+// The same store, each object by kv_put_object in one launch.
+TEST_F(CrossGpuReadyTest, PutObjectReaderNeverSeesReadyBeforeTheBytes) {
+  auto backend = gpu::MakeCudaBackend();
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  std::mt19937_64 rng(20);
+  const StoreLayout layout = PlanStore(rng);
+  const int access[] = {kProducerGpu, kOwnerGpu};
+  auto range = VmmStoreRange::Create(**backend, kOwnerGpu, layout.range_bytes, access);
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  Totals t;
+  RunRounds((*range)->base(), layout, /*put_object=*/true, &t);
   if (HasFatalFailure()) return;
   ExpectClean(t, layout);
 }
@@ -319,7 +348,7 @@ TEST_F(CrossGpuReadyTest, PeerBufferReaderNeverSeesReadyBeforeTheBytes) {
   DeviceBuffer store(layout.range_bytes);
   ASSERT_TRUE(store.ok());
   Totals t;
-  RunRounds(store.as<char>(), layout, &t);
+  RunRounds(store.as<char>(), layout, /*put_object=*/false, &t);
   if (HasFatalFailure()) return;
   ExpectClean(t, layout);
 }
