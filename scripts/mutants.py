@@ -41,6 +41,19 @@ class Mutant:
 
 
 MUTANTS = [
+    # ---- the request ring (ipc/ring/): kvd reads what a client wrote ----
+    Mutant("ring-stamp-of-no-lap-ignored", "ipc/ring/request_ring.cc",
+           "if (stamp == LastLapStampAt(in_cell_) || stamp == 0) return false;",
+           "return false;",
+           "a scribbled stamp reads as an empty ring instead of a fault"),
+    Mutant("ring-other-cells-trusted", "ipc/ring/request_ring.cc",
+           "if (i > 0 && (Atomic(cell.stamp).load(std::memory_order_relaxed) != StampAt(in_cell_ + i) ||",
+           "if (false && (Atomic(cell.stamp).load(std::memory_order_relaxed) != StampAt(in_cell_ + i) ||",
+           "a message's later cells are read without checking they are its"),
+    Mutant("ring-reader-head-trusted", "ipc/ring/request_ring.cc",
+           "if (head - out_head_seen_ > out_cell_ - out_head_seen_) {",
+           "if (false) {",
+           "a reader's head ahead of what was written is believed: the writer overwrites unread cells"),
     # ---- quotas and limits (daemon/node/) ----
     Mutant("quota-off-by-one", "daemon/node/node_state.cc",
            "if (used + asked > tenant.limit_bytes) {",
