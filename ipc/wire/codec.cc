@@ -187,10 +187,18 @@ Message ErrorReply(uint64_t request_id, const Status& status) {
   m.set_version(kWireVersion);
   m.set_request_id(request_id);
   m.mutable_error()->set_code(static_cast<int32_t>(status.code()));
-  // The message alone: the code travels on its own (a peer of an earlier
-  // build sent Status::ToString(), "CODE: message"; StatusFromError takes both).
-  const std::string_view text = status.message();
-  m.mutable_error()->set_message(text.data(), std::min(text.size(), kMaxErrorBytes));
+  // The code travels on its own: a plain error sends its message alone,
+  // without building Status::ToString(); one that names a call and an error
+  // name (a driver's, an errno's) sends all of it, "CODE: call: NAME:
+  // message", whose prefix StatusFromError drops.
+  if (status.call().empty() && status.error_name().empty()) {
+    const std::string_view text = status.message();
+    m.mutable_error()->set_message(text.data(), std::min(text.size(), kMaxErrorBytes));
+    return m;
+  }
+  std::string text = status.ToString();
+  if (text.size() > kMaxErrorBytes) text.resize(kMaxErrorBytes);
+  m.mutable_error()->set_message(std::move(text));
   return m;
 }
 

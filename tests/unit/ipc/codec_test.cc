@@ -101,6 +101,11 @@ TEST(Codec, ErrorRepliesCarryTheStatus) {
   Status s = StatusFromError(out.error());
   EXPECT_EQ(s.code(), Code::kResourceExhausted);
   EXPECT_EQ(s.ToString(), "ResourceExhausted: kvd: over the limit") << "the code is said once";
+  // A status naming a call and its error (a driver's, an errno's) keeps them.
+  Message driver = ErrorReply(8, Status(Code::kOutOfMemory, "device 0", "cuMemCreate", "CUDA_ERROR_OUT_OF_MEMORY"));
+  ASSERT_TRUE(Decode(Encode(driver), &out).ok());
+  EXPECT_EQ(StatusFromError(out.error()).ToString(),
+            "OutOfMemory: kvd: cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY: device 0");
   Error bogus;
   bogus.set_code(999);
   EXPECT_EQ(StatusFromError(bogus).code(), Code::kInternal);
