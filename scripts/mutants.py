@@ -43,7 +43,7 @@ class Mutant:
 MUTANTS = [
     # ---- the request ring (ipc/ring/): kvd reads what a client wrote ----
     Mutant("ring-stamp-of-no-lap-ignored", "ipc/ring/request_ring.cc",
-           "if (stamp == LastLapStampAt(in_cell_) || stamp == 0) return false;",
+           "if (NothingAt(in_cell_, stamp)) return false;",
            "return false;",
            "a scribbled stamp reads as an empty ring instead of a fault"),
     Mutant("ring-other-cells-trusted", "ipc/ring/request_ring.cc",

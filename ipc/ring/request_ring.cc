@@ -26,10 +26,8 @@ std::atomic_ref<T> Atomic(T& word) {
 
 uint64_t CellsFor(uint64_t bytes) { return (bytes + kRingCellDataBytes - 1) / kRingCellDataBytes; }
 
-// The stamp of the cell at position `at` ever: this lap's, and what the
-// same cell held one lap before.
-uint32_t StampAt(uint64_t at) { return static_cast<uint32_t>(at + 1); }
-uint32_t LastLapStampAt(uint64_t at) { return static_cast<uint32_t>(at + 1 - kRingCells); }
+uint32_t StampAt(uint64_t at) { return RingStampAt(at); }
+bool NothingAt(uint64_t at, uint32_t stamp) { return RingCellHoldsNothing(at, stamp); }
 
 long Futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
@@ -42,6 +40,13 @@ Result<void*> MapRing(int fd) {
 }
 
 }  // namespace
+
+uint32_t RingStampAt(uint64_t at) { return static_cast<uint32_t>(at + 1); }
+
+bool RingCellHoldsNothing(uint64_t at, uint32_t stamp) {
+  const auto last_lap = static_cast<uint32_t>(at + 1 - kRingCells);
+  return stamp != RingStampAt(at) && (stamp == last_lap || (stamp == 0 && at < kRingCells));
+}
 
 Result<RequestRing> RequestRing::Create(int* fd) {
   int memfd = memfd_create("nanokv-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -171,7 +176,7 @@ Result<bool> RequestRing::Pop(std::vector<std::byte>* message) {
   RingCell& first = cells[in_cell_ % kRingCells];
   const uint32_t stamp = Atomic(first.stamp).load(std::memory_order_acquire);
   if (stamp != StampAt(in_cell_)) {
-    if (stamp == LastLapStampAt(in_cell_) || stamp == 0) return false;
+    if (NothingAt(in_cell_, stamp)) return false;
     return Status::ProtocolError("request ring: cell " + std::to_string(in_cell_) + " has stamp " +
                                  std::to_string(stamp) + ", of no lap");
   }
@@ -198,7 +203,7 @@ Result<bool> RequestRing::Pop(std::vector<std::byte>* message) {
 
 bool RequestRing::HasIncoming() const {
   const uint32_t stamp = Atomic(InCells()[in_cell_ % kRingCells].stamp).load(std::memory_order_seq_cst);
-  return stamp != LastLapStampAt(in_cell_) && stamp != 0;
+  return !NothingAt(in_cell_, stamp);
 }
 
 void RequestRing::MarkAsleep() { Atomic(In().sleeping).store(1, std::memory_order_seq_cst); }

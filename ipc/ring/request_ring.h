@@ -20,8 +20,8 @@
 // beside the bytes took two (one more line handed over each way: on an
 // H200 host a ping-pong of 0.69 µs, 0.45 with cells; BENCHMARKS.md
 // 2026-11-26 fourth session). Every cell is written every lap, so a cell
-// holds this lap's stamp, the last lap's, or (never written) 0: anything
-// else is a scribble.
+// holds this lap's stamp, the last lap's, or (never written, first lap
+// only) 0: anything else is a scribble.
 // Each side keeps its own index privately and only publishes it; the peer's
 // cells and index are read, range-checked and never trusted: a client that
 // scribbles over its ring makes kvd close that connection, nothing more.
@@ -77,6 +77,14 @@ struct RingHeader {
   RingIndex to_client;
 };
 static_assert(sizeof(RingHeader) <= kRingHeaderBytes);
+
+// The stamp of the cell at position `at` ever (its index counting every
+// cell written before it, + 1, as 32 bits), and whether a cell at `at`
+// holding `stamp` has nothing new for its reader: the last lap's stamp, or
+// 0 in the first lap (never written). 0 is the lap's own stamp once every
+// 2^32 cells, so it means "nothing" only in the first lap.
+uint32_t RingStampAt(uint64_t at);
+bool RingCellHoldsNothing(uint64_t at, uint32_t stamp);
 
 class RequestRing {
  public:

@@ -148,6 +148,20 @@ TEST(RequestRingTest, ImpossibleIndicesAndEntriesAreFaultsNotReads) {
   }
 }
 
+// Stamps are 32 bits: every 2^32 cells a cell's own stamp is 0, which in
+// the first lap alone means "never written".
+TEST(RequestRingTest, StampsAcrossTheirWrap) {
+  const uint64_t wrap = (uint64_t{1} << 32) - 1;  // the cell whose stamp is 0
+  EXPECT_EQ(RingStampAt(wrap), 0u);
+  EXPECT_FALSE(RingCellHoldsNothing(wrap, 0)) << "its own stamp: a message";
+  EXPECT_TRUE(RingCellHoldsNothing(wrap, static_cast<uint32_t>(wrap + 1 - kRingCells))) << "last lap's";
+  EXPECT_TRUE(RingCellHoldsNothing(5, 0)) << "never written, first lap";
+  EXPECT_FALSE(RingCellHoldsNothing(5, 6));
+  EXPECT_FALSE(RingCellHoldsNothing(kRingCells + 5, 0)) << "0 after the first lap is a scribble";
+  EXPECT_TRUE(RingCellHoldsNothing(kRingCells + 5, 6)) << "last lap's";
+  EXPECT_FALSE(RingCellHoldsNothing(kRingCells + 5, 12345)) << "of no lap: a scribble";
+}
+
 TEST(RequestRingTest, RandomScribblesNeverReadOutsideTheRing) {
   std::mt19937_64 rng(20261126);
   std::vector<std::byte> got;
