@@ -176,6 +176,9 @@ class CrossGpuReadyTest : public ::testing::Test {
   // (the slot's previous object gone), else by kv_store_pages and
   // kv_commit_ready after a header kvd's open would have left WRITING.
   void RunRounds(char* store, const StoreLayout& layout, bool put_object, Totals* t);
+  // RunRounds in the object store's memory: VMM pages of GPU 1 through the
+  // cuda backend, access for both GPUs; the layout from `seed`.
+  void RunInStorePages(std::uint64_t seed, bool put_object);
 };
 
 void CrossGpuReadyTest::RunRounds(char* store, const StoreLayout& layout, bool put_object, Totals* t) {
@@ -310,35 +313,25 @@ void ExpectClean(const Totals& t, const StoreLayout& layout) {
   EXPECT_EQ(t.wrong_after, 0u);
 }
 
-// The object store's memory: VMM pages of GPU 1, access for both GPUs.
-TEST_F(CrossGpuReadyTest, StorePagesReaderNeverSeesReadyBeforeTheBytes) {
+void CrossGpuReadyTest::RunInStorePages(std::uint64_t seed, bool put_object) {
   auto backend = gpu::MakeCudaBackend();
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-  std::mt19937_64 rng(18);
+  std::mt19937_64 rng(seed);
   const StoreLayout layout = PlanStore(rng);
   const int access[] = {kProducerGpu, kOwnerGpu};
   auto range = VmmStoreRange::Create(**backend, kOwnerGpu, layout.range_bytes, access);
   ASSERT_TRUE(range.ok()) << range.status().ToString();
   Totals t;
-  RunRounds((*range)->base(), layout, /*put_object=*/false, &t);
+  RunRounds((*range)->base(), layout, put_object, &t);
   if (HasFatalFailure()) return;
   ExpectClean(t, layout);
 }
 
+// kv_store_pages + kv_commit_ready after a WRITING header.
+TEST_F(CrossGpuReadyTest, StorePagesReaderNeverSeesReadyBeforeTheBytes) { RunInStorePages(18, /*put_object=*/false); }
+
 // The same store, each object by kv_put_object in one launch.
-TEST_F(CrossGpuReadyTest, PutObjectReaderNeverSeesReadyBeforeTheBytes) {
-  auto backend = gpu::MakeCudaBackend();
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-  std::mt19937_64 rng(20);
-  const StoreLayout layout = PlanStore(rng);
-  const int access[] = {kProducerGpu, kOwnerGpu};
-  auto range = VmmStoreRange::Create(**backend, kOwnerGpu, layout.range_bytes, access);
-  ASSERT_TRUE(range.ok()) << range.status().ToString();
-  Totals t;
-  RunRounds((*range)->base(), layout, /*put_object=*/true, &t);
-  if (HasFatalFailure()) return;
-  ExpectClean(t, layout);
-}
+TEST_F(CrossGpuReadyTest, PutObjectReaderNeverSeesReadyBeforeTheBytes) { RunInStorePages(20, /*put_object=*/true); }
 
 // A plain cudaMalloc buffer of GPU 1 under peer access.
 TEST_F(CrossGpuReadyTest, PeerBufferReaderNeverSeesReadyBeforeTheBytes) {
