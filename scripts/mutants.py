@@ -43,12 +43,12 @@ class Mutant:
 MUTANTS = [
     # ---- the request ring (ipc/ring/): kvd reads what a client wrote ----
     Mutant("ring-stamp-of-no-lap-ignored", "ipc/ring/request_ring.cc",
-           "if (NothingAt(in_cell_, stamp)) return false;",
+           "if (RingCellHoldsNothing(in_cell_, stamp)) return false;",
            "return false;",
            "a scribbled stamp reads as an empty ring instead of a fault"),
     Mutant("ring-other-cells-trusted", "ipc/ring/request_ring.cc",
-           "if (i > 0 && (Atomic(cell.stamp).load(std::memory_order_relaxed) != StampAt(in_cell_ + i) ||",
-           "if (false && (Atomic(cell.stamp).load(std::memory_order_relaxed) != StampAt(in_cell_ + i) ||",
+           "if (i > 0 && (Atomic(cell.stamp).load(std::memory_order_relaxed) != RingStampAt(in_cell_ + i) ||",
+           "if (false && (Atomic(cell.stamp).load(std::memory_order_relaxed) != RingStampAt(in_cell_ + i) ||",
            "a message's later cells are read without checking they are its"),
     Mutant("ring-reader-head-trusted", "ipc/ring/request_ring.cc",
            "if (head - out_head_seen_ > out_cell_ - out_head_seen_) {",

@@ -26,9 +26,6 @@ std::atomic_ref<T> Atomic(T& word) {
 
 uint64_t CellsFor(uint64_t bytes) { return (bytes + kRingCellDataBytes - 1) / kRingCellDataBytes; }
 
-uint32_t StampAt(uint64_t at) { return RingStampAt(at); }
-bool NothingAt(uint64_t at, uint32_t stamp) { return RingCellHoldsNothing(at, stamp); }
-
 long Futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
 }
@@ -45,7 +42,9 @@ uint32_t RingStampAt(uint64_t at) { return static_cast<uint32_t>(at + 1); }
 
 bool RingCellHoldsNothing(uint64_t at, uint32_t stamp) {
   const auto last_lap = static_cast<uint32_t>(at + 1 - kRingCells);
-  return stamp != RingStampAt(at) && (stamp == last_lap || (stamp == 0 && at < kRingCells));
+  // Neither is ever the cell's own stamp: the last lap's differs from it by
+  // kRingCells, and 0 is its own only past the first lap.
+  return stamp == last_lap || (stamp == 0 && at < kRingCells);
 }
 
 Result<RequestRing> RequestRing::Create(int* fd) {
@@ -164,7 +163,7 @@ Status RequestRing::Push(std::span<const std::byte> message) {
     const size_t from = i * kRingCellDataBytes;
     std::memcpy(cell.data, message.data() + from, std::min(kRingCellDataBytes, message.size() - from));
     cell.length = i == 0 ? static_cast<uint32_t>(message.size()) : 0;
-    Atomic(cell.stamp).store(StampAt(out_cell_ + i),
+    Atomic(cell.stamp).store(RingStampAt(out_cell_ + i),
                              i == 0 ? std::memory_order_seq_cst : std::memory_order_relaxed);
   }
   out_cell_ += need;
@@ -175,8 +174,8 @@ Result<bool> RequestRing::Pop(std::vector<std::byte>* message) {
   RingCell* cells = InCells();
   RingCell& first = cells[in_cell_ % kRingCells];
   const uint32_t stamp = Atomic(first.stamp).load(std::memory_order_acquire);
-  if (stamp != StampAt(in_cell_)) {
-    if (NothingAt(in_cell_, stamp)) return false;
+  if (stamp != RingStampAt(in_cell_)) {
+    if (RingCellHoldsNothing(in_cell_, stamp)) return false;
     return Status::ProtocolError("request ring: cell " + std::to_string(in_cell_) + " has stamp " +
                                  std::to_string(stamp) + ", of no lap");
   }
@@ -188,7 +187,7 @@ Result<bool> RequestRing::Pop(std::vector<std::byte>* message) {
   message->resize(length);
   for (uint64_t i = 0; i < n; ++i) {
     RingCell& cell = cells[(in_cell_ + i) % kRingCells];
-    if (i > 0 && (Atomic(cell.stamp).load(std::memory_order_relaxed) != StampAt(in_cell_ + i) ||
+    if (i > 0 && (Atomic(cell.stamp).load(std::memory_order_relaxed) != RingStampAt(in_cell_ + i) ||
                   cell.length != 0)) {
       return Status::ProtocolError("request ring: a message of " + std::to_string(length) +
                                    " bytes whose cell " + std::to_string(i) + " is not its");
@@ -203,7 +202,7 @@ Result<bool> RequestRing::Pop(std::vector<std::byte>* message) {
 
 bool RequestRing::HasIncoming() const {
   const uint32_t stamp = Atomic(InCells()[in_cell_ % kRingCells].stamp).load(std::memory_order_seq_cst);
-  return !NothingAt(in_cell_, stamp);
+  return !RingCellHoldsNothing(in_cell_, stamp);
 }
 
 void RequestRing::MarkAsleep() { Atomic(In().sleeping).store(1, std::memory_order_seq_cst); }
