@@ -61,13 +61,9 @@ std::byte* PinnedPool::Take(size_t bytes) {
     // Every buffer made and none free is large enough (a peer with a larger
     // chunk than the others): a free one is made again at this size, else
     // a caller waiting for `bytes` would wait for ever.
-    for (Buffer& candidate : buffers_) {
-      if (!candidate.out) {
-        buffer = &candidate;
-        break;
-      }
-    }
-    if (buffer == nullptr || !Make(*buffer, bytes)) return nullptr;
+    auto free = std::find_if(buffers_.begin(), buffers_.end(), [](const Buffer& b) { return !b.out; });
+    if (free == buffers_.end() || !Make(*free, bytes)) return nullptr;
+    buffer = &*free;
   }
   buffer->out = true;
   return buffer->memory.get();
