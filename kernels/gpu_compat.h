@@ -19,6 +19,13 @@
 #define cudaGetErrorName hipGetErrorName
 #define cudaStream_t hipStream_t
 #define cudaStreamSynchronize hipStreamSynchronize
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreateWithFlags hipEventCreateWithFlags
+#define cudaEventBlockingSync hipEventBlockingSync
+#define cudaEventDisableTiming hipEventDisableTiming
+#define cudaEventRecord hipEventRecord
+#define cudaEventSynchronize hipEventSynchronize
+#define cudaEventDestroy hipEventDestroy
 #define cudaGetDevice hipGetDevice
 #define cudaSetDevice hipSetDevice
 #define cudaDeviceEnablePeerAccess hipDeviceEnablePeerAccess

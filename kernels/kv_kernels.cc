@@ -227,6 +227,21 @@ Status Synchronize(void* stream) {
   return FromRuntime(detail::StreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
+Result<void*> RecordEvent(void* stream) {
+  void* event = nullptr;
+  NANOKV_RETURN_IF_ERROR(FromRuntime(detail::RecordEvent(stream, &event), "cudaEventRecord"));
+  return event;
+}
+
+Status WaitEvent(void* event) {
+  if (event == nullptr) return Status::InvalidArgument("cudaEventSynchronize: no event");
+  return FromRuntime(detail::EventSynchronize(event), "cudaEventSynchronize");
+}
+
+void DestroyEvent(void* event) {
+  if (event != nullptr) (void)detail::DestroyEvent(event);
+}
+
 Result<int> CurrentDevice() {
   int device = -1;
   NANOKV_RETURN_IF_ERROR(FromRuntime(detail::GetDevice(&device), "cudaGetDevice"));

@@ -153,6 +153,12 @@ Status ReadState(const ObjectHeader* header, std::uint32_t* state_out, void* str
 // there comes back as kInternal naming the runtime's error.
 Status Synchronize(void* stream);
 
+// A point in `stream`'s work: an event recorded there now (on the stream's
+// device), for another thread to wait on with WaitEvent, then DestroyEvent.
+Result<void*> RecordEvent(void* stream);
+Status WaitEvent(void* event);
+void DestroyEvent(void* event);
+
 // The calling thread's current device (the runtime's), which a nullptr
 // stream belongs to, and setting it.
 Result<int> CurrentDevice();

@@ -59,6 +59,11 @@ int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* 
 int LaunchReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream);
 
 int StreamSynchronize(void* stream);
+// An event (blocking sync, no timing) recorded on `stream`; waited on,
+// then destroyed.
+int RecordEvent(void* stream, void** event);
+int EventSynchronize(void* event);
+int DestroyEvent(void* event);
 int GetDevice(int* device);
 int SetDevice(int device);
 // The device `stream` belongs to; *device = -1 where the runtime cannot say (HIP).

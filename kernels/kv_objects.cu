@@ -259,6 +259,27 @@ int StreamSynchronize(void* stream) {
   return static_cast<int>(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
+int RecordEvent(void* stream, void** event) {
+  cudaEvent_t made = nullptr;
+  // Blocking sync: a thread that waits on it sleeps rather than spins (the
+  // commit thread of an asynchronous put waits out whole transfers).
+  cudaError_t error = cudaEventCreateWithFlags(&made, cudaEventBlockingSync | cudaEventDisableTiming);
+  if (error != cudaSuccess) return static_cast<int>(error);
+  error = cudaEventRecord(made, static_cast<cudaStream_t>(stream));
+  if (error != cudaSuccess) {
+    (void)cudaEventDestroy(made);
+    return static_cast<int>(error);
+  }
+  *event = made;
+  return 0;
+}
+
+int EventSynchronize(void* event) {
+  return static_cast<int>(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+int DestroyEvent(void* event) { return static_cast<int>(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
+
 int GetDevice(int* device) { return static_cast<int>(cudaGetDevice(device)); }
 int SetDevice(int device) { return static_cast<int>(cudaSetDevice(device)); }
 

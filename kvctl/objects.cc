@@ -87,7 +87,9 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
                {"AGE", Align::kRight}, {"IDLE", Align::kRight}, {"LEASE"}, {"PIN"}});
   for (const ObjectEntry& o : objects) {
     Tint tint = o.state == ObjectState::kReady ? Tint::kPlain : Tint::kWarn;
-    std::string lease = o.leases == 0 ? "-" : std::to_string(o.leases) + " (" + Seconds(o.lease_ms) + ")";
+    std::string lease = o.leases == 0 ? "-"
+                        : std::to_string(o.leases) + " (" +
+                              (o.lease_ms == UINT64_MAX ? std::string("held") : Seconds(o.lease_ms)) + ")";
     table.AddRow({o.key, FormatBytes(o.bytes_total), Cell(ObjectStateName(o.state), tint),
                   std::to_string(o.device), Seconds(o.age_ms), Seconds(o.idle_ms), lease,
                   PinName(o.pin)});

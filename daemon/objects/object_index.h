@@ -208,12 +208,18 @@ class ObjectIndex {
   // kResourceExhausted (naming object_store.max_leases) when `holder` (the
   // client's uid) holds max_leases unexpired leases already. Expired leases
   // of every object are pruned first, so they never count or pile up.
-  Result<LeaseExpiry> AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns);
+  // `held_by` (a connection's serial, not 0): a held lease, with no
+  // lease_ttl (expires_ns UINT64_MAX), until released or
+  // ReleaseHeldLeases(held_by): a view of the object in a live process.
+  Result<LeaseExpiry> AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns,
+                                   uint64_t held_by = 0);
   // kNotFound for an unknown key or lease id (already released or expired).
   // `holder`: the releaser's uid; only the lease's holder (or kOperator)
   // may end it, kPermissionDenied otherwise (a reader's lease is what keeps
   // its object's space from reuse while it copies).
   Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder = kOperator);
+  // Ends every lease held by connection `held_by` (it closed). Returns how many.
+  size_t ReleaseHeldLeases(uint64_t held_by);
   Status SetPin(std::string_view key, ObjectPin pin);
   // The plan of a write in progress (RESERVED/WRITING) at `epoch`, for kvd's
   // transfer agent (object_index_remote.cc). kNotFound: no such key;
@@ -413,12 +419,18 @@ class ObjectIndex {
   uint64_t next_seq_ = 1;
   uint64_t next_lease_ = 1;
   // Every lease by id. Ids grow with time and lease_ttl is one for all, so
-  // id order is expiry order: pruning pops from the front.
+  // id order is expiry order: pruning pops from the front. Held leases
+  // (no expiry) take ids from kFirstHeldLease up, after every timed one,
+  // so they never stop a prune short of an expired lease.
   struct LeaseRecord {
     Object* object;
     uint32_t holder;
+    uint64_t held_by = 0;  // the connection of a held lease, else 0
   };
+  static constexpr uint64_t kFirstHeldLease = uint64_t{1} << 63;
+  uint64_t next_held_lease_ = kFirstHeldLease;
   std::map<uint64_t, LeaseRecord> leases_;
+  std::unordered_map<uint64_t, std::set<uint64_t>> held_leases_;  // connection -> its held lease ids
   std::unordered_map<uint32_t, uint32_t> leases_per_holder_;
   // Pages each uid holds: (device index, store page index).
   std::unordered_map<uint32_t, std::set<std::pair<size_t, uint64_t>>> holds_;

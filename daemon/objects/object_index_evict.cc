@@ -144,7 +144,8 @@ std::vector<ObjectEntry> ObjectIndex::List(uint64_t now_ns) const {
       ++entry.leases;
       lease_until_ns = std::max(lease_until_ns, expiry);
     }
-    entry.lease_ms = ms(now_ns, lease_until_ns);
+    // A held lease (a view) has no end: UINT64_MAX says so.
+    entry.lease_ms = lease_until_ns == UINT64_MAX ? UINT64_MAX : ms(now_ns, lease_until_ns);
     out.push_back(std::move(entry));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });

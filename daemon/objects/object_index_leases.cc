@@ -29,6 +29,12 @@ void ObjectIndex::ForgetLease(uint64_t id) {
   if (record == leases_.end()) return;
   auto count = leases_per_holder_.find(record->second.holder);
   if (count != leases_per_holder_.end() && --count->second == 0) leases_per_holder_.erase(count);
+  if (record->second.held_by != 0) {
+    auto held = held_leases_.find(record->second.held_by);
+    if (held != held_leases_.end() && held->second.erase(id) != 0 && held->second.empty()) {
+      held_leases_.erase(held);
+    }
+  }
   leases_.erase(record);
 }
 
@@ -44,8 +50,8 @@ void ObjectIndex::PruneLeases(uint64_t now_ns) {
   }
 }
 
-Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t holder,
-                                              uint64_t now_ns) {
+Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns,
+                                              uint64_t held_by) {
   std::lock_guard lock(mu_);
   PruneLeases(now_ns);
   Object* object = Find(key);
@@ -62,8 +68,12 @@ Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t hol
         "release some, or wait for them to expire (lease_ttl)");
   }
   LeaseExpiry lease{next_lease_++, now_ns + static_cast<uint64_t>(config_.lease_ttl.count()) * 1'000'000};
+  if (held_by != 0) {
+    lease = {next_held_lease_++, UINT64_MAX};
+    held_leases_[held_by].insert(lease.id);
+  }
   object->leases.emplace(lease.id, lease.expires_ns);
-  leases_.emplace(lease.id, LeaseRecord{object, holder});
+  leases_.emplace(lease.id, LeaseRecord{object, holder, held_by});
   ++leases_per_holder_[holder];
   UnmakeEvictable(object);
   object->last_access_ns = now_ns;
@@ -88,6 +98,22 @@ Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64
   }
   ForgetLease(lease_id);
   return Status::OK();
+}
+
+size_t ObjectIndex::ReleaseHeldLeases(uint64_t held_by) {
+  std::lock_guard lock(mu_);
+  auto held = held_leases_.find(held_by);
+  if (held == held_leases_.end()) return 0;
+  std::set<uint64_t> ids = std::move(held->second);
+  held_leases_.erase(held);
+  for (uint64_t id : ids) {
+    auto record = leases_.find(id);
+    if (record == leases_.end()) continue;
+    record->second.object->leases.erase(id);
+    record->second.held_by = 0;  // its connection's set is gone already
+    ForgetLease(id);
+  }
+  return ids.size();
 }
 
 size_t ObjectIndex::lease_count() const {

@@ -38,6 +38,8 @@ constexpr RequestKind kRequestKinds[] = {
     {wire::Message::kObjectList, "object_list"},
     {wire::Message::kObjectEvict, "object_evict"},
     {wire::Message::kObjectInfo, "object_info"},
+    {wire::Message::kObjectLeaseBatch, "object_lease_batch"},
+    {wire::Message::kObjectReleaseBatch, "object_release_batch"},
 };
 
 std::string Ordinal(int device) { return std::to_string(device); }

@@ -253,6 +253,9 @@ void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
     return HandleSetLimit(c, m);  // an operator's request: no attach needed
   }
   if (m.body_case() == wire::Message::kEvict) return HandleEvict(c, m);  // an operator's too
+  if (m.body_case() == wire::Message::kObjectLeaseBatch || m.body_case() == wire::Message::kObjectReleaseBatch) {
+    return HandleObjectBatch(c, m);
+  }
   if (wire::IsObjectRequest(m.body_case())) return HandleObject(c, m);
   bool engine_request = m.body_case() == wire::Message::kGrant ||
                         m.body_case() == wire::Message::kShare ||
@@ -398,6 +401,7 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
     if (--counted->second == 0) per_process_.erase(counted);
   }
   ObjectPeerGone(c);
+  if (objects_ != nullptr) objects_->ReleaseHeldLeases(c.serial);  // its views end with it
   if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   if (c.ring != nullptr) --rings_;
   connections_.erase(it);

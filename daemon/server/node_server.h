@@ -163,6 +163,8 @@ class NodeServer {
   void HandleAdopt(Connection& c, const wire::Message& m, std::vector<int>* fds);
   // Any allowed peer, attached or not (objects are the node's).
   void HandleObject(Connection& c, const wire::Message& m);
+  // Lease and release batches (node_server_object_batch.cc).
+  void HandleObjectBatch(Connection& c, const wire::Message& m);
   // Who a peer is to the object store: its uid, or kOperator for root and
   // kvd's uid (node_server_objects.cc).
   static uint32_t ObjectPeer(const ipc::PeerCredentials& peer);

@@ -132,6 +132,10 @@ Status CheckBody(const Message& m) {
     case Message::kObjectAck:
     case Message::kObjectInfo:
     case Message::kObjectInfoReply:
+    case Message::kObjectLeaseBatch:
+    case Message::kObjectLeaseBatchReply:
+    case Message::kObjectReleaseBatch:
+    case Message::kObjectReleaseBatchReply:
       return CheckObjectBody(m);  // ipc/wire/object_codec.cc
     case Message::BODY_NOT_SET:
       return Fault("message has no body (or one this version does not know)");

@@ -53,6 +53,17 @@ Status Plan(const ObjectPlan& p) {
   return Status::OK();
 }
 
+// A batch of 1..kMaxObjectBatch items, each checked by `item`.
+template <typename Check>
+Status Batch(int items, const char* where, Check item) {
+  if (items == 0 || items > kMaxObjectBatch) {
+    return Fault(std::string(where) + ": " + std::to_string(items) + " items, not 1-" +
+                 std::to_string(kMaxObjectBatch));
+  }
+  for (int i = 0; i < items; ++i) NANOKV_RETURN_IF_ERROR(item(i));
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CheckObjectPlan(const ObjectPlan& plan) { return Plan(plan); }
@@ -70,6 +81,8 @@ bool IsObjectRequest(Message::BodyCase body) {
     case Message::kObjectList:
     case Message::kObjectEvict:
     case Message::kObjectInfo:
+    case Message::kObjectLeaseBatch:
+    case Message::kObjectReleaseBatch:
       return true;
     default:
       return false;
@@ -80,7 +93,8 @@ bool IsObjectBody(Message::BodyCase body) {
   return IsObjectRequest(body) || body == Message::kObjectPlan ||
          body == Message::kObjectLeaseReply || body == Message::kObjectPagesReply ||
          body == Message::kObjectListReply || body == Message::kObjectEvictReply ||
-         body == Message::kObjectAck || body == Message::kObjectInfoReply;
+         body == Message::kObjectAck || body == Message::kObjectInfoReply ||
+         body == Message::kObjectLeaseBatchReply || body == Message::kObjectReleaseBatchReply;
 }
 
 Status CheckObjectBody(const Message& m) {
@@ -146,10 +160,28 @@ Status CheckObjectBody(const Message& m) {
       return Status::OK();
     case Message::kObjectLeaseReply:
       return m.object_lease_reply().has_plan() ? Plan(m.object_lease_reply().plan()) : Status::OK();
+    case Message::kObjectLeaseBatch:
+      return Batch(m.object_lease_batch().keys_size(), "object_lease_batch", [&](int i) {
+        return Key(m.object_lease_batch().keys(i), "object_lease_batch");
+      });
+    case Message::kObjectLeaseBatchReply:
+      return Batch(m.object_lease_batch_reply().items_size(), "object_lease_batch_reply", [&](int i) {
+        const ObjectLeaseItem& item = m.object_lease_batch_reply().items(i);
+        if (item.code() > static_cast<uint32_t>(kLastCode)) {
+          return Fault("object_lease_batch_reply: code " + std::to_string(item.code()));
+        }
+        if (item.message().size() > kMaxErrorBytes) return Fault("object_lease_batch_reply: message too long");
+        return item.code() == 0 ? Plan(item.plan()) : Status::OK();
+      });
+    case Message::kObjectReleaseBatch:
+      return Batch(m.object_release_batch().leases_size(), "object_release_batch", [&](int i) {
+        return Key(m.object_release_batch().leases(i).key(), "object_release_batch");
+      });
     case Message::kObjectInfo:
     case Message::kObjectList:
     case Message::kObjectEvictReply:
     case Message::kObjectAck:
+    case Message::kObjectReleaseBatchReply:
       return Status::OK();
     default:
       return Fault("not an object store message");

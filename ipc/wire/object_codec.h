@@ -1,5 +1,5 @@
 // Validation of the object store's messages (ipc/proto/nanokv.proto, fields
-// 40-59), called by Decode (codec.h) like every other body check.
+// 40-69), called by Decode (codec.h) like every other body check.
 #ifndef NANOKV_IPC_WIRE_OBJECT_CODEC_H_
 #define NANOKV_IPC_WIRE_OBJECT_CODEC_H_
 
@@ -15,6 +15,7 @@ inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in o
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
 inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectInfoReply (the segment's rows)
 inline constexpr int kMaxObjectStoreOwners = 128;      // owners listed per device in one ObjectInfoReply
+inline constexpr int kMaxObjectBatch = 64;             // keys of one lease batch, leases of one release batch
 
 // Whether the body is one of the object store's messages.
 bool IsObjectBody(Message::BodyCase body);

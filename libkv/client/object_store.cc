@@ -201,29 +201,8 @@ Status ObjectStore::Put(std::string_view key, std::span<const std::byte> bytes, 
   return Commit(key, plan.epoch);
 }
 
-namespace {
-// A get's one request: a lease (which keeps the object in place while its
-// bytes are copied out) and the object's location in its reply.
-struct LeasedPlan {
-  uint64_t lease_id = 0;
-  ObjectPlan plan;
-};
-Result<LeasedPlan> LeaseAndLocate(ObjectStore::Impl& impl, std::string_view key) {
-  wire::Message m;
-  m.mutable_object_lease()->set_key(std::string(key));
-  m.mutable_object_lease()->set_locate(true);
-  NANOKV_ASSIGN_OR_RETURN(wire::Message reply, impl.Call(std::move(m)));
-  if (reply.body_case() != wire::Message::kObjectLeaseReply || !reply.object_lease_reply().has_plan()) {
-    return Status::ProtocolError("lease: no location in the reply");
-  }
-  const wire::ObjectPlan& plan = reply.object_lease_reply().plan();
-  impl.NoteDevice(plan.device(), plan.device_uuid());
-  return LeasedPlan{reply.object_lease_reply().lease_id(), wire::FromWirePlan(key, plan)};
-}
-}  // namespace
-
 Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
-  NANOKV_ASSIGN_OR_RETURN(LeasedPlan leased, LeaseAndLocate(*impl_, key));
+  NANOKV_ASSIGN_OR_RETURN(LeasedPlan leased, impl_->LeaseAndLocate(key));
   std::vector<std::byte> bytes(leased.plan.bytes_total);
   Status copied = CopyOut(leased.plan, bytes);
   impl_->EndLease(key, leased.lease_id);
@@ -231,40 +210,12 @@ Result<std::vector<std::byte>> ObjectStore::Get(std::string_view key) {
   return bytes;
 }
 
-namespace {
-// The plan's pages mapped here, as the transfers see them: `local_device`
-// and `access` are this process's ordinals.
-Result<client::ObjectPieces> PiecesOf(ObjectStore::Impl& impl, const ObjectPlan& plan, int local_device,
-                                      std::vector<int> access) {
-  client::ObjectPieces pieces;
-  pieces.device = local_device;
-  pieces.bytes = plan.bytes_total;
-  pieces.epoch = plan.epoch;
-  pieces.writing = WritingHeaderOf(plan, SteadyNowNs());
-  pieces.access = std::move(access);
-  // The transfer writes the header itself (client::StoreObject).
-  NANOKV_ASSIGN_OR_RETURN(pieces.payload, impl.Pointer(plan, false, /*begin=*/false));
-  NANOKV_ASSIGN_OR_RETURN(void* header, impl.Pointer(plan, true, /*begin=*/false));
-  pieces.header = static_cast<ObjectHeader*>(header);
-  // The spans lie end to end in this process's mapping of the store, so
-  // they are one segment: one row of blocks and the launch's small
-  // parameters, where a segment per 2 MiB page made a 64 MiB object 32 rows
-  // and 3 KiB of parameters.
-  uint64_t spanned = 0;
-  for (const ObjectSpan& span : plan.spans) spanned += span.length;
-  if (spanned > 0) pieces.segments.push_back({pieces.payload, spanned});
-  return pieces;
-}
-}  // namespace
-
 Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_t bytes,
                                   int preferred_device, void* stream) {
   if (src == nullptr) return Status::InvalidArgument("put of " + std::string(key) + " from a null address");
   if (bytes == 0) return Status::InvalidArgument("put of " + std::string(key) + ": 0 bytes");
   NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes, preferred_device));
-  auto local = impl_->LocalDevice(plan.device);
-  auto pieces = local.ok() ? PiecesOf(*impl_, plan, *local, impl_->AccessOf(*local))
-                           : Result<client::ObjectPieces>(local.status());
+  auto pieces = impl_->Pieces(plan);
   Result<bool> published = pieces.ok() ? client::StoreObject(impl_->backend(), src, *pieces, stream)
                                        : Result<bool>(pieces.status());
   if (!published.ok()) {
@@ -278,16 +229,14 @@ Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_
 Result<uint64_t> ObjectStore::GetToDevice(std::string_view key, void* dst, uint64_t capacity, void* stream) {
   if (dst == nullptr) return Status::InvalidArgument("get of " + std::string(key) + " to a null address");
   // The lease keeps the object in place until the load has run.
-  NANOKV_ASSIGN_OR_RETURN(LeasedPlan leased, LeaseAndLocate(*impl_, key));
+  NANOKV_ASSIGN_OR_RETURN(LeasedPlan leased, impl_->LeaseAndLocate(key));
   Result<uint64_t> out = Status::Internal("unset");
   const ObjectPlan* plan = &leased.plan;
   if (plan->bytes_total > capacity) {
     out = Status::InvalidArgument("object " + std::string(key) + " holds " + std::to_string(plan->bytes_total) +
                                   " bytes, the destination " + std::to_string(capacity));
   } else {
-    auto local = impl_->LocalDevice(plan->device);
-    auto pieces = local.ok() ? PiecesOf(*impl_, *plan, *local, impl_->AccessOf(*local))
-                             : Result<client::ObjectPieces>(local.status());
+    auto pieces = impl_->Pieces(*plan);
     Status loaded = pieces.ok() ? client::LoadObject(impl_->backend(), dst, *pieces, stream) : pieces.status();
     out = loaded.ok() ? Result<uint64_t>(plan->bytes_total) : Result<uint64_t>(loaded);
   }

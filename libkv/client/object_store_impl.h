@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,13 @@ inline wire::Message LeaseRelease(std::string_view key, uint64_t lease_id) {
   m.mutable_object_lease()->set_lease_id(lease_id);
   return m;
 }
+
+// A lease kvd granted with the object's location: what a get copies out of
+// (or a view reads) while the lease keeps the object in place.
+struct LeasedPlan {
+  uint64_t lease_id = 0;
+  ObjectPlan plan;
+};
 
 class ObjectStore::Impl {
  public:
@@ -136,6 +144,27 @@ class ObjectStore::Impl {
     auto it = begun_.find(std::make_pair(std::string(key), epoch));
     if (it == begun_.end()) return Status::OK();
     return client::PublishByCopy(*backend_, it->second);
+  }
+
+  // A get's one request: a lease (which keeps the object in place while
+  // its bytes are copied out) and the object's location in its reply.
+  Result<LeasedPlan> LeaseAndLocate(std::string_view key);
+  // Leases on many keys (hold: held leases, for views), as few requests
+  // as the replies fit in; one result per key, in order
+  // (object_store_batch.cc).
+  std::vector<Result<LeasedPlan>> LeaseBatch(std::span<const std::string_view> keys, bool hold);
+  // Ends leases in as few requests as fit; a failure is only logged (the
+  // leases end with lease_ttl, or the connection, anyway).
+  void ReleaseBatch(std::span<const std::pair<std::string_view, uint64_t>> leases);
+  // The plan's pages mapped here, as the transfers see them: its device
+  // and the devices given access, as this process numbers them.
+  Result<client::ObjectPieces> Pieces(const ObjectPlan& plan);
+
+  // A transfer began the plan's header itself (client::StoreObject): a
+  // later pointer of the plan must not begin it again over its READY.
+  void NoteBegun(const ObjectPlan& plan, ObjectHeader* at) {
+    std::lock_guard lock(call_mu_);
+    begun_.emplace(std::make_pair(plan.key, plan.epoch), at);
   }
 
   // Committed or revoked: the plan's pages lose write access here.

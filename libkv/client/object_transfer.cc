@@ -15,10 +15,11 @@ bool TransfersUseKernelsOn(const gpu::Backend& backend, int device) {
   return TransfersUseKernels(backend) && KernelsFitDevice(device);
 }
 
-Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream) {
+Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream,
+                         bool wait) {
   if (src == nullptr) return Status::InvalidArgument("put from device: null source");
   if (TransfersUseKernelsOn(backend, object.device)) {
-    NANOKV_RETURN_IF_ERROR(StoreWithKernels(src, object, stream));
+    NANOKV_RETURN_IF_ERROR(StoreWithKernels(src, object, stream, wait));
     return true;  // kv_commit_ready ran after the stores
   }
   NANOKV_RETURN_IF_ERROR(BeginByCopy(backend, object.header, object.writing));
@@ -38,10 +39,35 @@ Status PublishByCopy(gpu::Backend& backend, ObjectHeader* at) {
   return backend.Copy(&at->state, &ready, sizeof(ready), gpu::CopyKind::kHostToDevice);
 }
 
-Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream) {
+Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream, bool wait) {
   if (dst == nullptr) return Status::InvalidArgument("get to device: null destination");
-  if (TransfersUseKernelsOn(backend, object.device)) return LoadWithKernels(dst, object, stream);
+  if (TransfersUseKernelsOn(backend, object.device)) return LoadWithKernels(dst, object, stream, wait);
   return backend.Copy(dst, object.payload, object.bytes, gpu::CopyKind::kDeviceToDevice);
 }
+
+Status FinishTransfers(const gpu::Backend& backend, void* stream) {
+  return TransfersUseKernels(backend) && stream != nullptr ? SynchronizeKernels(stream) : Status::OK();
+}
+
+Result<StreamEvent> StreamEvent::Record(const gpu::Backend& backend, void* stream) {
+  StreamEvent point;
+  if (TransfersUseKernels(backend) && stream != nullptr) {
+    NANOKV_ASSIGN_OR_RETURN(point.event_, RecordKernelEvent(stream));
+  }
+  return point;
+}
+
+StreamEvent& StreamEvent::operator=(StreamEvent&& other) noexcept {
+  if (this != &other) {
+    DestroyKernelEvent(event_);
+    event_ = other.event_;
+    other.event_ = nullptr;
+  }
+  return *this;
+}
+
+StreamEvent::~StreamEvent() { DestroyKernelEvent(event_); }
+
+Status StreamEvent::Wait() const { return event_ == nullptr ? Status::OK() : WaitKernelEvent(event_); }
 
 }  // namespace nanokv::client

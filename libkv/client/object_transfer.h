@@ -51,15 +51,47 @@ Status PublishByCopy(gpu::Backend& backend, ObjectHeader* at);
 // launched), or nullptr: the calling thread's current device when it is in
 // object.access (a producer on GPU a pushing into GPU b's pages), else the
 // object's device for the call.
-Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream);
-// The object's pages -> dst; returns once the bytes are there.
-Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream);
+// wait false (a batch, a stream-ordered put): returns once the kernels are
+// enqueued on `stream`, which must then not be nullptr (a nullptr stream
+// always waits: its device is the one chosen per call); the copies wait
+// either way.
+Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPieces& object, void* stream,
+                         bool wait = true);
+// The object's pages -> dst; returns once the bytes are there (wait as above).
+Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream, bool wait = true);
+// Waits for the transfers enqueued on `stream` without waiting (a no-op
+// where transfers copy).
+Status FinishTransfers(const gpu::Backend& backend, void* stream);
+
+// A point in a stream's transfers for another thread to wait on: an event
+// the kernels' runtime recorded on the stream, or none where transfers copy
+// (they were done when their call returned). Move-only.
+class StreamEvent {
+ public:
+  StreamEvent() = default;
+  static Result<StreamEvent> Record(const gpu::Backend& backend, void* stream);
+  StreamEvent(StreamEvent&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  StreamEvent& operator=(StreamEvent&& other) noexcept;
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  ~StreamEvent();
+  // Returns once the stream has run past the point (a fault there is its error).
+  Status Wait() const;
+  void* handle() const { return event_; }  // a cudaEvent_t, or nullptr
+
+ private:
+  void* event_ = nullptr;
+};
 
 // The kernels' half (object_transfer_kernels.cc, or _absent.cc without nvcc).
 bool KernelsBuilt();
 bool KernelsFitDevice(int device);  // the answer kept per device
-Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream);
-Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream);
+Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream, bool wait);
+Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream, bool wait);
+Status SynchronizeKernels(void* stream);
+Result<void*> RecordKernelEvent(void* stream);
+Status WaitKernelEvent(void* event);
+void DestroyKernelEvent(void* event);
 
 }  // namespace nanokv::client
 

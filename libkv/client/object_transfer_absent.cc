@@ -7,12 +7,17 @@ namespace nanokv::client {
 bool KernelsBuilt() { return false; }
 bool KernelsFitDevice(int) { return false; }
 
-Status StoreWithKernels(const void*, const ObjectPieces&, void*) {
+Status StoreWithKernels(const void*, const ObjectPieces&, void*, bool) {
   return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
 }
 
-Status LoadWithKernels(void*, const ObjectPieces&, void*) {
+Status LoadWithKernels(void*, const ObjectPieces&, void*, bool) {
   return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
 }
+
+Status SynchronizeKernels(void*) { return Status::OK(); }
+Result<void*> RecordKernelEvent(void*) { return static_cast<void*>(nullptr); }
+Status WaitKernelEvent(void*) { return Status::OK(); }
+void DestroyKernelEvent(void*) {}
 
 }  // namespace nanokv::client

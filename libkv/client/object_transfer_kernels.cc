@@ -134,7 +134,7 @@ bool KernelsFitDevice(int device) {
   return answer > 0;
 }
 
-Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream) {
+Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream, bool wait) {
   OnDevice on;
   NANOKV_RETURN_IF_ERROR(on.Enter(stream, src, object, /*writes_buffer=*/false));
   // The header first, then READY right after the last byte, all in stream
@@ -143,14 +143,19 @@ Status StoreWithKernels(const void* src, const ObjectPieces& object, void* strea
   // of the commit. result nullptr: kvd's Commit is the verdict.
   NANOKV_RETURN_IF_ERROR(kernels::PutObject(src, object.segments.data(), object.segments.size(), object.header,
                                             object.writing, nullptr, stream));
-  return kernels::Synchronize(stream);
+  return wait || stream == nullptr ? kernels::Synchronize(stream) : Status::OK();
 }
 
-Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream) {
+Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream, bool wait) {
   OnDevice on;
   NANOKV_RETURN_IF_ERROR(on.Enter(stream, dst, object, /*writes_buffer=*/true));
   NANOKV_RETURN_IF_ERROR(kernels::LoadPages(dst, object.segments.data(), object.segments.size(), stream));
-  return kernels::Synchronize(stream);
+  return wait || stream == nullptr ? kernels::Synchronize(stream) : Status::OK();
 }
+
+Status SynchronizeKernels(void* stream) { return kernels::Synchronize(stream); }
+Result<void*> RecordKernelEvent(void* stream) { return kernels::RecordEvent(stream); }
+Status WaitKernelEvent(void* event) { return kernels::WaitEvent(event); }
+void DestroyKernelEvent(void* event) { kernels::DestroyEvent(event); }
 
 }  // namespace nanokv::client

@@ -6,6 +6,8 @@
 //   object_peer get-device <ipc_name> <key> <bytes> <seed>  GetToDevice into a device
 //       buffer, copied out and compared byte-exact
 //   object_peer remove <ipc_name> <key> 0 0                 remove the object
+//   object_peer view <ipc_name> <key> <bytes> <seed>        a view of the object, its
+//       bytes compared, then "viewing" on stdout and a sleep until killed
 //   object_peer scribble <ipc_name> <key> <bytes> <seed>    writes through the READY
 //       object's mapping, which is a reader's (read-only): host stores a byte by
 //       hand (SIGSEGV expected); elsewhere the backend copies one in (refused
@@ -13,7 +15,10 @@
 // Exit 0 on success; 1 with the reason on stderr.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include <unistd.h>
 
 #include "gpu/backend.h"
 #include "nanokv/object_store.h"
@@ -106,7 +111,7 @@ int Scribble(nanokv::ObjectStore& store, const std::string& backend_name, const 
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device|scribble|remove <ipc_name> <key> "
+    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device|scribble|remove|view <ipc_name> <key> "
                          "<bytes> <seed>\n");
     return 2;
   }
@@ -132,6 +137,19 @@ int main(int argc, char** argv) {
   if (mode == "remove") {
     nanokv::Status removed = (*store)->Remove(key);
     return removed.ok() ? 0 : Failed("remove", removed);
+  }
+  if (mode == "view") {
+    auto view = (*store)->View(key);
+    if (!view.ok()) return Failed("view", view.status());
+    // The host backend's device memory is this process's: read in place.
+    if (options.backend == "host" &&
+        (view->size() != data.size() || std::memcmp(view->data(), data.data(), data.size()) != 0)) {
+      std::fprintf(stderr, "view: its bytes differ from the pattern\n");
+      return 1;
+    }
+    std::printf("viewing\n");
+    std::fflush(stdout);
+    for (;;) pause();
   }
   auto got = (*store)->Get(key);
   if (!got.ok()) return Failed("get", got.status());

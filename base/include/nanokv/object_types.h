@@ -76,7 +76,7 @@ struct ObjectEntry {
   uint64_t age_ms = 0;          // since its open
   uint64_t idle_ms = 0;         // since it was last committed, located or leased
   uint32_t leases = 0;          // active read leases
-  uint64_t lease_ms = 0;        // until the last of them ends
+  uint64_t lease_ms = 0;        // until the last of them ends; UINT64_MAX: one is held (a view)
   ObjectPin pin = ObjectPin::kNone;
 };
 

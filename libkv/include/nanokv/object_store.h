@@ -104,6 +104,38 @@ struct ObjectStoreOptions {
   std::vector<int> access_devices;
 };
 
+// A READY object read where it lies (ObjectStore::View): read-only, in this
+// process's mapping of the store, under a held lease (the object is neither
+// evicted nor removed; no lease_ttl) that ends when the view is destroyed
+// (one request to kvd) or this process's connection to kvd closes. A write
+// through data() faults. The view keeps its store's mappings alive, so it
+// may outlive the ObjectStore it came from. Move-only.
+class ObjectView {
+ public:
+  ObjectView();
+  ObjectView(ObjectView&&) noexcept;
+  ObjectView& operator=(ObjectView&&) noexcept;
+  ObjectView(const ObjectView&) = delete;
+  ObjectView& operator=(const ObjectView&) = delete;
+  ~ObjectView();
+
+  const void* data() const { return data_; }
+  uint64_t size() const { return bytes_; }
+  // This process's ordinal of the device the bytes are on (its
+  // CUDA_VISIBLE_DEVICES numbering); a host backend's simulated device.
+  int device() const { return device_; }
+  const std::string& key() const;
+
+  struct Holder;  // the lease and the store's mappings (object_store_views.cc)
+  ObjectView(std::unique_ptr<Holder> holder, const void* data, uint64_t bytes, int device);
+
+ private:
+  std::unique_ptr<Holder> holder_;
+  const void* data_ = nullptr;
+  uint64_t bytes_ = 0;
+  int device_ = 0;
+};
+
 class ObjectStore {
  public:
   // Asks kvd what its store is first: kUnavailable when kvd is not running,
@@ -185,9 +217,10 @@ class ObjectStore {
 
   // Batches of the two above: one result per item, in order, each item's
   // as its single call would answer it (a failed item leaves the others
-  // be). kvd's protocol has no batch message, so each item is still its own
-  // open + commit (put) or lease (get); the batch saves the caller's loop,
-  // not round trips.
+  // be). A put is still an open and a commit per item (kvd's protocol has
+  // no batch open). A get leases its objects in one request to kvd (as
+  // many as fit one message), enqueues every load on `stream`, waits once
+  // and releases the leases in one request.
   struct DevicePut {
     std::string_view key;
     const void* src = nullptr;
@@ -202,6 +235,26 @@ class ObjectStore {
                                          void* stream = nullptr);
   std::vector<Result<uint64_t>> BatchGetToDevice(std::span<const DeviceGet> items, void* stream = nullptr);
 
+  // Plans made elsewhere (ClusterClient's, through the master) written from
+  // device memory: each plan's header begun, `src` (bytes_total bytes) into
+  // its pages and READY published on the device after its last byte, as
+  // PutFromDevice does, without asking kvd anything (the maker commits).
+  // wait false: returns once the work is enqueued on `stream` (not
+  // nullptr; a nullptr stream waits), and the caller waits on the stream
+  // (or an event after it) before it commits. One status per item.
+  struct PlanWrite {
+    const ObjectPlan* plan = nullptr;
+    const void* src = nullptr;
+  };
+  std::vector<Status> WritePlansFromDevice(std::span<const PlanWrite> items, void* stream = nullptr,
+                                           bool wait = true);
+
+  // Views of READY objects where they lie (ObjectView): the object's pages
+  // mapped read-only here, no copy. kvd bounds the leases a uid holds
+  // (object_store.max_leases): a view is one of them until destroyed.
+  Result<ObjectView> View(std::string_view key);
+  std::vector<Result<ObjectView>> BatchView(std::span<const std::string> keys);
+
   // kvctl objects / evict.
   Result<std::vector<ObjectEntry>> List();
   Result<uint64_t> Evict(int device, uint64_t bytes);
@@ -215,7 +268,7 @@ class ObjectStore {
 
  private:
   explicit ObjectStore(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the views it made
 };
 
 }  // namespace nanokv

@@ -1,0 +1,70 @@
+// ObjectStore's views (nanokv/object_store.h, ObjectView): a READY object's
+// pages mapped read-only here under a held lease, which the view ends when
+// it goes. The view keeps the store's Impl (its connection and mappings)
+// alive, so it may outlive the ObjectStore.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libkv/client/object_store_impl.h"
+#include "nanokv/object_store.h"
+
+namespace nanokv {
+
+struct ObjectView::Holder {
+  std::shared_ptr<ObjectStore::Impl> store;
+  std::string key;
+  uint64_t lease_id = 0;
+
+  ~Holder() {
+    if (store == nullptr || lease_id == 0) return;
+    std::pair<std::string_view, uint64_t> lease{key, lease_id};
+    store->ReleaseBatch({&lease, 1});
+  }
+};
+
+ObjectView::ObjectView() = default;
+ObjectView::ObjectView(std::unique_ptr<Holder> holder, const void* data, uint64_t bytes, int device)
+    : holder_(std::move(holder)), data_(data), bytes_(bytes), device_(device) {}
+ObjectView::ObjectView(ObjectView&&) noexcept = default;
+ObjectView& ObjectView::operator=(ObjectView&&) noexcept = default;
+ObjectView::~ObjectView() = default;
+
+const std::string& ObjectView::key() const {
+  static const std::string none;
+  return holder_ != nullptr ? holder_->key : none;
+}
+
+std::vector<Result<ObjectView>> ObjectStore::BatchView(std::span<const std::string> keys) {
+  std::vector<std::string_view> names(keys.begin(), keys.end());
+  std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(names, /*hold=*/true);
+  std::vector<Result<ObjectView>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!leased[i].ok()) {
+      out.push_back(leased[i].status());
+      continue;
+    }
+    auto holder = std::make_unique<ObjectView::Holder>();
+    holder->store = impl_;
+    holder->key = keys[i];
+    holder->lease_id = leased[i]->lease_id;
+    const ObjectPlan& plan = leased[i]->plan;
+    // A READY plan maps into the read range, read-only (ObjectMappings).
+    Result<void*> data = impl_->Pointer(plan, /*header=*/false, /*begin=*/false);
+    Result<int> device = data.ok() ? impl_->LocalDevice(plan.device) : Result<int>(data.status());
+    if (!device.ok()) {
+      out.push_back(device.status());  // the holder's going ends the lease
+      continue;
+    }
+    out.push_back(ObjectView(std::move(holder), *data, plan.bytes_total, *device));
+  }
+  return out;
+}
+
+Result<ObjectView> ObjectStore::View(std::string_view key) {
+  std::string name(key);
+  return std::move(BatchView({&name, 1})[0]);
+}
+
+}  // namespace nanokv
