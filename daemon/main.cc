@@ -385,7 +385,7 @@ int Main(int argc, char** argv) {
     if (!transfer_started.ok()) return Fail(transfer_started.status());
     transfer = std::move(transfer_started).value();
     auto started = NodeAgent::Start(
-        *objects, NodeAgentOptions{link, server_options.device_uuids, transfer ? transfer->mode() : ""});
+        *objects, NodeAgentOptions{link, server_options.device_uuids, transfer ? transfer->mode() : "", socket_path});
     if (!started.ok()) return Fail(started.status());
     agent = std::move(started).value();
   }

@@ -4,7 +4,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include "base/clocks.h"
+#include "base/host_identity.h"
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_channel.h"
 #include "ipc/master/master_checks.h"
@@ -122,6 +126,12 @@ v1::RegisterNode NodeAgent::RegisterMessage() const {
   r.set_node_id(node_id_);
   r.set_data_address(options_.link.data_address);
   r.set_data_mode(options_.data_mode);
+  r.mutable_route()->set_host_id(HostIdentity(options_.link.host_id));
+  // Absolute, as the master's check wants (a run_dir may be relative); a
+  // path too long for a socket address stays unsaid: no route then.
+  std::error_code error;
+  std::string socket = std::filesystem::absolute(options_.kvd_socket, error).string();
+  if (!error && socket.size() <= master::kMaxSocketPathBytes) r.mutable_route()->set_kvd_socket(socket);
   r.set_highest_term(highest_term_.load());
   FillDevices(r.mutable_devices());
   return r;

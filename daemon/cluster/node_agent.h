@@ -42,6 +42,7 @@ struct NodeAgentOptions {
   MasterLinkConfig link;
   std::vector<std::string> device_uuids;  // by kvd's ordinal ("" unknown)
   std::string data_mode;                  // the transfer agent's ("" without one)
+  std::string kvd_socket;                 // this kvd's socket: the route of clients on this host
 };
 
 class NodeAgent {

@@ -103,6 +103,14 @@ Status ParseMasterLinkConfig(const YamlField& field, MasterLinkConfig* out) {
       if (!c.node_id.empty() && !master::ValidNodeId(c.node_id)) {
         return value.Bad("'" + c.node_id + "' is not 1-63 of [A-Za-z0-9_.-]");
       }
+    } else if (name == "host_id") {
+      NANOKV_ASSIGN_OR_RETURN(c.host_id, value.Scalar());
+      if (c.host_id.size() > master::kMaxHostIdBytes ||
+          c.host_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-") !=
+              std::string::npos) {
+        return value.Bad("'" + c.host_id.substr(0, 80) + "' is not 0-" + std::to_string(master::kMaxHostIdBytes) +
+                         " of [A-Za-z0-9_.:-]");
+      }
     } else if (name == "data_address") {
       NANOKV_ASSIGN_OR_RETURN(c.data_address, DataAddress(value));
     } else if (name == "transfer") {
@@ -116,7 +124,7 @@ Status ParseMasterLinkConfig(const YamlField& field, MasterLinkConfig* out) {
                                                                std::chrono::minutes(1), "[10ms, 1m]"));
     } else {
       return field.At(entry.first, value.key())
-          .Bad("unknown key (addresses, node_id, data_address, transfer, token_file, tls, retry_interval)");
+          .Bad("unknown key (addresses, node_id, host_id, data_address, transfer, token_file, tls, retry_interval)");
     }
   }
   if (c.addresses.empty()) return field.Bad("addresses: name at least one master (host:port)");

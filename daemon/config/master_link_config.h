@@ -26,6 +26,7 @@ struct MasterLinkConfig {
   std::vector<std::string> addresses;  // "host:port" of every master, tried in turn
   std::string node_id;                 // empty: the host name
   std::string data_address;            // host:port the transfer agent listens on; empty: no agent
+  std::string host_id;                 // this host's identity; empty: the boot id (base/host_identity.h)
   TransferConfig transfer;
   std::string token_file;              // the cluster's token; empty: none sent
   master::TlsFiles tls;                // ca: speak TLS; cert + key: present them

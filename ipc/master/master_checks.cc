@@ -29,6 +29,19 @@ Status CheckText(const std::string& text, size_t max, const std::string& where) 
   return Status::OK();
 }
 
+}  // namespace
+
+Status CheckRoute(const v1::NodeRoute& route, const std::string& where) {
+  NANOKV_RETURN_IF_ERROR(CheckText(route.host_id(), kMaxHostIdBytes, where + ": route host_id"));
+  NANOKV_RETURN_IF_ERROR(CheckText(route.kvd_socket(), kMaxSocketPathBytes, where + ": route kvd_socket"));
+  if (!route.kvd_socket().empty() && route.kvd_socket()[0] != '/') {
+    return Fault(where + ": route kvd_socket is not an absolute path");
+  }
+  return Status::OK();
+}
+
+namespace {
+
 Status CheckReport(const v1::DeviceReport& d, const std::string& where) {
   NANOKV_RETURN_IF_ERROR(CheckDevice(d.device(), where));
   if (!wire::ValidDeviceUuid(d.uuid())) return Fault(where + ": device uuid is not printable ASCII of at most 64 bytes");
@@ -174,6 +187,7 @@ Status CheckNodeMessage(const v1::NodeMessage& message) {
       }
       NANOKV_RETURN_IF_ERROR(CheckText(r.data_address(), kMaxAddressBytes, "register: data_address"));
       NANOKV_RETURN_IF_ERROR(CheckText(r.data_mode(), 16, "register: data_mode"));
+      NANOKV_RETURN_IF_ERROR(CheckRoute(r.route(), "register"));
       return CheckReports(r.devices(), "register");
     }
     case v1::NodeMessage::kEvents: {

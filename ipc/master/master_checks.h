@@ -37,6 +37,9 @@ Status CheckBatchSize(size_t items, std::string_view what);
 Status CheckWriteItem(const v1::WriteItem& item);
 Status CheckWriteRef(const v1::WriteRef& ref);
 Status CheckKeysRequest(const v1::KeysRequest& request);
+// A node's route (its host and kvd socket), as it registered or as a
+// master relays it: printable, bounded, the socket an absolute path.
+Status CheckRoute(const v1::NodeRoute& route, const std::string& where);
 
 // What a node sends, and what a master sends (kProtocolError).
 Status CheckNodeMessage(const v1::NodeMessage& message);

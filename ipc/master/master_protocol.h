@@ -26,6 +26,8 @@ inline constexpr uint32_t kMaxReplicas = 8;            // replica_num
 inline constexpr uint64_t kMaxObjectBytes = 1ull << 40;  // bytes_total of one object
 inline constexpr size_t kMaxNodeIdBytes = 63;          // [A-Za-z0-9_.-], not starting with '.'
 inline constexpr size_t kMaxAddressBytes = 255;        // data_address, master addresses
+inline constexpr size_t kMaxHostIdBytes = 64;          // NodeRoute.host_id
+inline constexpr size_t kMaxSocketPathBytes = 107;     // NodeRoute.kvd_socket: sun_path less its NUL
 inline constexpr size_t kMaxEventsPerBatch = 4096;     // ObjectEvents in one EventBatch
 inline constexpr size_t kMaxTokenBytes = 4096;
 // The largest message either side accepts (gRPC's default is 4 MiB): a

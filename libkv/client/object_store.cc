@@ -60,7 +60,9 @@ Result<ObjectStoreInfo> FromWireInfo(const wire::Message& reply) {
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions& options) {
   client::KeepLogsOffStdout();
-  NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, ipc::ConnectToKvdNamed(options.ipc_name));
+  NANOKV_ASSIGN_OR_RETURN(ipc::Channel channel, options.socket_path.empty()
+                                                    ? ipc::ConnectToKvdNamed(options.ipc_name)
+                                                    : ipc::ConnectToKvd(options.socket_path));
   if (options.spin_us > 10'000) {
     return Status::InvalidArgument("nanokv objects: spin_us " + std::to_string(options.spin_us) +
                                    " is over 10000");

@@ -17,6 +17,7 @@
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
 #include "libkv/cluster/cluster_client_impl.h"
+#include "libkv/cluster/cluster_put.h"
 #include "libkv/client/quiet_stdout.h"
 #include "nanokv/object_store.h"
 
@@ -44,12 +45,12 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   return out;
 }
 
-// A pointer into another node's pages cannot be had here: its bytes move
+// A pointer into another host's pages cannot be had here: its bytes move
 // with Put/Get (the data path between nodes).
 Status Remote(const std::string& key, const std::string& node, const std::string& data_address) {
   return Status::Unimplemented("nanokv cluster: the copy of '" + key + "' is on node " + node +
                                (data_address.empty() ? "" : " (data path " + data_address + ")") +
-                               ", not this one: its pages cannot be mapped here; move its bytes with Put/Get");
+                               ", on another host: its pages cannot be mapped here; move its bytes with Put/Get");
 }
 
 }  // namespace
@@ -131,8 +132,8 @@ std::vector<Status> Acks(const Status& call, const v1::AckReply& reply, size_t i
 void ClusterClient::ClosePlans(const std::vector<ClusterPlan>& plans) {
   for (const ClusterPlan& p : plans) {
     for (const ReplicaPlan& replica : p.replicas) {
-      if (!replica.local) continue;
-      auto store = impl_->Local();
+      if (!cluster::OnThisHost(replica)) continue;
+      auto store = impl_->StoreOf(replica);
       if (store.ok()) (*store)->ClosePlan(replica.plan);
     }
   }
@@ -145,8 +146,8 @@ std::vector<Status> ClusterClient::BatchCommit(const std::vector<ClusterPlan>& p
   if (!published_on_device) {
     for (const ClusterPlan& p : plans) {
       for (const ReplicaPlan& replica : p.replicas) {
-        if (!replica.local) continue;
-        auto store = impl_->Local();
+        if (!cluster::OnThisHost(replica)) continue;
+        auto store = impl_->StoreOf(replica);
         Status published = store.ok() ? (*store)->PublishReady(replica.plan) : store.status();
         if (!published.ok()) spdlog::warn("nanokv cluster: READY of '{}': {}", p.key, published.ToString());
       }
@@ -223,14 +224,14 @@ Result<ObjectLocation> ClusterClient::GetLocation(std::string_view key) {
 }
 
 Result<void*> ClusterClient::PayloadPointer(const ReplicaPlan& replica) {
-  if (!replica.local) return Remote(replica.plan.key, replica.node_id, replica.data_address);
-  NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->Local());
+  if (!cluster::OnThisHost(replica)) return Remote(replica.plan.key, replica.node_id, replica.data_address);
+  NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->StoreOf(replica));
   return store->PayloadPointer(replica.plan);
 }
 
 Result<void*> ClusterClient::HeaderPointer(const ReplicaPlan& replica) {
-  if (!replica.local) return Remote(replica.plan.key, replica.node_id, replica.data_address);
-  NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->Local());
+  if (!cluster::OnThisHost(replica)) return Remote(replica.plan.key, replica.node_id, replica.data_address);
+  NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->StoreOf(replica));
   return store->HeaderPointer(replica.plan);
 }
 

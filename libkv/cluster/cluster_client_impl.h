@@ -1,15 +1,21 @@
 // ClusterClient's inside, shared by its files (cluster_client.cc, the
-// operator views in cluster_client_views.cc): the options as resolved, the
-// way to the master, the local object store, and the checks that turn the
-// master's replies into the public types.
+// operator views in cluster_client_views.cc, puts and gets): the options as
+// resolved, the way to the master, the object stores of this host's kvds
+// (this node's, and other nodes' on this host by their sockets), the thread
+// that commits stream-ordered puts, and the checks that turn the master's
+// replies into the public types.
 #ifndef NANOKV_LIBKV_CLUSTER_CLUSTER_CLIENT_IMPL_H_
 #define NANOKV_LIBKV_CLUSTER_CLUSTER_CLIENT_IMPL_H_
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "base/host_identity.h"
 #include "gpu/backend.h"
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_checks.h"
@@ -17,6 +23,7 @@
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
 #include "libkv/cluster/master_connection.h"
+#include "libkv/cluster/put_committer.h"
 #include "libkv/cluster/remote_transfer.h"
 #include "nanokv/cluster_client.h"
 #include "nanokv/object_store.h"
@@ -27,6 +34,7 @@ class ClusterClient::Impl {
  public:
   Impl(ClusterClientOptions options, std::unique_ptr<cluster::MasterConnection> connection, std::string token)
       : options_(std::move(options)),
+        host_id_(HostIdentity(options_.host_id)),
         connection_(std::move(connection)),
         remote_(std::move(token), std::chrono::milliseconds(options_.request_timeout_ms)) {}
 
@@ -36,21 +44,53 @@ class ClusterClient::Impl {
   cluster::RemoteTransfers& remote() { return remote_; }
 
   // The local kvd's object store, opened on first use.
-  Result<ObjectStore*> Local() {
+  Result<ObjectStore*> Local() { return StoreAt(options_.node_id, ""); }
+
+  // The object store of a kvd of this host: this node's (by ipc_name), or
+  // another node's by its socket (its route), opened on first use and kept.
+  Result<ObjectStore*> StoreAt(const std::string& node_id, const std::string& kvd_socket) {
+    const bool local = node_id == options_.node_id;
     std::lock_guard lock(mu_);
-    if (store_ == nullptr) {
-      ObjectStoreOptions o;
-      o.ipc_name = options_.ipc_name;
-      o.backend = options_.backend;
-      auto opened = ObjectStore::Open(o);
-      if (!opened.ok()) {
-        return Status(opened.status().code(), "nanokv cluster: the local kvd '" + options_.ipc_name +
-                                                  "' (node " + options_.node_id + "): " +
-                                                  std::string(opened.status().message()));
-      }
-      store_ = std::move(opened).value();
+    std::unique_ptr<ObjectStore>& store = stores_[local ? std::string() : kvd_socket];
+    if (store != nullptr) return store.get();
+    ObjectStoreOptions o;
+    o.ipc_name = options_.ipc_name;
+    o.socket_path = local ? "" : kvd_socket;
+    o.backend = options_.backend;
+    NANOKV_ASSIGN_OR_RETURN(o.access_devices, AccessDevicesLocked());
+    auto opened = ObjectStore::Open(o);
+    if (!opened.ok()) {
+      std::string which = local ? "the local kvd '" + options_.ipc_name + "'" : "the kvd at " + kvd_socket;
+      return Status(opened.status().code(), "nanokv cluster: " + which + " (node " + node_id + "): " +
+                                                std::string(opened.status().message()));
     }
-    return store_.get();
+    if (!local) {
+      spdlog::info("nanokv cluster: node {} is on this host ({}): its copies move through its kvd at {}, "
+                   "device bytes GPU to GPU",
+                   node_id, host_id_, kvd_socket);
+    }
+    store = std::move(opened).value();
+    return store.get();
+  }
+  // The store a replica's bytes go through, when it is on this host.
+  Result<ObjectStore*> StoreOf(const ReplicaPlan& replica) { return StoreAt(replica.node_id, replica.kvd_socket); }
+  Result<ObjectStore*> StoreOf(const Replica& replica) { return StoreAt(replica.node_id, replica.kvd_socket); }
+
+  const std::string& host_id() const { return host_id_; }
+  // The path this client's bytes take to a node's copies ("local", "host",
+  // "network", "none"): kvctl cluster's column, the log's words.
+  std::string PathTo(const std::string& node_id, const master::v1::NodeRoute& route,
+                     const std::string& data_address) const {
+    if (node_id == options_.node_id) return "local";
+    if (SameHost(route)) return "host";
+    return data_address.empty() ? "none" : "network";
+  }
+
+  // The thread that commits stream-ordered puts, started on first use.
+  cluster::PutCommitter& committer() {
+    std::lock_guard lock(mu_);
+    if (committer_ == nullptr) committer_ = std::make_unique<cluster::PutCommitter>();
+    return *committer_;
   }
 
   // This process's backend, for device bytes staged through host memory
@@ -76,11 +116,14 @@ class ClusterClient::Impl {
       Status checked = wire::CheckObjectPlan(r.plan());
       if (!checked.ok()) return Status::ProtocolError("master: a plan for '" + key + "': " + checked.ToString());
       if (!master::ValidNodeId(r.node_id())) return Status::ProtocolError("master: a plan names no valid node");
+      NANOKV_RETURN_IF_ERROR(CheckRouteOf(key, r.route()));
       ReplicaPlan replica;
       replica.node_id = r.node_id();
       replica.data_address = r.data_address();
       replica.plan = wire::FromWirePlan(key, r.plan());
       replica.local = r.node_id() == options_.node_id;
+      replica.same_host = !replica.local && SameHost(r.route());
+      replica.kvd_socket = r.route().kvd_socket();
       plan.replicas.push_back(std::move(replica));
     }
     return plan;
@@ -92,8 +135,10 @@ class ClusterClient::Impl {
     out.key = key;
     out.bytes_total = in.bytes_total();
     for (const master::v1::Replica& r : in.replicas()) {
-      out.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(),
-                              r.node_id() == options_.node_id});
+      NANOKV_RETURN_IF_ERROR(CheckRouteOf(key, r.route()));
+      const bool local = r.node_id() == options_.node_id;
+      out.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(), local,
+                              !local && SameHost(r.route()), r.route().kvd_socket()});
     }
     if (out.replicas.empty()) return Status::ProtocolError("master: a location of '" + key + "' without copies");
     return out;
@@ -107,12 +152,36 @@ class ClusterClient::Impl {
   }
 
  private:
+  // Whether a node's route says it is on this host (and names its kvd).
+  bool SameHost(const master::v1::NodeRoute& route) const {
+    return !host_id_.empty() && route.host_id() == host_id_ && !route.kvd_socket().empty();
+  }
+  static Status CheckRouteOf(const std::string& key, const master::v1::NodeRoute& route) {
+    Status checked = master::CheckRoute(route, "master");
+    if (checked.ok()) return checked;
+    return Status::ProtocolError("master: a copy of '" + key + "': " + checked.ToString());
+  }
+  // Every device of this process's backend, unless the options name some.
+  // REQUIRES: mu_ held.
+  Result<std::vector<int>> AccessDevicesLocked() {
+    if (!options_.access_devices.empty()) return options_.access_devices;
+    if (backend_ == nullptr) {
+      NANOKV_ASSIGN_OR_RETURN(backend_, gpu::OpenBackend(options_.backend));
+    }
+    std::vector<int> all;
+    for (int d = 0; d < backend_->device_count(); ++d) all.push_back(d);
+    return all;
+  }
+
   const ClusterClientOptions options_;
+  const std::string host_id_;
   std::unique_ptr<cluster::MasterConnection> connection_;
   std::unique_ptr<gpu::Backend> backend_;  // before remote_: its staging buffers are pinned with it
   cluster::RemoteTransfers remote_;
   std::mutex mu_;
-  std::unique_ptr<ObjectStore> store_;
+  // By kvd socket; "" is this node's kvd (by ipc_name).
+  std::map<std::string, std::unique_ptr<ObjectStore>> stores_;
+  std::unique_ptr<cluster::PutCommitter> committer_;  // last: its thread goes first
 };
 
 }  // namespace nanokv

@@ -35,7 +35,9 @@ Result<ClusterStatus> ClusterClient::Cluster() {
   out.rebuilding = reply.rebuilding();
   for (const v1::NodeStatus& n : reply.nodes()) {
     ClusterNodeStatus node{n.node_id(), n.data_address(), n.peer(), n.state(), n.objects(),
-                           n.heartbeat_age_ms(), n.session_age_ms(), {}, n.data_mode()};
+                           n.heartbeat_age_ms(), n.session_age_ms(), {}, n.data_mode(),
+                           n.route().host_id(), n.route().kvd_socket(),
+                           impl_->PathTo(n.node_id(), n.route(), n.data_address())};
     for (const v1::DeviceStatus& d : n.devices()) {
       node.devices.push_back({d.device(), d.uuid(), d.capacity_bytes(), d.used_bytes(), d.high_watermark(),
                               d.low_watermark(), d.objects()});
@@ -61,8 +63,10 @@ Result<std::vector<ObjectLocation>> ClusterClient::ListObjects() {
         location.key = row.key();
         location.bytes_total = row.bytes_total();
         for (const v1::Replica& r : row.replicas()) {
+          const bool local = r.node_id() == node_id();
           location.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(),
-                                       r.node_id() == node_id()});
+                                       local, impl_->PathTo(r.node_id(), r.route(), "") == "host",
+                                       r.route().kvd_socket()});
         }
         out.push_back(std::move(location));
       }

@@ -53,6 +53,7 @@ Result<SessionRef> NodeRegistry::Register(const v1::RegisterNode& message, std::
   node->peer = peer;
   node->data_address = message.data_address();
   node->data_mode = message.data_mode();
+  node->route = message.route();
   node->devices.assign(message.devices().begin(), message.devices().end());
   for (auto& routed : node->routed) routed.store(0, std::memory_order_relaxed);
   node->last_message = now;
@@ -249,6 +250,7 @@ void NodeRegistry::RebuildStores() {
       view.node = node->index;
       view.node_id = node->id;
       view.data_address = node->data_address;
+      view.route = node->route;
       view.device = d.device();
       view.uuid = d.uuid();
       view.capacity = d.capacity_bytes();
@@ -279,7 +281,7 @@ NodeRegistry::Place NodeRegistry::PlaceOf(uint16_t node, int device) const {
   std::lock_guard lock(mu_);
   if (node >= nodes_.size()) return {};
   const Node& n = *nodes_[node];
-  Place place{n.id, n.data_address, "", n.state == State::kAlive || n.state == State::kRegistering};
+  Place place{n.id, n.data_address, "", n.route, n.state == State::kAlive || n.state == State::kRegistering};
   for (const v1::DeviceReport& d : n.devices) {
     if (d.device() == device) place.device_uuid = d.uuid();
   }
@@ -314,6 +316,7 @@ void NodeRegistry::Describe(const MasterIndex& index, Clock::time_point now, v1:
     s->set_node_id(node->id);
     s->set_data_address(node->data_address);
     s->set_data_mode(node->data_mode);
+    *s->mutable_route() = node->route;
     s->set_peer(node->peer);
     switch (node->state) {
       case State::kAlive: s->set_state("alive"); break;

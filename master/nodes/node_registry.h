@@ -56,6 +56,7 @@ struct StoreView {
   uint16_t node = 0;
   std::string node_id;
   std::string data_address;
+  v1::NodeRoute route;            // its host and kvd socket
   int device = 0;
   std::string uuid;
   uint64_t capacity = 0;          // payload bytes
@@ -132,6 +133,7 @@ class NodeRegistry {
     std::string node_id;
     std::string data_address;
     std::string device_uuid;
+    v1::NodeRoute route;
     bool reachable = false;
   };
   Place PlaceOf(uint16_t node, int device) const;
@@ -157,6 +159,7 @@ class NodeRegistry {
     std::string id;
     std::string data_address;
     std::string data_mode;  // the transfer agent's, as registered
+    v1::NodeRoute route;    // its host and kvd socket, as registered
     std::string peer;
     State state = State::kNew;
     uint64_t session = 0;  // the live session's id, 0 none

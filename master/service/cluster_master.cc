@@ -77,6 +77,7 @@ bool ClusterMaster::Describe(const CopyRef& copy, v1::Replica* out) const {
   NodeRegistry::Place place = nodes_.PlaceOf(copy.node, copy.device);
   out->set_node_id(place.node_id);
   out->set_data_address(place.data_address);
+  *out->mutable_route() = place.route;
   out->set_device(copy.device);
   out->set_device_uuid(place.device_uuid);
   out->set_epoch(copy.epoch);

@@ -140,6 +140,7 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
       v1::ReplicaPlan* replica = &item.plans.emplace_back();
       replica->set_node_id(store.node_id);
       replica->set_data_address(store.data_address);
+      *replica->mutable_route() = store.route;
       *replica->mutable_plan() = *plan;
       return;
     }

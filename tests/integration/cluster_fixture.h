@@ -21,6 +21,7 @@ class ClusterFixture : public ClusterProcesses {
   std::unique_ptr<ClusterClient> Client(size_t node = 0, ClusterClientOptions options = {}) {
     if (options.masters.empty()) options.masters = {address_};
     if (options.node_id.empty()) options.node_id = "n" + std::to_string(node);
+    if (options.host_id.empty()) options.host_id = HostOf(node);
     if (options.ipc_name.empty() && node < nodes_.size()) options.ipc_name = nodes_[node].ipc;
     options.backend = Backend();
     auto client = ClusterClient::Connect(options);

@@ -118,10 +118,11 @@ class ClusterProcesses : public ::testing::Test {
                                << "\nrun_dir: " << dir_.path() << "\ncapacity: " << pages * kPage
                                << "\nhost_device_memory: " << 2 * pages * kPage << "\nhost_devices: " << devices
                                << "\nreserve_pages: 2\nlog_level: debug\nobject_store:\n  size: "
-                               << store_pages * kPage << "\n  write_timeout: 30s\n" << object_store_extra_ << "master:\n  addresses: [\""
+                               << store_pages * kPage << "\n  write_timeout: " << write_timeout_ << "\n"
+                               << object_store_extra_ << "master:\n  addresses: [\""
                                << MasterList("\", \"") << "\"]\n  node_id: " << node.id
-                               << "\n  data_address: \"127.0.0.1:0\"\n  retry_interval: 100ms\n"
-                               << extra_master;
+                               << "\n  host_id: " << HostOf(nodes_.size()) << "\n  data_address: \""
+                               << data_address_ << "\"\n  retry_interval: 100ms\n" << extra_master;
     node.process = Process::Start({KvdBinary(), "--config", node.config}, {{"NANOKV_RUN_DIR", dir_.path()}},
                                   dir_.path() + "/" + node.id + ".log");
     ASSERT_TRUE(node.process.started());
@@ -141,6 +142,14 @@ class ClusterProcesses : public ::testing::Test {
     return out;
   }
 
+  // The host node n<index> says it is on (its master.host_id), and clients
+  // made for it: every node a host of its own, so the cluster tests move
+  // bytes between nodes over UCX as between hosts; with one_host_, all one
+  // host, so they move through the kvds' sockets and pages.
+  std::string HostOf(size_t index) const {
+    return one_host_ ? std::string("host-shared") : "host-n" + std::to_string(index);
+  }
+
   static std::vector<std::byte> Bytes(size_t n, int seed) {
     std::vector<std::byte> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<std::byte>((i * 131 + static_cast<size_t>(seed) * 7) & 0xff);
@@ -155,6 +164,9 @@ class ClusterProcesses : public ::testing::Test {
   int masters_ = 0;
   std::vector<Node> nodes_;
   std::string object_store_extra_;  // more keys under object_store: for the nodes started next
+  std::string write_timeout_ = "30s";         // object_store.write_timeout of the nodes started next
+  std::string data_address_ = "127.0.0.1:0";  // master.data_address of the nodes started next ("": no agent)
+  bool one_host_ = false;                     // HostOf: every node on one host
 };
 
 }  // namespace nanokv::testing

@@ -10,13 +10,17 @@
 //   auto where = (*cluster)->GetLocation("sess:42:kv:L0");  // READY copies, nearest first
 //   auto again = (*cluster)->Get("sess:42:kv:L0");
 //
-// A plan for a copy on this process's node (node_id) is written and read
-// through the local kvd (ipc_name) as ObjectStore does: pages mapped, kernels
-// where built. A copy on another node moves over UCX straight between this
-// process and that node's kvd (its transfer agent at the node's
-// data_address; docs/ARCHITECTURE.md, "The data path between nodes"): Put,
-// Get and their batches work for every node; a pointer into another node's
-// pages (PayloadPointer) is kUnimplemented.
+// Three paths, chosen per copy (kvctl cluster and the log say which each
+// node takes): a copy on this process's node (node_id) is written and read
+// through the local kvd (ipc_name) as ObjectStore does, pages mapped,
+// device bytes moved by the kernels GPU to GPU; a copy on another node of
+// this host (the node's route names this host_id) the same way through that
+// kvd's socket, so device bytes never cross host memory within a host; a
+// copy on another host moves over UCX straight between this process and
+// that node's kvd (its transfer agent at the node's data_address; device
+// bytes through pinned staging; docs/ARCHITECTURE.md, "The data path
+// between nodes"). A pointer into, or a view of, a copy on another host is
+// kUnimplemented: its bytes move with Put/Get.
 //
 // Safe to call from many threads.
 #ifndef NANOKV_CLUSTER_CLIENT_H_
@@ -30,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nanokv/object_store.h"
 #include "nanokv/object_types.h"
 #include "nanokv/status.h"
 
@@ -48,6 +53,13 @@ struct ClusterClientOptions {
   // The node this process runs on: kvd's master.node_id there. Empty:
   // $NANOKV_NODE_ID, else the host name (kvd's default too).
   std::string node_id;
+  // What identifies this host (kvd's master.host_id on its nodes). Empty:
+  // $NANOKV_HOST_ID, else the kernel's boot id.
+  std::string host_id;
+  // This process's devices given access to the store pages it maps, so a
+  // kernel on any of them reaches them (a producer on GPU 0 writing a copy
+  // on GPU 1). Empty: every device of this process's backend.
+  std::vector<int> access_devices;
   // The local kvd, for the local path. Empty: $NANOKV_IPC_NAME, else "nanokv".
   std::string ipc_name;
   std::string backend;  // the local kvd's backend; empty: $NANOKV_BACKEND, else auto
@@ -67,6 +79,8 @@ struct ReplicaPlan {
   std::string data_address;  // that node's data path (cross-node transfers)
   ObjectPlan plan;
   bool local = false;        // on this process's node
+  bool same_host = false;    // on another node of this host: through kvd_socket
+  std::string kvd_socket;    // that node's kvd, as its route says
 };
 
 struct ClusterPlan {
@@ -82,6 +96,8 @@ struct Replica {
   std::string device_uuid;
   uint32_t epoch = 0;
   bool local = false;
+  bool same_host = false;
+  std::string kvd_socket;
 };
 
 // Where an object's READY copies are, nearest first: this process's device
@@ -102,6 +118,42 @@ struct PutRequest {
   std::string key;
   std::span<const std::byte> bytes;
   WriteOptions options;
+};
+
+// An object's bytes in device memory, for a batch put (a request's KV:
+// every layer's K and V).
+struct DevicePut {
+  std::string key;
+  const void* src = nullptr;
+  uint64_t bytes = 0;
+  WriteOptions options;
+};
+
+// Where a batch get lands an object: `capacity` bytes of device memory.
+struct DeviceGet {
+  std::string key;
+  void* dst = nullptr;
+  uint64_t capacity = 0;
+};
+
+// A stream-ordered put (ClusterClient::PutFromDeviceAsync): its copies were
+// enqueued on the caller's stream, READY is published on the device after
+// each object's last byte, and the commit to the owner kvds and the master
+// follows on the client's own thread once the stream has run past them: the
+// caller's thread makes no round trip for it. The sources must stay as they
+// are until Wait returns (the destructor waits too).
+class PendingPuts {
+ public:
+  virtual ~PendingPuts() = default;
+  // One status per item, once the master answered every commit (or the
+  // put failed: a failed item is revoked, nothing of it READY).
+  virtual std::vector<Status> Wait() = 0;
+  // Whether Wait would answer at once.
+  virtual bool Done() const = 0;
+  // A cudaEvent_t recorded on the stream after the batch's device work:
+  // later work on another stream may wait on it (cudaStreamWaitEvent).
+  // nullptr where the copies ran when the call did (no kernels, no stream).
+  virtual void* event() const = 0;
 };
 
 // kvctl cluster: what the master says of itself and its nodes.
@@ -125,6 +177,12 @@ struct ClusterNodeStatus {
   uint64_t session_age_ms = 0;
   std::vector<ClusterDeviceStatus> devices;
   std::string data_mode;  // its transfer agent's: "staging", "direct", "" (none)
+  std::string host_id;    // its host, as it registered
+  std::string kvd_socket;
+  // How this client's bytes reach its copies: "local" (this node's kvd),
+  // "host" (another node of this host, through its kvd's socket), "network"
+  // (UCX through its data path), "none" (no data path).
+  std::string path;
 };
 
 struct ClusterStatus {
@@ -189,6 +247,35 @@ class ClusterClient {
   // over `capacity` (nothing copied).
   Status PutFromDevice(std::string_view key, const void* src, uint64_t bytes, const WriteOptions& options = {});
   Result<uint64_t> GetToDevice(std::string_view key, void* dst, uint64_t capacity);
+
+  // A request's KV as one batch: one round trip to the master plans every
+  // object, the copies on this host are all enqueued on `stream` (the
+  // kernels, GPU to GPU) with one wait, those to other hosts pipelined over
+  // UCX, and one round trip commits them all. One status per item; a failed
+  // item is revoked (nothing of it READY), the others stand. `stream`: a
+  // cudaStream_t of a device that reaches the sources (nullptr: each copy
+  // picks one, as ObjectStore::PutFromDevice).
+  std::vector<Status> BatchPutFromDevice(const std::vector<DevicePut>& items, void* stream = nullptr);
+  // The same, stream-ordered: returns once the copies are enqueued on
+  // `stream` (PendingPuts says how the commit follows). A reader on the
+  // device sees each object READY after its last byte; readers through
+  // kvd or the master see it once committed.
+  Result<std::unique_ptr<PendingPuts>> PutFromDeviceAsync(const std::vector<DevicePut>& items,
+                                                          void* stream = nullptr);
+  // Gets into device memory: copies on this node first, with no question
+  // to the master (one lease request to the local kvd for the batch), the
+  // rest located in one round trip to the master; loads on this host
+  // enqueued on `stream` with one wait, those from other hosts over UCX.
+  // One result per item: the object's size; kInvalidArgument when it is
+  // over the item's capacity (nothing copied).
+  std::vector<Result<uint64_t>> BatchGetToDevice(const std::vector<DeviceGet>& items, void* stream = nullptr);
+
+  // A view of a READY object where it lies (ObjectView, nanokv/
+  // object_store.h): for a copy on this host, read-only, no copy, under a
+  // lease held until the view goes. kFailedPrecondition when every copy
+  // is on another host (move its bytes with GetToDevice).
+  Result<ObjectView> View(std::string_view key);
+  std::vector<Result<ObjectView>> BatchView(const std::vector<std::string>& keys);
   // The backend those device pointers belong to ("cuda", "hip", "host"),
   // opened on first use: what a binding checks its buffers against.
   Result<std::string> DeviceBackendName();

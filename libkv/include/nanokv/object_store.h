@@ -71,6 +71,10 @@ struct ObjectStoreInfo {
 
 struct ObjectStoreOptions {
   std::string ipc_name = "nanokv";
+  // The kvd's socket path, over ipc_name's lookup: a kvd this process knows
+  // by its path alone (another node's kvd on this host, as the cluster
+  // master's route names it). Its peer must still be a uid taken for kvd.
+  std::string socket_path;
   // The backend kvd runs ("cuda", "hip", "host"); empty: $NANOKV_BACKEND,
   // else the one kvd names. On "host" the simulated device count is kvd's
   // (its reply at open), not NANOKV_HOST_DEVICES.
