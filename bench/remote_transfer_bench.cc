@@ -30,6 +30,7 @@
 
 #include "bench/bench_kvd.h"
 #include "bench/bench_util.h"
+#include "bench/raw_ucp_floor.h"
 #include "gpu/device_buffer.h"
 #include "ipc/ucx/ucx.h"
 #include "master/service/master_server.h"
@@ -48,117 +49,6 @@ struct Args {
 };
 
 double GBps(size_t bytes, double micros) { return static_cast<double>(bytes) / micros / 1e3; }
-
-// --- raw UCP: a receiver process and a sender loop ---------------------------
-
-struct RawState {
-  ucx::Worker* worker = nullptr;
-  ucp_ep_h ep = nullptr;
-  std::vector<std::byte> buffer;
-  size_t chunk = 0;
-  int depth = 0;
-  int acks = 0;      // sender: acknowledgements seen
-  int sends = 0;     // sends in flight
-  std::vector<std::pair<void*, size_t>> pending;  // receiver: rendezvous data to pull
-  int receiving = 0;
-};
-
-void OnSent(void* request, ucs_status_t, void* arg) {
-  ucx::RequestFree(request);
-  --static_cast<RawState*>(arg)->sends;
-}
-
-ucs_status_t OnChunk(void* arg, const void*, size_t, void* data, size_t length, const ucp_am_recv_param_t* param) {
-  auto* s = static_cast<RawState*>(arg);
-  if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0) s->ep = param->reply_ep;
-  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0) {
-    ++s->sends;
-    (void)ucx::SendAm(s->ep, 2, "", nullptr, 0, false, &OnSent, s);
-    return UCS_OK;
-  }
-  s->pending.emplace_back(data, length);
-  return UCS_INPROGRESS;
-}
-
-void OnPulled(void* request, ucs_status_t, size_t, void* arg) {
-  ucx::RequestFree(request);
-  auto* s = static_cast<RawState*>(arg);
-  --s->receiving;
-  ++s->sends;
-  (void)ucx::SendAm(s->ep, 2, "", nullptr, 0, false, &OnSent, s);
-}
-
-ucs_status_t OnAck(void* arg, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) {
-  ++static_cast<RawState*>(arg)->acks;
-  return UCS_OK;
-}
-
-void OnConnection(ucp_conn_request_h request, void* arg) {
-  auto* s = static_cast<RawState*>(arg);
-  auto ep = ucx::AcceptEndpoint(*s->worker, request, [](void*, ucp_ep_h, ucs_status_t) { std::_Exit(0); }, s);
-  if (ep.ok()) s->ep = *ep;
-}
-
-// The receiver: tells its port on `fd`, then receives chunks until its peer goes.
-[[noreturn]] void RawReceiver(int fd, size_t chunk, int depth) {
-  auto context = ucx::Context::Create();
-  if (!context.ok()) std::_Exit(1);
-  auto worker = ucx::Worker::Create(**context);
-  if (!worker.ok()) std::_Exit(1);
-  RawState s;
-  s.worker = worker->get();
-  s.chunk = chunk;
-  s.depth = depth;
-  s.buffer.resize(chunk * static_cast<size_t>(depth));
-  (void)(*worker)->SetHandler(1, &OnChunk, &s);
-  auto where = ucx::ParseHostPort("127.0.0.1:0", "raw");
-  auto listener = ucx::Listener::Create(**worker, *where, &OnConnection, &s);
-  if (!listener.ok()) std::_Exit(1);
-  const std::string port = ucx::FormatSockaddr((*listener)->address());
-  if (write(fd, port.data(), port.size()) < 0) std::_Exit(1);
-  close(fd);
-  size_t slot = 0;
-  for (;;) {
-    if ((*worker)->Progress() == 0 && s.pending.empty() && (*worker)->Arm() == UCS_OK) {
-      // Idle: sleep (a spinning receiver takes a core from the kvds on a small machine).
-      pollfd p{(*worker)->event_fd(), POLLIN, 0};
-      poll(&p, 1, 100);
-    }
-    while (!s.pending.empty()) {
-      auto [data, length] = s.pending.back();
-      s.pending.pop_back();
-      ++s.receiving;
-      std::byte* into = s.buffer.data() + (slot++ % static_cast<size_t>(depth)) * chunk;
-      (void)ucx::ReceiveAmData(**worker, data, into, std::min(length, chunk), &OnPulled, &s);
-    }
-  }
-}
-
-struct Raw {
-  pid_t child = -1;
-  std::unique_ptr<ucx::Context> context;
-  std::unique_ptr<ucx::Worker> worker;
-  RawState state;
-};
-
-// One object of `bytes` as chunks, `depth` in flight; microseconds.
-double RawSend(Raw& raw, const std::vector<std::byte>& data, size_t chunk, int depth) {
-  RawState& s = raw.state;
-  const int chunks = static_cast<int>((data.size() + chunk - 1) / chunk);
-  s.acks = 0;
-  const double start = NowMicros();
-  int sent = 0;
-  while (s.acks < chunks) {
-    while (sent < chunks && sent - s.acks < depth) {
-      const size_t offset = static_cast<size_t>(sent) * chunk;
-      ++s.sends;
-      (void)ucx::SendAm(s.ep, 1, "", data.data() + offset, std::min(chunk, data.size() - offset), true, &OnSent, &s);
-      ++sent;
-    }
-    raw.worker->Progress();
-  }
-  return NowMicros() - start;
-}
 
 // --- the remote path ------------------------------------------------------
 
@@ -204,23 +94,7 @@ int Main(int argc, char** argv) {
 
   // The raw floor's receiver first, before this process loads UCX.
   Raw raw;
-  int fds[2];
-  if (pipe(fds) != 0) return 1;
-  raw.child = fork();
-  if (raw.child == 0) {
-    close(fds[0]);
-    RawReceiver(fds[1], args.chunk, args.depth);
-  }
-  close(fds[1]);
-  char port[128] = {};
-  if (read(fds[0], port, sizeof(port) - 1) <= 0) return 1;
-  close(fds[0]);
-  raw.context = std::move(ucx::Context::Create()).value();
-  raw.worker = std::move(ucx::Worker::Create(*raw.context)).value();
-  raw.state.worker = raw.worker.get();
-  (void)raw.worker->SetHandler(2, &OnAck, &raw.state);
-  raw.state.ep = *ucx::ConnectEndpoint(*raw.worker, *ucx::ParseHostPort(port, "raw"),
-                                       [](void*, ucp_ep_h, ucs_status_t) {}, nullptr);
+  if (!StartRaw(raw, args.chunk, args.depth)) return 1;
 
   // A master here, two kvds as nodes; the client is n0, every copy n1's.
   master::MasterConfig config;
@@ -363,8 +237,7 @@ int Main(int argc, char** argv) {
   }
   client.reset();
   (*server)->Stop();
-  kill(raw.child, SIGKILL);
-  waitpid(raw.child, nullptr, 0);
+  StopRaw(raw);
   std::printf("%s\n", out.str().c_str());
   return 0;
 }

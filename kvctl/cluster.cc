@@ -63,6 +63,9 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
           .Field("state", n.state)
           .Field("data_address", n.data_address)
           .Field("data_mode", n.data_mode)
+          .Field("host_id", n.host_id)
+          .Field("kvd_socket", n.kvd_socket)
+          .Field("path", n.path)
           .Field("peer", n.peer)
           .Field("objects", n.objects)
           .Field("heartbeat_age_ms", n.heartbeat_age_ms)
@@ -94,8 +97,9 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
   head += s.rebuilding ? Paint(" (rebuilding its index)", Tint::kWarn, colour) : "";
   head += "; up " + Ago(s.uptime_ms) + "; " + std::to_string(s.objects) + " objects, " +
           std::to_string(s.writes_in_progress) + " being written, index " + FormatBytes(s.index_bytes) + "\n";
-  Table table({{"NODE"}, {"STATE"}, {"ADDRESS"}, {"DEVICES"}, {"USED", Align::kRight}, {"FREE", Align::kRight},
-               {"OBJECTS", Align::kRight}, {"HEARTBEAT", Align::kRight}});
+  // PATH: how a client here reaches the node's copies (nanokv/cluster_client.h).
+  Table table({{"NODE"}, {"STATE"}, {"PATH"}, {"ADDRESS"}, {"DEVICES"}, {"USED", Align::kRight},
+               {"FREE", Align::kRight}, {"OBJECTS", Align::kRight}, {"HEARTBEAT", Align::kRight}});
   std::vector<ClusterNodeStatus> nodes = s.nodes;
   std::sort(nodes.begin(), nodes.end(),
             [](const ClusterNodeStatus& a, const ClusterNodeStatus& b) { return a.node_id < b.node_id; });
@@ -112,7 +116,7 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
     const std::string data = n.data_address.empty() ? "-"
                              : n.data_mode.empty()   ? n.data_address
                                                      : n.data_address + " (" + n.data_mode + ")";
-    table.AddRow({n.node_id, Cell(n.state, tint), data, devices,
+    table.AddRow({n.node_id, Cell(n.state, tint), Sanitize(n.path), data, devices,
                   FormatBytes(used), FormatBytes(capacity - used), std::to_string(n.objects),
                   n.state == "dead" ? "-" : Ago(n.heartbeat_age_ms) + " ago"});
   }

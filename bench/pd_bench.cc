@@ -1,0 +1,433 @@
+// The KV highway (issue 30): a request's KV, L layers x 2 objects (K, V) of
+// S bytes, put by a prefill on GPU 0 into a store on GPU 1 through the
+// cluster master's plans, then got by the decode side into GPU 1 memory as
+// one batch, and viewed in place; against the hardware's floors in the same
+// run: cudaMemcpyPeer of the same objects (GPU 0 -> GPU 1), device memcpy
+// on GPU 1, a copy staged through pinned host memory, raw UCX of the same
+// bytes (loopback TCP, as the cross-host path here).
+//   a: one kvd serving both GPUs (node n0, the copies on n0/1)
+//   b: two kvds on one host (nA serves GPU 0, nB GPU 1; copies on nB,
+//      written through nB's socket and pages)
+//   c: the same two kvds, the prefill told it is on another host
+//      (host_id): copies move over UCX through pinned staging
+// Also the stream-ordered put: when the call returns, when the last object
+// is READY on the device (the event), when the master knows (Wait).
+//
+//   pd_bench [--kvd PATH] [--backend cuda|host] [--layers 32,64] [--sizes-kib 256,1024,8192]
+//            [--reps 5] [--paths a,b,c]
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_kvd.h"
+#include "bench/bench_util.h"
+#include "bench/gpu_timer.h"
+#include "bench/raw_ucp_floor.h"
+#include "gpu/backend.h"
+#include "gpu/device_buffer.h"
+#include "master/service/master_server.h"
+#include "nanokv/cluster_client.h"
+
+namespace nanokv::bench {
+namespace {
+
+struct Args {
+  std::string kvd;
+  std::string backend = "cuda";
+  std::vector<int> layers = {32, 64};
+  std::vector<size_t> sizes_kib = {256, 1024, 8192};
+  int reps = 5;
+  std::string paths = "a,b,c";
+};
+
+std::vector<long long> Numbers(const std::string& text) {
+  std::vector<long long> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+void Check(const Status& s, const std::string& what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "pd_bench: %s: %s\n", what.c_str(), s.ToString().c_str());
+  std::exit(1);
+}
+
+// Device memory for the bench's own buffers: cudaMalloc on cuda (what an
+// engine's tensors are), the host backend's mappings otherwise.
+class Memory {
+ public:
+  explicit Memory(const std::string& backend) : cuda_(backend == "cuda") {
+    auto opened = gpu::OpenBackend(backend);
+    Check(opened.status(), "open backend " + backend);
+    backend_ = std::move(*opened);
+    if (cuda_) {
+      int n = 0;
+      CudaCheck(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+      devices_ = n;
+      for (int d = 0; d < n; ++d) {
+        CudaCheck(cudaSetDevice(d), "cudaSetDevice");
+        for (int p = 0; p < n; ++p) {
+          if (p == d) continue;
+          cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+          if (e != cudaSuccess) (void)cudaGetLastError();
+        }
+        cudaStream_t s = nullptr;
+        CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+        streams_.push_back(s);
+      }
+      CudaCheck(cudaSetDevice(0), "cudaSetDevice");
+    } else {
+      devices_ = backend_->device_count();
+      streams_.assign(static_cast<size_t>(devices_), nullptr);
+    }
+  }
+  int devices() const { return devices_; }
+  bool cuda() const { return cuda_; }
+  void* stream(int device) const { return streams_[static_cast<size_t>(device)]; }
+
+  std::byte* Alloc(int device, size_t bytes) {
+    if (cuda_) {
+      void* p = nullptr;
+      CudaCheck(cudaSetDevice(device), "cudaSetDevice");
+      CudaCheck(cudaMalloc(&p, bytes), "cudaMalloc");
+      CudaCheck(cudaSetDevice(0), "cudaSetDevice");
+      cuda_buffers_.push_back(p);
+      return static_cast<std::byte*>(p);
+    }
+    auto buffer = gpu::DeviceBuffer::Create(*backend_, device, bytes);
+    Check(buffer.status(), "device buffer");
+    auto* at = static_cast<std::byte*>((*buffer)->get());
+    host_buffers_.push_back(std::move(*buffer));
+    return at;
+  }
+  void Upload(std::byte* at, const std::vector<std::byte>& data) {
+    Check(backend_->Copy(at, data.data(), data.size(), gpu::CopyKind::kHostToDevice), "upload");
+  }
+  std::vector<std::byte> Download(const std::byte* at, size_t bytes) {
+    std::vector<std::byte> out(bytes);
+    Check(backend_->Copy(out.data(), at, bytes, gpu::CopyKind::kDeviceToHost), "download");
+    return out;
+  }
+
+  // The floors, each `n` copies of `bytes` from src + i*bytes to dst + i*bytes
+  // (or one copy of the whole when n is 1), waited for: microseconds.
+  double PeerCopy(std::byte* dst, int dst_device, const std::byte* src, int src_device, size_t n, size_t bytes) {
+    const double t = NowMicros();
+    if (cuda_) {
+      for (size_t i = 0; i < n; ++i) {
+        CudaCheck(cudaMemcpyPeerAsync(dst + i * bytes, dst_device, src + i * bytes, src_device, bytes,
+                                      static_cast<cudaStream_t>(stream(src_device))),
+                  "cudaMemcpyPeerAsync");
+      }
+      CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream(src_device))), "cudaStreamSynchronize");
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        Check(backend_->Copy(dst + i * bytes, src + i * bytes, bytes, gpu::CopyKind::kDeviceToDevice), "copy");
+      }
+    }
+    return NowMicros() - t;
+  }
+  // GPU -> pinned host -> GPU, the whole batch each way.
+  double Staged(std::byte* dst, int dst_device, const std::byte* src, int src_device, size_t total) {
+    if (!cuda_) return 0;
+    if (pinned_bytes_ < total) {
+      if (pinned_ != nullptr) cudaFreeHost(pinned_);
+      CudaCheck(cudaHostAlloc(&pinned_, total, cudaHostAllocPortable), "cudaHostAlloc");
+      pinned_bytes_ = total;
+    }
+    const double t = NowMicros();
+    CudaCheck(cudaMemcpyAsync(pinned_, src, total, cudaMemcpyDeviceToHost,
+                              static_cast<cudaStream_t>(stream(src_device))), "cudaMemcpyAsync D2H");
+    CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream(src_device))), "sync");
+    CudaCheck(cudaMemcpyAsync(dst, pinned_, total, cudaMemcpyHostToDevice,
+                              static_cast<cudaStream_t>(stream(dst_device))), "cudaMemcpyAsync H2D");
+    CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream(dst_device))), "sync");
+    return NowMicros() - t;
+  }
+
+  ~Memory() {
+    host_buffers_.clear();
+    for (void* p : cuda_buffers_) cudaFree(p);
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+  }
+
+ private:
+  bool cuda_;
+  int devices_ = 0;
+  std::unique_ptr<gpu::Backend> backend_;
+  std::vector<void*> streams_;
+  std::vector<void*> cuda_buffers_;
+  std::vector<std::unique_ptr<gpu::DeviceBuffer>> host_buffers_;
+  void* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+};
+
+JsonObject Gbps(const std::vector<double>& micros, size_t bytes) {
+  JsonObject o;
+  const double median = Quantile(micros, 0.5);
+  o.Add("us_median", median).Add("GBps", static_cast<double>(bytes) / median / 1e3);
+  return o;
+}
+
+// One path's nodes: the prefill's client, the decode's, where copies go.
+struct Path {
+  std::string name;
+  std::unique_ptr<ClusterClient> prefill;
+  std::unique_ptr<ClusterClient> decode;
+  std::string segment;
+};
+
+std::unique_ptr<ClusterClient> Client(const std::string& master, const std::string& node, const std::string& ipc,
+                                      const std::string& backend, const std::string& host_id = "") {
+  ClusterClientOptions o;
+  o.masters = {master};
+  o.node_id = node;
+  o.ipc_name = ipc;
+  o.backend = backend;
+  o.host_id = host_id;
+  o.request_timeout_ms = 60'000;
+  auto client = ClusterClient::Connect(o);
+  Check(client.status(), "connect " + node);
+  return std::move(*client);
+}
+
+void WaitNodes(ClusterClient& client, size_t nodes) {
+  auto up = BenchKvd::Retry([&]() -> Result<bool> {
+    auto status = client.Cluster();
+    if (!status.ok()) return status.status();
+    size_t alive = 0;
+    for (const auto& n : status->nodes) alive += n.state == "alive" ? 1 : 0;
+    if (alive >= nodes) return true;
+    return Status::Unavailable("nodes not up yet");
+  });
+  Check(up.status(), "the kvds never registered");
+}
+
+// The bench's buffers, made once for the largest case: the prefill's
+// K/V on GPU 0, the decode's landing and a second buffer for the device
+// memcpy floor on GPU 1, and host bytes for the raw UCX floor.
+struct Buffers {
+  int producer = 0, consumer = 0;
+  std::byte* src = nullptr;
+  std::byte* dst = nullptr;
+  std::byte* spare = nullptr;
+  std::vector<std::byte> host;
+};
+
+// One (path, L, S) case: reps of put, get, views, the async put; floors.
+JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, size_t bytes, int reps, Raw* raw) {
+  const size_t n = static_cast<size_t>(layers) * 2;
+  const size_t total = n * bytes;
+  const int producer = buffers.producer, consumer = buffers.consumer;
+  std::byte* src = buffers.src;
+  std::byte* dst = buffers.dst;
+  std::vector<std::byte> pattern(total);
+  for (size_t i = 0; i < total; i += 4096) pattern[i] = static_cast<std::byte>((i / 4096) * 7 + 1);
+  memory.Upload(src, pattern);
+  std::vector<double> put, get, view, async_return, async_ready, async_commit, peer, peer_whole, d2d, staged,
+      raw_us;
+  for (int r = -1; r < reps; ++r) {  // r = -1: warm-up (mappings, endpoints), not kept
+    const std::string prefix = path.name + ":" + std::to_string(layers) + "x" + std::to_string(bytes) + ":" +
+                               std::to_string(r + 1) + ":";
+    std::vector<DevicePut> puts;
+    std::vector<DeviceGet> gets;
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < n; ++i) {
+      keys.push_back(prefix + std::to_string(i));
+      puts.push_back({keys.back(), src + i * bytes, bytes, {.preferred_segment = path.segment}});
+      gets.push_back({keys.back(), dst + i * bytes, bytes});
+    }
+    double t = NowMicros();
+    for (const Status& s : path.prefill->BatchPutFromDevice(puts, memory.stream(producer))) Check(s, "put");
+    const double put_us = NowMicros() - t;
+    t = NowMicros();
+    for (const auto& got : path.decode->BatchGetToDevice(gets, memory.stream(consumer))) Check(got.status(), "get");
+    const double get_us = NowMicros() - t;
+    if (r == -1 && memory.Download(dst, total) != pattern) {
+      std::fprintf(stderr, "pd_bench: %s: the decode's bytes differ from the prefill's\n", prefix.c_str());
+      std::exit(1);
+    }
+    t = NowMicros();
+    double view_us = -1;
+    {
+      auto views = path.decode->BatchView(keys);
+      view_us = NowMicros() - t;
+      for (const auto& v : views) {
+        if (!v.ok()) view_us = -1;  // another host: no view
+      }
+    }
+    for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
+    // The stream-ordered put of the same batch.
+    t = NowMicros();
+    auto pending = path.prefill->PutFromDeviceAsync(puts, memory.stream(producer));
+    Check(pending.status(), "async put");
+    const double returned = NowMicros() - t;
+    if (memory.cuda() && (*pending)->event() != nullptr) {
+      CudaCheck(cudaEventSynchronize(static_cast<cudaEvent_t>((*pending)->event())), "cudaEventSynchronize");
+    }
+    const double ready = NowMicros() - t;
+    for (const Status& s : (*pending)->Wait()) Check(s, "async put commit");
+    const double committed = NowMicros() - t;
+    for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
+    const double peer_us = memory.PeerCopy(dst, consumer, src, producer, n, bytes);
+    const double whole_us = memory.PeerCopy(dst, consumer, src, producer, 1, total);
+    const double d2d_us = memory.PeerCopy(buffers.spare, consumer, dst, consumer, 1, total);
+    const double staged_us = memory.Staged(dst, consumer, src, producer, total);
+    double raw_once = 0;
+    if (raw != nullptr) {
+      raw_once = RawSend(*raw, std::span<const std::byte>(buffers.host.data(), total),
+                         std::min<size_t>(total, size_t{4} << 20), 4);
+    }
+    if (r < 0) continue;
+    put.push_back(put_us);
+    get.push_back(get_us);
+    if (view_us >= 0) view.push_back(view_us);
+    async_return.push_back(returned);
+    async_ready.push_back(ready);
+    async_commit.push_back(committed);
+    peer.push_back(peer_us);
+    peer_whole.push_back(whole_us);
+    d2d.push_back(d2d_us);
+    staged.push_back(staged_us);
+    if (raw != nullptr) raw_us.push_back(raw_once);
+  }
+  JsonObject row;
+  const double put_m = Quantile(put, 0.5), get_m = Quantile(get, 0.5);
+  row.Add("objects", static_cast<long long>(n))
+      .Add("bytes", static_cast<long long>(total))
+      .Add("put", Gbps(put, total))
+      .Add("get", Gbps(get, total))
+      .Add("put_over_memcpy_peer", Quantile(peer, 0.5) / put_m)
+      .Add("put_over_memcpy_peer_whole", Quantile(peer_whole, 0.5) / put_m)
+      .Add("get_over_device_memcpy", Quantile(d2d, 0.5) / get_m)
+      .Add("floor_memcpy_peer", Gbps(peer, total))
+      .Add("floor_memcpy_peer_whole", Gbps(peer_whole, total))
+      .Add("floor_device_memcpy", Gbps(d2d, total));
+  if (memory.cuda()) {
+    row.Add("floor_pinned_staged", Gbps(staged, total)).Add("put_over_pinned_staged", Quantile(staged, 0.5) / put_m);
+  }
+  if (!raw_us.empty()) {
+    row.Add("floor_raw_ucx_tcp", Gbps(raw_us, total)).Add("put_over_raw_ucx", Quantile(raw_us, 0.5) / put_m);
+  }
+  if (!view.empty()) row.Add("views_us_median", Quantile(view, 0.5));
+  JsonObject async;
+  async.Add("returned_us", Quantile(async_return, 0.5))
+      .Add("last_ready_us", Quantile(async_ready, 0.5))
+      .Add("committed_us", Quantile(async_commit, 0.5));
+  row.Add("stream_ordered_put", async);
+  return row;
+}
+
+int Main(int argc, char** argv) {
+  LogToStderr("pd_bench");
+  Args args;
+  args.kvd = DefaultKvd(argv[0]);
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--kvd") args.kvd = value;
+    else if (flag == "--backend") args.backend = value;
+    else if (flag == "--layers") {
+      args.layers.clear();
+      for (long long v : Numbers(value)) args.layers.push_back(static_cast<int>(v));
+    } else if (flag == "--sizes-kib") {
+      args.sizes_kib.clear();
+      for (long long v : Numbers(value)) args.sizes_kib.push_back(static_cast<size_t>(v));
+    } else if (flag == "--reps") args.reps = std::stoi(value);
+    else if (flag == "--paths") args.paths = value;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (args.backend == "cuda") RequireGpu("pd_bench");
+  setenv("UCX_TLS", "tcp", 0);
+  Raw raw;
+  const bool with_raw = args.paths.find('c') != std::string::npos;
+  if (with_raw && !StartRaw(raw, size_t{4} << 20, 4)) return 1;  // before this process loads UCX otherwise
+  Memory memory(args.backend);
+  size_t largest = 0;
+  for (int l : args.layers) {
+    for (size_t s : args.sizes_kib) largest = std::max(largest, static_cast<size_t>(l) * 2 * s * 1024);
+  }
+  const std::string store = std::to_string((largest >> 20) * 2 + 256) + "MiB";
+  Buffers buffers;
+  buffers.consumer = memory.devices() > 1 ? 1 : 0;
+  buffers.src = memory.Alloc(buffers.producer, largest);
+  buffers.dst = memory.Alloc(buffers.consumer, largest);
+  buffers.spare = memory.Alloc(buffers.consumer, largest);
+  if (args.paths.find('c') != std::string::npos) buffers.host.assign(largest, std::byte{1});
+
+  master::MasterConfig config;
+  config.listen = "127.0.0.1:0";
+  config.rebuild_window = std::chrono::milliseconds(0);
+  config.id = "pd";
+  auto server = master::MasterServer::Start(config);
+  Check(server.status(), "master");
+  const std::string address = (*server)->address();
+  const bool host = args.backend == "host";
+  auto node_yaml = [&](const std::string& id, const std::string& devices) {
+    return "backend: " + args.backend + "\ndevices: " + devices + "\n" +
+           (host ? "host_devices: 2\nhost_device_memory: " + std::to_string(2 * ((largest >> 20) * 2 + 512)) +
+                       "MiB\ncapacity: " + std::to_string((largest >> 20) * 2 + 384) + "MiB\n"
+                 : "") +
+           "reserve_pages: 2\nlog_level: warn\nobject_store:\n  size: " + store + "\n  max_leases: 4096\n" +
+           "master:\n  addresses: [\"" + address + "\"]\n  node_id: " + id +
+           "\n  data_address: 127.0.0.1:0\n  retry_interval: 50ms\n";
+  };
+  const std::string two = memory.devices() > 1 ? "[0, 1]" : "[0]";
+  const std::string second = memory.devices() > 1 ? "[1]" : "[0]";
+
+  JsonObject out;
+  out.Add("bench", "pd_bench").Add("backend", args.backend).Add("devices", static_cast<long long>(memory.devices()));
+  if (memory.cuda()) out.Add("device", DeviceName());
+  out.Add("reps", static_cast<long long>(args.reps));
+  auto run_path = [&](Path& path) {
+    JsonObject rows;
+    for (int layers : args.layers) {
+      for (size_t kib : args.sizes_kib) {
+        rows.Add(std::to_string(layers) + "x" + std::to_string(kib) + "KiB",
+                 RunCase(path, memory, buffers, layers, kib * 1024, args.reps, path.name == "c" ? &raw : nullptr));
+      }
+    }
+    out.Add(path.name, rows);
+  };
+  if (args.paths.find('a') != std::string::npos) {
+    BenchKvd one(args.kvd, "pd_one", node_yaml("n0", two), {});
+    Path a{"a", Client(address, "n0", one.ipc_name(), args.backend), Client(address, "n0", one.ipc_name(), args.backend),
+           memory.devices() > 1 ? "n0/1" : "n0/0"};
+    WaitNodes(*a.prefill, 1);
+    run_path(a);
+    a.prefill.reset();
+    a.decode.reset();
+  }
+  if (args.paths.find('b') != std::string::npos || with_raw) {
+    BenchKvd node_a(args.kvd, "pd_a", node_yaml("nA", "[0]"), {});
+    BenchKvd node_b(args.kvd, "pd_b", node_yaml("nB", second), {});
+    if (args.paths.find('b') != std::string::npos) {
+      Path b{"b", Client(address, "nA", node_a.ipc_name(), args.backend),
+             Client(address, "nB", node_b.ipc_name(), args.backend), "nB"};
+      WaitNodes(*b.prefill, 2);
+      run_path(b);
+    }
+    if (with_raw) {
+      Path c{"c", Client(address, "nA", node_a.ipc_name(), args.backend, "pd-bench-elsewhere"),
+             Client(address, "nB", node_b.ipc_name(), args.backend), "nB"};
+      WaitNodes(*c.prefill, 2);
+      run_path(c);
+    }
+  }
+  (*server)->Stop();
+  StopRaw(raw);
+  std::printf("%s\n", out.str().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanokv::bench
+
+int main(int argc, char** argv) { return nanokv::bench::Main(argc, argv); }
