@@ -142,6 +142,9 @@ NANOKV_TEST_BACKEND=cuda step cluster_transfer_cuda "$B/bin/cluster_transfer_tes
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_faults_cuda "$B/bin/cluster_transfer_faults_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_big_cuda "$B/bin/cluster_transfer_big_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_device_cuda "$B/bin/cluster_transfer_device_test" --gtest_brief=1
+# The KV highway (issue 30): batches on one kvd, two kvds of one host (their
+# pages mapped across kvds) and between hosts, the stream-ordered put.
+NANOKV_TEST_BACKEND=cuda step cluster_highway_cuda "$B/bin/cluster_highway_test" --gtest_brief=1
 unset GPU_TESTS
 NANOKV_TEST_BACKEND=cuda step chaos_cuda "$B/bin/nanokv_chaos" --kills 200 --seed 20261122 --json \
   --kvd "$B/bin/kvd" --engine "$B/bin/nanokv_chaos_engine"
@@ -250,6 +253,9 @@ if (( gpus >= 2 )); then
   SKIP_MARK=skipped step object_put_get_bench_2gpu "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
   # Records which GPU an engine under CUDA_VISIBLE_DEVICES=1 gets (issue 18: find out, not fix).
   step masked_engine_2gpu scripts/gpu-masked-engine.sh "$B/bin"
+  # The KV highway across the two GPUs (issue 30): prefill on GPU 0, the
+  # store and the decode on GPU 1, against cudaMemcpyPeer and the rest.
+  step pd_bench_2gpu "$B/bin/pd_bench" --kvd "$B/bin/kvd"
   unset NANOKV_TEST_BACKEND
 elif [[ -z "${ONLY:-}" || " $ONLY " == *" TWO_GPU "* ]]; then
   summary+=("SKIP TWO_GPU (nvidia-smi lists $gpus GPU(s); it needs two)")
@@ -261,13 +267,14 @@ for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda k
          objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu \
          engines_mps objects_mps restart_mps objects_restart_mps \
          cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda cluster_transfer_device_cuda \
+         cluster_highway_cuda \
          objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
-         remote_transfer_bench \
+         remote_transfer_bench pd_bench_2gpu \
          masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done

@@ -3,7 +3,8 @@
 // over, gets KEY, or (with `put BYTES TO`) puts KEY:<n> of BYTES bytes into
 // node TO; or (with `open-batch BYTES TO COUNT`, on host HOST_ID from
 // $NANOKV_HOST_ID) opens KEY:0..COUNT-1 in one batch on node TO, writes
-// the first half of them through their pages, says "written" and waits to
+// the first half of them through their pages (NANOKV_TEST_BACKEND's fill),
+// says "written" and waits to
 // be killed: a producer that dies mid-batch.
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/backend.h"
 #include "nanokv/cluster_client.h"
 
 namespace {
@@ -21,6 +23,12 @@ int OpenBatch(nanokv::ClusterClient& client, const std::string& key, uint64_t by
               size_t count) {
   std::vector<nanokv::WriteRequest> opens;
   for (size_t i = 0; i < count; ++i) opens.push_back({key + ":" + std::to_string(i), bytes, {.preferred_segment = to}});
+  const char* name = std::getenv("NANOKV_TEST_BACKEND");
+  auto backend = nanokv::gpu::OpenBackend(name != nullptr && *name != '\0' ? name : "host");
+  if (!backend.ok()) {
+    std::fprintf(stderr, "backend: %s\n", backend.status().ToString().c_str());
+    return 1;
+  }
   auto plans = client.BatchOpenForWrite(opens);
   for (size_t i = 0; i < count / 2; ++i) {
     if (!plans[i].ok()) {
@@ -32,7 +40,11 @@ int OpenBatch(nanokv::ClusterClient& client, const std::string& key, uint64_t by
       std::fprintf(stderr, "payload: %s\n", at.status().ToString().c_str());
       return 1;
     }
-    std::memset(*at, 0x5a, bytes);  // host backend: its pages are this process's memory
+    nanokv::Status filled = (*backend)->Fill(*at, 0x5a, bytes);
+    if (!filled.ok()) {
+      std::fprintf(stderr, "fill: %s\n", filled.ToString().c_str());
+      return 1;
+    }
   }
   std::printf("written\n");
   std::fflush(stdout);

@@ -22,6 +22,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Every object on device 0, where the test's buffers are: this process
+// gives no other device access to the store's pages (two GPUs under cuda).
 class KvdObjectBatchTest : public KvdFixture {
  protected:
   void StartWithStore(const std::string& extra_yaml = "") {
@@ -62,7 +64,7 @@ TEST_F(KvdObjectBatchTest, ABatchGetAnswersEveryItemByteExactAndLeavesNoLease) {
   std::vector<std::string> keys;
   for (size_t i = 0; i < n; ++i) {
     keys.push_back("batch:" + std::to_string(i));
-    ASSERT_OK(store_->Put(keys.back(), ObjectPattern(1000 + 977 * i, static_cast<uint8_t>(i))));
+    ASSERT_OK(store_->Put(keys.back(), ObjectPattern(1000 + 977 * i, static_cast<uint8_t>(i)), 0));
   }
   const size_t room = 1000 + 977 * n;
   auto buffer = Buffer(room * (n + 2));
@@ -92,7 +94,7 @@ TEST_F(KvdObjectBatchTest, ABatchGetAnswersEveryItemByteExactAndLeavesNoLease) {
 TEST_F(KvdObjectBatchTest, AViewReadsInPlaceAndHoldsTheObjectUntilItGoes) {
   StartWithStore();
   const auto pattern = ObjectPattern(3 * kPage + 4321, 9);
-  ASSERT_OK(store_->Put("view:a", pattern));
+  ASSERT_OK(store_->Put("view:a", pattern, 0));
   {
     auto view = store_->View("view:a");
     ASSERT_TRUE(view.ok()) << view.status().ToString();
@@ -118,8 +120,8 @@ TEST_F(KvdObjectBatchTest, AViewReadsInPlaceAndHoldsTheObjectUntilItGoes) {
 
 TEST_F(KvdObjectBatchTest, AViewOutlivesItsStoreAndAManyKeyViewAnswersEach) {
   StartWithStore();
-  ASSERT_OK(store_->Put("view:x", ObjectPattern(5000, 1)));
-  ASSERT_OK(store_->Put("view:y", ObjectPattern(7000, 2)));
+  ASSERT_OK(store_->Put("view:x", ObjectPattern(5000, 1), 0));
+  ASSERT_OK(store_->Put("view:y", ObjectPattern(7000, 2), 0));
   auto other = OpenStore();
   ASSERT_NE(other, nullptr);
   std::vector<std::string> keys = {"view:x", "view:none", "view:y"};
@@ -139,7 +141,7 @@ TEST_F(KvdObjectBatchTest, AViewOutlivesItsStoreAndAManyKeyViewAnswersEach) {
 TEST_F(KvdObjectBatchTest, AViewEndsWithTheProcessThatHeldIt) {
   StartWithStore();
   const auto pattern = ObjectPattern(kPage + 17, 4);
-  ASSERT_OK(store_->Put("view:peer", pattern));
+  ASSERT_OK(store_->Put("view:peer", pattern, 0));
   Process peer = Process::Start({Binary("NANOKV_OBJECT_PEER", NANOKV_OBJECT_PEER), "view", ipc_, "view:peer",
                                  std::to_string(pattern.size()), "4"},
                                 {{"NANOKV_RUN_DIR", dir_.path()}, {"NANOKV_TEST_BACKEND", Backend()}},
@@ -156,7 +158,7 @@ TEST_F(KvdObjectBatchTest, AViewEndsWithTheProcessThatHeldIt) {
 
 TEST_F(KvdObjectBatchTest, ViewsCountAgainstMaxLeases) {
   StartWithStore("  max_leases: 3\n");
-  for (int i = 0; i < 4; ++i) ASSERT_OK(store_->Put("v:" + std::to_string(i), ObjectPattern(100, 1)));
+  for (int i = 0; i < 4; ++i) ASSERT_OK(store_->Put("v:" + std::to_string(i), ObjectPattern(100, 1), 0));
   std::vector<std::string> keys = {"v:0", "v:1", "v:2", "v:3"};
   auto views = store_->BatchView(keys);
   ASSERT_EQ(views.size(), 4u);
