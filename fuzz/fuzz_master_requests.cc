@@ -1,14 +1,18 @@
 // libFuzzer target: the cluster master's request decoding and handling. The
 // first byte picks what the rest is: a request of an engine or tool (open,
-// commit, revoke, remove, locate), or a message of a node's session. Each is
-// parsed as the gRPC service would get it and handed to the real
-// ClusterMaster, which has two nodes registered through loopback links that
-// answer every order at once (plans that pass the plan checks, or a refusal).
-// The master must never crash, must answer every item of a batch, and its
-// index must keep its invariants.
+// commit, revoke, remove, locate), a message of a node's session, or a whole
+// session of a peer (its register, then messages, each 2 bytes of length and
+// its bytes, then its end). Each is parsed as the gRPC service would get it
+// and handed to the real ClusterMaster, which has two nodes registered
+// through loopback links that answer every order at once (plans that pass
+// the plan checks, or a refusal). The master must never crash, must answer
+// every item of a batch, and its index must keep its invariants; a peer's
+// session must not take a live node's id, nor hold more than the object
+// limit, and must leave no copy behind.
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -77,6 +81,10 @@ class LoopbackNode : public NodeLink {
   void Close(const Status&) override {}
 };
 
+// The limit of objects per node in the fuzzed master: low, so that
+// sessions meet it.
+constexpr uint64_t kObjectLimit = 256;
+
 struct World {
   std::unique_ptr<SoleLeadership> leadership;
   std::unique_ptr<ClusterMaster> master;
@@ -90,6 +98,7 @@ World& TheWorld() {
     ClusterMasterOptions options;
     options.id = "fuzz";
     options.rebuild_window = std::chrono::milliseconds(0);
+    options.max_objects_per_node = kObjectLimit;
     w->master = std::make_unique<ClusterMaster>(options, *w->leadership);
     (void)w->leadership->Start([m = w->master.get()](bool l, const LeaderRecord& r) { m->OnLeadership(l, r); });
     for (int i = 0; i < 2; ++i) {
@@ -115,6 +124,43 @@ World& TheWorld() {
   return *world;
 }
 
+// Takes the next message of a session: 2 bytes of length, then its bytes.
+bool NextMessage(const uint8_t** data, size_t* size, v1::NodeMessage* out) {
+  if (*size < 2) return false;
+  const size_t length = std::min<size_t>(*size - 2, static_cast<size_t>((*data)[0] | ((*data)[1] << 8)));
+  const bool parsed = out->ParseFromArray(*data + 2, static_cast<int>(length));
+  *data += 2 + length;
+  *size -= 2 + length;
+  return parsed;
+}
+
+// A peer's whole session, as NodeStream runs it: register, then each
+// message checked and handled until one is refused, then the end.
+void RunSession(World& world, const uint8_t* data, size_t size) {
+  ClusterMaster& master = *world.master;
+  v1::NodeMessage hello;
+  if (!NextMessage(&data, &size, &hello) || !hello.has_register_() || !CheckNodeMessage(hello).ok()) return;
+  auto peer = std::make_shared<LoopbackNode>();
+  peer->master = &master;
+  auto session = master.OpenSession(hello.register_(), peer, "fuzz");
+  const std::string& id = hello.register_().node_id();
+  if (id == "n0" || id == "n1") {
+    if (session.ok()) Fail("a session took the id of a live node");
+    return;
+  }
+  if (!session.ok()) return;
+  peer->session = *session;
+  for (int n = 0; n < 64; ++n) {
+    v1::NodeMessage message;
+    if (!NextMessage(&data, &size, &message)) break;
+    if (!CheckNodeMessage(message).ok() || !master.OnNodeMessage(*session, message).ok()) break;
+    if (master.index().copies_of(session->node) > kObjectLimit) Fail("a session holds more than the object limit");
+  }
+  master.CloseSession(*session, Status::Unavailable("the fuzzed session ends"));
+  if (master.index().copies_of(session->node) != 0) Fail("a session that ended left copies in the index");
+  if (!master.nodes().IsAlive("n0") || !master.nodes().IsAlive("n1")) Fail("a peer's session ended a live node's");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
@@ -127,7 +173,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   World& world = TheWorld();
   ClusterMaster& master = *world.master;
-  const uint8_t kind = data[0] % 6;
+  const uint8_t kind = data[0] % 7;
   const void* body = data + 1;
   const int length = static_cast<int>(size - 1);
   size_t answered = 0, asked = 0;
@@ -162,6 +208,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
+    case 6:
+      RunSession(world, data + 1, size - 1);
+      break;
     default: {
       // A node's message, as its session would hand it over once checked.
       v1::NodeMessage message;

@@ -158,6 +158,10 @@ std::map<std::string, KeyReader> TopLevelKeys(const std::string& base_dir, Maste
          NANOKV_ASSIGN_OR_RETURN(int64_t n, f.Integer(0, 4096));
          c->expected_nodes = static_cast<uint32_t>(n);
          return Status::OK(); }},
+      {"max_objects_per_node", [c](const YamlField& f) {
+         NANOKV_ASSIGN_OR_RETURN(int64_t n, f.Integer(1, int64_t{1} << 32));
+         c->max_objects_per_node = static_cast<uint64_t>(n);
+         return Status::OK(); }},
       {"term", [c](const YamlField& f) {
          NANOKV_ASSIGN_OR_RETURN(int64_t n, f.Integer(1, INT64_MAX));
          c->term = static_cast<uint64_t>(n);

@@ -46,6 +46,11 @@ struct MasterConfig {
   // reported yet.
   std::chrono::milliseconds rebuild_window{3000};
   uint32_t expected_nodes = 0;
+  // The objects one node may have in the index; what a node reports past
+  // it is not indexed. The default is the most kvd keeps on one device
+  // (its object journal's bound), so only a node of several full devices,
+  // or a peer that lies, meets it.
+  uint64_t max_objects_per_node = 1u << 22;
   // Without etcd a master leads alone at this term. Start a replacement
   // single master with a higher one: kvds that followed it refuse the old.
   uint64_t term = 1;

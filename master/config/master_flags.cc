@@ -21,6 +21,7 @@ constexpr FlagSpec kFlags[] = {
     {"--heartbeat-interval", "heartbeat_interval", "DURATION", "how often nodes send a heartbeat, e.g. 1s"},
     {"--rebuild-window", "rebuild_window", "DURATION", "after it begins to lead, how long object calls wait for nodes"},
     {"--expected-nodes", "expected_nodes", "UINT", "end the rebuild window once this many nodes registered"},
+    {"--max-objects-per-node", "max_objects_per_node", "UINT", "the objects one node may have in the index (default 4194304)"},
     {"--term", "term", "UINT", "without etcd: the term this master leads at (default 1)"},
     {"--log-level", "log_level", "TEXT", "trace, debug, info, warn, error, critical, off"},
     {"--log-file", "log_file", "PATH", "log to this file too (appended), besides stderr"},

@@ -124,11 +124,24 @@ void MasterIndex::EndWrite(std::string_view key, uint64_t write_id) {
   if (it != shard.writes.end() && it->second.id == write_id) shard.writes.erase(it);
 }
 
-void MasterIndex::AddCopy(std::string_view key, uint64_t bytes_total, CopyRef copy) {
+bool MasterIndex::AddCopy(std::string_view key, uint64_t bytes_total, CopyRef copy, uint64_t node_limit) {
   const uint64_t hash = KeyHash(key);
   Shard& shard = ShardOf(hash);
   std::lock_guard lock(shard.mu);
+  if (copies_of(copy.node) >= node_limit) {
+    std::vector<CopyRef> copies;
+    shard.table.Find(key, hash, nullptr, &copies);
+    const bool has = std::any_of(copies.begin(), copies.end(), [&](const CopyRef& c) { return c.node == copy.node; });
+    if (!has) return false;
+  }
   AddCopyLocked(shard, key, hash, bytes_total, copy);
+  return true;
+}
+
+uint64_t MasterIndex::copies_of(uint16_t node) const {
+  uint64_t n = 0;
+  for (size_t d = 0; d < kMaxNodeDevices; ++d) n += copies_on(node, static_cast<uint8_t>(d));
+  return n;
 }
 
 void MasterIndex::RemoveCopy(std::string_view key, uint16_t node, uint32_t epoch) {

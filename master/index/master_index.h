@@ -67,8 +67,10 @@ class MasterIndex {
   void EndWrite(std::string_view key, uint64_t write_id);
 
   // ---- What nodes report ----
-  // A READY copy (an event, a commit, a node's snapshot).
-  void AddCopy(std::string_view key, uint64_t bytes_total, CopyRef copy);
+  // A READY copy (an event, a commit, a node's snapshot). False, and
+  // nothing added, when it would be a new copy on a node that holds
+  // `node_limit` copies already (a copy it has is refreshed still).
+  bool AddCopy(std::string_view key, uint64_t bytes_total, CopyRef copy, uint64_t node_limit = UINT64_MAX);
   // A copy gone (removed, evicted, reclaimed, revoked on its node): from the
   // table, or from a write in progress (epoch 0: any epoch).
   void RemoveCopy(std::string_view key, uint16_t node, uint32_t epoch);
@@ -101,6 +103,8 @@ class MasterIndex {
   uint64_t copies_on(uint16_t node, uint8_t device) const {
     return counts_[node * kMaxNodeDevices + device].load(std::memory_order_relaxed);
   }
+  // The copies on `node`, every device.
+  uint64_t copies_of(uint16_t node) const;
   size_t MemoryBytes() const;
   // Drops everything (a master that stops leading forgets what it knew).
   void Clear();

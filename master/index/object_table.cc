@@ -2,7 +2,13 @@
 
 namespace nanokv::master {
 
-ObjectTable::ObjectTable() : slots_(16), blocks_(1) {}
+namespace {
+
+constexpr size_t kMinSlots = 16;
+
+}  // namespace
+
+ObjectTable::ObjectTable() : slots_(kMinSlots), blocks_(1) {}
 
 size_t ObjectTable::Probe(std::string_view key, uint64_t hash) const {
   const uint64_t stored = Stored(hash);
@@ -24,6 +30,41 @@ void ObjectTable::Grow() {
     while (slots_[i].hash != 0) i = (i + 1) & mask;
     slots_[i] = slot;
   }
+}
+
+void ObjectTable::ShrinkIfSparse() {
+  // Grown at 80% full, rebuilt under 12.5% to at most 40%: between two
+  // rebuilds most keys come or go, so each costs O(1) per key moved. The
+  // arena likewise: rebuilt under a quarter live, it comes back near whole.
+  const bool sparse_slots = slots_.size() > kMinSlots && size_ * 8 < slots_.size();
+  const bool sparse_keys = keys_.bytes() > 2 * KeyArena::kChunkBytes && keys_.live_bytes() * 4 < keys_.bytes();
+  if (!sparse_slots && !sparse_keys) return;
+  size_t capacity = kMinSlots;
+  while (size_ * 5 > capacity * 2) capacity *= 2;
+  size_t extras = 0;
+  for (const Slot& slot : slots_) extras += slot.hash != 0 && slot.extra != 0 ? 1 : 0;
+  std::vector<Slot> slots(capacity);
+  KeyArena keys;
+  std::vector<Block> blocks;
+  blocks.reserve(1 + extras);
+  blocks.emplace_back();  // [0] unused
+  const size_t mask = capacity - 1;
+  for (const Slot& slot : slots_) {
+    if (slot.hash == 0) continue;
+    Slot moved = slot;
+    moved.key = keys.Add(keys_.Get(slot.key));
+    if (slot.extra != 0) {
+      moved.extra = static_cast<uint32_t>(blocks.size());
+      blocks.push_back(blocks_[slot.extra]);
+    }
+    size_t i = moved.hash & mask;
+    while (slots[i].hash != 0) i = (i + 1) & mask;
+    slots[i] = moved;
+  }
+  slots_.swap(slots);
+  keys_ = std::move(keys);
+  blocks_.swap(blocks);
+  std::vector<uint32_t>().swap(free_blocks_);
 }
 
 bool ObjectTable::AddCopy(std::string_view key, uint64_t hash, uint64_t bytes_total, CopyRef copy) {
@@ -92,6 +133,7 @@ bool ObjectTable::RemoveCopy(std::string_view key, uint64_t hash, uint16_t node,
     if (have.node != node || (epoch != 0 && have.epoch != epoch)) continue;
     if (removed != nullptr) *removed = have;
     RemoveCopyAt(at, i);
+    ShrinkIfSparse();
     return true;
   }
   return false;
@@ -146,6 +188,7 @@ size_t ObjectTable::RemoveNode(uint16_t node, const std::function<void(const Cop
     // After an erase a later key may have moved into this slot: look again.
     if (!erased) ++at;
   }
+  ShrinkIfSparse();
   return count;
 }
 

@@ -11,6 +11,11 @@
 // gave it). A key has 1..kMaxCopies copies, on distinct nodes: a kvd holds
 // a key at most once, so a node has at most one copy of it.
 //
+// Memory follows the keys held, also down: once removals leave the table
+// under 1/8 full, or its arena mostly free records, it is rebuilt at the
+// size its keys need (slots, arena and copy blocks anew), so what a node
+// that died had added is given back, not kept for the next peak.
+//
 // Not thread-safe: MasterIndex keeps one per shard, under the shard's lock.
 #ifndef NANOKV_MASTER_INDEX_OBJECT_TABLE_H_
 #define NANOKV_MASTER_INDEX_OBJECT_TABLE_H_
@@ -85,6 +90,8 @@ class ObjectTable {
   // The slot of `key`, or the empty slot where it would go.
   size_t Probe(std::string_view key, uint64_t hash) const;
   void Grow();
+  // Rebuilds the table when removals left it sparse (see the top).
+  void ShrinkIfSparse();
   void EraseAt(size_t i);
   CopyRef& CopyAt(Slot& slot, size_t i) { return i == 0 ? slot.first : blocks_[slot.extra][i - 1]; }
   const CopyRef& CopyAt(const Slot& slot, size_t i) const {

@@ -23,20 +23,19 @@ NodeRegistry::NodeRegistry(std::chrono::milliseconds lease_ttl, std::chrono::mil
       stores_(std::make_shared<const std::vector<StoreView>>()) {}
 
 Result<SessionRef> NodeRegistry::Register(const v1::RegisterNode& message, std::shared_ptr<NodeLink> link,
-                                          const std::string& peer, Clock::time_point now, SessionRef* live) {
+                                          const std::string& peer, Clock::time_point now) {
   std::lock_guard lock(mu_);
   auto it = by_id_.find(message.node_id());
   Node* node = nullptr;
   if (it != by_id_.end()) {
     node = nodes_[it->second].get();
   } else {
-    if (nodes_.size() >= kMaxNodes) {
-      return Status::ResourceExhausted("the master knows " + std::to_string(kMaxNodes) +
-                                       " node ids already; node " + message.node_id() + " is refused");
+    node = FreeSlot();
+    if (node == nullptr) {
+      return Status::ResourceExhausted("the master holds " + std::to_string(kMaxNodes) +
+                                       " nodes, none of them dead: node " + message.node_id() +
+                                       " is refused until one of them dies");
     }
-    nodes_.push_back(std::make_unique<Node>());
-    node = nodes_.back().get();
-    node->index = static_cast<uint16_t>(nodes_.size() - 1);
     node->id = message.node_id();
     by_id_[node->id] = node->index;
   }
@@ -44,8 +43,12 @@ Result<SessionRef> NodeRegistry::Register(const v1::RegisterNode& message, std::
     return Status::Unavailable("node " + node->id + ": its previous session is being cleaned up; register again");
   }
   if (node->session != 0) {
-    if (live != nullptr) *live = SessionRef{node->index, node->session};
-    return Status::FailedPrecondition("node " + node->id + " has a live session from " + node->peer);
+    // Every peer holds the same token: the newcomer cannot prove the live
+    // session gone, and taking its place would drop the real node's copies.
+    return Status::AlreadyExists("node " + node->id + " has a live session from " + node->peer +
+                                 " (last message " + std::to_string(Ms(now - node->last_message)) +
+                                 "ms ago); another session of it is refused until that one ends or sends "
+                                 "nothing for lease_ttl (" + std::to_string(lease_ttl_.count()) + "ms)");
   }
   node->session = next_session_++;
   node->state = State::kRegistering;
@@ -56,9 +59,37 @@ Result<SessionRef> NodeRegistry::Register(const v1::RegisterNode& message, std::
   node->route = message.route();
   node->devices.assign(message.devices().begin(), message.devices().end());
   for (auto& routed : node->routed) routed.store(0, std::memory_order_relaxed);
+  node->over_limit_told = false;
   node->last_message = now;
   node->since = now;
   return SessionRef{node->index, node->session};
+}
+
+NodeRegistry::Node* NodeRegistry::FreeSlot() {
+  if (nodes_.size() < kMaxNodes) {
+    nodes_.push_back(std::make_unique<Node>());
+    nodes_.back()->index = static_cast<uint16_t>(nodes_.size() - 1);
+    return nodes_.back().get();
+  }
+  // Full: the node dead longest gives its slot up. Its copies left the
+  // index at its death (state kDead comes after), and whatever still names
+  // its index finds the new node not the one it meant: an order's answer
+  // is checked against the node id it was meant for.
+  Node* oldest = nullptr;
+  for (const auto& node : nodes_) {
+    if (node->state == State::kDead && (oldest == nullptr || node->since < oldest->since)) oldest = node.get();
+  }
+  if (oldest == nullptr) return nullptr;
+  spdlog::info("master: node table full: node {}'s slot (dead {}ms) is freed for a new node", oldest->id,
+               Ms(Clock::now() - oldest->since));
+  by_id_.erase(oldest->id);
+  oldest->id.clear();
+  oldest->data_address.clear();
+  oldest->data_mode.clear();
+  oldest->peer.clear();
+  oldest->devices.clear();
+  oldest->state = State::kNew;
+  return oldest;
 }
 
 NodeRegistry::Node* NodeRegistry::LiveNode(SessionRef session) {
@@ -67,13 +98,14 @@ NodeRegistry::Node* NodeRegistry::LiveNode(SessionRef session) {
   return node->session == session.id && session.id != 0 ? node : nullptr;
 }
 
-void NodeRegistry::MarkSnapshotDone(SessionRef session) {
+bool NodeRegistry::MarkSnapshotDone(SessionRef session) {
   std::lock_guard lock(mu_);
   Node* node = LiveNode(session);
-  if (node == nullptr || node->state != State::kRegistering) return;
+  if (node == nullptr || node->state != State::kRegistering) return false;
   node->state = State::kAlive;
   spdlog::info("master: node {} is alive ({} device(s), from {})", node->id, node->devices.size(), node->peer);
   RebuildStores();
+  return true;
 }
 
 void NodeRegistry::Touch(SessionRef session, Clock::time_point now) {
@@ -105,6 +137,14 @@ bool NodeRegistry::WithLiveSession(SessionRef session, const std::function<void(
     if (LiveNode(session) == nullptr) return false;
   }
   fn();
+  return true;
+}
+
+bool NodeRegistry::FirstOverLimit(SessionRef session) {
+  std::lock_guard lock(mu_);
+  Node* node = LiveNode(session);
+  if (node == nullptr || node->over_limit_told) return false;
+  node->over_limit_told = true;
   return true;
 }
 
@@ -179,19 +219,21 @@ void NodeRegistry::Fail(std::vector<Pending> pending, const Status& why) {
 bool NodeRegistry::EndSession(SessionRef session, const Status& why,
                               const std::function<void(uint16_t)>& remove_copies) {
   Node* node = nullptr;
+  std::string id;  // the node's slot may go to another id once it is dead
   std::shared_ptr<NodeLink> link;
   std::vector<Pending> pending;
   {
     std::lock_guard lock(mu_);
     node = LiveNode(session);
     if (node == nullptr) return false;
+    id = node->id;
     node->session = 0;
     node->state = State::kDying;
     link = std::move(node->link);
     pending = TakePending(session.id);
     RebuildStores();
   }
-  spdlog::info("master: node {} is dead: {}", node->id, why.ToString());
+  spdlog::info("master: node {} is dead: {}", id, why.ToString());
   link->Close(why);
   {
     std::lock_guard apply(node->apply_mu);
@@ -202,7 +244,7 @@ bool NodeRegistry::EndSession(SessionRef session, const Status& why,
     node->state = State::kDead;
     node->since = Clock::now();
   }
-  Fail(std::move(pending), Status::Unavailable("node " + node->id + " is gone: " + std::string(why.message())));
+  Fail(std::move(pending), Status::Unavailable("node " + id + " is gone: " + std::string(why.message())));
   return true;
 }
 

@@ -6,9 +6,16 @@
 // its objects, then heartbeats and events; the session is its lease. The
 // node is dead when the session ends or no message came for lease_ttl: its
 // copies leave the index at once (the caller's remove_copies) and no new
-// instruction goes to it. A node id registering while its previous session
-// lives replaces that session (a kvd that reconnected before the master saw
-// its old stream end).
+// instruction goes to it.
+//
+// A node id belongs to one live session at a time: a second registration of
+// an id whose session lives is refused (kAlreadyExists) until that session
+// ends or its lease lapses. Every peer holds the same cluster token, so a
+// newcomer cannot prove the live one gone; the lease is that proof
+// (docs/ARCHITECTURE.md, "The cluster master"). The table has kMaxNodes
+// slots; once all were used, a new id takes the slot of the node dead
+// longest (its copies left the index at its death), so ids of dead
+// sessions never fill it for good.
 //
 // Whatever a session adds to the index goes through WithLiveSession, under
 // the node's apply lock, and a dying session's copies are removed under the
@@ -82,14 +89,14 @@ class NodeRegistry {
   NodeRegistry& operator=(const NodeRegistry&) = delete;
 
   // A session begins (`message` checked by CheckNodeMessage). kUnavailable
-  // while the node's previous session is being cleaned up;
-  // kFailedPrecondition with *live set when a previous session still lives
-  // (the caller ends it and registers again); kResourceExhausted past
-  // kMaxNodes ids.
+  // while the node's previous session is being cleaned up; kAlreadyExists
+  // while a session of the same id lives; kResourceExhausted while all
+  // kMaxNodes slots hold live (or dying) nodes.
   Result<SessionRef> Register(const v1::RegisterNode& message, std::shared_ptr<NodeLink> link,
-                              const std::string& peer, Clock::time_point now, SessionRef* live);
-  // The node's object list is in: it is alive and takes plans.
-  void MarkSnapshotDone(SessionRef session);
+                              const std::string& peer, Clock::time_point now);
+  // The node's object list is in: it is alive and takes plans. True if
+  // `session` was registering (live) and is alive now.
+  bool MarkSnapshotDone(SessionRef session);
   // Any message from the node renews its lease; a heartbeat brings figures.
   void Touch(SessionRef session, Clock::time_point now);
   void UpdateDevices(SessionRef session, const v1::Heartbeat& heartbeat);
@@ -97,6 +104,10 @@ class NodeRegistry {
   // Runs `fn` only while `session` is its node's live session, holding the
   // node's apply lock. False if it did not run.
   bool WithLiveSession(SessionRef session, const std::function<void()>& fn);
+
+  // True the first time in `session` it is asked: a session's first copy
+  // over its node's object limit is logged, not every one.
+  bool FirstOverLimit(SessionRef session);
 
   // Sends `instruction` (request id filled in here) to the node's live
   // session with `term`. `done` runs once: with the reply (checked by
@@ -137,9 +148,10 @@ class NodeRegistry {
     bool reachable = false;
   };
   Place PlaceOf(uint16_t node, int device) const;
-  // The index of node id `id`, if it ever registered.
+  // The index of node id `id`, if the master knows it (dead ones too).
   std::optional<uint16_t> FindNode(const std::string& id) const;
-  // kvctl cluster: every node the master has seen, alive or dead.
+  // kvctl cluster: every node the master knows, alive or dead (a dead
+  // one until its slot goes to a new id).
   void Describe(const MasterIndex& index, Clock::time_point now, v1::ClusterReply* out) const;
   size_t alive_nodes() const;
   // Whether node `id` has a live session whose object list is in.
@@ -169,9 +181,13 @@ class NodeRegistry {
     Clock::time_point last_message{};
     Clock::time_point since{};  // registered (alive) or died (dead)
     std::mutex apply_mu;        // held while a session's news enters the index
+    bool over_limit_told = false;  // this session went over the object limit (logged once)
   };
 
   Node* LiveNode(SessionRef session);  // REQUIRES: mu_ held
+  // The slot for a new id: a fresh one, else the node dead longest's
+  // (forgotten here); nullptr when every slot holds a node not yet dead.
+  Node* FreeSlot();  // REQUIRES: mu_ held
   void RebuildStores();                // REQUIRES: mu_ held
   // Takes the pending instructions of `session` out (to be failed).
   std::vector<Pending> TakePending(uint64_t session);  // REQUIRES: mu_ held

@@ -182,15 +182,7 @@ Result<SessionRef> ClusterMaster::OpenSession(const v1::RegisterNode& message, s
     spdlog::warn("master {}: node {} has followed term {}, newer than this master's {}: it will not stay",
                  options_.id, message.node_id(), message.highest_term(), my_term);
   }
-  SessionRef live;
-  auto session = nodes_.Register(message, link, peer, Clock::now(), &live);
-  if (!session.ok() && session.status().code() == Code::kFailedPrecondition && live.id != 0) {
-    spdlog::warn("master: node {} registers again from {} while a session of it lives: ending that one",
-                 message.node_id(), peer);
-    nodes_.EndSession(live, Status::Unavailable("replaced by a new session of the same node id from " + peer),
-                      [this](uint16_t node) { RemoveCopiesOf(node); });
-    session = nodes_.Register(message, link, peer, Clock::now(), &live);
-  }
+  auto session = nodes_.Register(message, link, peer, Clock::now());
   if (!session.ok()) return session.status();
   v1::MasterMessage welcome;
   welcome.set_term(my_term);
@@ -208,19 +200,30 @@ Status ClusterMaster::OnNodeMessage(SessionRef session, const v1::NodeMessage& m
   switch (message.body_case()) {
     case v1::NodeMessage::kEvents: {
       const v1::EventBatch& batch = message.events();
+      size_t refused = 0;
+      const std::string* first_refused = nullptr;
       nodes_.WithLiveSession(session, [&] {
         for (const v1::ObjectEvent& e : batch.events()) {
           CopyRef copy{session.node, static_cast<uint8_t>(e.device()), 0, e.epoch()};
-          if (e.kind() == v1::ObjectEvent::READY) {
-            index_.AddCopy(e.key(), e.bytes_total(), copy);
-          } else {
+          if (e.kind() != v1::ObjectEvent::READY) {
             index_.RemoveCopy(e.key(), session.node, e.epoch());
+          } else if (!index_.AddCopy(e.key(), e.bytes_total(), copy, options_.max_objects_per_node)) {
+            if (refused++ == 0) first_refused = &e.key();
           }
         }
       });
+      if (refused != 0 && nodes_.FirstOverLimit(session)) {
+        spdlog::warn("master: node {} holds max_objects_per_node ({}) objects in the index: '{}' and {} more of "
+                     "its objects are not indexed (readers are not sent there), nor is any it adds until some "
+                     "leave; raise max_objects_per_node in the master's config if the node is meant to hold more",
+                     nodes_.PlaceOf(session.node, 0).node_id, options_.max_objects_per_node, *first_refused,
+                     refused - 1);
+      }
       if (batch.snapshot_done()) {
-        nodes_.MarkSnapshotDone(session);
-        if (roster_ != nullptr && leadership_.IsLeader()) roster_->Add(nodes_.PlaceOf(session.node, 0).node_id);
+        // Its id while the session is surely its own (a dead node's slot may
+        // go to another id).
+        const std::string id = nodes_.PlaceOf(session.node, 0).node_id;
+        if (nodes_.MarkSnapshotDone(session) && roster_ != nullptr && leadership_.IsLeader()) roster_->Add(id);
       }
       return Status::OK();
     }
@@ -238,9 +241,11 @@ Status ClusterMaster::OnNodeMessage(SessionRef session, const v1::NodeMessage& m
 }
 
 void ClusterMaster::CloseSession(SessionRef session, const Status& why) {
+  // Its id now: once dead, its slot may go to another node.
+  const std::string id = nodes_.PlaceOf(session.node, 0).node_id;
   const bool ended = nodes_.EndSession(session, why, [this](uint16_t node) { RemoveCopiesOf(node); });
   // A node dead under a leader: the next leader need not wait for it.
-  if (ended && roster_ != nullptr && leadership_.IsLeader()) roster_->Remove(nodes_.PlaceOf(session.node, 0).node_id);
+  if (ended && roster_ != nullptr && leadership_.IsLeader()) roster_->Remove(id);
 }
 
 void ClusterMaster::Tick(Clock::time_point now) {

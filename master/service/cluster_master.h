@@ -43,6 +43,9 @@ struct ClusterMasterOptions {
   std::chrono::milliseconds instruction_timeout{5000};
   std::chrono::milliseconds rebuild_window{3000};
   uint32_t expected_nodes = 0;
+  // The copies one node may have in the index: events past it are not
+  // indexed, and no plan is routed there (master_config.h).
+  uint64_t max_objects_per_node = 1u << 22;
 };
 
 class ClusterMaster {

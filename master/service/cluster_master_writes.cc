@@ -91,7 +91,14 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
     if (item.attempts >= item.wanted + 4) return;  // enough tries: give up on this copy
     while (item.next < item.ranking.size()) {
       size_t store = item.ranking[item.next++];
-      if (item.busy.insert((*stores_)[store].node).second) {
+      const StoreView& view = (*stores_)[store];
+      if (master_.index_.copies_of(view.node) >= master_.options_.max_objects_per_node) {
+        item.last_error = Status::ResourceExhausted("open of '" + item.key + "': node " + view.node_id + " holds " +
+                                                    std::to_string(master_.options_.max_objects_per_node) +
+                                                    " objects, the master's max_objects_per_node");
+        continue;
+      }
+      if (item.busy.insert(view.node).second) {
         ++item.attempts;
         out->push_back({i, store});
         return;
@@ -125,6 +132,10 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
       CopyRef copy{store.node, static_cast<uint8_t>(store.device), 0, plan->epoch()};
       bool kept = false;
       master_.nodes_.WithLiveSession(session, [&] {
+        // The ranking is older than the answer: a node that died since may
+        // have left its slot to another, which made this plan. Its plan is
+        // revoked, never handed out under the dead node's name.
+        if (master_.nodes_.PlaceOf(session.node, 0).node_id != store.node_id) return;
         kept = master_.index_.AddPlanned(items_[attempt.item].key, items_[attempt.item].write_id, copy);
       });
       if (!kept) {

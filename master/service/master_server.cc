@@ -49,6 +49,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   options.instruction_timeout = config.instruction_timeout;
   options.rebuild_window = config.rebuild_window;
   options.expected_nodes = config.expected_nodes;
+  options.max_objects_per_node = config.max_objects_per_node;
 
   grpc::ServerBuilder builder;
   int port = 0;

@@ -127,6 +127,16 @@ TEST(MasterConfig, TheShippedFileLoads) {
   auto c = master::LoadMasterConfigFile(NANOKV_SOURCE_DIR "/configs/master.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_FALSE(c->etcd.enabled());
+  EXPECT_EQ(c->max_objects_per_node, master::MasterConfig{}.max_objects_per_node);
+}
+
+TEST(MasterConfig, MaxObjectsPerNode) {
+  EXPECT_EQ(master::MasterConfig{}.max_objects_per_node, 4194304u);
+  auto c = master::LoadMasterConfigText("max_objects_per_node: 1000\n", "m.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->max_objects_per_node, 1000u);
+  EXPECT_EQ(Error(master::LoadMasterConfigText("max_objects_per_node: 0\n", "m.yaml")),
+            "InvalidArgument: m.yaml:1: max_objects_per_node: '0' is outside [1, 4294967296]");
 }
 
 TEST(KvdMasterBlock, ReadsItsKeysAndNamesItsErrors) {

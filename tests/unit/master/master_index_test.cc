@@ -174,5 +174,50 @@ TEST(MasterIndex, EventsAndADeadNodeKeepTheCountsExact) {
   ASSERT_OK(index.CheckInvariants());
 }
 
+TEST(MasterIndex, ADeadNodesKeysGiveTheirMemoryBack) {
+  MasterIndex index;
+  for (int i = 0; i < 100; ++i) index.AddCopy("real:" + std::to_string(i), 10, Copy(1));
+  for (int i = 0; i < 20; ++i) index.AddCopy("real:" + std::to_string(i), 10, Copy(3));  // replicas
+  const size_t before = index.MemoryBytes();
+  // Node 2 tells of many long keys (arena chunks), some also on node 1,
+  // then dies.
+  const std::string padding(200, 'p');
+  for (int i = 0; i < 200'000; ++i) index.AddCopy("fake:" + std::to_string(i) + padding, 10, Copy(2));
+  for (int i = 0; i < 50; ++i) index.AddCopy("real:" + std::to_string(i), 10, Copy(2));
+  ASSERT_OK(index.CheckInvariants());
+  EXPECT_GT(index.MemoryBytes(), before + (40u << 20));
+  EXPECT_EQ(index.RemoveNode(2), 200'050u);
+  ASSERT_OK(index.CheckInvariants());
+  EXPECT_EQ(index.objects(), 100u);
+  EXPECT_LE(index.MemoryBytes(), before + (16u << 10)) << "before " << before;
+  // The rebuilt tables hold the keys and their copies as before.
+  for (int i = 0; i < 100; ++i) {
+    auto found = index.Find("real:" + std::to_string(i));
+    ASSERT_TRUE(found.ok()) << i;
+    EXPECT_EQ(found->copies.size(), i < 20 ? 2u : 1u) << i;
+  }
+  // Removals one by one shrink it too.
+  for (int i = 0; i < 100'000; ++i) index.AddCopy("k" + std::to_string(i), 10, Copy(4));
+  for (int i = 0; i < 100'000; ++i) index.RemoveCopy("k" + std::to_string(i), 4, 0);
+  ASSERT_OK(index.CheckInvariants());
+  EXPECT_LE(index.MemoryBytes(), before + (16u << 10)) << "before " << before;
+}
+
+TEST(MasterIndex, ANodeHoldsAtMostItsLimitOfCopies) {
+  MasterIndex index;
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(index.AddCopy("k" + std::to_string(i), 10, Copy(1, i % 2), 5));
+  EXPECT_FALSE(index.AddCopy("k5", 10, Copy(1), 5));
+  EXPECT_EQ(index.copies_of(1), 5u);
+  EXPECT_EQ(index.Find("k5").status().code(), Code::kNotFound);
+  // A copy it has is refreshed still; another node is not held by node 1's count.
+  EXPECT_TRUE(index.AddCopy("k0", 10, Copy(1, 0, 9), 5));
+  EXPECT_EQ(index.Find("k0")->copies[0].epoch, 9u);
+  EXPECT_TRUE(index.AddCopy("k5", 10, Copy(2), 5));
+  index.RemoveCopy("k1", 1, 0);
+  EXPECT_TRUE(index.AddCopy("k6", 10, Copy(1), 5));
+  EXPECT_EQ(index.copies_of(1), 5u);
+  ASSERT_OK(index.CheckInvariants());
+}
+
 }  // namespace
 }  // namespace nanokv::master
