@@ -173,6 +173,31 @@ Status LoadPages(void* dst, const Segment* segments, std::size_t n_segments, voi
   return CopySegments(dst, segments, n_segments, /*store=*/false, stream);
 }
 
+Status CopyMany(const Copy* copies, std::size_t n, void* stream) {
+  if (n > 0 && copies == nullptr) return Status::InvalidArgument("kv_copy_many: null copies");
+  detail::PairBatch batch{};
+  auto launch = [&]() -> Status {
+    if (batch.n == 0) return Status::OK();
+    Status launched = FromLaunch(detail::LaunchCopyPairs(batch, stream), "kv_copy_many");
+    batch.n = 0;
+    batch.max_bytes = 0;
+    return launched;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    if (copies[i].bytes == 0) continue;
+    if (copies[i].dst == nullptr || copies[i].src == nullptr) {
+      return Status::InvalidArgument("kv_copy_many: copy " + std::to_string(i) + " has a null pointer");
+    }
+    if (batch.n == detail::kPairsPerLaunch) NANOKV_RETURN_IF_ERROR(launch());
+    batch.dst[batch.n] = copies[i].dst;
+    batch.src[batch.n] = copies[i].src;
+    batch.bytes[batch.n] = copies[i].bytes;
+    batch.max_bytes = std::max(batch.max_bytes, copies[i].bytes);
+    ++batch.n;
+  }
+  return launch();
+}
+
 Status BeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream) {
   if (header == nullptr) return Status::InvalidArgument("kv_begin_write: null header");
   if (writing.epoch == 0) return Status::InvalidArgument("kv_begin_write: epoch 0 names no object");

@@ -111,6 +111,16 @@ Status StorePages(const void* src, const Segment* segments, std::size_t n_segmen
 // segments -> dst (contiguous); the same rules, source loads streaming.
 Status LoadPages(void* dst, const Segment* segments, std::size_t n_segments, void* stream);
 
+// Several separate copies, src[i] -> dst[i] of bytes[i] each, in as few
+// launches as fit (128 a launch): a batch of objects' loads, where a launch
+// per object costs more host time than a small object's copy takes the GPU.
+struct Copy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::uint64_t bytes = 0;
+};
+Status CopyMany(const Copy* copies, std::size_t n, void* stream);
+
 // One thread: the producer's header write before its payload (nanokv/
 // object_header.h): {any state, an older epoch (EpochIsNewer)} -> {WRITING,
 // writing.epoch} in one 64-bit CAS at system scope, then writing's other

@@ -48,6 +48,18 @@ struct SegmentBatch {
   int n;
 };
 
+// Copies of separate buffers, one per row of the grid (several objects'
+// loads in one launch): 3 KiB of parameters, under every target's 4 KiB.
+inline constexpr int kPairsPerLaunch = 128;
+struct PairBatch {
+  void* dst[kPairsPerLaunch];
+  const void* src[kPairsPerLaunch];
+  std::uint64_t bytes[kPairsPerLaunch];
+  std::uint64_t max_bytes;
+  int n;
+};
+int LaunchCopyPairs(const PairBatch& batch, void* stream);
+
 // store: contiguous -> segments; else segments -> contiguous.
 int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream);
 // Begin, store and READY in one launch (batch: the whole object).

@@ -95,6 +95,18 @@ int Launch(char* contiguous, const SegmentBatch& batch, bool store, dim3 grid, c
   return static_cast<int>(cudaGetLastError());
 }
 
+// Row y of the grid copies pair y: several objects' loads in one launch
+// (a batch get), where a launch each cost more host time than a small
+// object's copy takes the GPU.
+__global__ void CopyPairs(PairBatch batch) {
+  const int row = blockIdx.y;
+  if (row >= batch.n) return;
+  const std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint64_t nthreads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  CopyBytes(static_cast<char*>(batch.dst[row]), static_cast<const char*>(batch.src[row]), batch.bytes[row], tid,
+            nthreads);
+}
+
 // kv_put_object in one launch: each block first makes sure the slot is
 // this write's ({WRITING, epoch}: the first block's CAS begins it, the
 // others find it begun), so a writer stalled past write_timeout stores
@@ -163,6 +175,18 @@ __global__ void ReadStateKernel(const ObjectHeader* header, std::uint32_t* state
 }
 
 }  // namespace
+
+int LaunchCopyPairs(const PairBatch& batch, void* stream) {
+  if (batch.n == 0 || batch.max_bytes == 0) return 0;
+  std::uint64_t blocks = (batch.max_bytes + kCopyThreads * 16 * kUnroll - 1) / (kCopyThreads * 16 * kUnroll);
+  // Rows stride over their share of the grid: about 4096 blocks in all
+  // keep every SM busy without a grid of a block per 16 KiB of a batch.
+  const std::uint64_t per_row = std::max<std::uint64_t>(1, 4096 / static_cast<std::uint64_t>(batch.n));
+  blocks = std::max<std::uint64_t>(1, std::min(blocks, per_row));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(batch.n));
+  CopyPairs<<<grid, kCopyThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch);
+  return static_cast<int>(cudaGetLastError());
+}
 
 int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream) {
   if (batch.n == 0 || batch.max_bytes == 0) return 0;

@@ -109,36 +109,57 @@ std::vector<Status> ObjectStore::BatchPutFromDevice(std::span<const DevicePut> i
 }
 
 std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const DeviceGet> items, void* stream) {
-  std::vector<std::string_view> keys;
-  keys.reserve(items.size());
-  for (const DeviceGet& item : items) keys.push_back(item.key);
-  std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(keys, /*hold=*/false);
   std::vector<Result<uint64_t>> out;
   out.reserve(items.size());
   std::vector<std::pair<std::string_view, uint64_t>> leases;
   std::vector<size_t> loading;  // items whose load was enqueued, to answer after the wait
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (!leased[i].ok()) {
-      out.push_back(leased[i].status());
-      continue;
+  // A lease request per 64 keys, each chunk's loads enqueued before the
+  // next chunk's leases are asked for: the GPU copies one chunk while kvd
+  // leases the next.
+  for (size_t first = 0; first < items.size(); first += wire::kMaxObjectBatch) {
+    const size_t count = std::min<size_t>(items.size() - first, wire::kMaxObjectBatch);
+    std::vector<std::string_view> keys;
+    for (size_t i = first; i < first + count; ++i) keys.push_back(items[i].key);
+    std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(keys, /*hold=*/false);
+    std::vector<client::ObjectPieces> pieces;
+    pieces.reserve(count);
+    std::vector<size_t> chunk_items;
+    for (size_t k = 0; k < count; ++k) {
+      const size_t i = first + k;
+      if (!leased[k].ok()) {
+        out.push_back(leased[k].status());
+        continue;
+      }
+      const ObjectPlan& plan = leased[k]->plan;
+      leases.emplace_back(items[i].key, leased[k]->lease_id);
+      if (items[i].dst == nullptr) {
+        out.push_back(Status::InvalidArgument("get of " + plan.key + " to a null address"));
+        continue;
+      }
+      if (plan.bytes_total > items[i].capacity) {
+        out.push_back(Status::InvalidArgument("object " + plan.key + " holds " + std::to_string(plan.bytes_total) +
+                                              " bytes, the destination " + std::to_string(items[i].capacity)));
+        continue;
+      }
+      auto mapped = impl_->Pieces(plan);
+      if (!mapped.ok()) {
+        out.push_back(mapped.status());
+        continue;
+      }
+      out.push_back(plan.bytes_total);
+      pieces.push_back(std::move(*mapped));
+      chunk_items.push_back(i);
     }
-    const ObjectPlan& plan = leased[i]->plan;
-    leases.emplace_back(items[i].key, leased[i]->lease_id);
-    if (items[i].dst == nullptr) {
-      out.push_back(Status::InvalidArgument("get of " + plan.key + " to a null address"));
-      continue;
+    std::vector<client::LoadItem> loads;
+    for (size_t k = 0; k < chunk_items.size(); ++k) loads.push_back({items[chunk_items[k]].dst, &pieces[k]});
+    std::vector<Status> loaded = client::LoadObjects(impl_->backend(), loads, stream, /*wait=*/false);
+    for (size_t k = 0; k < chunk_items.size(); ++k) {
+      if (loaded[k].ok()) {
+        loading.push_back(chunk_items[k]);
+      } else {
+        out[chunk_items[k]] = loaded[k];
+      }
     }
-    if (plan.bytes_total > items[i].capacity) {
-      out.push_back(Status::InvalidArgument("object " + plan.key + " holds " + std::to_string(plan.bytes_total) +
-                                            " bytes, the destination " + std::to_string(items[i].capacity)));
-      continue;
-    }
-    auto pieces = impl_->Pieces(plan);
-    Status loaded = pieces.ok() ? client::LoadObject(impl_->backend(), items[i].dst, *pieces, stream,
-                                                     /*wait=*/false)
-                                : pieces.status();
-    out.push_back(loaded.ok() ? Result<uint64_t>(plan.bytes_total) : Result<uint64_t>(loaded));
-    if (loaded.ok()) loading.push_back(i);
   }
   // The leases keep the objects in place until every load has run.
   Status finished = client::FinishTransfers(impl_->backend(), stream);

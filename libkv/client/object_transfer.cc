@@ -45,6 +45,19 @@ Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, 
   return backend.Copy(dst, object.payload, object.bytes, gpu::CopyKind::kDeviceToDevice);
 }
 
+std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem> items, void* stream, bool wait) {
+  bool kernels = TransfersUseKernels(backend);
+  for (const LoadItem& item : items) kernels = kernels && item.object != nullptr && KernelsFitDevice(item.object->device);
+  if (kernels && items.size() > 1) return LoadManyWithKernels(items, stream, wait);
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (const LoadItem& item : items) {
+    out.push_back(item.object == nullptr ? Status::InvalidArgument("load: no object")
+                                         : LoadObject(backend, item.dst, *item.object, stream, wait));
+  }
+  return out;
+}
+
 Status FinishTransfers(const gpu::Backend& backend, void* stream) {
   return TransfersUseKernels(backend) && stream != nullptr ? SynchronizeKernels(stream) : Status::OK();
 }

@@ -7,6 +7,7 @@
 #define NANOKV_LIBKV_CLIENT_OBJECT_TRANSFER_H_
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/kv_kernels.h"
@@ -59,6 +60,14 @@ Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPie
                          bool wait = true);
 // The object's pages -> dst; returns once the bytes are there (wait as above).
 Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream, bool wait = true);
+// Several objects' loads (a batch get): with the kernels, those whose
+// object and destination share devices in one launch per 128; else each as
+// LoadObject. One status per item; wait as above.
+struct LoadItem {
+  void* dst = nullptr;
+  const ObjectPieces* object = nullptr;
+};
+std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem> items, void* stream, bool wait);
 // Waits for the transfers enqueued on `stream` without waiting (a no-op
 // where transfers copy).
 Status FinishTransfers(const gpu::Backend& backend, void* stream);
@@ -88,6 +97,7 @@ bool KernelsBuilt();
 bool KernelsFitDevice(int device);  // the answer kept per device
 Status StoreWithKernels(const void* src, const ObjectPieces& object, void* stream, bool wait);
 Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream, bool wait);
+std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void* stream, bool wait);
 Status SynchronizeKernels(void* stream);
 Result<void*> RecordKernelEvent(void* stream);
 Status WaitKernelEvent(void* event);

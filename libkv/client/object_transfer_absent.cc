@@ -15,6 +15,11 @@ Status LoadWithKernels(void*, const ObjectPieces&, void*, bool) {
   return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
 }
 
+std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void*, bool) {
+  return std::vector<Status>(items.size(),
+                             Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)"));
+}
+
 Status SynchronizeKernels(void*) { return Status::OK(); }
 Result<void*> RecordKernelEvent(void*) { return static_cast<void*>(nullptr); }
 Status WaitKernelEvent(void*) { return Status::OK(); }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -151,6 +152,37 @@ Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream, bool
   NANOKV_RETURN_IF_ERROR(on.Enter(stream, dst, object, /*writes_buffer=*/true));
   NANOKV_RETURN_IF_ERROR(kernels::LoadPages(dst, object.segments.data(), object.segments.size(), stream));
   return wait || stream == nullptr ? kernels::Synchronize(stream) : Status::OK();
+}
+
+std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void* stream, bool wait) {
+  std::vector<Status> out(items.size());
+  // Items whose object and destination are on the same devices go in one
+  // launch: the first one's checks (OnDevice) hold for all of them.
+  std::map<std::pair<int, int>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].dst == nullptr) {
+      out[i] = Status::InvalidArgument("get to device: null destination");
+      continue;
+    }
+    Result<int> dst_device = kernels::PointerDevice(items[i].dst);
+    if (!dst_device.ok()) {
+      out[i] = dst_device.status();
+      continue;
+    }
+    groups[{items[i].object->device, *dst_device}].push_back(i);
+  }
+  for (const auto& [devices, which] : groups) {
+    OnDevice on;
+    Status entered = on.Enter(stream, items[which[0]].dst, *items[which[0]].object, /*writes_buffer=*/true);
+    std::vector<kernels::Copy> copies;
+    for (size_t i : which) {
+      copies.push_back({items[i].dst, items[i].object->payload, items[i].object->bytes});
+    }
+    Status loaded = entered.ok() ? kernels::CopyMany(copies.data(), copies.size(), stream) : entered;
+    if (loaded.ok() && (wait || stream == nullptr)) loaded = kernels::Synchronize(stream);
+    for (size_t i : which) out[i] = loaded;
+  }
+  return out;
 }
 
 Status SynchronizeKernels(void* stream) { return kernels::Synchronize(stream); }

@@ -1,5 +1,7 @@
 #include "libkv/cluster/cluster_put.h"
 
+#include <algorithm>
+#include <future>
 #include <map>
 
 namespace nanokv::cluster {
@@ -23,8 +25,43 @@ PutBatch::PutBatch(ClusterClient& client, ClusterClient::Impl& impl, std::vector
   for (const PutBytes& source : sources_) device_ = device_ || source.device != nullptr;
 }
 
+namespace {
+
+// A large batch is opened in chunks of about this many bytes, each chunk's
+// copies enqueued as soon as its plans come while the next chunk is being
+// opened: the GPU moves one chunk while the master and the owner kvd plan
+// the next (a plan costs the master and kvd about as much per object as the
+// copy of a 1 MiB object takes the GPU). At most kMaxChunks round trips.
+constexpr uint64_t kChunkBytes = uint64_t{32} << 20;
+constexpr size_t kMaxChunks = 8;
+
+}  // namespace
+
 void PutBatch::Start(void* stream) {
-  plans_ = client_.BatchOpenForWrite(opens_);
+  uint64_t total = 0;
+  for (const WriteRequest& open : opens_) total += open.bytes_total;
+  const size_t chunks = std::clamp<size_t>(static_cast<size_t>(total / kChunkBytes), 1,
+                                           std::min(kMaxChunks, std::max<size_t>(opens_.size(), 1)));
+  const size_t per_chunk = (opens_.size() + chunks - 1) / std::max<size_t>(chunks, 1);
+  plans_.assign(opens_.size(), Status::Internal("not opened"));
+  auto open = [this, per_chunk](size_t first) {
+    const size_t last = std::min(opens_.size(), first + per_chunk);
+    return client_.BatchOpenForWrite(std::vector<WriteRequest>(opens_.begin() + static_cast<ptrdiff_t>(first),
+                                                               opens_.begin() + static_cast<ptrdiff_t>(last)));
+  };
+  if (opens_.empty()) return;
+  // One open ahead: the next chunk's round trip runs while this one's
+  // copies are enqueued.
+  std::future<std::vector<Result<ClusterPlan>>> next = std::async(std::launch::async, open, size_t{0});
+  for (size_t first = 0; first < opens_.size(); first += per_chunk) {
+    std::vector<Result<ClusterPlan>> opened = next.get();
+    if (first + per_chunk < opens_.size()) next = std::async(std::launch::async, open, first + per_chunk);
+    for (size_t k = 0; k < opened.size(); ++k) plans_[first + k] = std::move(opened[k]);
+    WriteOnThisHost(first, opened.size(), stream);
+  }
+}
+
+void PutBatch::WriteOnThisHost(size_t first, size_t count, void* stream) {
   // Device bytes: one WritePlansFromDevice per store, every store's stores
   // enqueued before any waits.
   struct StoreWrites {
@@ -32,7 +69,7 @@ void PutBatch::Start(void* stream) {
     std::vector<size_t> items;
   };
   std::map<ObjectStore*, StoreWrites> by_store;
-  for (size_t i = 0; i < opens_.size(); ++i) {
+  for (size_t i = first; i < first + count; ++i) {
     if (!plans_[i].ok()) continue;
     for (const ReplicaPlan& replica : plans_[i]->replicas) {
       if (!OnThisHost(replica)) continue;

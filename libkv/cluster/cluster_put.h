@@ -38,8 +38,10 @@ class PutBatch {
 
   // Opens every item and starts the copies on this host: host bytes copied
   // before it returns, device bytes enqueued on `stream` (nullptr: each
-  // copy waits for itself). The caller lets `stream` run past them (wait,
-  // or an event) before Finish.
+  // copy waits for itself). A large batch is opened in chunks, the copies
+  // of one enqueued while the next is opened. The caller lets `stream` run
+  // past them (wait, or an event) before Finish, which commits every item
+  // in one round trip: a producer that dies before it leaves nothing READY.
   void Start(void* stream);
   // Copies to other hosts, then commits each item whose every copy was
   // written and revokes the others. One status per item. `device_work`:
@@ -47,6 +49,9 @@ class PutBatch {
   std::vector<Status> Finish(const Status& device_work = Status::OK());
 
  private:
+  // Items [first, first + count), opened: their copies on this host.
+  void WriteOnThisHost(size_t first, size_t count, void* stream);
+
   ClusterClient& client_;
   ClusterClient::Impl& impl_;
   const std::vector<WriteRequest> opens_;

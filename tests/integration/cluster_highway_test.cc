@@ -127,6 +127,33 @@ TEST_F(ClusterHighwayTest, TwoNodesOfOneHostMoveBatchesThroughTheOtherKvdsPages)
   EXPECT_EQ(producer->Remove("req17:L3").code(), Code::kFailedPrecondition) << "a view holds its object";
 }
 
+TEST_F(ClusterHighwayTest, ALargeBatchIsOpenedInChunksAndAnsweredItemByItem) {
+  StartCluster(/*one_host=*/true, /*store_pages=*/56);
+  auto producer = Client(0);
+  ASSERT_NE(producer, nullptr);
+  // 24 objects of 3 MiB: over twice the bytes a chunk opens, so its copies
+  // are enqueued while the next chunk is opened; one key twice, in two
+  // chunks: that item alone fails, nothing of it READY twice.
+  const size_t count = 24, bytes = 3u << 20;
+  std::byte* src = Source(count, bytes, 60);
+  std::vector<DevicePut> puts = Puts("big:", src, count, bytes, "n1");
+  puts[20].key = puts[2].key;
+  auto put = producer->BatchPutFromDevice(puts);
+  ASSERT_EQ(put.size(), count);
+  for (size_t i = 0; i < count; ++i) {
+    if (i == 20) continue;
+    EXPECT_TRUE(put[i].ok()) << i << ": " << put[i].ToString();
+  }
+  EXPECT_FALSE(put[20].ok());
+  std::byte* dst = Device(bytes);
+  for (size_t i = 0; i < count; ++i) {
+    if (i == 20) continue;
+    auto got = producer->GetToDevice(puts[i].key, dst, bytes);
+    ASSERT_TRUE(got.ok()) << puts[i].key << ": " << got.status().ToString();
+    EXPECT_EQ(Read(dst, bytes), Bytes(bytes, 60 + static_cast<int>(i))) << puts[i].key;
+  }
+}
+
 TEST_F(ClusterHighwayTest, LocalCopiesComeBackWithTheMasterStopped) {
   StartCluster(/*one_host=*/false);
   auto client = Client(0);
