@@ -1,7 +1,8 @@
 // What was left at kvd's names before it started, by another uid or by an
 // earlier kvd of its own: a segment squatted by a live process of another
 // uid is not a kvd's (kvd replaces it; kvctl says so, and removes it when
-// named).
+// named), and a page journal of a million held pages beyond the capacity
+// costs a few lines of log, not a million.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "daemon/node/page_journal.h"
 #include "ipc/segment/process_identity.h"
 #include "ipc/segment/shm_file.h"
 #include "tests/integration/kvctl_fixture.h"
@@ -63,6 +65,30 @@ TEST_F(KvctlTest, ASegmentSquattedByALiveProcessOfAnotherUidIsNotAKvds) {
   EXPECT_NE(log.find("removed what held the name: not a kvd's: it belongs to uid 65534"), std::string::npos)
       << log;
   EXPECT_EQ(Read().segment.header.kvd_pid, kvd_.pid());
+  StopKvd();
+}
+
+// The finding: a page journal of 4 million entries, written by kvd's own
+// uid, made 4.2 million warning lines (481 MB of log), one per page beyond
+// the capacity. The first few are logged, then how many more.
+TEST_F(KvctlTest, AJournalOfAMillionPagesBeyondTheCapacityLogsAFewLines) {
+  constexpr uint32_t kListed = 1u << 20;
+  const std::string path = dir_.path() + "/" + ipc_ + ".journal";
+  {
+    auto journal = kvd::PageJournal::Create(path, kPage, {{0, kListed}}, 1000);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    (*journal)->SetGroup(0, "g");
+    for (uint32_t id = 0; id < kListed; ++id) (*journal)->SetPage(0, id, 0, 0, true);
+    ASSERT_TRUE((*journal)->Install().ok());
+  }
+  StartKvd(16);  // 16 pages: every listed page past the 16th is beyond the capacity
+  const std::string log = kvd_.Log();
+  EXPECT_NE(log.find("kvd: page 16 of device 0 is beyond the capacity now: not re-adopted"), std::string::npos)
+      << log.substr(0, 4096);
+  EXPECT_NE(log.find("kvd: device 0: pages beyond the capacity now, not re-adopted: " +
+                     std::to_string(kListed - 16 - 5) + " more (only the first 5 were logged)"),
+            std::string::npos) << log.substr(0, 4096);
+  EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 200) << "the log grows with the journal";
   StopKvd();
 }
 
