@@ -282,8 +282,8 @@ TEST_F(KvdRingTest, ADoorbellRungForNothingIsMuted) {
   RawRingClient spammer;
   ASSERT_OK(spammer.Setup(SocketPath()));
   const std::string muted = "rang its ring's doorbell 16 times in a row with nothing in its ring";
-  // Each bell with kvd asleep, so kvd wakes for each; a few hundred at most
-  // fit the pipe, whatever kvd drained.
+  // Each bell with kvd asleep, so kvd wakes for each; once muted, the bells
+  // queue at kvd's end until Ring finds no room and skips them.
   int bells = 0;
   EXPECT_TRUE(WaitFor([&] {
     if (bells < 400) {
