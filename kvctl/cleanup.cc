@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 
+#include "base/kvd_identity.h"
 #include "base/naming.h"
 #include "base/run_dir.h"
 #include "ipc/segment/journal_header.h"
@@ -148,6 +149,29 @@ class Cleaner {
     out_->push_back(std::move(removal));
   }
 
+  // A segment at a kvd's name whose owner is no uid kvd runs as (root, ours,
+  // $NANOKV_KVD_UID): not a kvd's, whatever pid it names (a live process of
+  // that uid may squat the name). Removed when named; otherwise said, and
+  // left: kvctl cannot tell it from a kvd of that uid that the operator did
+  // not name in NANOKV_KVD_UID.
+  void JudgeUntrusted(const ipc::SegmentEntry& entry, bool named) {
+    const std::string path = "/dev/shm/nanokv_" + entry.ipc_name;
+    const std::string reason = "it belongs to " + DescribeUid(entry.owner_uid) + ", not to " +
+                               TrustedKvdUidsText() + ": not a kvd's";
+    if (!named) {
+      out_->push_back({entry.ipc_name, "segment", path,
+                       reason + " (`kvctl cleanup " + entry.ipc_name + "` removes it)", Status::OK(),
+                       /*kept=*/true});
+      return;
+    }
+    Removal removal{entry.ipc_name, "segment", path, reason, Status::OK()};
+    if (!options_.dry_run) {
+      removal.status = ipc::RemoveStaleSegment(entry.ipc_name);
+      if (removal.status.code() == Code::kNotFound) return;  // gone meanwhile
+    }
+    out_->push_back(std::move(removal));
+  }
+
   static std::string GoneReason(const Kvd& stale) {
     return "kvd pid " + std::to_string(stale.snapshot->segment.header.kvd_pid) + " is gone";
   }
@@ -237,12 +261,16 @@ std::string RunDirOf(const Kvd& kvd) {
 
 Result<std::vector<Removal>> Cleanup(const CleanupOptions& options) {
   std::vector<Removal> removals;
-  NANOKV_ASSIGN_OR_RETURN(std::vector<Kvd> kvds, DiscoverKvds(NowUnixNs()));
+  std::vector<ipc::SegmentEntry> untrusted;
+  NANOKV_ASSIGN_OR_RETURN(std::vector<Kvd> kvds, DiscoverKvds(NowUnixNs(), &untrusted));
   auto wanted = [&](const std::string& name) {
     return options.only.empty() ||
            std::find(options.only.begin(), options.only.end(), name) != options.only.end();
   };
   Cleaner cleaner(options, &removals);
+  for (const ipc::SegmentEntry& entry : untrusted) {
+    if (wanted(entry.ipc_name)) cleaner.JudgeUntrusted(entry, !options.only.empty());
+  }
   // Run directory -> the stale kvds that served from it.
   std::map<std::string, std::map<std::string, const Kvd*>> dirs;
   dirs[ipc::RunDir()];

@@ -7,8 +7,9 @@
 // instances' logs.
 //
 // Never touches a live kvd's: a segment goes only when it is stale (its kvd
-// gone), and the files of a name in a run directory only while cleanup holds
-// that name's lock there (so no kvd runs or starts from it meanwhile), or,
+// gone), or named and not a kvd's (its owner is no uid kvd runs as), and
+// the files of a name in a run directory only while cleanup holds that
+// name's lock there (so no kvd runs or starts from it meanwhile), or,
 // without a lock file, when nothing listens on its socket. Run directories
 // looked at: each stale segment's (it publishes its socket path), and
 // --run-dir / $NANOKV_RUN_DIR, else this user's default.

@@ -1,6 +1,8 @@
 #include "ops/http_server.h"
 
 #include <atomic>
+#include <list>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -18,6 +20,8 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
+
+class MetricsSession;
 
 class MetricsServer::Impl {
  public:
@@ -46,9 +50,15 @@ class MetricsServer::Impl {
   std::atomic<uint32_t> open_{0};
   std::atomic<uint64_t> scrapes_{0};
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> evicted_{0};
+  // Sessions waiting for a request, the longest waiting first (each keeps
+  // its place to leave it). On the server's thread only.
+  std::list<std::weak_ptr<MetricsSession>> waiting_;
 
  private:
   void Accept();
+  // Closes the session that has waited longest for a request; false if none waits.
+  bool EvictLongestWaiting();
 
   net::io_context io_{1};
   tcp::acceptor acceptor_{io_};
@@ -56,18 +66,29 @@ class MetricsServer::Impl {
   std::thread thread_;
 };
 
-namespace {
-
 // One connection: read a request, answer, again while the client keeps it
-// alive. Every read and write has the server's timeout.
-class Session : public std::enable_shared_from_this<Session> {
+// alive. Every read and write has the server's timeout; while it waits for
+// a request it is in the server's waiting list, which may close it.
+class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
  public:
-  Session(tcp::socket socket, MetricsServer::Impl& server) : stream_(std::move(socket)), server_(server) {
+  MetricsSession(tcp::socket socket, MetricsServer::Impl& server)
+      : stream_(std::move(socket)), server_(server) {
     server_.open_.fetch_add(1);
   }
-  ~Session() { server_.open_.fetch_sub(1); }
+  ~MetricsSession() {
+    StopWaiting();
+    server_.open_.fetch_sub(1);
+  }
+
+  // Closes the connection now, to let a newer one in: the pending read ends
+  // (operation_aborted) and the session goes.
+  void Evict() {
+    StopWaiting();
+    Close();
+  }
 
   void Read() {
+    waiting_ = server_.waiting_.insert(server_.waiting_.end(), weak_from_this());
     parser_.emplace();
     // A scrape is a GET with a few headers; anything larger is not one.
     parser_->header_limit(16 * 1024);
@@ -78,8 +99,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  void StopWaiting() {
+    if (waiting_) server_.waiting_.erase(*std::exchange(waiting_, std::nullopt));
+  }
+
   void OnRead(beast::error_code ec) {
-    if (ec) return Close();  // closed, timed out, malformed or too large: nothing to answer
+    StopWaiting();
+    if (ec) return Close();  // closed, timed out, malformed, too large or evicted: nothing to answer
     const http::request<http::string_body>& request = parser_->get();
     reply_ = {};
     server_.Answer(request, &reply_);
@@ -106,9 +132,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> reply_;
+  std::optional<std::list<std::weak_ptr<MetricsSession>>::iterator> waiting_;  // in server_.waiting_
 };
-
-}  // namespace
 
 Status MetricsServer::Impl::Listen() {
   beast::error_code ec;
@@ -140,15 +165,31 @@ void MetricsServer::Impl::Accept() {
       });
       return;
     }
-    if (open_.load() >= options_.max_connections) {
+    if (open_.load() >= options_.max_connections && !EvictLongestWaiting()) {
       refused_.fetch_add(1);
       beast::error_code ignored;
       socket.close(ignored);
     } else {
-      std::make_shared<Session>(std::move(socket), *this)->Read();
+      std::make_shared<MetricsSession>(std::move(socket), *this)->Read();
     }
     Accept();
   });
+}
+
+bool MetricsServer::Impl::EvictLongestWaiting() {
+  while (!waiting_.empty()) {
+    std::shared_ptr<MetricsSession> session = waiting_.front().lock();
+    if (session == nullptr) {  // going already
+      waiting_.pop_front();
+      continue;
+    }
+    // Its fd is closed now; the session itself goes when its read ends, so
+    // the open count stays past the limit for that moment only.
+    session->Evict();
+    evicted_.fetch_add(1);
+    return true;
+  }
+  return false;
 }
 
 void MetricsServer::Impl::Answer(const http::request<http::string_body>& request,
@@ -204,5 +245,7 @@ std::string MetricsServer::url() const {
 uint64_t MetricsServer::scrapes() const { return impl_->scrapes_.load(); }
 
 uint64_t MetricsServer::refused_connections() const { return impl_->refused_.load(); }
+
+uint64_t MetricsServer::evicted_connections() const { return impl_->evicted_.load(); }
 
 }  // namespace nanokv::ops

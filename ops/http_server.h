@@ -4,7 +4,10 @@
 // scraper that connects and never sends, or never reads, holds one
 // connection until `timeout` and nothing else: not the other scrapers, and
 // never the daemon, whose threads the server does not touch (render reads
-// atomics and published snapshots only; ops/metrics.h).
+// atomics and published snapshots only; ops/metrics.h). Connections that
+// wait for a request (idle, or sending one slowly) never keep a scrape
+// out: past `max_connections` a new one closes the one that has waited
+// longest.
 #ifndef NANOKV_OPS_HTTP_SERVER_H_
 #define NANOKV_OPS_HTTP_SERVER_H_
 
@@ -21,8 +24,10 @@ namespace nanokv::ops {
 struct MetricsServerOptions {
   std::string address = "127.0.0.1";  // an IPv4 or IPv6 address to bind ("0.0.0.0": every interface)
   uint16_t port = 0;                   // 0: a free port the kernel picks (port() says which)
-  // Connections open at once; past it a new one is closed at once, so
-  // scrapers cannot take the daemon's file descriptors.
+  // Connections open at once, so scrapers cannot take the daemon's file
+  // descriptors. Past it a new one closes the connection that has waited
+  // longest for a request (idle, or sending one slowly); only when every
+  // open one is being answered is the new one closed at once.
   uint32_t max_connections = 16;
   // A request must arrive, and its reply be taken, within this; then the
   // connection is closed. Idle keep-alive connections get it too.
@@ -49,7 +54,8 @@ class MetricsServer {
   // "http://127.0.0.1:9464/metrics" (IPv6 in brackets).
   std::string url() const;
   uint64_t scrapes() const;             // /metrics answers sent
-  uint64_t refused_connections() const;  // closed at once: max_connections were open
+  uint64_t refused_connections() const;  // closed at once: max_connections were being answered
+  uint64_t evicted_connections() const;  // waiting for a request, closed to let a newer one in
 
   class Impl;
 

@@ -19,7 +19,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_ring_entries \
+cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_ring_entries fuzz_ring_doorbell \
   fuzz_object_journal fuzz_transfer_headers
 
 mkdir -p "$build/artifacts"
@@ -50,6 +50,8 @@ run journal_decode 70000
 run master_requests 65536
 # The client's head, then a ring's cells (ipc::kRingDataBytes).
 run ring_entries 65544
+# One byte per thing a client does to its doorbell's end (seeds: the ring's).
+run ring_doorbell 512
 # A mode byte, then an object journal, or records and two 4 KiB header pages.
 run object_journal 16384
 # A mode byte, a chunk's length and what the receiver knows, then a header.

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/node/node_state.h"
+#include "ops/repeated_warning.h"
 
 namespace nanokv::kvd {
 
@@ -38,11 +39,13 @@ std::vector<std::vector<RecoveredPage>> NodeState::RecoveredByPool(
       continue;
     }
     const size_t capacity = options.pools[p].capacity_bytes / page_bytes_;
+    ops::RepeatedWarning beyond("kvd: device " + std::to_string(device.device) +
+                                ": pages beyond the capacity now, not re-adopted");
     for (const RecoveredPage& page : device.pages) {
       // capacity_bytes 0 means a utilization: the pool checks the bound then.
       if (capacity != 0 && page.id >= capacity) {
-        spdlog::warn("kvd: page {} of device {} is beyond the capacity now: not re-adopted",
-                     page.id, device.device);
+        beyond.Warn("kvd: page {} of device {} is beyond the capacity now: not re-adopted",
+                    page.id, device.device);
         continue;
       }
       out[p].push_back(page);
@@ -222,6 +225,7 @@ Result<AdoptResult> NodeState::Adopt(TenantId tenant_id, int device,
     return d.status();
   }
   AdoptResult out;
+  ops::RepeatedWarning refused("kvd: tenant '" + tenant->name + "' handed back pages refused");
   for (const AdoptPage& page : pages) {
     std::string why;
     if (AdoptOne(*tenant, *d, page, &why).ok()) {
@@ -229,7 +233,7 @@ Result<AdoptResult> NodeState::Adopt(TenantId tenant_id, int device,
     } else {
       out.refused.push_back(page.id);
       if (out.reason.empty()) out.reason = why;
-      spdlog::warn("kvd: tenant '{}' handed back {}", tenant->name, why);
+      refused.Warn("kvd: tenant '{}' handed back {}", tenant->name, why);
     }
   }
   tenant->last_activity_unix_ns = now_unix_ns;

@@ -11,7 +11,7 @@ namespace nanokv::kvd {
 
 uint64_t FdBudget::connections() const {
   uint64_t needed = open_now + pages_to_come * fds_per_page + headroom;
-  return limit > needed ? (limit - needed) / 2 : 0;
+  return limit > needed ? (limit - needed) / kFdsPerConnection : 0;
 }
 
 std::string FdBudget::ToString() const {

@@ -2,8 +2,9 @@
 // A page costs an fd at rest only where it is one (host: a memfd); on cuda
 // and hip it is a driver handle, exported only to be sent (PagePool::TakeFd),
 // and only the pages created ahead keep an export until their first grant.
-// Each connection costs two (its socket and the peer's pidfd), and an adopt
-// request brings up to ipc::kMaxFdsPerMessage more for a moment. Pages come
+// Each connection costs up to kFdsPerConnection (its socket, the peer's
+// pidfd, and its request ring's doorbell once it asks for a ring), and an
+// adopt request brings up to ipc::kMaxFdsPerMessage more for a moment. Pages come
 // first: the connection limit is what the open-file limit leaves after every
 // page the pools may still create, never the other way round.
 #ifndef NANOKV_DAEMON_SERVER_FD_BUDGET_H_
@@ -14,13 +15,15 @@
 
 namespace nanokv::kvd {
 
+inline constexpr uint64_t kFdsPerConnection = 3;
+
 struct FdBudget {
   uint64_t limit = 0;          // RLIMIT_NOFILE, the soft limit kvd runs under
   uint64_t open_now = 0;       // fds open when measured
   uint64_t pages_to_come = 0;  // pages the pools may still create...
   uint64_t fds_per_page = 0;   // ...at this many fds each at rest (host 1: the memfd; cuda, hip 0)
   uint64_t headroom = 0;       // one adopt's fds, log files, the controller's children
-  // What is left for connections at two fds each; 0 when nothing is.
+  // What is left for connections at kFdsPerConnection each; 0 when nothing is.
   uint64_t connections() const;
   std::string ToString() const;
 };

@@ -60,7 +60,8 @@ uint64_t LimitsNeed::pages() const {
 }
 
 uint64_t LimitsNeed::fds() const {
-  return base_fds + reserve_fds + pages() * fds_per_page + 2 * connections + headroom_fds;
+  return base_fds + reserve_fds + pages() * fds_per_page + kFdsPerConnection * connections +
+         headroom_fds;
 }
 
 uint64_t LimitsNeed::rss_bytes() const { return kBaseRssBytes + pages() * kRssBytesPerPage; }
@@ -141,7 +142,8 @@ std::string LimitsReport(const LimitsNeed& need, const MachineLimits& machine, c
         << d.capacity_pages << " pages, " << FormatBytes(d.capacity_pages * need.page_bytes) << "\n";
   }
   out << "  fds: " << need.fds() << " = " << need.pages() << " pages x " << need.fds_per_page << " at rest + "
-      << need.reserve_fds << " for pages created ahead + " << need.connections << " connections x 2 + "
+      << need.reserve_fds << " for pages created ahead + " << need.connections << " connections x "
+      << kFdsPerConnection << " + "
       << need.headroom_fds << " headroom + " << need.base_fds << " kvd's own\n";
   out << "    open-file limit (RLIMIT_NOFILE): soft " << machine.nofile_soft << ", hard " << machine.nofile_hard
       << " (kvd raises the soft to the hard); fs.nr_open " << machine.nr_open << ": " << Yes(verdict.fds_ok)
@@ -204,7 +206,8 @@ std::string LimitsReportJson(const LimitsNeed& need, const MachineLimits& machin
 
 std::string LimitsLogLine(const LimitsNeed& need, const MachineLimits& machine, const LimitsVerdict& verdict) {
   std::string line = "limits at full use: " + Num(need.fds()) + " fds (" + Num(need.pages()) + " pages x " +
-                     Num(need.fds_per_page) + ", " + Num(need.connections) + " connections x 2, " +
+                     Num(need.fds_per_page) + ", " + Num(need.connections) + " connections x " +
+                     Num(kFdsPerConnection) + ", " +
                      Num(need.reserve_fds + need.headroom_fds + need.base_fds) +
                      " kvd's own) against a hard limit of " +
                      Num(machine.nofile_hard) + ", RSS about " + FormatBytes(need.rss_bytes()) + " of " +

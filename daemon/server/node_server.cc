@@ -25,7 +25,6 @@ NodeServer::NodeServer(NodeState& node, ipc::Listener listener, ServerOptions op
   // Made here, not in Run, so Stop() is safe from a signal handler at any time.
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   task_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  ring_doorbell_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 NodeServer::~NodeServer() {
@@ -33,7 +32,6 @@ NodeServer::~NodeServer() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
   if (task_fd_ >= 0) close(task_fd_);
-  if (ring_doorbell_fd_ >= 0) close(ring_doorbell_fd_);
   for (int fd : spare_fds_) {
     if (fd >= 0) close(fd);
   }
@@ -58,7 +56,6 @@ Status NodeServer::Setup() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task_fd_, &ev) != 0) {
     return Status::FromErrno("epoll_ctl", errno, "task eventfd");
   }
-  NANOKV_RETURN_IF_ERROR(SetupRings());
   for (int& fd : spare_fds_) {  // ShedOneConnection's
     fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Status::FromErrno("open", errno, "/dev/null");
@@ -158,10 +155,7 @@ Status NodeServer::Run() {
       } else if (tag == kTaskTag) {
         RunPosted();
       } else if (tag == kRingTag) {
-        uint64_t rings = 0;  // drained: the turn's ServeRings looks at every ring
-        ssize_t got = read(ring_doorbell_fd_, &rings, sizeof(rings));
-        (void)got;
-        ServeRings();
+        OnDoorbell(fd);
       }
     }
     DeliverNotices();
@@ -403,6 +397,10 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
   ObjectPeerGone(c);
   if (objects_ != nullptr) objects_->ReleaseHeldLeases(c.serial);  // its views end with it
   if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  if (c.doorbell.valid()) {  // closed with the connection
+    if (!c.bell_muted) ListenToDoorbell(c, false);
+    doorbells_.erase(c.doorbell.fd());
+  }
   if (c.ring != nullptr) --rings_;
   connections_.erase(it);
   dirty_ = true;

@@ -26,6 +26,7 @@
 #include "daemon/node/node_state.h"
 #include "daemon/config/group_config.h"
 #include "ipc/proto/nanokv.pb.h"
+#include "ipc/ring/doorbell.h"
 #include "ipc/ring/request_ring.h"
 #include "ipc/uds/channel.h"
 #include "nanokv/status.h"
@@ -122,6 +123,13 @@ class NodeServer {
     // the reply, unless it carries fds).
     std::unique_ptr<ipc::RequestRing> ring;
     bool serving_ring = false;
+    // The ring's doorbell (kvd's end), in epoll unless muted: rung
+    // kMaxEmptyBells times in a row with nothing in the ring, it is left
+    // out until the ring next holds a request (found by the turn's look).
+    ipc::Doorbell doorbell;
+    uint32_t empty_bells = 0;
+    bool bell_muted = false;
+    bool bell_muted_before = false;  // logged once per connection
   };
   // A refused connection still open: it is closed when the peer has read why
   // (it sends or hangs up) or at `deadline`, whichever comes first.
@@ -185,8 +193,11 @@ class NodeServer {
   const std::string& DeviceUuid(int device) const;
   void Shutdown();
   // daemon/server/node_server_rings.cc: the request rings.
-  Status SetupRings();
   void HandleRingSetup(Connection& c, uint64_t request_id);
+  // A doorbell rang: drains it and serves its ring.
+  void OnDoorbell(int bell_fd);
+  // Adds the connection's doorbell to epoll, or takes it out.
+  void ListenToDoorbell(Connection& c, bool listen);
   // Serves what the connection's ring holds (a bounded number per turn).
   // True if it served anything.
   bool ServeRing(Connection& c);
@@ -212,11 +223,8 @@ class NodeServer {
   int epoll_fd_ = -1;
   int stop_fd_ = -1;  // eventfd
   int task_fd_ = -1;  // eventfd: Post wrote a task
-  // eventfd every ring's client writes when kvd sleeps: one for all rings
-  // (kvd then looks at each), so a ring costs kvd no fd. A client that
-  // rings it for nothing only wakes kvd, as a datagram would.
-  int ring_doorbell_fd_ = -1;
   size_t rings_ = 0;  // connections with a ring
+  std::map<int, int> doorbells_;  // a ring's doorbell (kvd's end) -> socket fd
   bool rings_marked_asleep_ = false;
   std::mutex tasks_mu_;
   std::vector<std::function<void(NodeState&)>> tasks_;  // guarded by tasks_mu_

@@ -5,7 +5,7 @@
 //
 // kvd makes the memory (a sealed memfd: its size can never change, so no
 // truncation can fault kvd) and hands it to the client over the socket
-// with an eventfd. Layout: a 4 KiB header, then the to-kvd ring's cells,
+// with the write end of its own doorbell (doorbell.h). Layout: a 4 KiB header, then the to-kvd ring's cells,
 // then the to-client ring's. Each ring is single-producer single-consumer,
 // 1024 cells of 64 bytes (one cache line):
 //   a cell    {stamp, length, 56 bytes of the message}; a message takes
@@ -29,7 +29,7 @@
 // Waking: a consumer about to sleep sets its ring's `sleeping` word, then
 // looks once more (the producer stores the stamp, then loads `sleeping`,
 // both sequentially consistent: one of the two sees the other). kvd sleeps
-// in epoll: a client that finds it sleeping writes the eventfd. A client
+// in epoll: a client that finds it sleeping rings its doorbell. A client
 // sleeps on a futex on its reply ring's `seq`, which kvd bumps per reply.
 #ifndef NANOKV_IPC_RING_REQUEST_RING_H_
 #define NANOKV_IPC_RING_REQUEST_RING_H_

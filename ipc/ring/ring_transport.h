@@ -16,8 +16,9 @@
 
 namespace nanokv::ipc {
 
-// Borrows the ring, the socket and the doorbell (kvd's eventfd, written
-// when kvd sleeps); all must remain live while this is in use.
+// Borrows the ring, the socket and the doorbell (the write end of the
+// ring's own, doorbell.h, written when kvd sleeps); all must remain live
+// while this is in use.
 class RingTransport final : public Transport {
  public:
   RingTransport(RequestRing& ring, Channel& channel, int doorbell)

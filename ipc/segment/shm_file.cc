@@ -163,6 +163,12 @@ std::string StaleReason(const SegmentProbe& probe) {
     return "forged: it names pid " + std::to_string(probe.kvd_pid) + ", a process of " +
            DescribeUid(*uid) + ", but belongs to " + DescribeUid(probe.owner_uid);
   }
+  // A live process of another uid may name itself in a segment of its own:
+  // still not a kvd's unless its uid is one that kvd runs as.
+  if (!IsTrustedKvdUid(probe.owner_uid)) {
+    return "not a kvd's: it belongs to " + DescribeUid(probe.owner_uid) + " (pid " +
+           std::to_string(probe.kvd_pid) + "), and kvd runs as " + TrustedKvdUidsText();
+  }
   return "";
 }
 

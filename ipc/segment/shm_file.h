@@ -78,8 +78,10 @@ Result<SegmentProbe> ProbeFile(const SegmentFile& file);
 Result<SegmentProbe> ProbeSegment(const std::string& path);
 
 // Empty if the segment is a nanokv segment (any layout version) whose kvd is
-// alive and runs as the file's owner; otherwise why not, for the log. A
-// segment naming a live process of another uid (pid 1, say) is forged.
+// alive and runs as the file's owner, a uid that counts as kvd
+// (base/kvd_identity.h); otherwise why not, for the log. A segment naming a
+// live process of another uid (pid 1, say) is forged; one of a uid that is
+// not kvd's, naming a live process of its own, is not a kvd's.
 std::string StaleReason(const SegmentProbe& probe);
 
 // OK iff the prefix says this build can read the segment: our magic, our

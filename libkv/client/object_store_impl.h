@@ -281,7 +281,7 @@ class ObjectStore::Impl {
   mutable std::mutex call_mu_;
   ipc::Channel channel_;
   std::unique_ptr<ipc::RequestRing> ring_;  // GUARDED_BY(call_mu_); null: the socket only
-  int doorbell_ = -1;                       // kvd's eventfd, with the ring
+  int doorbell_ = -1;                       // the ring's doorbell (its write end)
   std::unique_ptr<gpu::Backend> backend_;
   std::unique_ptr<client::ObjectMappings> mappings_;  // GUARDED_BY(call_mu_); made with the backend
   uint32_t timeout_ms_;

@@ -56,9 +56,9 @@ TEST_F(KvdCheckLimitsTest, ASmallKvdFitsAndSaysWhatItNeeds) {
   EXPECT_NE(checked.out.find("device 0 (host, 64.0 MiB): 8 pages, 16.0 MiB"), std::string::npos) << checked.out;
   // A host page is a memfd: one fd at rest; its export lives only while sent.
   EXPECT_NE(checked.out.find(" = 8 pages x 1 at rest + "), std::string::npos) << checked.out;
-  EXPECT_NE(checked.out.find(" for pages created ahead + 16 connections x 2 + 314 headroom + "), std::string::npos)
+  EXPECT_NE(checked.out.find(" for pages created ahead + 16 connections x 3 + 314 headroom + "), std::string::npos)
       << checked.out;
-  EXPECT_GT(FdsNeeded(checked.out), 8u * 1 + 16 * 2 + 314);
+  EXPECT_GT(FdsNeeded(checked.out), 8u * 1 + 16 * 3 + 314);
   EXPECT_NE(checked.out.find("open-file limit (RLIMIT_NOFILE): soft "), std::string::npos) << checked.out;
   EXPECT_NE(checked.out.find("fs.nr_open "), std::string::npos) << checked.out;
   EXPECT_NE(checked.out.find("memory: kvd's RSS about "), std::string::npos) << checked.out;

@@ -197,7 +197,7 @@ TEST_F(KvdLimitsTest, GrantedPagesKeepNoExportInKvd) {
 // verifying its pages, under an open-file limit the old design could not
 // serve: with an export kept per page (two fds a host page) kvd's budget
 // left 8 connections at 900 fds for 272 pages; at one fd a page it affords
-// over 100.
+// about 100 (at three fds a connection).
 TEST_F(KvdLimitsTest, SixtyFourEnginesAtOnceUnderALoweredOpenFileLimit) {
   constexpr int kEngines = 64;
   kvd_prefix_ = {"/usr/bin/prlimit", "--nofile=900:900", "--"};

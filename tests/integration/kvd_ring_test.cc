@@ -1,8 +1,9 @@
 // The shared-memory request rings against a real kvd (issue 15 item 2): a
 // raw client is served through its ring (the socket stays silent), a
-// client scribbling random bytes over its ring hurts only itself while
-// another is served, and ring clients ride through kvd being killed and
-// restarted with no wrong byte.
+// client scribbling random bytes over its ring, or doing anything to its
+// doorbell, hurts only itself while others are served, and ring clients
+// ride through kvd being killed and restarted with no wrong byte.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -57,7 +58,11 @@ struct RawRingClient {
     return Status::OK();
   }
 
+  // Rings unless the doorbell takes no more now (a client that made its
+  // end blocking would block here: kvd does not owe it a drain).
   void Ring() {
+    pollfd room{doorbell, POLLOUT, 0};
+    if (poll(&room, 1, 0) != 1 || (room.revents & POLLOUT) == 0) return;
     const uint64_t one = 1;
     ssize_t wrote = write(doorbell, &one, sizeof(one));
     (void)wrote;
@@ -88,6 +93,16 @@ struct RawRingClient {
     return poll(&p, 1, static_cast<int>(wait.count())) > 0;
   }
 };
+
+// One request on a connection of its own, by the socket, as kvctl sends it.
+Result<wire::Message> AskBySocket(const std::string& path, wire::Message ask) {
+  NANOKV_ASSIGN_OR_RETURN(ipc::Channel socket, ipc::Channel::Connect(path));
+  ipc::ChannelTransport transport(socket);
+  ipc::CallOptions call;
+  call.timeout = 10s;
+  NANOKV_ASSIGN_OR_RETURN(ipc::Reply reply, ipc::Call(transport, 1, ask, {}, call));
+  return reply.message;
+}
 
 class KvdRingTest : public KvdFixture {
  protected:
@@ -179,6 +194,118 @@ TEST_F(KvdRingTest, AScribblerHurtsOnlyItself) {
     return !r.ok() || *r == ipc::Channel::Received::kClosed;
   }, 10s)) << kvd_.Log();
   EXPECT_NE(kvd_.Log().find("request ring"), std::string::npos) << kvd_.Log();
+}
+
+// The finding: every ring's client got the same doorbell eventfd; one that
+// cleared O_NONBLOCK on it (one open file for all) and read it took kvd's
+// wake-up and left kvd's thread blocked in read(2) for good: no socket
+// client and no operator was answered again. Now the client holds only its
+// own end of its own doorbell: its reads get no bell, and kvd serves everyone.
+TEST_F(KvdRingTest, AClientReadingItsDoorbellBlockingHangsOnlyItself) {
+  StartWithStore();
+  auto engine = AttachClient("engine");
+  ASSERT_NE(engine, nullptr);
+  RawRingClient thief;
+  ASSERT_OK(thief.Setup(SocketPath()));
+  const int flags = fcntl(thief.doorbell, F_GETFL);
+  ASSERT_GE(flags, 0);
+  ASSERT_EQ(fcntl(thief.doorbell, F_SETFL, flags & ~O_NONBLOCK), 0);
+  // The thief, in a loop: requests on its socket (kvd handles them between
+  // its epoll_wait and its read of the bell, in the same turn), a bell, a
+  // pause of varying length, then a read of the doorbell when it is
+  // readable: sooner or later inside that window, where a shared eventfd
+  // left kvd's read blocked.
+  int stolen = 0;
+  bool hung = false;
+  for (int i = 0; i < 300 && !hung; ++i) {
+    constexpr int kBusy = 8;
+    for (int r = 0; r < kBusy; ++r) {
+      wire::Message busy;
+      busy.set_request_id(1000 + r);
+      busy.mutable_object_info();
+      (void)thief.socket.Send(wire::Encode(busy), {});
+    }
+    thief.Ring();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(10 * (i % 30));
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    pollfd readable{thief.doorbell, POLLIN, 0};
+    uint64_t value = 0;
+    if (poll(&readable, 1, 0) == 1 && (readable.revents & POLLIN) != 0 &&
+        read(thief.doorbell, &value, sizeof(value)) > 0) {
+      ++stolen;
+    }
+    std::vector<std::byte> answer;  // every answer, read before the next round
+    std::vector<int> no_fds;
+    for (int r = 0; r < kBusy && !hung; ++r) {
+      hung = !thief.SocketReadable(5000ms);
+      if (hung) break;
+      auto got = thief.socket.Receive(&answer, &no_fds);
+      ASSERT_TRUE(got.ok() && *got == ipc::Channel::Received::kMessage)
+          << (got.ok() ? "closed" : got.status().ToString()) << "\n" << kvd_.Log();
+    }
+  }
+  EXPECT_FALSE(hung) << "kvd stopped answering the thief's socket";
+  EXPECT_EQ(stolen, 0) << "the client read bells meant for kvd";
+  // Another ring client, a socket client and an operator are answered.
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Put("after-the-thief", ObjectPattern(5000, 3)));
+  wire::Message info;
+  info.mutable_object_info();
+  auto answered = AskBySocket(SocketPath(), info);
+  ASSERT_TRUE(answered.ok()) << answered.status().ToString();
+  EXPECT_TRUE(answered->has_object_info_reply()) << wire::BodyName(*answered);
+  wire::Message limit;
+  limit.mutable_set_limit()->set_tenant("engine");
+  limit.mutable_set_limit()->set_limit_bytes(4u << 20);
+  auto limited = AskBySocket(SocketPath(), limit);
+  ASSERT_TRUE(limited.ok()) << limited.status().ToString();
+  ASSERT_TRUE(limited->has_set_limit_reply()) << wire::BodyName(*limited);
+  EXPECT_EQ(limited->set_limit_reply().limit_bytes(), 4u << 20);
+  // The thief's own ring still works: kvd drains its own end.
+  wire::Message own;
+  own.set_request_id(9);
+  own.mutable_object_info();
+  ASSERT_OK(thief.Send(own));
+  auto reply = thief.Receive();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->request_id(), 9u);
+  EXPECT_TRUE(kvd_.Running());
+}
+
+// A client ringing its doorbell in a loop with nothing in its ring: kvd
+// stops listening to that doorbell (and says so) until its ring holds a
+// request, which it still serves; others are served throughout.
+TEST_F(KvdRingTest, ADoorbellRungForNothingIsMuted) {
+  StartWithStore();
+  RawRingClient spammer;
+  ASSERT_OK(spammer.Setup(SocketPath()));
+  const std::string muted = "rang its ring's doorbell 16 times in a row with nothing in its ring";
+  // Each bell with kvd asleep, so kvd wakes for each; once muted, the bells
+  // queue at kvd's end until Ring finds no room and skips them.
+  int bells = 0;
+  EXPECT_TRUE(WaitFor([&] {
+    if (bells < 400) {
+      spammer.Ring();
+      ++bells;
+    }
+    std::this_thread::sleep_for(2ms);
+    return kvd_.Log().find(muted) != std::string::npos;
+  }, 20s)) << bells << " bells\n" << kvd_.Log();
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Put("beside-the-spammer", ObjectPattern(3000, 5)));
+  for (uint64_t id = 2; id < 5; ++id) {  // served though muted, and then heard again
+    wire::Message ask;
+    ask.set_request_id(id);
+    ask.mutable_object_info();
+    ASSERT_OK(spammer.Send(ask));
+    auto reply = spammer.Receive();
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->request_id(), id);
+  }
+  EXPECT_TRUE(kvd_.Running());
 }
 
 TEST_F(KvdRingTest, RingClientsRideThroughKvdRestarts) {

@@ -62,6 +62,52 @@ class ScopedUser {
   bool made_ = false;
 };
 
+// A process running as uid/gid until this is destroyed (a squatter that names
+// itself in a file it owns). pid() is -1 if it could not be started.
+class LiveProcessAs {
+ public:
+  LiveProcessAs(uid_t uid, gid_t gid) {
+    int ready[2], quit[2];
+    if (pipe(ready) != 0) return;
+    if (pipe(quit) != 0) {
+      close(ready[0]);
+      close(ready[1]);
+      return;
+    }
+    pid_t child = fork();
+    if (child == 0) {
+      close(ready[0]);
+      close(quit[1]);
+      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(125);
+      char byte = 1;
+      if (write(ready[1], &byte, 1) != 1) _exit(126);
+      ssize_t ended = read(quit[0], &byte, 1);  // until the parent closes its end
+      _exit(ended == 0 ? 0 : 1);
+    }
+    close(ready[1]);
+    close(quit[0]);
+    quit_ = quit[1];
+    char byte = 0;
+    const bool started = child > 0 && read(ready[0], &byte, 1) == 1;
+    close(ready[0]);
+    child_ = child;
+    if (started) pid_ = child;
+  }
+  ~LiveProcessAs() {
+    if (quit_ >= 0) close(quit_);
+    if (child_ > 0) waitpid(child_, nullptr, 0);
+  }
+  LiveProcessAs(const LiveProcessAs&) = delete;
+  LiveProcessAs& operator=(const LiveProcessAs&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t child_ = -1;
+  pid_t pid_ = -1;  // once it runs as the uid
+  int quit_ = -1;
+};
+
 // Runs `body` in a forked child as uid/gid and returns its exit code (the
 // child's EXPECTs do not reach the parent: report through the exit code).
 inline int RunAs(uid_t uid, gid_t gid, const std::function<int()>& body) {

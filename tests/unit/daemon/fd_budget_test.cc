@@ -1,4 +1,4 @@
-// kvd's fd budget: pages first, then connections at two fds each.
+// kvd's fd budget: pages first, then connections at three fds each.
 #include "daemon/server/fd_budget.h"
 
 #include <fcntl.h>
@@ -9,9 +9,10 @@
 namespace nanokv::kvd {
 namespace {
 
-TEST(FdBudget, PagesComeFirstThenTwoFdsAConnection) {
+TEST(FdBudget, PagesComeFirstThenThreeFdsAConnection) {
+  // A connection's socket, its peer's pidfd, its request ring's doorbell.
   FdBudget b{.limit = 1000, .open_now = 100, .pages_to_come = 200, .fds_per_page = 2, .headroom = 100};
-  EXPECT_EQ(b.connections(), (1000u - 100 - 400 - 100) / 2);
+  EXPECT_EQ(b.connections(), (1000u - 100 - 400 - 100) / 3);
   b.pages_to_come = 500;  // the pages alone overrun the limit
   EXPECT_EQ(b.connections(), 0u);
   EXPECT_NE(b.ToString().find("room for 0 connections"), std::string::npos) << b.ToString();
@@ -22,8 +23,8 @@ TEST(FdBudget, TheLimitIsTheConfiguredOneCappedByTheBudgetNeverBelowTheFloor) {
   EXPECT_EQ(ConnectionLimit(roomy, 0), kDefaultMaxConnections);
   EXPECT_EQ(ConnectionLimit(roomy, 5000), 5000u);
   FdBudget tight{.limit = 300, .open_now = 10, .pages_to_come = 0, .fds_per_page = 1, .headroom = 0};
-  EXPECT_EQ(ConnectionLimit(tight, 0), 145u);
-  EXPECT_EQ(ConnectionLimit(tight, 100), 100u);
+  EXPECT_EQ(ConnectionLimit(tight, 0), 96u);
+  EXPECT_EQ(ConnectionLimit(tight, 90), 90u);
   FdBudget none{.limit = 100, .open_now = 10, .pages_to_come = 1000, .fds_per_page = 1, .headroom = 0};
   EXPECT_EQ(ConnectionLimit(none, 0), kMinConnections);
 }

@@ -133,6 +133,33 @@ TEST_F(SegmentTrustTest, AForgedLiveSegmentNamingPid1IsReplaced) {
   EXPECT_EQ(snapshot->owner_uid, geteuid());
 }
 
+// The finding: a live process of another uid wrote a segment of its own at
+// kvd's name naming itself (its pid, its start time, its uid the file's
+// owner): it looked like a live kvd's, and kvd refused to start while that
+// process lived. A segment whose owner is no uid kvd runs as is not a kvd's.
+TEST_F(SegmentTrustTest, ASquatByALiveProcessOfAnotherUidIsReplaced) {
+  NANOKV_SKIP_UNLESS_ROOT();
+  testing::LiveProcessAs squatter(kNobody, kNobody);
+  ASSERT_GT(squatter.pid(), 0);
+  const std::string name = NewName();
+  WriteForged(name, squatter.pid(), kNobody);
+  SegmentProbe probe = ProbeSegment(ShmPath(name)).value();
+  EXPECT_NE(StaleReason(probe).find("not a kvd's: it belongs to uid 65534"), std::string::npos)
+      << StaleReason(probe);
+  auto writer = SegmentWriter::Create(Options(name));
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  auto snapshot = ReadSegment(name);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  EXPECT_EQ(snapshot->segment.header.kvd_pid, getpid());
+  // A uid named as kvd's in NANOKV_KVD_UID is one: its live segment is another kvd's.
+  (*writer).reset();
+  const std::string trusted = NewName();
+  WriteForged(trusted, squatter.pid(), kNobody);
+  setenv("NANOKV_KVD_UID", "65534", 1);
+  auto refused = SegmentWriter::Create(Options(trusted));
+  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition) << refused.status().ToString();
+}
+
 // What kvd may not remove (another user's file, seen by a kvd that is not
 // root) is refused naming its owner, never misread as a live kvd.
 TEST_F(SegmentTrustTest, AFileKvdMayNotRemoveIsReportedWithItsOwner) {
