@@ -4,6 +4,7 @@
 #ifndef NANOKV_BENCH_BENCH_KVD_H_
 #define NANOKV_BENCH_BENCH_KVD_H_
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -104,6 +105,68 @@ class BenchKvd {
   pid_t pid_ = -1;
   std::string run_dir_;
   std::string ipc_;
+};
+
+// `kvd --role master` as its own process, as in production (a master in
+// the benchmark's process shares its gRPC threads with the clients there),
+// on a free loopback port, its log in a file of its run directory.
+class BenchMaster {
+ public:
+  BenchMaster(const std::string& kvd_path, std::vector<std::string> args) {
+    char dir_template[] = "/tmp/nanokv-bench-master-XXXXXX";
+    run_dir_ = mkdtemp(dir_template);
+    log_ = run_dir_ + "/master.log";
+    std::vector<std::string> argv = {kvd_path, "--role", "master", "--id", "bench", "--listen", "127.0.0.1:0",
+                                     "--rebuild-window", "0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> argp;
+    for (auto& a : argv) argp.push_back(a.data());
+    argp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int spawned = posix_spawn(&pid_, kvd_path.c_str(), &actions, nullptr, argp.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) {
+      std::fprintf(stderr, "cannot start the master at %s\n", kvd_path.c_str());
+      std::exit(1);
+    }
+    // "serving on 127.0.0.1:PORT" in its log once it listens.
+    for (int i = 0; i < 1000 && address_.empty(); ++i) {
+      std::ifstream in(log_);
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string log = text.str();
+      const size_t at = log.find("serving on ");
+      if (at != std::string::npos) {
+        const size_t from = at + std::string("serving on ").size();
+        address_ = log.substr(from, log.find(' ', from) - from);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (address_.empty()) {
+      std::fprintf(stderr, "the master never said where it serves (log %s)\n", log_.c_str());
+      std::exit(1);
+    }
+  }
+  ~BenchMaster() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::filesystem::remove_all(run_dir_);
+  }
+  BenchMaster(const BenchMaster&) = delete;
+  BenchMaster& operator=(const BenchMaster&) = delete;
+
+  const std::string& address() const { return address_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string run_dir_;
+  std::string log_;
+  std::string address_;
 };
 
 }  // namespace nanokv::bench

@@ -29,7 +29,6 @@
 #include "bench/raw_ucp_floor.h"
 #include "gpu/backend.h"
 #include "gpu/device_buffer.h"
-#include "master/service/master_server.h"
 #include "nanokv/cluster_client.h"
 
 namespace nanokv::bench {
@@ -230,7 +229,7 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
   for (size_t i = 0; i < total; i += 4096) pattern[i] = static_cast<std::byte>((i / 4096) * 7 + 1);
   memory.Upload(src, pattern);
   std::vector<double> put, get, view, async_return, async_ready, async_commit, peer, peer_whole, d2d, staged,
-      raw_us;
+      raw_us, open_us, commit_us, locate_us, ping_us;
   for (int r = -1; r < reps; ++r) {  // r = -1: warm-up (mappings, endpoints), not kept
     const std::string prefix = path.name + ":" + std::to_string(layers) + "x" + std::to_string(bytes) + ":" +
                                std::to_string(r + 1) + ":";
@@ -274,6 +273,28 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
     for (const Status& s : (*pending)->Wait()) Check(s, "async put commit");
     const double committed = NowMicros() - t;
     for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
+    // The master's part alone: the batch opened and committed with no
+    // bytes moved, located, and an empty call.
+    std::vector<WriteRequest> opens;
+    for (const DevicePut& p : puts) opens.push_back({p.key, p.bytes, p.options});
+    t = NowMicros();
+    std::vector<Result<ClusterPlan>> plans = path.prefill->BatchOpenForWrite(opens);
+    const double opened = NowMicros() - t;
+    std::vector<ClusterPlan> open_plans;
+    for (auto& p : plans) {
+      Check(p.status(), "open");
+      open_plans.push_back(std::move(*p));
+    }
+    t = NowMicros();
+    for (const Status& s : path.prefill->BatchCommit(open_plans, /*published_on_device=*/true)) Check(s, "commit");
+    const double committed_only = NowMicros() - t;
+    t = NowMicros();
+    for (const auto& l : path.decode->BatchGetLocation(keys)) Check(l.status(), "locate");
+    const double located = NowMicros() - t;
+    t = NowMicros();
+    Check(path.prefill->Ping().status(), "ping");
+    const double pinged = NowMicros() - t;
+    for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
     const double peer_us = memory.PeerCopy(dst, consumer, src, producer, n, bytes);
     const double whole_us = memory.PeerCopy(dst, consumer, src, producer, 1, total);
     const double d2d_us = memory.PeerCopy(buffers.spare, consumer, dst, consumer, 1, total);
@@ -295,6 +316,10 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
     d2d.push_back(d2d_us);
     staged.push_back(staged_us);
     if (raw != nullptr) raw_us.push_back(raw_once);
+    open_us.push_back(opened);
+    commit_us.push_back(committed_only);
+    locate_us.push_back(located);
+    ping_us.push_back(pinged);
   }
   JsonObject row;
   const double put_m = Quantile(put, 0.5), get_m = Quantile(get, 0.5);
@@ -320,6 +345,37 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
       .Add("last_ready_us", Quantile(async_ready, 0.5))
       .Add("committed_us", Quantile(async_commit, 0.5));
   row.Add("stream_ordered_put", async);
+  JsonObject master_part;
+  master_part.Add("open_us", Quantile(open_us, 0.5))
+      .Add("commit_us", Quantile(commit_us, 0.5))
+      .Add("locate_us", Quantile(locate_us, 0.5))
+      .Add("empty_call_us", Quantile(ping_us, 0.5))
+      .Add("open_us_per_object", Quantile(open_us, 0.5) / static_cast<double>(n))
+      .Add("commit_us_per_object", Quantile(commit_us, 0.5) / static_cast<double>(n));
+  row.Add("master", master_part);
+  return row;
+}
+
+// One object of 1 MiB put to another host, against raw UCX of the same
+// bytes: the put's fixed costs (open, staging, the agent's reply, commit).
+JsonObject SinglePut(Path& path, Buffers& buffers, Raw& raw, int reps) {
+  const size_t bytes = size_t{1} << 20;
+  std::vector<double> put, raw_us;
+  for (int r = -1; r < reps; ++r) {
+    const std::string key = "single:" + std::to_string(r + 1);
+    double t = NowMicros();
+    Check(path.prefill->PutFromDevice(key, buffers.src, bytes, {.preferred_segment = path.segment}), "single put");
+    const double put_once = NowMicros() - t;
+    Check(path.prefill->Remove(key), "remove");
+    const double raw_once = RawSend(raw, std::span<const std::byte>(buffers.host.data(), bytes), bytes, 1);
+    if (r < 0) continue;
+    put.push_back(put_once);
+    raw_us.push_back(raw_once);
+  }
+  JsonObject row;
+  row.Add("put_us_median", Quantile(put, 0.5))
+      .Add("raw_ucx_us_median", Quantile(raw_us, 0.5))
+      .Add("put_over_raw_ucx_time", Quantile(put, 0.5) / Quantile(raw_us, 0.5));
   return row;
 }
 
@@ -362,13 +418,8 @@ int Main(int argc, char** argv) {
   buffers.spare = memory.Alloc(buffers.consumer, largest);
   if (args.paths.find('c') != std::string::npos) buffers.host.assign(largest, std::byte{1});
 
-  master::MasterConfig config;
-  config.listen = "127.0.0.1:0";
-  config.rebuild_window = std::chrono::milliseconds(0);
-  config.id = "pd";
-  auto server = master::MasterServer::Start(config);
-  Check(server.status(), "master");
-  const std::string address = (*server)->address();
+  BenchMaster master(args.kvd, {});
+  const std::string& address = master.address();
   const bool host = args.backend == "host";
   auto node_yaml = [&](const std::string& id, const std::string& devices) {
     return "backend: " + args.backend + "\ndevices: " + devices + "\n" +
@@ -419,9 +470,9 @@ int Main(int argc, char** argv) {
              Client(address, "nB", node_b.ipc_name(), args.backend), "nB"};
       WaitNodes(*c.prefill, 2);
       run_path(c);
+      out.Add("c_single_1MiB", SinglePut(c, buffers, raw, args.reps * 4));
     }
   }
-  (*server)->Stop();
   StopRaw(raw);
   std::printf("%s\n", out.str().c_str());
   return 0;

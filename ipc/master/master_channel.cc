@@ -83,6 +83,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Retries are the caller's (MasterConnection::Run follows the leader;
+  // the node agent reconnects): gRPC's own retry filter would only keep a
+  // copy of every request sent, a batch's hundreds of items included.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   return grpc::CreateCustomChannel(address, creds, args);
 }
 

@@ -87,7 +87,8 @@ ClusterClient::~ClusterClient() = default;
 const std::string& ClusterClient::node_id() const { return impl_->options().node_id; }
 
 std::vector<Result<ClusterPlan>> ClusterClient::BatchOpenForWrite(const std::vector<WriteRequest>& requests) {
-  v1::OpenRequest request;
+  google::protobuf::Arena request_arena;
+  v1::OpenRequest& request = *google::protobuf::Arena::CreateMessage<v1::OpenRequest>(&request_arena);
   for (const WriteRequest& r : requests) {
     v1::WriteItem* item = request.add_items();
     item->set_key(r.key);
@@ -95,7 +96,8 @@ std::vector<Result<ClusterPlan>> ClusterClient::BatchOpenForWrite(const std::vec
     item->set_preferred_segment(r.options.preferred_segment);
     item->set_replica_num(r.options.replica_num);
   }
-  v1::OpenReply reply;
+  google::protobuf::Arena arena;  // a batch's messages without a malloc each
+  v1::OpenReply& reply = *google::protobuf::Arena::CreateMessage<v1::OpenReply>(&arena);
   Status status = impl_->master().Run([&](v1::Master::Stub& stub, grpc::ClientContext& context) {
     return stub.Open(&context, request, &reply);
   });
@@ -103,10 +105,11 @@ std::vector<Result<ClusterPlan>> ClusterClient::BatchOpenForWrite(const std::vec
     status = Status::ProtocolError("master: " + std::to_string(reply.results_size()) + " answers to " +
                                    std::to_string(requests.size()) + " opens");
   }
+  auto routes = status.ok() ? Impl::RoutesOf(reply.routes()) : Result<Impl::Routes>(status);
   std::vector<Result<ClusterPlan>> out;
   for (size_t i = 0; i < requests.size(); ++i) {
-    out.push_back(status.ok() ? impl_->PlanOf(requests[i].key, reply.results(static_cast<int>(i)))
-                              : Result<ClusterPlan>(status));
+    out.push_back(routes.ok() ? impl_->PlanOf(requests[i].key, reply.results(static_cast<int>(i)), *routes)
+                              : Result<ClusterPlan>(routes.status()));
   }
   return out;
 }
@@ -160,7 +163,8 @@ std::vector<Status> ClusterClient::BatchCommit(const std::vector<ClusterPlan>& p
     ref->set_write_id(p.write_id);
     ref->set_published(published_on_device);
   }
-  v1::AckReply reply;
+  google::protobuf::Arena arena;  // a batch's messages without a malloc each
+  v1::AckReply& reply = *google::protobuf::Arena::CreateMessage<v1::AckReply>(&arena);
   Status status = impl_->master().Run(
       [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Commit(&context, request, &reply); });
   ClosePlans(plans);
@@ -174,7 +178,8 @@ std::vector<Status> ClusterClient::BatchRevoke(const std::vector<ClusterPlan>& p
     ref->set_key(p.key);
     ref->set_write_id(p.write_id);
   }
-  v1::AckReply reply;
+  google::protobuf::Arena arena;  // a batch's messages without a malloc each
+  v1::AckReply& reply = *google::protobuf::Arena::CreateMessage<v1::AckReply>(&arena);
   Status status = impl_->master().Run(
       [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Revoke(&context, request, &reply); });
   ClosePlans(plans);
@@ -183,7 +188,8 @@ std::vector<Status> ClusterClient::BatchRevoke(const std::vector<ClusterPlan>& p
 
 std::vector<Status> ClusterClient::BatchRemove(const std::vector<std::string>& keys) {
   v1::KeysRequest request = impl_->Keys(keys);
-  v1::AckReply reply;
+  google::protobuf::Arena arena;  // a batch's messages without a malloc each
+  v1::AckReply& reply = *google::protobuf::Arena::CreateMessage<v1::AckReply>(&arena);
   Status status = impl_->master().Run(
       [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Remove(&context, request, &reply); });
   return Acks(status, reply, keys.size());
@@ -191,17 +197,19 @@ std::vector<Status> ClusterClient::BatchRemove(const std::vector<std::string>& k
 
 std::vector<Result<ObjectLocation>> ClusterClient::BatchGetLocation(const std::vector<std::string>& keys) {
   v1::KeysRequest request = impl_->Keys(keys);
-  v1::LocateReply reply;
+  google::protobuf::Arena arena;  // a batch's messages without a malloc each
+  v1::LocateReply& reply = *google::protobuf::Arena::CreateMessage<v1::LocateReply>(&arena);
   Status status = impl_->master().Run(
       [&](v1::Master::Stub& stub, grpc::ClientContext& context) { return stub.Locate(&context, request, &reply); });
   if (status.ok() && static_cast<size_t>(reply.results_size()) != keys.size()) {
     status = Status::ProtocolError("master: " + std::to_string(reply.results_size()) + " locations for " +
                                    std::to_string(keys.size()) + " keys");
   }
+  auto routes = status.ok() ? Impl::RoutesOf(reply.routes()) : Result<Impl::Routes>(status);
   std::vector<Result<ObjectLocation>> out;
   for (size_t i = 0; i < keys.size(); ++i) {
-    out.push_back(status.ok() ? impl_->LocationOf(keys[i], reply.results(static_cast<int>(i)))
-                              : Result<ObjectLocation>(status));
+    out.push_back(routes.ok() ? impl_->LocationOf(keys[i], reply.results(static_cast<int>(i)), *routes)
+                              : Result<ObjectLocation>(routes.status()));
   }
   return out;
 }

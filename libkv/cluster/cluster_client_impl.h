@@ -103,8 +103,20 @@ class ClusterClient::Impl {
     return backend_.get();
   }
 
+  // A reply's route table (OpenReply, LocateReply), checked: node id -> route.
+  using Routes = std::map<std::string, master::v1::NodeRoute, std::less<>>;
+  static Result<Routes> RoutesOf(const google::protobuf::RepeatedPtrField<master::v1::NodeRouteEntry>& entries) {
+    Routes routes;
+    for (const master::v1::NodeRouteEntry& entry : entries) {
+      Status checked = master::CheckRoute(entry.route(), "master: route of " + entry.node_id().substr(0, 64));
+      if (!checked.ok()) return Status::ProtocolError(checked.ToString());
+      routes[entry.node_id()] = entry.route();
+    }
+    return routes;
+  }
+
   // An open result from the master, checked.
-  Result<ClusterPlan> PlanOf(const std::string& key, const master::v1::OpenResult& result) const {
+  Result<ClusterPlan> PlanOf(const std::string& key, const master::v1::OpenResult& result, const Routes& routes) const {
     NANOKV_RETURN_IF_ERROR(master::FromItem(result.status(), "master"));
     if (result.write_id() == 0 || result.replicas_size() == 0) {
       return Status::ProtocolError("master: an open of '" + key + "' answered without a write or a plan");
@@ -116,29 +128,31 @@ class ClusterClient::Impl {
       Status checked = wire::CheckObjectPlan(r.plan());
       if (!checked.ok()) return Status::ProtocolError("master: a plan for '" + key + "': " + checked.ToString());
       if (!master::ValidNodeId(r.node_id())) return Status::ProtocolError("master: a plan names no valid node");
-      NANOKV_RETURN_IF_ERROR(CheckRouteOf(key, r.route()));
       ReplicaPlan replica;
       replica.node_id = r.node_id();
       replica.data_address = r.data_address();
       replica.plan = wire::FromWirePlan(key, r.plan());
       replica.local = r.node_id() == options_.node_id;
-      replica.same_host = !replica.local && SameHost(r.route());
-      replica.kvd_socket = r.route().kvd_socket();
+      if (auto route = routes.find(r.node_id()); route != routes.end() && !replica.local) {
+        replica.same_host = SameHost(route->second);
+        replica.kvd_socket = route->second.kvd_socket();
+      }
       plan.replicas.push_back(std::move(replica));
     }
     return plan;
   }
 
-  Result<ObjectLocation> LocationOf(const std::string& key, const master::v1::Location& in) const {
+  Result<ObjectLocation> LocationOf(const std::string& key, const master::v1::Location& in, const Routes& routes) const {
     NANOKV_RETURN_IF_ERROR(master::FromItem(in.status(), "master"));
     ObjectLocation out;
     out.key = key;
     out.bytes_total = in.bytes_total();
     for (const master::v1::Replica& r : in.replicas()) {
-      NANOKV_RETURN_IF_ERROR(CheckRouteOf(key, r.route()));
       const bool local = r.node_id() == options_.node_id;
-      out.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(), local,
-                              !local && SameHost(r.route()), r.route().kvd_socket()});
+      auto route = local ? routes.end() : routes.find(r.node_id());
+      const bool same_host = route != routes.end() && SameHost(route->second);
+      out.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(), local, same_host,
+                              same_host ? route->second.kvd_socket() : std::string()});
     }
     if (out.replicas.empty()) return Status::ProtocolError("master: a location of '" + key + "' without copies");
     return out;
@@ -155,11 +169,6 @@ class ClusterClient::Impl {
   // Whether a node's route says it is on this host (and names its kvd).
   bool SameHost(const master::v1::NodeRoute& route) const {
     return !host_id_.empty() && route.host_id() == host_id_ && !route.kvd_socket().empty();
-  }
-  static Status CheckRouteOf(const std::string& key, const master::v1::NodeRoute& route) {
-    Status checked = master::CheckRoute(route, "master");
-    if (checked.ok()) return checked;
-    return Status::ProtocolError("master: a copy of '" + key + "': " + checked.ToString());
   }
   // Every device of this process's backend, unless the options name some.
   // REQUIRES: mu_ held.

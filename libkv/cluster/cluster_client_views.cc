@@ -63,10 +63,8 @@ Result<std::vector<ObjectLocation>> ClusterClient::ListObjects() {
         location.key = row.key();
         location.bytes_total = row.bytes_total();
         for (const v1::Replica& r : row.replicas()) {
-          const bool local = r.node_id() == node_id();
           location.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(),
-                                       local, impl_->PathTo(r.node_id(), r.route(), "") == "host",
-                                       r.route().kvd_socket()});
+                                       r.node_id() == node_id()});
         }
         out.push_back(std::move(location));
       }

@@ -114,6 +114,10 @@ Result<std::unique_ptr<PendingPuts>> ClusterClient::PutFromDeviceAsync(const std
   // The caller's handle; the committer keeps its own until it finished.
   struct Handle final : PendingPuts {
     explicit Handle(std::shared_ptr<StreamPut> shared) : put(std::move(shared)) {}
+    // The caller's sources stay in use until the batch is finished (the
+    // committer may still copy them to another host): wait for it here,
+    // not only in StreamPut's destructor, which the committer may run last.
+    ~Handle() override { (void)put->Wait(); }
     std::vector<Status> Wait() override { return put->Wait(); }
     bool Done() const override { return put->Done(); }
     void* event() const override { return put->event(); }

@@ -3,6 +3,7 @@
 #include "master/service/cluster_master.h"
 
 #include <algorithm>
+#include <map>
 
 #include <spdlog/spdlog.h>
 
@@ -77,7 +78,6 @@ bool ClusterMaster::Describe(const CopyRef& copy, v1::Replica* out) const {
   NodeRegistry::Place place = nodes_.PlaceOf(copy.node, copy.device);
   out->set_node_id(place.node_id);
   out->set_data_address(place.data_address);
-  *out->mutable_route() = place.route;
   out->set_device(copy.device);
   out->set_device_uuid(place.device_uuid);
   out->set_epoch(copy.epoch);
@@ -87,6 +87,7 @@ bool ClusterMaster::Describe(const CopyRef& copy, v1::Replica* out) const {
 v1::LocateReply ClusterMaster::Locate(const v1::KeysRequest& request) const {
   v1::LocateReply reply;
   reply.set_term(term());
+  std::map<uint16_t, NodeRegistry::Place> routes;
   for (const std::string& key : request.keys()) {
     v1::Location* location = reply.add_results();
     Status checked = CheckKey(key, "locate");
@@ -121,6 +122,16 @@ v1::LocateReply ClusterMaster::Locate(const v1::KeysRequest& request) const {
     std::stable_sort(location->mutable_replicas()->begin(), location->mutable_replicas()->end(),
                      [&](const v1::Replica& a, const v1::Replica& b) { return distance(a) < distance(b); });
     location->mutable_status()->set_code(0);
+    for (const CopyRef& copy : found->copies) {
+      if (!routes.contains(copy.node)) routes.emplace(copy.node, nodes_.PlaceOf(copy.node, copy.device));
+    }
+  }
+  // One route per node the copies are on.
+  for (auto& [node, place] : routes) {
+    if (!place.reachable) continue;
+    v1::NodeRouteEntry* entry = reply.add_routes();
+    entry->set_node_id(std::move(place.node_id));
+    *entry->mutable_route() = std::move(place.route);
   }
   return reply;
 }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "ipc/master/grpc_status.h"
@@ -151,7 +152,7 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
       v1::ReplicaPlan* replica = &item.plans.emplace_back();
       replica->set_node_id(store.node_id);
       replica->set_data_address(store.data_address);
-      *replica->mutable_route() = store.route;
+      if (!routes_.contains(store.node_id)) routes_.emplace(store.node_id, store.route);
       *replica->mutable_plan() = *plan;
       return;
     }
@@ -193,6 +194,11 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
       result->set_write_id(item.write_id);
       for (v1::ReplicaPlan& plan : item.plans) *result->add_replicas() = std::move(plan);
     }
+    for (auto& [node_id, route] : routes_) {
+      v1::NodeRouteEntry* entry = reply.add_routes();
+      entry->set_node_id(node_id);
+      *entry->mutable_route() = std::move(route);
+    }
     done_(std::move(reply));
   }
 
@@ -212,6 +218,7 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
   const std::shared_ptr<const std::vector<StoreView>> stores_;
   std::mutex mu_;
   std::vector<Item> items_;
+  std::map<std::string, v1::NodeRoute> routes_;  // of the nodes that made plans: the reply's route table
   std::vector<Attempt> retries_;  // picked during a round, sent at its end
   size_t rounds_ = 0;             // rounds not ended yet
 };

@@ -218,6 +218,13 @@ TEST_F(ClusterHighwayTest, AStreamOrderedPutCommitsOffTheCallersThreadWhileReade
   racer.join();
   EXPECT_EQ(wrong.load(), 0);
   ExpectBatchBack(*reader, "async:", count, bytes, 40);
+  // Dropped without a Wait: its destructor waits, so the sources may be
+  // reused at once and every object is committed when it returns.
+  {
+    auto dropped = producer->PutFromDeviceAsync(Puts("dropped:", src, 8, bytes, "n1"));
+    ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  }
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(reader->GetLocation("dropped:" + std::to_string(i)).ok()) << i;
   // One key twice: the second item fails alone, the first stands.
   std::vector<DevicePut> twice = Puts("twice:", src, 1, bytes, "n1");
   twice.push_back(twice[0]);

@@ -155,8 +155,18 @@ TEST(KvdMasterBlock, ReadsItsKeysAndNamesItsErrors) {
   EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  node_id: a\n", "kvd.yaml")),
             "InvalidArgument: kvd.yaml:4: master: addresses: name at least one master (host:port)");
   EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  adresses: [\"m:1\"]\n", "kvd.yaml")),
-            "InvalidArgument: kvd.yaml:4: master.adresses: unknown key (addresses, node_id, data_address, "
+            "InvalidArgument: kvd.yaml:4: master.adresses: unknown key (addresses, node_id, host_id, data_address, "
             "transfer, token_file, tls, retry_interval)");
+  // What identifies the host (the same-host path's): printable and short.
+  {
+    auto named = kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n"
+                                     "  host_id: rack4-gpu7\n", "kvd.yaml");
+    ASSERT_TRUE(named.ok()) << named.status().ToString();
+    EXPECT_EQ(named->master.host_id, "rack4-gpu7");
+  }
+  EXPECT_EQ(Error(kvd::LoadConfigText("object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n"
+                                      "  host_id: \"a b\"\n", "kvd.yaml")),
+            "InvalidArgument: kvd.yaml:5: master.host_id: 'a b' is not 0-64 of [A-Za-z0-9_.:-]");
   // The transfer agent listens on data_address: host:port, port 0 allowed.
   EXPECT_EQ(Error(kvd::LoadConfigText(
                 "object_store:\n  size: 8MiB\nmaster:\n  addresses: [\"m:1\"]\n  data_address: ucx://n0\n", "kvd.yaml")),
