@@ -318,5 +318,58 @@ TEST_F(KvdAuthorityTest, ObjectsAreRemovedByTheirProducerOrTheOperatorOnly) {
   ASSERT_TRUE(store->Remove("kept").ok());
 }
 
+// Epochs are in every object listing: a uid that was not the writer
+// committed root's half-written object (root's own commit then failed),
+// revoked another, and pinned root's READY object hard so the operator's
+// evict freed nothing. Commit and revoke are the writer's, pins the owner's
+// (and the operator's).
+TEST_F(KvdAuthorityTest, WritesAndPinsAreTheirOwnersByEpochOrNot) {
+  NANOKV_SKIP_UNLESS_ROOT();
+  ScopedUser stranger("s");
+  if (!stranger.made()) GTEST_SKIP() << "useradd could not make a user";
+  StartWithStoreFor({&stranger});
+  auto store = OpenStore();  // root's
+  ASSERT_NE(store, nullptr);
+  auto half = store->OpenForWrite("half", 1000, 0);
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  auto other = store->OpenForWrite("other", 1000, 0);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_OK(store->Put("ready", std::vector<std::byte>(1000, std::byte{3})));
+
+  const std::string writer = "only its writer (uid " + std::to_string(getuid()) + ")";
+  wire::Message commit;
+  commit.set_request_id(1);
+  commit.mutable_object_commit()->set_key("half");
+  commit.mutable_object_commit()->set_epoch(half->epoch);
+  EXPECT_EQ(AskAs(stranger, commit, writer), 20) << "another uid's commit";
+  wire::Message revoke;
+  revoke.set_request_id(2);
+  revoke.mutable_object_revoke()->set_key("other");
+  revoke.mutable_object_revoke()->set_epoch(other->epoch);
+  EXPECT_EQ(AskAs(stranger, revoke, writer), 20) << "another uid's revoke";
+  wire::Message pin;
+  pin.set_request_id(3);
+  pin.mutable_object_pin()->set_key("ready");
+  pin.mutable_object_pin()->set_pin(static_cast<uint32_t>(ObjectPin::kHard));
+  EXPECT_EQ(AskAs(stranger, pin, "only its owner (uid " + std::to_string(getuid()) + "), root or kvd's user"), 20)
+      << "another uid's pin";
+
+  // Nothing moved: root's writes are still its own to finish, and the
+  // operator's evict takes the unpinned READY object.
+  ASSERT_OK(store->Commit("half", half->epoch));
+  ASSERT_OK(store->Revoke("other", other->epoch));
+  auto listed = store->List();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  for (const ObjectEntry& entry : *listed) {
+    if (entry.key == "ready") {
+      EXPECT_EQ(entry.pin, ObjectPin::kNone) << "the stranger's pin stuck";
+    }
+  }
+  auto evicted = store->Evict(-1, 1u << 30);
+  ASSERT_TRUE(evicted.ok()) << evicted.status().ToString();
+  EXPECT_GT(*evicted, 0u) << "the operator's evict freed nothing";
+  EXPECT_TRUE(kvd_.Running());
+}
+
 }  // namespace
 }  // namespace nanokv::testing
