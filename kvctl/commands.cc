@@ -104,6 +104,19 @@ Result<Report> RunLimit(const std::string& ipc_name, const std::string& tenant,
   auto reply = channel.Call(request, options.request_timeout);
   if (!reply.ok()) return WithTenantNames(reply.status(), kvd);
   if (!reply->has_set_limit_reply()) return Status::ProtocolError("kvd answered set_limit with something else");
+  if (reply->set_limit_reply().lifted_detached()) {
+    Report report;
+    if (options.json) {
+      JsonWriter json;
+      json.BeginObject().Field("ipc", ipc_name).Field("tenant", tenant).Field("attached", false).Field("lifted", true);
+      json.EndObject();
+      report.text = json.str() + "\n";
+    } else {
+      report.text = "kvd '" + ipc_name + "': tenant '" + tenant + "' is not attached: the limit kvd kept for it " +
+                    "is lifted (it attaches under the kvd's default limit)\n";
+    }
+    return report;
+  }
   const uint64_t limit = reply->set_limit_reply().limit_bytes();
   const uint64_t used = reply->set_limit_reply().used_bytes();
   const bool over = used > limit;

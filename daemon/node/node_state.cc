@@ -144,7 +144,14 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   }
   // An engine never asks itself above the ceiling; the default limit is the
   // operator's, but the ceiling is the operator's too and the stricter word.
-  const uint64_t ceiling = ConfigCeiling();
+  // One the operator set on this name before stays, whoever attaches.
+  uint64_t ceiling = ConfigCeiling();
+  auto kept = params.kvd_owned ? operator_limits_.end() : operator_limits_.find(params.name);
+  if (kept != operator_limits_.end()) {
+    ceiling = std::min(kept->second.bytes, capacity_bytes());
+    spdlog::info("kvd: tenant '{}' attaches under the operator's limit of {} bytes, set on uid {}'s tenant of "
+                 "that name (kvctl limit {} 0 lifts it)", params.name, ceiling, kept->second.uid, params.name);
+  }
   const uint64_t limit =
       std::min(ResolveLimit(params.name, params.limit_bytes, params.limit_fraction), ceiling);
 
@@ -157,6 +164,7 @@ Result<TenantId> NodeState::Attach(const AttachParams& params, uint64_t now_unix
   tenant.uid = params.uid;
   tenant.limit_bytes = limit;
   tenant.ceiling_bytes = ceiling;
+  tenant.ceiling_by_operator = kept != operator_limits_.end();
   tenant.kvd_owned = params.kvd_owned;
   tenant.default_limit = !params.kvd_owned && params.limit_bytes == 0 && params.limit_fraction == 0;
   tenant.attach_unix_ns = now_unix_ns;

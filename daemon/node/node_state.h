@@ -201,6 +201,16 @@ class NodeState {
   // stays; a ceiling that is the capacity clamps instead (nothing to defend).
   Result<uint64_t> SetLimit(TenantId tenant, uint64_t limit_bytes,
                             LimitSetter by = LimitSetter::kEngine);
+  // The operator's limits outlive the tenant: each one set (kOperator, not 0)
+  // is kept by tenant name, and a tenant attaching under that name, whatever
+  // its uid, gets it as its ceiling and at most it as its limit, until the
+  // operator lifts it (a limit of 0, attached or not). Names are the
+  // clients' to choose, so at most kMaxOperatorLimits are kept: past it the
+  // oldest of a name not attached now is forgotten, with a warning.
+  static constexpr size_t kMaxOperatorLimits = 1024;
+  // Forgets the operator's limit kept for `name`; false if none was kept.
+  bool LiftOperatorLimit(const std::string& name);
+  size_t operator_limits() const { return operator_limits_.size(); }
   // A new default limit (kvd's SIGHUP reload): applies to tenants attaching
   // from now on and to every tenant whose limit is the default (it asked for
   // none, or was set to 0), which may then have to reclaim. Returns their names.
@@ -354,6 +364,8 @@ class NodeState {
   uint64_t ResolveLimit(const std::string& tenant, uint64_t bytes, double fraction) const;
   void MaybeEndReclaim(Tenant& tenant);
   uint64_t ConfigCeiling() const;  // limit_ceiling in bytes, at most the capacity
+  // Keeps the operator's `bytes` for the tenant's name (LiftOperatorLimit's comment).
+  void KeepOperatorLimit(const Tenant& tenant, uint64_t bytes);
 
   gpu::Backend& backend_;  // must remain live while the NodeState exists
   size_t page_bytes_;
@@ -372,6 +384,13 @@ class NodeState {
   std::vector<Group> groups_;  // by group index
   TenantId next_tenant_ = 1;
   std::vector<Notice> notices_;
+  struct OperatorLimit {
+    uint64_t bytes = 0;
+    uid_t uid = 0;       // the uid of the tenant it was set on (for the log)
+    uint64_t order = 0;  // when it was set: the oldest goes first
+  };
+  std::map<std::string, OperatorLimit> operator_limits_;  // by tenant name
+  uint64_t next_limit_order_ = 0;
   PageJournal* journal_ = nullptr;
 };
 

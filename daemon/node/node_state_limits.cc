@@ -43,6 +43,11 @@ Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes, L
     // The operator's word is the ceiling too; its 0 puts both back to the config's.
     tenant->ceiling_bytes = limit_bytes == 0 ? ConfigCeiling() : limit;
     tenant->ceiling_by_operator = limit_bytes != 0;
+    if (limit_bytes == 0) {
+      LiftOperatorLimit(tenant->name);
+    } else {
+      KeepOperatorLimit(*tenant, limit);
+    }
     limit = std::min(limit, tenant->ceiling_bytes);
   } else if (limit_bytes == 0) {
     limit = std::min(limit, tenant->ceiling_bytes);  // the default is the operator's: held to the ceiling
@@ -67,6 +72,29 @@ Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes, L
   }
   return tenant->limit_bytes;
 }
+
+void NodeState::KeepOperatorLimit(const Tenant& tenant, uint64_t bytes) {
+  if (!operator_limits_.contains(tenant.name) && operator_limits_.size() >= kMaxOperatorLimits) {
+    // Full: the oldest kept for a name not attached now goes (an attached
+    // tenant keeps its ceiling in its row; tenants are far fewer than this).
+    auto oldest = operator_limits_.end();
+    for (auto it = operator_limits_.begin(); it != operator_limits_.end(); ++it) {
+      if (FindTenantByName(it->first) == nullptr &&
+          (oldest == operator_limits_.end() || it->second.order < oldest->second.order)) {
+        oldest = it;
+      }
+    }
+    if (oldest != operator_limits_.end()) {
+      spdlog::warn("kvd: {} operator limits kept, the most kvd keeps: forgot the oldest, {} bytes for tenant '{}' "
+                   "(not attached), so that '{}' keeps its", kMaxOperatorLimits, oldest->second.bytes,
+                   oldest->first, tenant.name);
+      operator_limits_.erase(oldest);
+    }
+  }
+  operator_limits_[tenant.name] = {bytes, tenant.uid, next_limit_order_++};
+}
+
+bool NodeState::LiftOperatorLimit(const std::string& name) { return operator_limits_.erase(name) != 0; }
 
 std::vector<std::string> NodeState::SetDefaultLimit(uint64_t bytes, double fraction) {
   default_limit_ = bytes;

@@ -1,6 +1,10 @@
 #include "daemon/objects/object_index.h"
 
+#include <sys/random.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <set>
@@ -15,6 +19,25 @@ namespace {
 constexpr uint64_t kHeaderBytes = sizeof(ObjectHeader);
 
 std::string Quote(std::string_view key) { return "'" + std::string(key.substr(0, 80)) + "'"; }
+
+std::string Who(uint32_t uid) {
+  return uid == ObjectIndex::kOperator ? std::string("kvd's own callers (the cluster master's orders)")
+                                       : "uid " + std::to_string(uid);
+}
+
+// 64 random bits from the kernel, never 0 (0 is "no secret").
+Result<uint64_t> RandomSecret() {
+  uint64_t secret = 0;
+  while (secret == 0) {
+    ssize_t got = getrandom(&secret, sizeof(secret), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got != static_cast<ssize_t>(sizeof(secret))) {
+      return Status::Internal(std::string("object store: no random bytes for a write secret (getrandom: ") +
+                              (got < 0 ? std::strerror(errno) : "short read") + ")");
+    }
+  }
+  return secret;
+}
 
 }  // namespace
 
@@ -255,6 +278,10 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
                                  "); objects are immutable: remove it first");
   }
   Device& device = devices_[d];
+  uint64_t secret = 0;
+  if (owner == kOperator) {
+    NANOKV_ASSIGN_OR_RETURN(secret, RandomSecret());
+  }
   ReclaimLocked(d, now_ns);
   NANOKV_ASSIGN_OR_RETURN(const uint32_t slot, AllocateSlot(d, owner, now_ns));
   auto offset = AllocatePayload(d, bytes_total, owner, now_ns);
@@ -266,6 +293,7 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   Object object;
   object.key = std::string(key);
   object.owner = owner;
+  object.write_secret = secret;
   object.key_hash = KeyHash(key);
   object.device = d;
   object.slot = slot;
@@ -289,10 +317,20 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   device.writing.insert({live->deadline_ns, live});
   ++device.objects;
   JournalObject(*live);
-  return PlanOf(*live);
+  ObjectPlan plan = PlanOf(*live);
+  plan.write_secret = secret;  // the open's answer alone carries it
+  return plan;
 }
 
-Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns) {
+Status ObjectIndex::CheckWriter(const Object& object, uint32_t writer, const char* what) const {
+  if (writer == object.owner) return Status::OK();
+  // Epochs are in every listing: an epoch proves nothing about who asks.
+  return Status::PermissionDenied(std::string(what) + " of " + Quote(object.key) + " (epoch " +
+                                  std::to_string(object.epoch) + ") by " + Who(writer) + ": only its writer (" +
+                                  Who(object.owner) + ") may commit or revoke it");
+}
+
+Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, uint32_t writer) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) {
@@ -304,6 +342,7 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
                                       std::to_string(epoch) + ": the key is now epoch " +
                                       std::to_string(object->epoch));
   }
+  NANOKV_RETURN_IF_ERROR(CheckWriter(*object, writer, "commit"));
   if (object->state == ObjectState::kReady) {
     return Status::FailedPrecondition("commit of " + Quote(key) + ": already READY (committed twice)");
   }
@@ -323,7 +362,7 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   return Status::OK();
 }
 
-Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_ns*/) {
+Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_ns*/, uint32_t writer) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("revoke of " + Quote(key) + ": no such object");
@@ -332,6 +371,7 @@ Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_
                                       std::to_string(epoch) + ": the key is now epoch " +
                                       std::to_string(object->epoch));
   }
+  NANOKV_RETURN_IF_ERROR(CheckWriter(*object, writer, "revoke"));
   if (object->state == ObjectState::kReady) {
     return Status::FailedPrecondition("revoke of " + Quote(key) + ": it is READY (remove it instead)");
   }
@@ -378,10 +418,15 @@ Result<ObjectPlan> ObjectIndex::GetLocation(std::string_view key, uint64_t now_n
   return PlanOf(*object);
 }
 
-Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin) {
+Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin, uint32_t requester) {
   std::lock_guard lock(mu_);
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("pin of " + Quote(key) + ": no such object");
+  if (requester != kOperator && requester != object->owner) {
+    // A hard pin outlasts the operator's evict: it is the owner's to set.
+    return Status::PermissionDenied("pin of " + Quote(key) + " by uid " + std::to_string(requester) +
+                                    ": only its owner (" + Who(object->owner) + "), root or kvd's user may pin it");
+  }
   object->pin = pin;
   JournalObject(*object);
   return Status::OK();

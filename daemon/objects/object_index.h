@@ -182,19 +182,26 @@ class ObjectIndex {
   // for a bad key or bytes_total 0; kNotFound for a device kvd does not serve;
   // kResourceExhausted when eviction cannot make room. preferred_device -1:
   // the device with the most free payload space.
-  // `owner`: the producer's uid; only it and the operator may remove the
-  // object (kOperator: kvd's own callers, root and kvd's uid).
+  // `owner`: the producer's uid (SO_PEERCRED; root's and kvd's uid's too),
+  // or kOperator for kvd's own callers (the cluster master's orders). The
+  // owner is the plan's writer: it alone commits, revokes and gets write
+  // fds; it and the operator remove and pin the object. kvd cannot tell
+  // which process the master gave its plan to, so such a plan carries a
+  // fresh random write_secret, which its writer shows for write fds.
+  // kOperator as a requester (Remove, SetPin, ReleaseLease) is the
+  // operator: root, kvd's uid (NodeServer::ObjectPeer) and kvd's own callers.
   static constexpr uint32_t kOperator = alloc::kKvdCallers;
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
                                  uint64_t now_ns, uint32_t owner = kOperator);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
-  // epoch (the plan's object is gone), already READY (commit twice), revoked.
-  // READY on the device is the producer's to store, before it commits
-  // (libkv does); kvd stores nothing.
-  Status Commit(std::string_view key, uint32_t epoch, uint64_t now_ns);
+  // epoch (the plan's object is gone), already READY (commit twice), revoked;
+  // kPermissionDenied when `writer` (a uid, or kOperator) is not the
+  // object's owner. READY on the device is the producer's to store, before
+  // it commits (libkv does); kvd stores nothing.
+  Status Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, uint32_t writer = kOperator);
   // RESERVED/WRITING -> DEAD -> freed. kFailedPrecondition for a READY object
-  // (use Remove) or a stale epoch.
-  Status Revoke(std::string_view key, uint32_t epoch, uint64_t now_ns);
+  // (use Remove) or a stale epoch; kPermissionDenied as Commit.
+  Status Revoke(std::string_view key, uint32_t epoch, uint64_t now_ns, uint32_t writer = kOperator);
   // READY -> DEAD -> freed. kFailedPrecondition while leased or being read,
   // or while still being written (Revoke that). kPermissionDenied when
   // `requester` (a uid) is neither the object's owner nor kOperator.
@@ -220,7 +227,8 @@ class ObjectIndex {
   Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder = kOperator);
   // Ends every lease held by connection `held_by` (it closed). Returns how many.
   size_t ReleaseHeldLeases(uint64_t held_by);
-  Status SetPin(std::string_view key, ObjectPin pin);
+  // kPermissionDenied when `requester` is neither the owner nor kOperator.
+  Status SetPin(std::string_view key, ObjectPin pin, uint32_t requester = kOperator);
   // The plan of a write in progress (RESERVED/WRITING) at `epoch`, for kvd's
   // transfer agent (object_index_remote.cc). kNotFound: no such key;
   // kFailedPrecondition: another epoch, or not being written.
@@ -245,15 +253,24 @@ class ObjectIndex {
   // Whether `id` is one of the store's pages on `device`: the only pages
   // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
-  // Whether `requester` (a uid, or kOperator) may have an fd that writes
-  // store page `id` of `device`: the page is `requester`'s (or kvd's own
-  // callers': the cluster master's orders, whose writer kvd cannot tell)
-  // and holds the header or payload of one of its open plans
-  // (RESERVED/WRITING). Everyone else reads store pages only.
-  // kPermissionDenied naming the page otherwise. When OK the page is held
-  // by `requester` from then on: it stays its owner's (reused only for the
-  // owner's objects) until ReleaseHolder(requester).
-  Status LendWritablePage(int device, PageId id, uint32_t requester);
+  // Who asks for a write fd of a store page (object_pages with write) and
+  // for which plan: the asker's uid, the plan's key and epoch, and the
+  // write_secret its plan carried (a plan the master ordered).
+  struct WriteClaim {
+    uint32_t uid = 0;
+    std::string_view key;
+    uint32_t epoch = 0;
+    uint64_t secret = 0;
+  };
+  // Whether the claim's asker may have an fd that writes store page `id` of
+  // `device`: the claim names an open plan (RESERVED/WRITING) on `device`,
+  // the page holds that plan's header or payload, and the asker is its
+  // writer (its owner uid; for kvd's own callers' plan, whoever shows its
+  // write_secret). Everyone else reads store pages only. kPermissionDenied
+  // naming the page and why otherwise. When OK the page is held by the
+  // asker's uid from then on: it stays its owner's (reused only for the
+  // owner's objects) until ReleaseHolder(uid).
+  Status LendWritablePage(int device, PageId id, const WriteClaim& claim);
   // `holder` (a uid, or kOperator) holds no page any more: kvd's last
   // connection of that uid is gone (as item 8's recycle charge ends with
   // the connection). Its empty held pages return to shared use.
@@ -292,7 +309,8 @@ class ObjectIndex {
     uint64_t rank = 0;           // the eviction order key while READY
     std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
     ObjectPin pin = ObjectPin::kNone;
-    uint32_t owner = kOperator;  // the producer's uid (Remove)
+    uint32_t owner = kOperator;  // the producer's uid, its writer (Commit, Remove)
+    uint64_t write_secret = 0;   // kOperator's open plans: what their writer shows
     uint32_t record = 0;         // its object journal record
     // A write a restart found under way: its header slot was written free,
     // so the device header is not its (CheckInvariants skips it).
@@ -358,6 +376,9 @@ class ObjectIndex {
   size_t PickDevice() const;
   Object* Find(std::string_view key);
   ObjectPlan PlanOf(const Object& object) const;
+  // kPermissionDenied for `what` ("commit", "revoke") of `object` by
+  // `writer` unless it is the object's owner.
+  Status CheckWriter(const Object& object, uint32_t writer, const char* what) const;
 
   // REQUIRES: mu_ held, for all below.
   // Frees an object's payload and slot and drops it from the index.

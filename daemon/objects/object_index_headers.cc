@@ -132,35 +132,44 @@ void ObjectIndex::MaybeSpareHeader(Device& device, uint32_t ordinal) {
   device.spare_headers.push_back(ordinal);
 }
 
-Status ObjectIndex::LendWritablePage(int device, PageId id, uint32_t requester) {
+Status ObjectIndex::LendWritablePage(int device, PageId id, const WriteClaim& claim) {
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
   std::lock_guard lock(mu_);
   Device& dev = devices_[d];
   auto at = std::find(dev.pages.begin(), dev.pages.end(), id);
+  const std::string plan = "'" + std::string(claim.key.substr(0, 80)) + "' (epoch " + std::to_string(claim.epoch) + ")";
   auto refuse = [&](const std::string& why) {
     return Status::PermissionDenied("page " + std::to_string(id) + " of device " + std::to_string(device) + " " +
-                                    why + ": store pages are written only through the writer's own open plans " +
-                                    "(readers get read-only fds)");
+                                    why + ": store pages are written only by a plan's writer, through its own " +
+                                    "open plan's pages (readers get read-only fds)");
   };
   if (at == dev.pages.end()) return refuse("is not a store page");
   const auto index = static_cast<uint64_t>(at - dev.pages.begin());
-  // The page's owner first: a page of someone else's holds their objects,
-  // whatever plan of the asker's touches it (none can, invariant 5).
   const std::optional<uint32_t> owner = PageOwner(dev, index);
-  if (!owner || (*owner != requester && *owner != kOperator)) {
-    return refuse("holds no open plan of yours" + (owner ? " (it is " + OwnerName(*owner) + "'s)" : std::string()));
+  const std::string whose = owner ? " (it is " + OwnerName(*owner) + "'s)" : std::string();
+  const Object* object = Find(claim.key);
+  if (object == nullptr || object->device != d || object->epoch != claim.epoch ||
+      (object->state != ObjectState::kReserved && object->state != ObjectState::kWriting)) {
+    return refuse("is lent for no plan " + plan + ": none is open on this device" + whose);
   }
-  bool open_plan = false;
-  for (const auto& [deadline, object] : dev.writing) {
-    if (object->owner != *owner) continue;
-    const ObjectPages pages = PagesOf(dev, *object);
-    if (index == pages.header || (index >= pages.first && index <= pages.last)) {
-      open_plan = true;
-      break;
-    }
+  // The writer only: a write fd maps the whole page, and the page holds its
+  // owner's other objects, READY ones included (an epoch is in every listing
+  // and proves nothing).
+  const bool writer = object->owner == kOperator
+                          ? object->write_secret != 0 && claim.secret == object->write_secret  // 0: a restored write's
+                          : claim.uid == object->owner;
+  if (!writer) {
+    return refuse(object->owner == kOperator
+                      ? "is lent only to the writer of plan " + plan +
+                            ", who shows the write secret the master's plan carries"
+                      : "is lent only to plan " + plan + "'s writer, " + OwnerName(object->owner) + ", not uid " +
+                            std::to_string(claim.uid));
   }
-  if (!open_plan) return refuse("holds no open plan of yours");
-  if (!holds_[requester].insert({d, index}).second) return Status::OK();  // held already
+  const ObjectPages pages = PagesOf(dev, *object);
+  if (index != pages.header && (index < pages.first || index > pages.last)) {
+    return refuse("is not a page of plan " + plan + whose);
+  }
+  if (!holds_[claim.uid].insert({d, index}).second) return Status::OK();  // held already
   if (auto header = dev.header_at.find(static_cast<uint32_t>(index)); header != dev.header_at.end()) {
     ++dev.headers[header->second].holds;
     return Status::OK();

@@ -173,11 +173,13 @@ class NodeServer {
   void HandleObject(Connection& c, const wire::Message& m);
   // Lease and release batches (node_server_object_batch.cc).
   void HandleObjectBatch(Connection& c, const wire::Message& m);
-  // Who a peer is to the object store: its uid, or kOperator for root and
-  // kvd's uid (node_server_objects.cc).
+  // Who a peer is to the object store when it acts on others' objects
+  // (remove, pin, evict, a lease's release): its uid, or kOperator for root
+  // and kvd's uid. A plan's own acts go by its plan's writer's uid alone
+  // (node_server_objects.cc).
   static uint32_t ObjectPeer(const ipc::PeerCredentials& peer);
-  // `gone` is closing: if no other connection is the same object store
-  // peer, the pages it held for writing go back to shared use.
+  // `gone` is closing: if no other connection has its uid, the pages that
+  // uid held for writing go back to shared use.
   void ObjectPeerGone(const Connection& gone);
   bool PeerAllowed(const ipc::PeerCredentials& peer) const;
   // The group an attach from `peer` naming `asked` joins, or

@@ -35,9 +35,9 @@ uint32_t NodeServer::ObjectPeer(const ipc::PeerCredentials& peer) {
 
 void NodeServer::ObjectPeerGone(const Connection& gone) {
   if (objects_ == nullptr || gone.refused) return;
-  const uint32_t who = ObjectPeer(gone.peer);
+  const uint32_t who = gone.peer.uid;  // write fds go to a plan's writer, by its own uid
   for (const auto& [fd, c] : connections_) {
-    if (c.get() != &gone && !c->refused && ObjectPeer(c->peer) == who) return;  // still connected
+    if (c.get() != &gone && !c->refused && c->peer.uid == who) return;  // still connected
   }
   // Its write fds may live on in its processes, but kvd can no longer tell
   // (the same end as item 8's recycle charge): its pages go back to shared use.
@@ -52,7 +52,11 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
   }
   ObjectIndex& store = *objects_;
   uint64_t now = SteadyNowNs();
+  // `peer` for what the operator may do to anyone's object (remove, pin,
+  // evict); `writer` for a plan's own acts (open, commit, revoke, write
+  // fds): those are the writer's alone, root's and kvd's uid's included.
   const uint32_t peer = ObjectPeer(c.peer);
+  const uint32_t writer = c.peer.uid;
   const bool operator_peer = peer == ObjectIndex::kOperator;
   wire::Message reply;
   reply.set_request_id(rid);
@@ -61,7 +65,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
   switch (m.body_case()) {
     case wire::Message::kObjectOpen: {
       const auto& r = m.object_open();
-      auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now, peer);
+      auto plan = store.OpenForWrite(r.key(), r.bytes_total(), r.preferred_device(), now, writer);
       if (!plan.ok()) return SendError(c, rid, plan.status());
       wire::ToWirePlan(*plan, DeviceUuid(plan->device), reply.mutable_object_plan());
       break;
@@ -73,11 +77,11 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       break;
     }
     case wire::Message::kObjectCommit:
-      status = store.Commit(m.object_commit().key(), m.object_commit().epoch(), now);
+      status = store.Commit(m.object_commit().key(), m.object_commit().epoch(), now, writer);
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectRevoke:
-      status = store.Revoke(m.object_revoke().key(), m.object_revoke().epoch(), now);
+      status = store.Revoke(m.object_revoke().key(), m.object_revoke().epoch(), now, writer);
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectRemove:
@@ -85,7 +89,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectPin:
-      status = store.SetPin(m.object_pin().key(), static_cast<ObjectPin>(m.object_pin().pin()));
+      status = store.SetPin(m.object_pin().key(), static_cast<ObjectPin>(m.object_pin().pin()), peer);
       reply.mutable_object_ack();
       break;
     case wire::Message::kObjectLease: {
@@ -123,13 +127,14 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
                                        "page " + std::to_string(id) + " of device " +
                                        std::to_string(r.device()) + " is not an object store page"));
         }
-        // A writer gets the page's own fd, only for pages of its own with
-        // its open plans, and holds the page from then on (it stays the
-        // writer's until its uid's last connection goes: ObjectPeerGone);
-        // a reader one that cannot write (READY objects are immutable
-        // against every peer, not only cooperating ones).
+        // A plan's writer gets the page's own fd, only for pages of the
+        // open plan it names, and holds the page from then on (it stays
+        // the owner's until the writer's uid's last connection goes:
+        // ObjectPeerGone); a reader one that cannot write (READY objects
+        // are immutable against every peer, not only cooperating ones).
         if (r.write()) {
-          Status writable = store.LendWritablePage(r.device(), id, peer);
+          Status writable = store.LendWritablePage(
+              r.device(), id, {writer, r.plan_key(), r.plan_epoch(), r.write_secret()});
           if (!writable.ok()) return SendError(c, rid, writable);
         }
       }

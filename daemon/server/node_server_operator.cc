@@ -32,6 +32,16 @@ void NodeServer::HandleSetLimit(Connection& c, const wire::Message& m) {
       return SendError(c, rid, Status::PermissionDenied("only kvd's user or root may set another tenant's limit"));
     }
     const Tenant* t = node_.FindTenantByName(m.set_limit().tenant());
+    if (t == nullptr && m.set_limit().limit_bytes() == 0 && node_.LiftOperatorLimit(m.set_limit().tenant())) {
+      // Its limit outlived it (NodeState keeps it by name): lifted while away.
+      spdlog::info("kvd: tenant '{}' (not attached): the operator's limit kept for it is lifted",
+                   m.set_limit().tenant());
+      wire::Message reply;
+      reply.set_request_id(rid);
+      reply.mutable_set_limit_reply()->set_lifted_detached(true);
+      Send(c, reply);
+      return;
+    }
     if (t == nullptr) {
       return SendError(c, rid, Status::NotFound("no tenant named '" + m.set_limit().tenant() + "'"));
     }

@@ -133,6 +133,14 @@ Status CheckObjectBody(const Message& m) {
       if (static_cast<uint32_t>(ids.size()) > kMaxObjectPageFds) {
         return Fault("object_pages: more than " + std::to_string(kMaxObjectPageFds) + " pages");
       }
+      if (m.body_case() == Message::kObjectPages) {
+        // A write names the plan it writes; a read names none.
+        const DevicePages& r = m.object_pages();
+        if (r.write()) return Key(r.plan_key(), "object_pages: the plan to write");
+        if (!r.plan_key().empty() || r.plan_epoch() != 0 || r.write_secret() != 0) {
+          return Fault("object_pages: a read names a plan");
+        }
+      }
       return Status::OK();
     }
     case Message::kObjectEvict: return Device(m.object_evict().device(), true, "object_evict");

@@ -21,6 +21,7 @@ void ToWirePlan(const nanokv::ObjectPlan& plan, const std::string& device_uuid, 
   out->set_state(static_cast<uint32_t>(plan.state));
   out->set_store_bytes(plan.store_bytes);
   out->set_header_page(plan.header_page);
+  out->set_write_secret(plan.write_secret);
 }
 
 nanokv::ObjectPlan FromWirePlan(std::string_view key, const ObjectPlan& in) {
@@ -39,6 +40,7 @@ nanokv::ObjectPlan FromWirePlan(std::string_view key, const ObjectPlan& in) {
   plan.state = static_cast<ObjectState>(in.state());
   plan.store_bytes = in.store_bytes();
   plan.header_page = in.header_page();
+  plan.write_secret = in.write_secret();
   return plan;
 }
 

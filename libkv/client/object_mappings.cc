@@ -94,7 +94,7 @@ Result<uintptr_t> ObjectMappings::Map(const ObjectPlan& plan, int local_device, 
       ids.push_back(it->second);
       indexes.push_back(it->first);
     }
-    NANOKV_ASSIGN_OR_RETURN(std::vector<int> fds, fetch(plan.device, ids, write));
+    NANOKV_ASSIGN_OR_RETURN(std::vector<int> fds, fetch(plan.device, ids, write ? &plan : nullptr));
     if (fds.size() != indexes.size()) {
       for (int fd : fds) close(fd);
       return Status::ProtocolError("nanokv objects: kvd sent " + std::to_string(fds.size()) +

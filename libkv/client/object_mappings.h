@@ -35,10 +35,11 @@ namespace nanokv::client {
 
 class ObjectMappings {
  public:
-  // Asks kvd for one fd per page id of kvd's device `device`, fds that write
-  // when `write`; the caller owns them.
-  using FetchFds =
-      std::function<Result<std::vector<int>>(int device, const std::vector<uint32_t>& page_ids, bool write)>;
+  // Asks kvd for one fd per page id of kvd's device `device`: fds that write
+  // when `writing` is the plan being written (kvd lends them only to its
+  // writer, for its pages), else fds that read. The caller owns them.
+  using FetchFds = std::function<Result<std::vector<int>>(int device, const std::vector<uint32_t>& page_ids,
+                                                          const ObjectPlan* writing)>;
 
   // `access_devices`: local ordinals given access to every page besides the
   // page's own device. `backend` must outlive this.

@@ -194,11 +194,17 @@ class ObjectStore::Impl {
   Result<uintptr_t> MapLocked(const ObjectPlan& plan) {
     NoteDeviceLocked(plan.device, plan.device_uuid);  // a plan from elsewhere (the master) carries it too
     NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
-    auto fetch = [this](int device, const std::vector<uint32_t>& ids, bool write) -> Result<std::vector<int>> {
+    auto fetch = [this](int device, const std::vector<uint32_t>& ids,
+                        const ObjectPlan* writing) -> Result<std::vector<int>> {
       wire::Message request;
       wire::DevicePages* r = request.mutable_object_pages();
       r->set_device(device);
-      r->set_write(write);
+      if (writing != nullptr) {
+        r->set_write(true);
+        r->set_plan_key(writing->key);
+        r->set_plan_epoch(writing->epoch);
+        r->set_write_secret(writing->write_secret);
+      }
       for (uint32_t id : ids) r->add_page_ids(id);
       std::vector<int> fds;
       NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());

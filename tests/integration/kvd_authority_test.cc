@@ -16,6 +16,7 @@
 #include "tests/integration/kvctl_fixture.h"
 #include "tests/integration/page_ledger.h"
 #include "tests/util/other_user.h"
+#include "tests/util/status_matchers.h"
 
 namespace nanokv::testing {
 namespace {
@@ -33,6 +34,41 @@ class KvdAuthorityTest : public KvctlTest {
       if (entry.key == key) return entry.leases;
     }
     return 0;
+  }
+
+  // Sends one object request as `user`: 20 when refused kPermissionDenied
+  // with `fault` in the message, 10 when answered without an error.
+  int AskAs(const ScopedUser& user, const wire::Message& request, const std::string& fault) {
+    const std::string socket = SocketPath();
+    return RunAs(user.uid(), user.gid(), [&] {
+      auto channel = ipc::Channel::Connect(socket);
+      if (!channel.ok() || !channel->Send(wire::Encode(request)).ok()) return 1;
+      std::vector<std::byte> data;
+      std::vector<int> fds;
+      auto got = channel->Receive(&data, &fds);
+      for (int fd : fds) close(fd);
+      wire::Message reply;
+      if (!got.ok() || !wire::Decode(data, &reply).ok()) return 2;
+      if (!reply.has_error()) return 10;
+      if (reply.error().code() == static_cast<int>(Code::kPermissionDenied) &&
+          reply.error().message().find(fault) != std::string::npos) {
+        return 20;
+      }
+      std::fprintf(stderr, "reply: %s\n", reply.DebugString().c_str());
+      return 3;
+    });
+  }
+
+  // kvd with an object store that `users` may reach.
+  void StartWithStoreFor(const std::vector<const ScopedUser*>& users) {
+    std::string uids;
+    for (const ScopedUser* user : users) uids += (uids.empty() ? "" : ", ") + std::to_string(user->uid());
+    const std::string path = dir_.path() + "/objects.yaml";
+    std::ofstream(path) << "socket_mode: \"0666\"\n"
+                        << "allowed_uids: [" << uids << "]\n"
+                        << "object_store:\n  size: 8MiB\n";
+    ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+    StartKvd(32, {"--config", path});
   }
 
   uint64_t LimitOf(const std::string& tenant) {
@@ -88,6 +124,43 @@ TEST_F(KvdAuthorityTest, AnEngineCannotRaiseItselfOverTheOperatorsLimit) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, 8u << 20);
   ExpectLedger(ledger);
+}
+
+// After `kvctl limit T 4M` the engine detached and attached again as T and
+// got the default limit. The operator's limit stays with the name until
+// the operator lifts it (`kvctl limit T 0`), attached or not.
+TEST_F(KvdAuthorityTest, ReattachingKeepsTheOperatorsLimit) {
+  StartKvd(32);
+  auto engine = AttachClient("held");
+  ASSERT_NE(engine, nullptr);
+  const uint64_t default_limit = engine->limit_bytes();
+  ASSERT_GT(default_limit, 4u << 20);
+  Ran limit = Kvctl({"limit", ipc_, "held", "4M"});
+  ASSERT_EQ(limit.code, 0) << limit.out << limit.err;
+  engine.reset();
+  ASSERT_TRUE(WaitFor([&] { return LimitOf("held") == 0; }, 10s)) << "the engine never detached";
+
+  auto again = AttachClient("held", "", 64u << 20);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->limit_bytes(), 4u << 20) << "re-attaching escaped the operator's limit";
+  EXPECT_EQ(again->Grant(0, 3).status().code(), Code::kResourceExhausted) << "6 MiB under a 4 MiB limit";
+  auto raised = again->SetLimit(UINT64_MAX);
+  ASSERT_FALSE(raised.ok());
+  EXPECT_NE(raised.status().message().find("set by the operator (kvctl limit)"), std::string::npos)
+      << raised.status().ToString();
+  again.reset();
+  ASSERT_TRUE(WaitFor([&] { return LimitOf("held") == 0; }, 10s));
+
+  // Lifted while it is away: its next attach gets the default again.
+  Ran lift = Kvctl({"limit", ipc_, "held", "0"});
+  ASSERT_EQ(lift.code, 0) << lift.out << lift.err;
+  EXPECT_NE(lift.out.find("not attached"), std::string::npos) << lift.out;
+  auto free_again = AttachClient("held");
+  ASSERT_NE(free_again, nullptr);
+  EXPECT_EQ(free_again->limit_bytes(), default_limit);
+  // A name the operator never limited is still refused a limit while away.
+  Ran absent = Kvctl({"limit", ipc_, "nobody-here", "4M"});
+  EXPECT_NE(absent.code, 0) << absent.out;
 }
 
 // Item 7, the config's ceiling: no engine asks itself above limit_ceiling,
@@ -207,12 +280,7 @@ TEST_F(KvdAuthorityTest, ObjectsAreRemovedByTheirProducerOrTheOperatorOnly) {
   ScopedUser producer("p");
   ScopedUser stranger("s");
   if (!producer.made() || !stranger.made()) GTEST_SKIP() << "useradd could not make two users";
-  const std::string path = dir_.path() + "/objects.yaml";
-  std::ofstream(path) << "socket_mode: \"0666\"\n"
-                      << "allowed_uids: [" << producer.uid() << ", " << stranger.uid() << "]\n"
-                      << "object_store:\n  size: 8MiB\n";
-  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
-  StartKvd(32, {"--config", path});
+  StartWithStoreFor({&producer, &stranger});
   // The producer is a fresh process (object_peer, exec'd after the fork): a
   // child forked from this one cannot use CUDA once this process has.
   auto peer = [&](const std::vector<std::string>& args) {
@@ -230,26 +298,8 @@ TEST_F(KvdAuthorityTest, ObjectsAreRemovedByTheirProducerOrTheOperatorOnly) {
   EXPECT_EQ(peer({"put", ipc_, "kept", "100", "2"}), 0);
   EXPECT_EQ(peer({"remove", ipc_, "mine", "0", "0"}), 0)
       << "a producer removes its own object";
-  const std::string socket = SocketPath();
-  // Sends one object request as `user`: 20 when refused kPermissionDenied
-  // with `fault` in the message, 10 when answered without an error.
   auto ask = [&](const ScopedUser& user, const wire::Message& request, const std::string& fault) {
-    return RunAs(user.uid(), user.gid(), [&] {
-      auto channel = ipc::Channel::Connect(socket);
-      if (!channel.ok() || !channel->Send(wire::Encode(request)).ok()) return 1;
-      std::vector<std::byte> data;
-      std::vector<int> fds;
-      auto got = channel->Receive(&data, &fds);
-      wire::Message reply;
-      if (!got.ok() || !wire::Decode(data, &reply).ok()) return 2;
-      if (!reply.has_error()) return 10;
-      if (reply.error().code() == static_cast<int>(Code::kPermissionDenied) &&
-          reply.error().message().find(fault) != std::string::npos) {
-        return 20;
-      }
-      std::fprintf(stderr, "reply: %s\n", reply.DebugString().c_str());
-      return 3;
-    });
+    return AskAs(user, request, fault);
   };
   wire::Message remove;
   remove.set_request_id(1);
@@ -266,6 +316,59 @@ TEST_F(KvdAuthorityTest, ObjectsAreRemovedByTheirProducerOrTheOperatorOnly) {
   EXPECT_TRUE(store->GetLocation("kept").ok()) << "the stranger's remove took nothing";
   EXPECT_EQ(store->GetLocation("mine").status().code(), Code::kNotFound);
   ASSERT_TRUE(store->Remove("kept").ok());
+}
+
+// Epochs are in every object listing: a uid that was not the writer
+// committed root's half-written object (root's own commit then failed),
+// revoked another, and pinned root's READY object hard so the operator's
+// evict freed nothing. Commit and revoke are the writer's, pins the owner's
+// (and the operator's).
+TEST_F(KvdAuthorityTest, WritesAndPinsAreTheirOwnersByEpochOrNot) {
+  NANOKV_SKIP_UNLESS_ROOT();
+  ScopedUser stranger("s");
+  if (!stranger.made()) GTEST_SKIP() << "useradd could not make a user";
+  StartWithStoreFor({&stranger});
+  auto store = OpenStore();  // root's
+  ASSERT_NE(store, nullptr);
+  auto half = store->OpenForWrite("half", 1000, 0);
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  auto other = store->OpenForWrite("other", 1000, 0);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_OK(store->Put("ready", std::vector<std::byte>(1000, std::byte{3})));
+
+  const std::string writer = "only its writer (uid " + std::to_string(getuid()) + ")";
+  wire::Message commit;
+  commit.set_request_id(1);
+  commit.mutable_object_commit()->set_key("half");
+  commit.mutable_object_commit()->set_epoch(half->epoch);
+  EXPECT_EQ(AskAs(stranger, commit, writer), 20) << "another uid's commit";
+  wire::Message revoke;
+  revoke.set_request_id(2);
+  revoke.mutable_object_revoke()->set_key("other");
+  revoke.mutable_object_revoke()->set_epoch(other->epoch);
+  EXPECT_EQ(AskAs(stranger, revoke, writer), 20) << "another uid's revoke";
+  wire::Message pin;
+  pin.set_request_id(3);
+  pin.mutable_object_pin()->set_key("ready");
+  pin.mutable_object_pin()->set_pin(static_cast<uint32_t>(ObjectPin::kHard));
+  EXPECT_EQ(AskAs(stranger, pin, "only its owner (uid " + std::to_string(getuid()) + "), root or kvd's user"), 20)
+      << "another uid's pin";
+
+  // Nothing moved: root's writes are still its own to finish, and the
+  // operator's evict takes the unpinned READY object.
+  ASSERT_OK(store->Commit("half", half->epoch));
+  ASSERT_OK(store->Revoke("other", other->epoch));
+  auto listed = store->List();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  for (const ObjectEntry& entry : *listed) {
+    if (entry.key == "ready") {
+      EXPECT_EQ(entry.pin, ObjectPin::kNone) << "the stranger's pin stuck";
+    }
+  }
+  auto evicted = store->Evict(-1, 1u << 30);
+  ASSERT_TRUE(evicted.ok()) << evicted.status().ToString();
+  EXPECT_GT(*evicted, 0u) << "the operator's evict freed nothing";
+  EXPECT_TRUE(kvd_.Running());
 }
 
 }  // namespace

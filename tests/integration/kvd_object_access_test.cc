@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "gpu/backend.h"
@@ -67,19 +68,26 @@ Result<wire::Message> Ask(ipc::Channel& channel, const wire::Message& request, s
   return reply;
 }
 
-wire::Message PagesRequest(uint64_t rid, int device, uint32_t page, bool write) {
+// A write names the plan it writes (key, epoch, and the write secret a
+// plan of the master's carries); a read names none.
+wire::Message PagesRequest(uint64_t rid, int device, uint32_t page, bool write, const std::string& key = "",
+                           uint32_t epoch = 0, uint64_t secret = 0) {
   wire::Message m;
   m.set_request_id(rid);
   m.mutable_object_pages()->set_device(device);
   m.mutable_object_pages()->add_page_ids(page);
   m.mutable_object_pages()->set_write(write);
+  m.mutable_object_pages()->set_plan_key(key);
+  m.mutable_object_pages()->set_plan_epoch(epoch);
+  m.mutable_object_pages()->set_write_secret(secret);
   return m;
 }
 
 // What a raw peer can do with a READY object's page: 0 when it got a fd
-// that neither maps writable nor re-opens writable, and no write fd; else
-// the step that let it write.
-int TryToWriteAReadyPage(const std::string& socket, int device, uint32_t page) {
+// that neither maps writable nor re-opens writable, and no write fd (asked
+// naming the object's own key and epoch); else the step that let it write.
+int TryToWriteAReadyPage(const std::string& socket, int device, uint32_t page, const std::string& key,
+                         uint32_t epoch) {
   auto channel = ipc::Channel::Connect(socket);
   if (!channel.ok()) return 2;
   std::vector<int> fds;
@@ -100,11 +108,11 @@ int TryToWriteAReadyPage(const std::string& socket, int device, uint32_t page) {
   if (geteuid() != 0 && reopened >= 0) return 7;
   close(fd);
   fds.clear();
-  auto write = Ask(*channel, PagesRequest(2, device, page, true), &fds);
+  auto write = Ask(*channel, PagesRequest(2, device, page, true, key, epoch), &fds);
   for (int f : fds) close(f);
   if (!write.ok() || !write->has_error()) return 8;
   if (write->error().code() != static_cast<int>(Code::kPermissionDenied) ||
-      write->error().message().find("no open plan of yours") == std::string::npos) {
+      write->error().message().find("is lent for no plan '" + key + "'") == std::string::npos) {
     return 9;
   }
   return 0;
@@ -134,7 +142,8 @@ Result<wire::ObjectPlan> PutRaw(ipc::Channel& channel, uint64_t& rid, const std:
   if (opened.has_error()) return ErrorOf(opened);
   const wire::ObjectPlan plan = opened.object_plan();
   for (uint32_t page : PlanPages(plan)) {
-    NANOKV_ASSIGN_OR_RETURN(wire::Message lent, Ask(channel, PagesRequest(++rid, 0, page, true), &fds));
+    const wire::Message ask = PagesRequest(++rid, 0, page, true, key, plan.epoch(), plan.write_secret());
+    NANOKV_ASSIGN_OR_RETURN(wire::Message lent, Ask(channel, ask, &fds));
     for (int fd : fds) close(fd);
     fds.clear();
     if (lent.has_error()) return ErrorOf(lent);
@@ -146,6 +155,55 @@ Result<wire::ObjectPlan> PutRaw(ipc::Channel& channel, uint64_t& rid, const std:
   NANOKV_ASSIGN_OR_RETURN(wire::Message done, Ask(channel, commit, &fds));
   if (done.has_error()) return ErrorOf(done);
   return plan;
+}
+
+// Another uid's try at a READY object through someone else's open plan:
+// it locates the object, finds in the listing (epochs are listed) an open
+// plan on the same page, asks a write fd of that page naming that plan and
+// writes over the object. 0 when kvd refused the fd kPermissionDenied; 30
+// when it wrote; else the step that failed.
+int OverwriteThroughAnotherUidsPlan(const std::string& socket, const std::string& ready_key,
+                                    const std::string& open_key) {
+  auto channel = ipc::Channel::Connect(socket);
+  if (!channel.ok()) return 2;
+  std::vector<int> fds;
+  wire::Message locate;
+  locate.set_request_id(1);
+  locate.mutable_object_locate()->set_key(ready_key);
+  auto located = Ask(*channel, locate, &fds);
+  if (!located.ok() || !located->has_object_plan()) return 3;
+  const wire::ObjectPlan& ready = located->object_plan();
+  wire::Message list;
+  list.set_request_id(2);
+  list.mutable_object_list();
+  auto listed = Ask(*channel, list, &fds);
+  if (!listed.ok() || !listed->has_object_list_reply()) return 4;
+  uint32_t epoch = 0;
+  for (const auto& entry : listed->object_list_reply().objects()) {
+    if (entry.key() == open_key) epoch = entry.epoch();
+  }
+  if (epoch == 0) return 5;
+  const uint32_t page = ready.spans(0).page_id();
+  wire::Message pages = PagesRequest(3, ready.device(), page, true, open_key, epoch);
+  auto lent = Ask(*channel, pages, &fds);
+  if (!lent.ok()) return 6;
+  if (lent->has_error()) {
+    if (lent->error().code() != static_cast<int>(Code::kPermissionDenied) ||
+        lent->error().message().find("lent only to plan '" + open_key + "'") == std::string::npos) {
+      return 7;
+    }
+    std::fprintf(stderr, "refused: %s\n", lent->error().message().c_str());
+    return 0;
+  }
+  if (fds.size() != 1) return 8;
+  const uint64_t page_bytes = ready.page_bytes();
+  void* mapped = mmap(nullptr, page_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  close(fds[0]);
+  if (mapped == MAP_FAILED) return 9;
+  const uint64_t at = ready.payload_offset() % page_bytes;
+  std::memset(static_cast<char*>(mapped) + at, 0x5a, std::min<uint64_t>(ready.bytes_total(), page_bytes - at));
+  munmap(mapped, page_bytes);
+  return 30;
 }
 
 // The reader's mapping is read-only: a second process writing through it
@@ -215,9 +273,10 @@ TEST_F(KvdObjectAccessTest, ARawPeerGetsNoWritableFdOfAReadyObject) {
   auto plan = store->GetLocation("ready");
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const uint32_t page = plan->spans[0].page_id;
-  EXPECT_EQ(TryToWriteAReadyPage(SocketPath(), plan->device, page), 0);
+  EXPECT_EQ(TryToWriteAReadyPage(SocketPath(), plan->device, page, "ready", plan->epoch), 0);
   if (root) {
-    EXPECT_EQ(RunAs(kNobody, kNobody, [&] { return TryToWriteAReadyPage(SocketPath(), plan->device, page); }),
+    EXPECT_EQ(RunAs(kNobody, kNobody,
+                    [&] { return TryToWriteAReadyPage(SocketPath(), plan->device, page, "ready", plan->epoch); }),
               0)
         << "as another uid";
   } else {
@@ -236,7 +295,7 @@ TEST_F(KvdObjectAccessTest, ARawPeerGetsNoWritableFdOfAReadyObject) {
   auto opened = Ask(*channel, open, &fds);
   ASSERT_TRUE(opened.ok() && opened->has_object_plan()) << (opened.ok() ? opened->DebugString() : "");
   const uint32_t mine = opened->object_plan().spans(1).page_id();
-  auto write = Ask(*channel, PagesRequest(4, plan->device, mine, true), &fds);
+  auto write = Ask(*channel, PagesRequest(4, plan->device, mine, true, "mine", opened->object_plan().epoch()), &fds);
   ASSERT_TRUE(write.ok() && !write->has_error()) << (write.ok() ? write->DebugString() : "");
   ASSERT_EQ(fds.size(), 1u);
   void* mapped = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
@@ -246,6 +305,37 @@ TEST_F(KvdObjectAccessTest, ARawPeerGetsNoWritableFdOfAReadyObject) {
   auto got = store->Get("ready");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(*got, ObjectPattern(2 * kPage, 3));
+  EXPECT_TRUE(kvd_.Running());
+}
+
+// While root held an open plan on a page, a write fd of that page went to
+// another uid, who rewrote root's READY object there. A write fd goes only
+// to the plan's writer.
+TEST_F(KvdObjectAccessTest, AnotherUidGetsNoWriteFdThroughAnOpenPlanOfRoots) {
+  if (Backend() != "host") GTEST_SKIP() << "a CUDA fd gives its holder full access (ARCHITECTURE.md)";
+  NANOKV_SKIP_UNLESS_ROOT();
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  StartWithStore("socket_mode: \"0666\"\nallowed_uids: [" + std::to_string(kNobody) + "]\n");
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Put("root-ready", ObjectPattern(1000, 4), 0));
+  auto open = store->OpenForWrite("root-open", 1000, 0);
+  ASSERT_TRUE(open.ok()) << open.status().ToString();
+  auto ready = store->GetLocation("root-ready");
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  ASSERT_EQ(ready->spans[0].page_id, open->spans[0].page_id) << "one owner's small objects share a page";
+
+  EXPECT_EQ(RunAs(kNobody, kNobody,
+                  [&] { return OverwriteThroughAnotherUidsPlan(SocketPath(), "root-ready", "root-open"); }),
+            0)
+      << "nobody got a write fd of root's page";
+  auto got = store->Get("root-ready");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, ObjectPattern(1000, 4)) << "root's READY object was rewritten";
+  // The writer itself still writes its plan.
+  auto pointer = store->PayloadPointer(*open);
+  ASSERT_TRUE(pointer.ok()) << pointer.status().ToString();
+  ASSERT_OK(store->Commit("root-open", open->epoch));
   EXPECT_TRUE(kvd_.Running());
 }
 
@@ -350,9 +440,17 @@ TEST_F(KvdObjectAccessTest, TwoUidsNeverShareAWritablePage) {
         }
       }
       if (want_a_page) return 5;
+      // An open plan of B's own, named for A's pages.
       std::vector<int> fds;
+      wire::Message open;
+      open.set_request_id(++rid);
+      open.mutable_object_open()->set_key("b-open");
+      open.mutable_object_open()->set_bytes_total(1000);
+      open.mutable_object_open()->set_preferred_device(0);
+      auto opened = Ask(*channel, open, &fds);
+      if (!opened.ok() || !opened->has_object_plan()) return 8;
       for (uint32_t page : a_pages) {
-        auto lent = Ask(*channel, PagesRequest(++rid, 0, page, true), &fds);
+        auto lent = Ask(*channel, PagesRequest(++rid, 0, page, true, "b-open", opened->object_plan().epoch()), &fds);
         for (int fd : fds) close(fd);
         fds.clear();
         if (!lent.ok() || !lent->has_error()) return 6;  // a write fd of A's page

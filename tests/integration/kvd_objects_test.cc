@@ -330,11 +330,13 @@ TEST_F(KvdObjectsTest, TheStoreTakesKvdsDevicesAndKvctlSumsItUp) {
   EXPECT_NE(table.find("store: 1 objects, 0 evictions; device 0 0 B used, "), std::string::npos) << table;
   EXPECT_NE(table.find("; device 1 "), std::string::npos) << table;
   // The one object's pages (a payload page and a header page) are its
-  // producer's: kvd's callers, since this process runs as kvd's uid.
-  EXPECT_NE(table.find("free (pages: kvd 2)"), std::string::npos) << table;
+  // producer's: this process's uid (kvd's own, root's: each uid owns its
+  // pages; only the master's orders are kvd's callers').
+  EXPECT_NE(table.find("free (pages: uid " + std::to_string(getuid()) + " 2)"), std::string::npos) << table;
   ASSERT_EQ(info->devices[1].owners.size(), 1u);
   EXPECT_EQ(info->devices[1].owners[0].pages, 2u);
-  EXPECT_TRUE(info->devices[1].owners[0].kvd_callers);
+  EXPECT_FALSE(info->devices[1].owners[0].kvd_callers);
+  EXPECT_EQ(info->devices[1].owners[0].uid, getuid());
   EXPECT_TRUE(info->devices[0].owners.empty());
   EXPECT_EQ(info->devices[0].shared_free_pages, 3u) << "8 MiB: a header page and 3 payload pages";
   std::string json = kvctl({"objects", ipc_, "--json"});

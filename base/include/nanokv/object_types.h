@@ -48,6 +48,10 @@ struct ObjectPlan {
   ObjectState state = ObjectState::kFree;  // WRITING from an open, READY from a locate
   uint64_t store_bytes = 0;     // the size of the device's store range
   uint32_t header_page = 0;     // the page holding the header
+  // What a plan the cluster master ordered carries for its writer to show
+  // kvd for write fds of its pages (kvd cannot tell which process the master
+  // gave it to); 0 for a plan opened over kvd's socket (its uid's) or a locate's.
+  uint64_t write_secret = 0;
 };
 
 // The header a producer writes for `plan` before its payload (state

@@ -52,9 +52,9 @@ struct ObjectStoreDeviceInfo {
   uint32_t objects = 0;      // live: RESERVED, WRITING or READY
   uint64_t evictions = 0;    // since kvd started
   uint32_t pages = 0;        // store pages kvd holds from the device's pool
-  // A page holds one owner's objects (a producer's uid, or kvd's callers:
-  // root, kvd's uid, the cluster master's orders): payload pages nobody
-  // has, and each owner's pages, the most first.
+  // A page holds one owner's objects (a producer's uid, root's and kvd's
+  // own included, or kvd's callers: the cluster master's orders): payload
+  // pages nobody has, and each owner's pages, the most first.
   uint32_t shared_free_pages = 0;
   struct Owner {
     uint32_t uid = 0;          // 0 when kvd_callers

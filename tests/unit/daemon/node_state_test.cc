@@ -297,6 +297,38 @@ TEST_F(NodeStateTest, AnEngineRaisesItsLimitOnlyUpToTheOperatorsCeiling) {
   Check();
 }
 
+// The operator's limit stays with the name across a detach, until lifted;
+// the names kept are bounded, the oldest of one not attached going first.
+TEST_F(NodeStateTest, TheOperatorsLimitOutlivesTheAttachUntilLifted) {
+  TenantId a = AttachAs("a");
+  ASSERT_TRUE(node_->SetLimit(a, 2 * kPage, NodeState::LimitSetter::kOperator).ok());
+  ASSERT_TRUE(node_->Detach(a).ok());
+  a = AttachAs("a", "", 8 * kPage);
+  EXPECT_EQ(node_->FindTenant(a)->limit_bytes, 2 * kPage) << "re-attaching escaped the operator's limit";
+  EXPECT_EQ(node_->SetLimit(a, 3 * kPage).status().code(), Code::kPermissionDenied);
+  ASSERT_TRUE(node_->Detach(a).ok());
+  EXPECT_TRUE(node_->LiftOperatorLimit("a"));
+  EXPECT_FALSE(node_->LiftOperatorLimit("a"));
+  a = AttachAs("a", "", 8 * kPage);
+  EXPECT_EQ(node_->FindTenant(a)->limit_bytes, 8 * kPage) << "lifted";
+  ASSERT_TRUE(node_->SetLimit(a, 2 * kPage, NodeState::LimitSetter::kOperator).ok());
+  ASSERT_TRUE(node_->SetLimit(a, 0, NodeState::LimitSetter::kOperator).ok());
+  EXPECT_EQ(node_->operator_limits(), 0u) << "the operator's 0 lifts it too";
+
+  // `a` stays attached under its limit while far more names are limited.
+  ASSERT_TRUE(node_->SetLimit(a, kPage, NodeState::LimitSetter::kOperator).ok());
+  for (size_t i = 0; i < NodeState::kMaxOperatorLimits + 10; ++i) {
+    TenantId t = AttachAs("t" + std::to_string(i));
+    ASSERT_TRUE(node_->SetLimit(t, kPage, NodeState::LimitSetter::kOperator).ok());
+    ASSERT_TRUE(node_->Detach(t).ok());
+  }
+  EXPECT_EQ(node_->operator_limits(), NodeState::kMaxOperatorLimits);
+  EXPECT_FALSE(node_->LiftOperatorLimit("t0")) << "the oldest detached name went first";
+  ASSERT_TRUE(node_->Detach(a).ok());
+  EXPECT_TRUE(node_->LiftOperatorLimit("a")) << "an attached tenant's stays";
+  Check();
+}
+
 TEST_F(NodeStateTest, LimitCeilingOfTheConfigBoundsAttachAndSetLimit) {
   NodeOptions options;
   alloc::PagePoolConfig pool;

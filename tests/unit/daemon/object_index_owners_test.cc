@@ -84,7 +84,7 @@ TEST_F(ObjectStoreTest, APayloadPageMadeAHeaderPageStartsAtOlderEpochs) {
   EXPECT_EQ(fresh.key_hash, 0u) << "A's bytes are gone from the slot";
   Check();
   ASSERT_OK(WriteHeader(*b, ObjectState::kWriting, 5 * kMs));
-  ASSERT_OK(store_->Commit("b", b->epoch, 6 * kMs));
+  ASSERT_OK(store_->Commit("b", b->epoch, 6 * kMs, kB));
   Check();
 }
 
@@ -107,14 +107,14 @@ TEST_F(ObjectStoreTest, ALentPageStaysItsOwnersUntilTheHolderIsGone) {
   auto plan = store_->OpenForWrite("a", 3000, 0, kMs, kA);
   ASSERT_TRUE(plan.ok());
   const PageId a_page = plan->spans[0].page_id;
-  ASSERT_OK(store_->LendWritablePage(0, a_page, kA));
-  ASSERT_OK(store_->LendWritablePage(0, plan->header_page, kA));
-  ASSERT_OK(store_->LendWritablePage(0, a_page, kA));  // asked twice: held once
+  ASSERT_OK(Lend(*plan, a_page, kA));
+  ASSERT_OK(Lend(*plan, plan->header_page, kA));
+  ASSERT_OK(Lend(*plan, a_page, kA));  // asked twice: held once
   EXPECT_EQ(store_->held_pages(kA), 2u);
-  Status other = store_->LendWritablePage(0, a_page, kB);
+  Status other = Lend(*plan, a_page, kB);
   EXPECT_EQ(other.code(), Code::kPermissionDenied);
-  EXPECT_NE(other.message().find("it is uid 1001's"), std::string::npos) << other.ToString();
-  ASSERT_OK(store_->Commit("a", plan->epoch, 2 * kMs));
+  EXPECT_NE(other.message().find("writer, uid 1001, not uid 1002"), std::string::npos) << other.ToString();
+  ASSERT_OK(store_->Commit("a", plan->epoch, 2 * kMs, kA));
   ASSERT_OK(store_->Remove("a", 3 * kMs, kA));
   EXPECT_EQ(store_->Stats()[0].owned_pages, (std::map<uint32_t, uint32_t>{{kA, 2}})) << "empty but held";
   Check();
@@ -124,13 +124,17 @@ TEST_F(ObjectStoreTest, ALentPageStaysItsOwnersUntilTheHolderIsGone) {
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     EXPECT_FALSE(PagesOf(*b).contains(a_page));
     EXPECT_FALSE(PagesOf(*b).contains(plan->header_page));
-    EXPECT_EQ(store_->LendWritablePage(0, a_page, kB).code(), Code::kPermissionDenied);
+    Status b_into_a = Lend(*b, a_page, kB);
+    EXPECT_EQ(b_into_a.code(), Code::kPermissionDenied);
+    EXPECT_NE(b_into_a.message().find("is not a page of plan 'b" + std::to_string(i) + "'"), std::string::npos)
+        << b_into_a.ToString();
+    EXPECT_NE(b_into_a.message().find("it is uid 1001's"), std::string::npos) << b_into_a.ToString();
   }
   auto again = store_->OpenForWrite("a2", 500, 0, 5 * kMs, kA);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->spans[0].page_id, a_page);
   EXPECT_EQ(again->header_page, plan->header_page);
-  ASSERT_OK(store_->Revoke("a2", again->epoch, 6 * kMs));
+  ASSERT_OK(store_->Revoke("a2", again->epoch, 6 * kMs, kA));
   Check();
   // A's last connection goes: its empty pages return to shared use.
   store_->ReleaseHolder(kA);
@@ -159,7 +163,7 @@ TEST_F(ObjectStoreTest, AnotherOwnersOpenEvictsForAPageOfItsOwn) {
     ASSERT_TRUE(a.ok());
     for (PageId page : PagesOf(*a)) EXPECT_FALSE(PagesOf(*b).contains(page));
   }
-  ASSERT_OK(store_->Revoke("b", b->epoch, 12 * kMs));
+  ASSERT_OK(store_->Revoke("b", b->epoch, 12 * kMs, kB));
   Check();
 }
 

@@ -57,7 +57,7 @@ TEST_F(ObjectStoreTest, OnlyTheProducersUidOrTheOperatorRemoves) {
   Open();
   auto plan = store_->OpenForWrite("owned", 100, 0, kMs, /*owner=*/1001);
   ASSERT_TRUE(plan.ok());
-  ASSERT_OK(store_->Commit("owned", plan->epoch, 2 * kMs));
+  ASSERT_OK(store_->Commit("owned", plan->epoch, 2 * kMs, 1001));
   Status other = store_->Remove("owned", 3 * kMs, 1002);
   EXPECT_EQ(other.code(), Code::kPermissionDenied);
   EXPECT_NE(other.message().find("only its producer's uid (1001)"), std::string::npos) << other.ToString();
@@ -69,36 +69,92 @@ TEST_F(ObjectStoreTest, OnlyTheProducersUidOrTheOperatorRemoves) {
   Check();
 }
 
-// Issue 19 item 12: kvd hands write fds only for pages of the asker's own
-// open plans (and those kvd's own callers opened: the master's orders).
-TEST_F(ObjectStoreTest, WriteFdsOnlyForTheAskersOpenPlans) {
+// kvd hands write fds only to a plan's writer, for that plan's pages: its
+// uid for a plan opened over the socket, whoever shows the write secret for
+// one kvd's own callers opened (the master's orders). Before, any uid got
+// them for a page of kvd's own callers with an open plan: root's, whose
+// READY objects shared it.
+TEST_F(ObjectStoreTest, WriteFdsOnlyForThePlansWriter) {
   Open();
-  ASSERT_OK(PutByPlan("ready", Pattern(2 * kPage + 100, 1), 0, kMs));
+  ASSERT_OK(PutByPlan("ready", Pattern(2 * kPage + 100, 1), 0, kMs, 1001));
   auto ready = store_->GetLocation("ready", 2 * kMs);
   ASSERT_TRUE(ready.ok());
   const PageId ready_page = ready->spans[1].page_id;  // holds only "ready"
-  for (uint32_t who : {1001u, ObjectIndex::kOperator}) {
-    EXPECT_EQ(store_->LendWritablePage(0, ready_page, who).code(), Code::kPermissionDenied)
-        << "a READY object's page is nobody's to write";
+  for (uint32_t who : {1001u, 1002u, ObjectIndex::kOperator}) {
+    Status refused = Lend(*ready, ready_page, who);
+    EXPECT_EQ(refused.code(), Code::kPermissionDenied) << "a READY object's page is nobody's to write";
+    EXPECT_NE(refused.message().find("is lent for no plan 'ready' (epoch"), std::string::npos) << refused.ToString();
   }
   auto plan = store_->OpenForWrite("mine", 2 * kPage, 0, 3 * kMs, /*owner=*/1001);
   ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->write_secret, 0u) << "a uid's plan is its uid's: no secret";
   const PageId mine = plan->spans[1].page_id;
-  ASSERT_OK(store_->LendWritablePage(0, mine, 1001));
-  EXPECT_TRUE(store_->LendWritablePage(0, plan->header_page, 1001).ok()) << "kv_commit_ready writes it";
-  Status other = store_->LendWritablePage(0, mine, 1002);
-  EXPECT_EQ(other.code(), Code::kPermissionDenied);
-  EXPECT_NE(other.message().find("no open plan of yours (it is uid 1001's)"), std::string::npos) << other.ToString();
-  EXPECT_EQ(store_->LendWritablePage(0, mine, ObjectIndex::kOperator).code(), Code::kPermissionDenied)
-      << "the operator's uid writes through kvd, not another's plan";
-  ASSERT_OK(store_->Commit("mine", plan->epoch, 4 * kMs));
-  EXPECT_EQ(store_->LendWritablePage(0, mine, 1001).code(), Code::kPermissionDenied)
-      << "a committed plan is READY: no more write fds";
+  ASSERT_OK(Lend(*plan, mine, 1001));
+  EXPECT_TRUE(Lend(*plan, plan->header_page, 1001).ok()) << "kv_commit_ready writes it";
+  for (uint32_t who : {1002u, ObjectIndex::kOperator, 0u}) {
+    Status other = Lend(*plan, mine, who);
+    EXPECT_EQ(other.code(), Code::kPermissionDenied);
+    EXPECT_NE(other.message().find("lent only to plan 'mine' (epoch " + std::to_string(plan->epoch) +
+                                   ")'s writer, uid 1001"),
+              std::string::npos)
+        << other.ToString();
+  }
+  EXPECT_EQ(Lend(*plan, ready->spans[0].page_id, 1001).code(), Code::kPermissionDenied)
+      << "another plan's page of the same owner";
+  ObjectPlan stale = *plan;
+  stale.epoch = plan->epoch + 1;
+  EXPECT_EQ(Lend(stale, mine, 1001).code(), Code::kPermissionDenied) << "another epoch";
+  ASSERT_OK(store_->Commit("mine", plan->epoch, 4 * kMs, 1001));
+  EXPECT_EQ(Lend(*plan, mine, 1001).code(), Code::kPermissionDenied) << "a committed plan is READY: no more write fds";
+
   auto ordered = store_->OpenForWrite("ordered", 1000, 0, 5 * kMs);  // kvd's own caller
   ASSERT_TRUE(ordered.ok());
-  ASSERT_OK(store_->LendWritablePage(0, ordered->spans[0].page_id, 1002));
-  EXPECT_EQ(store_->LendWritablePage(7, mine, 1001).code(), Code::kNotFound);
+  ASSERT_NE(ordered->write_secret, 0u);
+  const PageId page = ordered->spans[0].page_id;
+  ASSERT_TRUE(Lend(*ordered, page, 1002, ordered->write_secret).ok()) << "whoever the master gave the plan to";
+  for (uint64_t secret : {uint64_t{0}, ordered->write_secret ^ 1}) {
+    Status guessed = Lend(*ordered, page, 1002, secret);
+    EXPECT_EQ(guessed.code(), Code::kPermissionDenied);
+    EXPECT_NE(guessed.message().find("shows the write secret"), std::string::npos) << guessed.ToString();
+  }
+  auto located = store_->WritingPlan("ordered", ordered->epoch);
+  ASSERT_TRUE(located.ok());
+  EXPECT_EQ(located->write_secret, 0u) << "only the open's answer carries it";
+  EXPECT_EQ(store_->LendWritablePage(7, mine, {1001, "mine", plan->epoch, 0}).code(), Code::kNotFound);
   ASSERT_OK(store_->Revoke("ordered", ordered->epoch, 6 * kMs));
+  Check();
+}
+
+// Epochs are in every listing: commit and revoke are the writer's alone
+// (root's and kvd's own callers' uid included), pins the owner's and the
+// operator's.
+TEST_F(ObjectStoreTest, CommitRevokeAndPinAreTheOwnersByEpochOrNot) {
+  Open();
+  auto plan = store_->OpenForWrite("w", 100, 0, kMs, /*owner=*/1001);
+  ASSERT_TRUE(plan.ok());
+  for (uint32_t who : {1002u, 0u, ObjectIndex::kOperator}) {
+    Status commit = store_->Commit("w", plan->epoch, 2 * kMs, who);
+    EXPECT_EQ(commit.code(), Code::kPermissionDenied) << who;
+    EXPECT_NE(commit.message().find("only its writer (uid 1001) may commit or revoke it"), std::string::npos)
+        << commit.ToString();
+    EXPECT_EQ(store_->Revoke("w", plan->epoch, 2 * kMs, who).code(), Code::kPermissionDenied) << who;
+  }
+  EXPECT_EQ(store_->Commit("w", plan->epoch + 1, 2 * kMs, 1002).code(), Code::kFailedPrecondition)
+      << "a stale epoch is told as before";
+  ASSERT_OK(store_->Commit("w", plan->epoch, 3 * kMs, 1001));
+  Status pin = store_->SetPin("w", ObjectPin::kHard, 1002);
+  EXPECT_EQ(pin.code(), Code::kPermissionDenied);
+  EXPECT_NE(pin.message().find("only its owner (uid 1001), root or kvd's user may pin it"), std::string::npos)
+      << pin.ToString();
+  ASSERT_OK(store_->SetPin("w", ObjectPin::kHard, 1001));
+  ASSERT_OK(store_->SetPin("w", ObjectPin::kNone, ObjectIndex::kOperator));
+
+  auto ordered = store_->OpenForWrite("ordered", 100, 0, 4 * kMs);  // kvd's own caller: the master's order
+  ASSERT_TRUE(ordered.ok());
+  Status commit = store_->Commit("ordered", ordered->epoch, 5 * kMs, 1001);
+  EXPECT_NE(commit.message().find("only its writer (kvd's own callers"), std::string::npos) << commit.ToString();
+  ASSERT_OK(store_->Commit("ordered", ordered->epoch, 5 * kMs));
+  EXPECT_EQ(store_->SetPin("ordered", ObjectPin::kSoft, 1001).code(), Code::kPermissionDenied);
   Check();
 }
 

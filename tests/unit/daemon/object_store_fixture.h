@@ -62,6 +62,11 @@ class ObjectStoreTest : public ::testing::Test {
 
   void Check() { ASSERT_OK(store_->CheckInvariants(*node_)); }
 
+  // A write fd's ask for `plan`'s page `id` by `uid`, showing `secret`.
+  Status Lend(const ObjectPlan& plan, PageId id, uint32_t uid, uint64_t secret = 0) {
+    return store_->LendWritablePage(plan.device, id, {uid, plan.key, plan.epoch, secret});
+  }
+
   // A producer's put, as libkv's copy path makes it: open; the header
   // (WRITING at the plan's epoch), the payload and READY through the backend;
   // commit (revoke when a copy fails). kvd writes none of it.
@@ -76,10 +81,10 @@ class ObjectStoreTest : public ::testing::Test {
     }
     if (copied.ok()) copied = WriteHeader(plan, ObjectState::kReady, now_ns);
     if (!copied.ok()) {
-      (void)store_->Revoke(key, plan.epoch, now_ns);
+      (void)store_->Revoke(key, plan.epoch, now_ns, owner);
       return copied;
     }
-    return store_->Commit(key, plan.epoch, now_ns);
+    return store_->Commit(key, plan.epoch, now_ns, owner);
   }
 
   // The plan's header on its device as a producer leaves it in `state`.

@@ -85,6 +85,21 @@ TEST(ObjectCodec, RejectsOutOfRangeFields) {
     for (uint32_t i = 0; i <= kMaxObjectPageFds; ++i) m.mutable_object_pages()->add_page_ids(i);
   })));
   EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_evict()->set_device(-2); })));
+  // A write names the plan it writes; a read names none.
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_pages()->add_page_ids(1);
+    m.mutable_object_pages()->set_write(true);
+  })));
+  EXPECT_TRUE(With([](Message& m) {
+    m.mutable_object_pages()->add_page_ids(1);
+    m.mutable_object_pages()->set_write(true);
+    m.mutable_object_pages()->set_plan_key("k");
+    m.mutable_object_pages()->set_plan_epoch(3);
+  }).ok());
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_pages()->add_page_ids(1);
+    m.mutable_object_pages()->set_write_secret(7);
+  })));
   // The store's summary (kvctl objects; a host client's device count).
   EXPECT_TRUE(With([](Message& m) { m.mutable_object_info(); }).ok());
   EXPECT_TRUE(With([](Message& m) {
