@@ -10,6 +10,7 @@
 
 #include "daemon/transfer/transfer_agent_impl.h"
 #include "ipc/master/token.h"
+#include "ipc/ucx/ucx_api.h"
 
 namespace nanokv::kvd {
 
@@ -60,6 +61,7 @@ TransferAgent::Impl::~Impl() {
 
 Status TransferAgent::Impl::Open() {
   NANOKV_ASSIGN_OR_RETURN(sockaddr_storage address, ucx::ParseHostPort(options_.listen_address, "master.data_address"));
+  ucx::RaiseAsyncEventLimit();  // a listener's connections past UCX's default crash it (ucx_api.h)
   NANOKV_ASSIGN_OR_RETURN(context_, ucx::Context::Create());
   NANOKV_ASSIGN_OR_RETURN(worker_, ucx::Worker::Create(*context_));
   NANOKV_RETURN_IF_ERROR(worker_->SetHandler(ucx::kHello, &Impl::OnMessageOf<ucx::kHello>, this));
@@ -117,20 +119,30 @@ void TransferAgent::Impl::Run() {
     Sweep();
   }
   for (auto& get : gets_) FinishGet(get.get());
+  log_.Flush(Clock::now(), true);
 }
 
 void TransferAgent::Impl::OnConnection(ucp_conn_request_h request, void* arg) {
   auto* impl = static_cast<Impl*>(arg);
+  if (impl->stopping_) return impl->listener_->Reject(request);  // nothing new while every endpoint ends
   auto peer = std::make_unique<Peer>();
   peer->impl = impl;
+  peer->host = ucx::ClientHostOf(request);
   auto ep = ucx::AcceptEndpoint(*impl->worker_, request, &Impl::OnPeerError, peer.get());
   if (!ep.ok()) {
-    spdlog::warn("transfer agent: a connection refused: {}", ep.status().ToString());
-    impl->listener_->Reject(request);
+    // UCX rejected and freed the request already: it is not rejected again.
+    impl->log_.Note(spdlog::level::warn, "a connection refused: " + ep.status().ToString());
     return;
   }
-  peer->ep = *ep;
+  Peer* raw = peer.get();
+  raw->ep = *ep;
   impl->peers_[*ep] = std::move(peer);
+  if (auto oldest = impl->waiters_.Add(IdOf(raw), raw->host)) {
+    impl->Close(reinterpret_cast<Peer*>(*oldest), true,
+                "ended for a newer one: " + std::to_string(impl->waiters_.per_host()) +
+                    " endpoints from one host, " + std::to_string(impl->waiters_.total()) +
+                    " in all, may wait for their hello");
+  }
 }
 
 void TransferAgent::Impl::OnPeerError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
@@ -201,22 +213,16 @@ void TransferAgent::Impl::HandleHello(Incoming& in) {
   if (in.peer->admitted || !ucx::DecodeHeader(in.header.data(), in.header.size(), "hello", &hello).ok()) {
     return Close(in.peer, true, "a hello that does not parse, or a second one");
   }
-  Status verdict;
-  if (hello.protocol() != ucx::kTransferProtocol) {
-    verdict = Status::Unsupported("transfer protocol " + std::to_string(hello.protocol()) + ", this kvd speaks " +
-                                  std::to_string(ucx::kTransferProtocol));
-  } else if (!options_.token.empty() && !master::TokensEqual(hello.token(), options_.token)) {
-    verdict = Status::PermissionDenied("the transfer agent refuses a peer without the cluster's token "
-                                       "(master.token_file)");
-  }
+  const Status verdict = HelloVerdict(hello, options_.token);
   transfer::v1::Reply reply = ucx::ReplyOf(0, verdict);
   if (verdict.ok()) {
     in.peer->admitted = true;
+    waiters_.Remove(IdOf(in.peer));
     reply.set_chunk_bytes(options_.config.chunk_bytes);
     reply.set_depth(options_.config.depth);
     reply.set_mode(mode_);
   } else {
-    spdlog::warn("transfer agent: a peer refused: {}", verdict.ToString());
+    log_.Note(spdlog::level::warn, "a peer refused: " + verdict.ToString());
     in.peer->close_after_reply = true;
   }
   Reply(in.peer, ucx::kHelloReply, reply);
@@ -247,7 +253,8 @@ void TransferAgent::Impl::OnReplySent(void* request, ucs_status_t /*status*/, vo
 void TransferAgent::Impl::Close(Peer* peer, bool force, const std::string& why) {
   if (peer->closing) return;
   peer->closing = true;
-  if (force) spdlog::info("transfer agent: an endpoint ends: {}", why);
+  waiters_.Remove(IdOf(peer));
+  if (force) log_.Note(spdlog::level::info, "an endpoint ends: " + why);
   for (auto it = waiting_puts_.begin(); it != waiting_puts_.end();) {
     if (it->peer != peer) {
       ++it;
@@ -297,7 +304,8 @@ bool TransferAgent::Impl::Sweep() {
     Peer* peer = it->second.get();
     if (!peer->closing && now - peer->last_heard > options_.config.timeout &&
         (peer->outstanding > 0 || !peer->admitted)) {
-      Close(peer, true, "silent for transfer.timeout with work in flight");
+      Close(peer, true, peer->admitted ? "silent for transfer.timeout with work in flight"
+                                       : "silent for transfer.timeout before its hello");
     }
     if (peer->closing && peer->outstanding == 0 && ucx::RequestDone(peer->close_request)) {
       peer->close_request = nullptr;
@@ -314,6 +322,7 @@ bool TransferAgent::Impl::Sweep() {
   for (auto it = writes_.begin(); it != writes_.end();) {
     it = now - it->second.last > options_.config.timeout ? writes_.erase(it) : std::next(it);
   }
+  log_.Flush(now);
   return did;
 }
 

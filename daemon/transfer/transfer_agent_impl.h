@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/transfer/event_tally.h"
+#include "daemon/transfer/hello_gate.h"
 #include "daemon/transfer/transfer_agent.h"
 #include "gpu/pinned_pool.h"
 #include "ipc/ucx/transfer_wire.h"
@@ -48,6 +50,7 @@ class TransferAgent::Impl {
   struct Peer {
     Impl* impl = nullptr;
     ucp_ep_h ep = nullptr;
+    std::string host;           // where it connected from (HelloWaiters' bound)
     bool admitted = false;      // its hello carried the protocol and token
     bool close_after_reply = false;
     bool closing = false;
@@ -115,6 +118,7 @@ class TransferAgent::Impl {
   void Reply(Peer* peer, uint16_t id, const transfer::v1::Reply& reply);
   void Close(Peer* peer, bool force, const std::string& why);
   void Release(Incoming& in);
+  static HelloWaiters::Id IdOf(const Peer* peer) { return reinterpret_cast<uintptr_t>(peer); }
   // Timeouts, closed peers freed, waiters given buffers. True if it did anything.
   bool Sweep();
   // A chunk's buffer; nullptr when staging_buffers are all in use.
@@ -152,6 +156,8 @@ class TransferAgent::Impl {
   std::list<std::unique_ptr<GetTransfer>> gets_;
   std::map<std::pair<std::string, uint32_t>, WriteState> writes_;
   gpu::PinnedPool staging_;
+  HelloWaiters waiters_;  // endpoints before their hello (bounded)
+  EventTally log_{"transfer agent: "};
 };
 
 }  // namespace nanokv::kvd

@@ -78,23 +78,29 @@ Result<sockaddr_storage> ParseHostPort(const std::string& text, std::string_view
   return out;
 }
 
-std::string FormatSockaddr(const sockaddr_storage& address) {
+namespace {
+// The address's host as inet_ntop writes it ("" for a family it does not know).
+std::string HostText(const sockaddr_storage& address) {
   char host[INET6_ADDRSTRLEN] = {};
-  if (address.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  const auto* in4 = reinterpret_cast<const sockaddr_in*>(&address);
-  inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
-  return std::string(host) + ":" + std::to_string(ntohs(in4->sin_port));
+  const void* in = address.ss_family == AF_INET6
+                       ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&address)->sin6_addr)
+                       : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&address)->sin_addr);
+  return inet_ntop(address.ss_family, in, host, sizeof(host)) != nullptr ? host : "";
 }
 
-namespace {
 socklen_t LengthOf(const sockaddr_storage& address) {
   return address.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 }  // namespace
+
+std::string FormatSockaddr(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    return "[" + HostText(address) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  const auto* in4 = reinterpret_cast<const sockaddr_in*>(&address);
+  return HostText(address) + ":" + std::to_string(ntohs(in4->sin_port));
+}
 
 Result<std::unique_ptr<Context>> Context::Create() {
   NANOKV_RETURN_IF_ERROR(LoadApi().status());
@@ -225,6 +231,13 @@ Result<ucp_ep_h> AcceptEndpoint(Worker& worker, ucp_conn_request_h request, OnEn
   params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
   params.conn_request = request;
   return CreateEndpoint(worker, params, on_error, arg, "ucp_ep_create (accept)");
+}
+
+std::string ClientHostOf(ucp_conn_request_h request) {
+  ucp_conn_request_attr_t attr{};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  if (api().conn_request_query(request, &attr) != UCS_OK) return "";
+  return HostText(attr.client_address);
 }
 
 void* CloseEndpoint(Worker& /*worker*/, ucp_ep_h ep, bool force) {

@@ -104,7 +104,8 @@ class Listener {
   Listener& operator=(const Listener&) = delete;
   // The address bound (the port chosen when 0 was asked).
   const sockaddr_storage& address() const { return bound_; }
-  // Refuses a connection request (one that could not become an endpoint).
+  // Refuses a connection request, once: only one never given to
+  // AcceptEndpoint (which consumes it, failed or not).
   void Reject(ucp_conn_request_h request);
 
  private:
@@ -119,7 +120,12 @@ class Listener {
 using OnEndpointError = void (*)(void* arg, ucp_ep_h ep, ucs_status_t status);
 Result<ucp_ep_h> ConnectEndpoint(Worker& worker, const sockaddr_storage& address, OnEndpointError on_error,
                                  void* arg);
+// Consumes `request` either way: when it fails, UCX has already rejected
+// and freed the request (rejecting it again would reject freed memory).
 Result<ucp_ep_h> AcceptEndpoint(Worker& worker, ucp_conn_request_h request, OnEndpointError on_error, void* arg);
+// The host (address without the port) a connection request comes from, as
+// text; "" when UCX cannot say.
+std::string ClientHostOf(ucp_conn_request_h request);
 // Starts closing `ep` (force: outstanding operations end with an error at
 // once; else they are flushed first). The returned request (nullptr when
 // done already) completes later; check it with RequestDone.

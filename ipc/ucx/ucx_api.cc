@@ -3,7 +3,9 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -43,6 +45,7 @@ Status Load() {
                    Find(library, "ucp_listener_query", &a.listener_query) &&
                    Find(library, "ucp_listener_destroy", &a.listener_destroy) &&
                    Find(library, "ucp_listener_reject", &a.listener_reject) &&
+                   Find(library, "ucp_conn_request_query", &a.conn_request_query) &&
                    Find(library, "ucp_ep_create", &a.ep_create) && Find(library, "ucp_ep_close_nbx", &a.ep_close_nbx) &&
                    Find(library, "ucp_ep_flush_nbx", &a.ep_flush_nbx) &&
                    Find(library, "ucp_request_check_status", &a.request_check_status) &&
@@ -62,6 +65,16 @@ Result<const Api*> LoadApi() {
   std::call_once(once, [] { g_loaded = Load(); });
   if (!g_loaded.ok()) return g_loaded;
   return &g_api;
+}
+
+void RaiseAsyncEventLimit() {
+  // One handler per fd the process may open, plus UCX's timers; never below
+  // UCX's own 1024, never past its highest handler id for an fd (1000000).
+  constexpr rlim_t kUcxDefault = 1024, kUcxFdIds = 1'000'000, kTimers = 64;
+  rlimit files{};
+  const rlim_t open_files = getrlimit(RLIMIT_NOFILE, &files) == 0 ? files.rlim_cur : kUcxDefault;
+  const rlim_t limit = std::max(std::min(open_files, kUcxFdIds - kTimers) + kTimers, kUcxDefault);
+  setenv("UCX_ASYNC_MAX_EVENTS", std::to_string(limit).c_str(), 0);
 }
 
 const Api& api() { return g_api; }

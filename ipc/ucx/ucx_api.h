@@ -35,6 +35,7 @@ struct Api {
   decltype(&ucp_listener_query) listener_query;
   decltype(&ucp_listener_destroy) listener_destroy;
   decltype(&ucp_listener_reject) listener_reject;
+  decltype(&ucp_conn_request_query) conn_request_query;
   decltype(&ucp_ep_create) ep_create;
   decltype(&ucp_ep_close_nbx) ep_close_nbx;
   decltype(&ucp_ep_flush_nbx) ep_flush_nbx;
@@ -49,6 +50,18 @@ struct Api {
 // The table, loaded once; kUnavailable naming libucp.so.0 and dlerror when
 // UCX is not installed.
 Result<const Api*> LoadApi();
+// For a process that listens (kvd's transfer agent), before anything loads
+// UCX: raises UCX_ASYNC_MAX_EVENTS (unless the environment sets it) past
+// the open-file limit. UCX 1.13 lets a worker hold 1024 async handlers, one
+// per connection its listener accepted; past that its listener frees the
+// new connection but leaves it on the cm's list (ucp_worker_destroy then
+// walks freed memory: SIGSEGV) and closes its fd twice (the second close
+// may hit an fd another thread just opened). Above the open-file limit that
+// path is out of reach: accept() runs out of fds first. The cost is UCX's
+// queue of 8 bytes a handler per worker. Clients (one endpoint per node)
+// keep UCX's default.
+void RaiseAsyncEventLimit();
+
 // The loaded table. REQUIRES: LoadApi() succeeded (every object of ucx.h
 // exists only after it did).
 const Api& api();
