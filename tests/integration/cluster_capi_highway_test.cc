@@ -17,7 +17,9 @@ class ClusterCapiHighwayTest : public ClusterProcesses {
   void TearDown() override {
     if (engine_ != nullptr) {
       for (nanokv_tensor_t* t : {src_tensor_, dst_tensor_}) {
-        if (t != nullptr) EXPECT_EQ(nanokv_tensor_destroy(t), NANOKV_OK) << nanokv_last_error();
+        if (t != nullptr) {
+          EXPECT_EQ(nanokv_tensor_destroy(t), NANOKV_OK) << nanokv_last_error();
+        }
       }
       EXPECT_EQ(nanokv_detach(engine_), NANOKV_OK) << nanokv_last_error();
     }
