@@ -37,7 +37,7 @@ void Copy(const std::string& from, char* to, size_t size) {
 }
 
 void Fill(const std::string& node, const std::string& address, const std::string& uuid, int device,
-          uint32_t epoch, bool local, nanokv_replica_t* out) {
+          uint32_t epoch, bool local, bool same_host, nanokv_replica_t* out) {
   std::memset(out, 0, sizeof(*out));
   Copy(node, out->node_id, sizeof(out->node_id));
   Copy(address, out->data_address, sizeof(out->data_address));
@@ -45,6 +45,7 @@ void Fill(const std::string& node, const std::string& address, const std::string
   out->device = device;
   out->epoch = epoch;
   out->local = local ? 1 : 0;
+  out->same_host = same_host ? 1 : 0;
 }
 
 nanokv_cluster_plan_t* NewPlan(nanokv_cluster* owner, ClusterPlan plan) {
@@ -91,7 +92,13 @@ NANOKV_API int nanokv_cluster_connect(const nanokv_cluster_options_t* options, n
     o.tls_ca = Str(options->tls_ca);
     o.tls_cert = Str(options->tls_cert);
     o.tls_key = Str(options->tls_key);
+    if (options->access_device_count > 0 && options->access_devices == nullptr) {
+      return Fail(Code::kInvalidArgument, std::string(fn) + ": access_devices is null, access_device_count " +
+                                              std::to_string(options->access_device_count));
+    }
     o.node_id = Str(options->node_id);
+    o.host_id = Str(options->host_id);
+    o.access_devices.assign(options->access_devices, options->access_devices + options->access_device_count);
     o.ipc_name = Str(options->ipc_name);
     o.backend = Str(options->backend);
     if (options->request_timeout_ms != 0) o.request_timeout_ms = options->request_timeout_ms;
@@ -110,7 +117,8 @@ NANOKV_API int nanokv_cluster_close(nanokv_cluster_t* cluster) {
     NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
     if (c->children.load() > 0) {
       return Fail(Code::kFailedPrecondition, std::string(fn) + ": " + std::to_string(c->children.load()) +
-                                                 " plan(s) made on it are still alive: free them first");
+                                                 " plan(s) or pending put(s) made on it are still alive: "
+                                                 "free them first");
     }
     nanokv::capi::Unregister(c);
     delete c;
@@ -207,7 +215,7 @@ NANOKV_API int nanokv_cluster_locate(nanokv_cluster_t* cluster, const char* key,
     if (bytes_out != nullptr) *bytes_out = location->bytes_total;
     for (size_t i = 0; i < location->replicas.size() && i < capacity; ++i) {
       const nanokv::Replica& r = location->replicas[i];
-      Fill(r.node_id, r.data_address, r.device_uuid, r.device, r.epoch, r.local, &replicas[i]);
+      Fill(r.node_id, r.data_address, r.device_uuid, r.device, r.epoch, r.local, r.same_host, &replicas[i]);
     }
     return NANOKV_OK;
   } NANOKV_CAPI_END;
@@ -244,7 +252,7 @@ NANOKV_API int nanokv_cluster_plan_replica(const nanokv_cluster_plan_t* plan, si
                                               std::to_string(p->plan.replicas.size()));
     }
     const nanokv::ReplicaPlan& r = p->plan.replicas[index];
-    Fill(r.node_id, r.data_address, r.plan.device_uuid, r.plan.device, r.plan.epoch, r.local, out);
+    Fill(r.node_id, r.data_address, r.plan.device_uuid, r.plan.device, r.plan.epoch, r.local, r.same_host, out);
     return NANOKV_OK;
   } NANOKV_CAPI_END;
 }
@@ -426,7 +434,8 @@ NANOKV_API int nanokv_cluster_locate_batch(nanokv_cluster_t* cluster, const char
       if (!located[i].ok()) continue;
       for (size_t k = 0; k < located[i]->replicas.size() && k < capacity; ++k) {
         const nanokv::Replica& r = located[i]->replicas[k];
-        Fill(r.node_id, r.data_address, r.device_uuid, r.device, r.epoch, r.local, &replicas[i * capacity + k]);
+        Fill(r.node_id, r.data_address, r.device_uuid, r.device, r.epoch, r.local, r.same_host,
+             &replicas[i * capacity + k]);
       }
     }
     return Items(statuses, results);

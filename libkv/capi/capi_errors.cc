@@ -126,6 +126,24 @@ nanokv_object_plan* ObjectPlanOf(const char* function, const nanokv_object_plan*
   return const_cast<nanokv_object_plan*>(handle);
 }
 
+nanokv_cluster_pending* PendingOf(const char* function, const nanokv_cluster_pending* handle) {
+  if (!IsLive(handle, Kind::kClusterPending)) {
+    Fail(Code::kInvalidArgument, std::string(function) + (handle == nullptr ? ": pending put is null"
+                                                                            : ": unknown pending put handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_cluster_pending*>(handle);
+}
+
+nanokv_view* ViewOf(const char* function, const nanokv_view* handle) {
+  if (!IsLive(handle, Kind::kView)) {
+    Fail(Code::kInvalidArgument, std::string(function) +
+                                     (handle == nullptr ? ": view is null" : ": unknown view handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_view*>(handle);
+}
+
 int Items(const std::vector<Status>& statuses, int* results) {
   bool noted = false;
   for (size_t i = 0; i < statuses.size(); ++i) {

@@ -39,7 +39,7 @@ struct nanokv_cache {
 
 struct nanokv_cluster {
   std::unique_ptr<nanokv::ClusterClient> client;
-  std::atomic<int> children{0};  // live plan handles made on this cluster
+  std::atomic<int> children{0};  // live plan and pending-put handles made on this cluster
   std::mutex backend_mu;
   std::string backend;           // its device backend's name once asked; GUARDED_BY(backend_mu)
 };
@@ -47,6 +47,20 @@ struct nanokv_cluster {
 struct nanokv_cluster_plan {
   nanokv_cluster* owner = nullptr;  // must remain live while the plan exists
   nanokv::ClusterPlan plan;
+};
+
+// A stream-ordered put (ClusterClient::PutFromDeviceAsync): a child of its
+// cluster, whose client commits it.
+struct nanokv_cluster_pending {
+  nanokv_cluster* owner = nullptr;  // must remain live while the pending put exists
+  std::unique_ptr<nanokv::PendingPuts> pending;
+  size_t count = 0;                 // the batch's items
+};
+
+// An ObjectView: owns its lease and the store's mappings, so it needs no
+// owner handle (it may outlive the store or cluster it came from).
+struct nanokv_view {
+  nanokv::ObjectView view;
 };
 
 struct nanokv_objects {
@@ -63,7 +77,7 @@ struct nanokv_object_plan {
 namespace nanokv::capi {
 
 // What the registry knows a pointer as.
-enum class Kind { kClient, kTensor, kCache, kCluster, kClusterPlan, kObjects, kObjectPlan };
+enum class Kind { kClient, kTensor, kCache, kCluster, kClusterPlan, kClusterPending, kObjects, kObjectPlan, kView };
 
 void Register(const void* handle, Kind kind);
 void Unregister(const void* handle);
@@ -82,6 +96,12 @@ nanokv_cluster* ClusterOf(const char* function, const nanokv_cluster* handle);
 nanokv_cluster_plan* ClusterPlanOf(const char* function, const nanokv_cluster_plan* handle);
 nanokv_objects* ObjectsOf(const char* function, const nanokv_objects* handle);
 nanokv_object_plan* ObjectPlanOf(const char* function, const nanokv_object_plan* handle);
+nanokv_cluster_pending* PendingOf(const char* function, const nanokv_cluster_pending* handle);
+nanokv_view* ViewOf(const char* function, const nanokv_view* handle);
+
+// Views into view handles: views[i] a new handle where the item is a view,
+// else null; the items' codes in results[] (as Items).
+int NewViews(std::vector<Result<ObjectView>> got, nanokv_view** views, int* results);
 
 // A batch's item results into results[] (their codes); the first failure is
 // this thread's last error. Always NANOKV_OK: the items carry the outcome.

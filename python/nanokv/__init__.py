@@ -16,9 +16,10 @@ from nanokv.tensor import KVTensor  # noqa: F401
 from nanokv.cache import KVCache, CacheView  # noqa: F401
 from nanokv.memory import CudaArray  # noqa: F401
 from nanokv import kernels  # noqa: F401
-from nanokv.cluster import Cluster, ClusterPlan, Location, Replica  # noqa: F401
+from nanokv.cluster import Cluster, ClusterPlan, Location, PendingPuts, Replica  # noqa: F401
+from nanokv.views import ObjectView  # noqa: F401
 from nanokv.objects import Objects, ObjectPlan, PlanInfo  # noqa: F401
 
 __all__ = ["Client", "KVTensor", "KVCache", "CacheView", "CudaArray", "NanoKVError",
            "LibraryNotFoundError", "DeviceGeometry", "kernels", "errors", "library_path", "Cluster",
-           "ClusterPlan", "Location", "Replica", "Objects", "ObjectPlan", "PlanInfo"]
+           "ClusterPlan", "Location", "PendingPuts", "Replica", "Objects", "ObjectPlan", "PlanInfo", "ObjectView"]

@@ -116,6 +116,9 @@ class ClusterOptions(ctypes.Structure):
         ("ipc_name", ctypes.c_char_p),
         ("backend", ctypes.c_char_p),
         ("request_timeout_ms", ctypes.c_uint32),
+        ("host_id", ctypes.c_char_p),
+        ("access_devices", c_int_p),
+        ("access_device_count", ctypes.c_size_t),
     ]
 
 
@@ -131,6 +134,7 @@ class Replica(ctypes.Structure):
         ("device", ctypes.c_int),
         ("epoch", ctypes.c_uint32),
         ("local", ctypes.c_int),
+        ("same_host", ctypes.c_int),
     ]
 
 
@@ -235,6 +239,25 @@ _PROTOTYPES = {
     "nanokv_cluster_revoke_batch": [ctypes.POINTER(P), ctypes.c_size_t, c_int_p],
     "nanokv_cluster_locate_batch": [P, c_char_p_p, ctypes.c_size_t, _REPLICA, ctypes.c_size_t, c_size_p,
                                     c_u64_p, c_int_p],
+    "nanokv_cluster_put_from_device_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p,
+                                             ctypes.c_size_t, _WRITE, ctypes.c_void_p, c_int_p],
+    "nanokv_cluster_get_to_device_batch": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p,
+                                           ctypes.c_size_t, ctypes.c_void_p, c_u64_p, c_int_p],
+    "nanokv_cluster_put_from_device_async": [P, c_char_p_p, ctypes.POINTER(ctypes.c_void_p), c_u64_p,
+                                             ctypes.c_size_t, _WRITE, ctypes.c_void_p, ctypes.POINTER(P)],
+    "nanokv_cluster_pending_wait": [P, c_int_p, ctypes.c_size_t],
+    "nanokv_cluster_pending_done": [P, c_int_p],
+    "nanokv_cluster_pending_count": [P, c_size_p],
+    "nanokv_cluster_pending_event": [P, ctypes.POINTER(ctypes.c_void_p)],
+    "nanokv_cluster_pending_free": [P],
+    "nanokv_cluster_view": [P, ctypes.c_char_p, ctypes.POINTER(P)],
+    "nanokv_cluster_view_batch": [P, c_char_p_p, ctypes.c_size_t, ctypes.POINTER(P), c_int_p],
+    "nanokv_objects_view": [P, ctypes.c_char_p, ctypes.POINTER(P)],
+    "nanokv_objects_view_batch": [P, c_char_p_p, ctypes.c_size_t, ctypes.POINTER(P), c_int_p],
+    "nanokv_view_data": [P, ctypes.POINTER(ctypes.c_void_p)],
+    "nanokv_view_size": [P, c_u64_p],
+    "nanokv_view_device": [P, c_int_p],
+    "nanokv_view_free": [P],
     "nanokv_objects_options_init": [ctypes.POINTER(ObjectsOptions)],
     "nanokv_objects_open": [ctypes.POINTER(ObjectsOptions), ctypes.POINTER(P)],
     "nanokv_objects_close": [P],
@@ -312,7 +335,7 @@ def _load():
 lib, path = _load()
 lib.nanokv_abi_version.restype = ctypes.c_int
 # Before the prototypes: an older library lacks some of their functions.
-ABI_VERSION = 4
+ABI_VERSION = 5
 if lib.nanokv_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
         f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")

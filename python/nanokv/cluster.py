@@ -7,26 +7,32 @@
         c.get("sess:42:kv:L0")               # bytes, from this node or another
         c.put_from_device("sess:42:kv:L1", k_cache_layer1, preferred_segment="gpu-7")
         c.get_to_device("sess:42:kv:L1", out)   # its size; out: a tensor of room enough
+        c.put_from_device_batch(keys, tensors, preferred_segment="gpu-7")   # a request's KV at once
+        c.get_to_device_batch(keys, outs)        # [size or NanoKVError per item]
+        pending = c.put_from_device_async(keys, tensors, preferred_segment="gpu-7")  # stream-ordered
+        pending.wait()                           # [None or NanoKVError per item]
+        with c.view("sess:42:kv:L1") as v: v.as_tensor(torch.float16, shape)      # in place, read-only
 
-A copy on another node moves through that node's transfer agent (UCX; the
-node's master.data_address); a plan's payload pointer exists only for a
-copy on this node (NanoKVError UNIMPLEMENTED otherwise). Device calls take
-the buffers nanokv.Objects' do (a torch tensor, __cuda_array_interface__,
-on the host backend numpy arrays, memoryviews and ctypes arrays over pages
-mapped here), staged through host memory with the backend's synchronous
-copy; they wait for the buffer's stream first (a torch tensor's: torch's
-current stream) and return once the bytes moved.
+A copy on this node, or on another node of this host (the same host_id),
+moves through that node's kvd and pages (device bytes GPU to GPU); one on
+another host through that node's transfer agent (UCX; the node's
+master.data_address). A plan's payload pointer and a view exist only for a
+copy on this host. Device calls take the buffers nanokv.Objects' do (a
+torch tensor, __cuda_array_interface__, on the host backend numpy arrays,
+memoryviews and ctypes arrays over pages mapped here). All but the
+stream-ordered put wait for the buffers' stream first (a torch tensor's:
+torch's current stream) and return once the bytes moved.
 """
 import ctypes
 import weakref
 from collections import namedtuple
 
-from nanokv import _buffers, _lib
+from nanokv import _buffers, _lib, views
 from nanokv._handle import OwnedHandle
 from nanokv._lib import call, check
-from nanokv.errors import NanoKVError
+from nanokv.errors import INVALID_ARGUMENT, NanoKVError
 
-Replica = namedtuple("Replica", "node_id data_address device device_uuid epoch local")
+Replica = namedtuple("Replica", "node_id data_address device device_uuid epoch local same_host")
 Location = namedtuple("Location", "key bytes_total replicas")
 
 _GET_GUESS = 64 << 10  # a get's first buffer; a larger object costs a second call
@@ -78,7 +84,7 @@ def _write_options(preferred_segment, replica_num):
 
 def _replica(r):
     return Replica(r.node_id.decode(), r.data_address.decode(), r.device, r.device_uuid.decode(),
-                   r.epoch, bool(r.local))
+                   r.epoch, bool(r.local), bool(r.same_host))
 
 
 def _keys(keys):
@@ -134,17 +140,59 @@ class ClusterPlan(OwnedHandle):
         call("nanokv_cluster_revoke", self.handle)
 
 
+class PendingPuts(OwnedHandle):
+    """A stream-ordered put (Cluster.put_from_device_async): its copies are
+    queued on the stream; wait() answers once the library committed them.
+    It keeps the source tensors referenced until closed; close() (the with
+    statement, the cluster's close, collection) waits first."""
+
+    _NAME = "pending put"
+    _DESTROY = "nanokv_cluster_pending_free"
+
+    def __init__(self, cluster, handle, count, sources):
+        self._client = cluster
+        self._count = count
+        self._sources = sources  # untouched and alive until the batch finished
+        self._own(handle)
+
+    def __len__(self):
+        return self._count
+
+    def wait(self):
+        """Blocks until every item is committed or failed: None or NanoKVError per item."""
+        results = (ctypes.c_int * self._count)()
+        call("nanokv_cluster_pending_wait", self.handle, results, self._count)
+        return _outcomes(results, self._count)
+
+    def done(self):
+        """Whether wait() would answer at once."""
+        return bool(self._scalar("nanokv_cluster_pending_done", ctypes.c_int))
+
+    @property
+    def event(self):
+        """The cudaEvent_t (an int) recorded on the stream after the batch's
+        copies, for cudaStreamWaitEvent; None where they ran during the
+        call (the host backend)."""
+        return self._scalar("nanokv_cluster_pending_event", ctypes.c_void_p) or None
+
+    def close(self):
+        super().close()
+        self._sources = None
+
+
 class Cluster(OwnedHandle):
     """A client of the cluster master (the keywords of
     nanokv::ClusterClientOptions; None: the environment's NANOKV_MASTERS,
-    NANOKV_TOKEN_FILE, NANOKV_NODE_ID, NANOKV_IPC_NAME). close() frees the
-    plans still open on it."""
+    NANOKV_TOKEN_FILE, NANOKV_NODE_ID, NANOKV_HOST_ID, NANOKV_IPC_NAME).
+    close() frees the plans still open on it and waits for its pending puts;
+    views outlive it."""
 
     _NAME = "cluster"
     _DESTROY = "nanokv_cluster_close"
 
     def __init__(self, masters=None, token_file=None, tls_ca=None, tls_cert=None, tls_key=None,
-                 node_id=None, ipc_name=None, backend=None, request_timeout_ms=0):
+                 node_id=None, ipc_name=None, backend=None, request_timeout_ms=0, host_id=None,
+                 access_devices=()):
         self._children = weakref.WeakSet()
         self._backend = None
         options = _lib.ClusterOptions()
@@ -160,6 +208,11 @@ class Cluster(OwnedHandle):
         options.ipc_name = _enc(ipc_name)
         options.backend = _enc(backend)
         options.request_timeout_ms = _lib.fit(request_timeout_ms, ctypes.c_uint32, "request_timeout_ms")
+        options.host_id = _enc(host_id)
+        access = [_lib.fit(d, ctypes.c_int, "access_devices") for d in access_devices]
+        self._access = (ctypes.c_int * max(len(access), 1))(*access)
+        options.access_devices = self._access if access else None
+        options.access_device_count = len(access)
         handle = ctypes.c_void_p()
         call("nanokv_cluster_connect", ctypes.byref(options), ctypes.byref(handle))
         self._own(handle)
@@ -300,3 +353,83 @@ class Cluster(OwnedHandle):
         results = (ctypes.c_int * max(len(plans), 1))()
         call("nanokv_cluster_revoke_batch", handles, len(plans), results)
         return _outcomes(results, len(plans))
+
+    # -- a request's KV: device bytes as one batch ------------------------
+    def _device_batch(self, items, tensors, verb, writable):
+        """items: (key, buffer) pairs, or keys with `tensors` beside them."""
+        if tensors is None:
+            pairs = [tuple(p) for p in items]
+        else:
+            keys, tensors = list(items), list(tensors)
+            if len(keys) != len(tensors):
+                raise NanoKVError(INVALID_ARGUMENT, f"InvalidArgument: {verb}: {len(keys)} keys and "
+                                                    f"{len(tensors)} buffers")
+            pairs = list(zip(keys, tensors))
+        buffers = [_buffers.resolve(t, self.backend, f"{verb} of {k!r}", writable) for k, t in pairs]
+        keys, n = _keys(k for k, _ in pairs)
+        ptrs = (ctypes.c_void_p * max(n, 1))(*[b.ptr for b in buffers])
+        sizes = (ctypes.c_uint64 * max(n, 1))(*[b.nbytes for b in buffers])
+        return buffers, keys, n, ptrs, sizes
+
+    def _stream(self, buffers, stream, verb, finish):
+        """The stream a batch's copies are queued on: `stream` (a torch or
+        cupy stream, or a raw cudaStream_t), else the buffers' (a torch
+        tensor's: torch's current stream). `finish`: waits for it, or for
+        each of the buffers', first."""
+        streams = {_buffers.stream_handle(stream)} if stream is not None else {b.stream for b in buffers if b.stream}
+        if finish:
+            for s in streams:
+                _finish(self.backend, s)
+        elif len(streams) > 1:
+            raise NanoKVError(INVALID_ARGUMENT, f"InvalidArgument: {verb}: the buffers are on {len(streams)} "
+                                                "streams: name the one to queue on with stream=")
+        return _lib.address(streams.pop() if len(streams) == 1 else 0, "stream")
+
+    def put_from_device_batch(self, items, tensors=None, preferred_segment=None, replica_num=1, stream=None):
+        """Stores each buffer's bytes as its key: one master round trip to
+        plan, one to commit; copies on this host by the GPU, queued on one
+        stream. items: (key, tensor) pairs, or keys with `tensors`. A list
+        of None (stored) or NanoKVError (that item revoked)."""
+        buffers, keys, n, ptrs, sizes = self._device_batch(items, tensors, "put_from_device_batch", False)
+        s = self._stream(buffers, stream, "put_from_device_batch", finish=True)
+        results = (ctypes.c_int * max(n, 1))()
+        call("nanokv_cluster_put_from_device_batch", self.handle, keys, ptrs, sizes, n,
+             ctypes.byref(_write_options(preferred_segment, replica_num)), s, results)
+        return _outcomes(results, n)
+
+    def get_to_device_batch(self, keys, outs=None, stream=None):
+        """Copies each object into the start of its buffer: this node's
+        copies with no question to the master, the rest located at once.
+        keys with `outs`, or (key, buffer) pairs. A list of sizes or
+        NanoKVError (INVALID_ARGUMENT, nothing copied, when it does not fit)."""
+        buffers, names, n, ptrs, capacities = self._device_batch(keys, outs, "get_to_device_batch", True)
+        s = self._stream(buffers, stream, "get_to_device_batch", finish=True)
+        got = (ctypes.c_uint64 * max(n, 1))()
+        results = (ctypes.c_int * max(n, 1))()
+        call("nanokv_cluster_get_to_device_batch", self.handle, names, ptrs, capacities, n, s, got, results)
+        out = _outcomes(results, n)
+        return [got[i] if out[i] is None else out[i] for i in range(n)]
+
+    def put_from_device_async(self, items, tensors=None, preferred_segment=None, replica_num=1, stream=None):
+        """put_from_device_batch, stream-ordered: returns once the copies
+        are queued on `stream` (default: the tensors' torch stream), without
+        waiting for the host or the GPU; the library commits after the
+        stream ran past them. A PendingPuts (wait(), done(), event); the
+        tensors must stay as they are until wait() returns."""
+        buffers, keys, n, ptrs, sizes = self._device_batch(items, tensors, "put_from_device_async", False)
+        s = self._stream(buffers, stream, "put_from_device_async", finish=False)
+        handle = ctypes.c_void_p()
+        call("nanokv_cluster_put_from_device_async", self.handle, keys, ptrs, sizes, n,
+             ctypes.byref(_write_options(preferred_segment, replica_num)), s, ctypes.byref(handle))
+        return PendingPuts(self, handle, n, buffers)
+
+    def view(self, key):
+        """An ObjectView of a READY copy on this host (nanokv/views.py):
+        in place, read-only, under a lease until closed or collected.
+        FAILED_PRECONDITION when every copy is on another host."""
+        return views.make_view("nanokv_cluster_view", self.handle, key, self.backend)
+
+    def view_batch(self, keys):
+        """Views of many keys (one lease request per kvd and 64 keys): a
+        list of ObjectView or NanoKVError."""
+        return views.make_views("nanokv_cluster_view_batch", self.handle, keys, self.backend)

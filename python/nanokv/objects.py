@@ -6,6 +6,7 @@ docs/PYTHON.md, "Objects"): immutable objects by key in pages kvd holds.
         store.get_to_device("sess:42:kv:L0", out)                # into a tensor of room enough
         store.put("meta:42", b"...")                             # host bytes
         store.get("meta:42")
+        with store.view("sess:42:kv:L0") as v: v.as_tensor(torch.float16, shape)  # in place, read-only
 
 Device calls take a torch tensor (contiguous, on the store's kind of device),
 anything with __cuda_array_interface__, or, on the host backend (whose device
@@ -19,7 +20,7 @@ import os
 import weakref
 from collections import namedtuple
 
-from nanokv import _buffers, _lib
+from nanokv import _buffers, _lib, views
 from nanokv._handle import OwnedHandle
 from nanokv._lib import call, fit
 from nanokv.cluster import _GET_GUESS, _enc, _get_bytes, _keys, _outcomes
@@ -220,3 +221,14 @@ class Objects(OwnedHandle):
         handle = ctypes.c_void_p()
         call("nanokv_objects_get_location", self.handle, _enc(key), ctypes.byref(handle))
         return ObjectPlan(self, handle)
+
+    # -- views ------------------------------------------------------------
+    def view(self, key):
+        """An ObjectView (nanokv/views.py): the object in place, read-only,
+        under a lease until closed or collected; it may outlive the store."""
+        return views.make_view("nanokv_objects_view", self.handle, key, self.backend)
+
+    def view_batch(self, keys):
+        """Views of many keys (one lease request per 64): a list of
+        ObjectView or NanoKVError."""
+        return views.make_views("nanokv_objects_view_batch", self.handle, keys, self.backend)

@@ -1,7 +1,8 @@
-"""nanokv.Cluster against a real master and two kvds (nodes n0 and n1):
-put/get on this node and on another (its transfer agent, over UCX), locations
-nearest first, replicas, plans, every batch form, and device bytes by device
-pointer across nodes (host backend: a KV tensor's pages mapped here)."""
+"""nanokv.Cluster against a real master and two kvds (nodes n0 and n1, each
+a host of its own): put/get on this node and on another (its transfer agent,
+over UCX), locations nearest first, replicas, plans, every batch form, and
+device bytes by device pointer across nodes (host backend: a KV tensor's
+pages mapped here)."""
 import ctypes
 import os
 import re
@@ -30,7 +31,13 @@ from nanokv import NanoKVError
 BACKEND = os.environ.get("NANOKV_TEST_BACKEND", "host")
 
 
-class ClusterTest(unittest.TestCase):
+class ClusterCase(unittest.TestCase):
+    """A master and kvds n0 and n1, and self.cluster on n0 (no tests of its own)."""
+    # master.host_id of n0 and n1 (None: the boot id, both on this machine)
+    # and their data_address ("": no transfer agent); the client is on n0's host.
+    HOSTS = (None, None)
+    DATA_ADDRESS = "127.0.0.1:0"
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="nanokv_pycl_")
         self.procs = []
@@ -53,12 +60,13 @@ class ClusterTest(unittest.TestCase):
                         f"capacity: {24 * PAGE}\n{host_memory}reserve_pages: 2\n"
                         f"object_store:\n  size: {8 * PAGE}\n"
                         f"master:\n  addresses: [\"{self.address}\"]\n  node_id: n{n}\n  retry_interval: 100ms\n"
-                        f"  data_address: 127.0.0.1:0\n")
+                        f"  data_address: \"{self.DATA_ADDRESS}\"\n" +
+                        (f"  host_id: {self.HOSTS[n]}\n" if self.HOSTS[n] else ""))
             log = os.path.join(self.dir, f"n{n}.log")
             self._spawn([kvd_binary(), "--config", config], log)
             self._wait_log(master_log, rf"node n{n} is alive")
         self.cluster = nanokv.Cluster(masters=[self.address], node_id="n0", ipc_name=f"{self.ipc}_n0",
-                                      backend=BACKEND)
+                                      backend=BACKEND, host_id=self.HOSTS[0])
         self.addCleanup(self.cluster.close)
 
     def _spawn(self, argv, log_path):
@@ -92,6 +100,18 @@ class ClusterTest(unittest.TestCase):
             os.environ.pop("NANOKV_RUN_DIR", None)
         else:
             os.environ["NANOKV_RUN_DIR"] = self._old_run_dir
+
+    def assertFails(self, code, text, fn, *args):
+        with self.assertRaises(NanoKVError) as caught:
+            fn(*args)
+        self.assertEqual(caught.exception.code, code, caught.exception.message)
+        self.assertIn(text, caught.exception.message)
+
+
+class ClusterTest(ClusterCase):
+    # Each node a host of its own: n1's bytes move over UCX, and a plan's
+    # payload there is not mapped here (test_cluster_highway.py: one host).
+    HOSTS = ("py-host-0", "py-host-1")
 
     def test_put_get_locate_remove_on_this_node(self):
         data = os.urandom(3 * PAGE + 11)
@@ -250,12 +270,6 @@ class ClusterTest(unittest.TestCase):
                          "py:torch", torch.zeros(count, dtype=torch.bfloat16))
         self.assertFails(NanoKVError.INVALID_ARGUMENT, "not contiguous", self.cluster.put_from_device,
                          "py:torch:t", src.view(3, 200, 129).transpose(0, 2))
-
-    def assertFails(self, code, text, fn, *args):
-        with self.assertRaises(NanoKVError) as caught:
-            fn(*args)
-        self.assertEqual(caught.exception.code, code, caught.exception.message)
-        self.assertIn(text, caught.exception.message)
 
 
 if __name__ == "__main__":

@@ -203,6 +203,30 @@ class ObjectsTest(KvdTestCase):
         with self.assertRaisesRegex(ValueError, "the plan is closed"):
             located.payload
 
+    def test_views_read_in_place_and_outlive_the_store(self):
+        E = self.nanokv.NanoKVError
+        data = pattern(PAGE + 999, 30)  # spans two store pages
+        self.store.put("py:view", data)
+        view = self.store.view("py:view")
+        self.assertEqual((view.nbytes, view.device, view.backend), (len(data), 0, "host"))
+        self.assertEqual(ctypes.string_at(view.data_ptr, len(data)), data)
+        self.assertFails(E.FAILED_PRECONDITION, "", self.store.remove, "py:view")  # the view's lease
+        if np is not None:
+            array = np.asarray(view)
+            self.assertIs(array.base, view)  # the array keeps the view, and its lease
+            self.assertFalse(array.flags.writeable)
+            self.assertEqual(array.tobytes(), data)
+            del array  # before close() ends the lease
+        views = self.store.view_batch(["py:view", "py:absent"])
+        self.assertEqual(views[1].code, E.NOT_FOUND)
+        self.store.close()  # the views stay
+        self.assertEqual(ctypes.string_at(views[0].data_ptr, len(data)), data)
+        view.close()
+        views[0].close()
+        with self.nanokv.Objects(ipc_name=self.ipc) as store:
+            store.remove("py:view")
+            self.assertFails(E.NOT_FOUND, "", store.view, "py:view")
+
     def test_closed_store(self):
         self.store.close()
         self.store.close()  # twice is fine
@@ -210,7 +234,8 @@ class ObjectsTest(KvdTestCase):
         for call in (lambda: self.store.put("k", b"x"), lambda: self.store.get("k"),
                      lambda: self.store.put_from_device("k", buffer),
                      lambda: self.store.get_to_device("k", buffer),
-                     lambda: self.store.get_to_device_batch([("k", buffer)])):
+                     lambda: self.store.get_to_device_batch([("k", buffer)]),
+                     lambda: self.store.view("k")):
             with self.assertRaisesRegex(ValueError, "the object store is closed"):
                 call()
 

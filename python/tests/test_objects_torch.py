@@ -108,6 +108,23 @@ class TorchObjectsTest(KvdTestCase):
         for t, o in zip(tensors, outs):
             self.assertTrue(torch.equal(t, o))
 
+    def test_view_as_tensor_holds_the_lease(self):
+        E = self.nanokv.NanoKVError
+        src = self.tensor((4, 33, 64), torch.bfloat16, 11)
+        self.store.put_from_device("torch:view", src)
+        k = self.store.view("torch:view").as_tensor(torch.bfloat16, (4, 33, 64))
+        self.assertEqual(k.device, src.device)
+        self.assertTrue(torch.equal(k, src))  # in place: the store's pages
+        with self.assertRaises(E) as caught:
+            self.store.remove("torch:view")  # the view lives on in the tensor
+        self.assertEqual(caught.exception.code, E.FAILED_PRECONDITION)
+        if BACKEND == "cuda":
+            torch.cuda.synchronize()
+        del k
+        import gc
+        gc.collect()
+        self.store.remove("torch:view")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -62,8 +62,11 @@ extern "C" {
 #define NANOKV_UNIMPLEMENTED 13       /* not built yet: the message names what would do it */
 
 /* Bumped when a struct below or a function's meaning changes. */
-#define NANOKV_ABI_VERSION 4  /* 2: the cache's reserve fields; 3: the object store (nanokv_objects.h);
-                                4: the cluster's device bytes (nanokv_cluster_put_from_device, ...) */
+#define NANOKV_ABI_VERSION 5  /* 2: the cache's reserve fields; 3: the object store (nanokv_objects.h);
+                                4: the cluster's device bytes (nanokv_cluster_put_from_device, ...);
+                                5: the KV highway: device batches on a stream, the stream-ordered put,
+                                   views; host_id and access devices in nanokv_cluster_options_t,
+                                   same_host in nanokv_replica_t */
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;
@@ -333,15 +336,21 @@ NANOKV_API int nanokv_paged_append_fp8(const nanokv_append_input_t* input,
 /* ------------------------------------------------------------------------ */
 /* The object store across nodes, through the cluster master (the C++ API:
  * nanokv/cluster_client.h). A copy on this process's node moves its bytes
- * through the local kvd; one on another node through that node's transfer
- * agent (UCX, its master.data_address). A plan's payload pointer exists only
- * for a copy on this node (NANOKV_UNIMPLEMENTED otherwise). Batches answer
+ * through the local kvd; one on another node of this host (the same host_id)
+ * through that node's kvd socket and pages; one on another host through that
+ * node's transfer agent (UCX, its master.data_address). A plan's payload
+ * pointer exists only for a copy on this host (NANOKV_UNIMPLEMENTED
+ * otherwise). Batches answer
  * each item in results[i] (a NANOKV_* code) and return NANOKV_OK, or the
  * whole call's failure; nanokv_last_error() then names the first failed
  * item. */
 
 typedef struct nanokv_cluster nanokv_cluster_t;
 typedef struct nanokv_cluster_plan nanokv_cluster_plan_t;
+typedef struct nanokv_cluster_pending nanokv_cluster_pending_t;
+/* A READY object read in place (nanokv_objects_view, nanokv_cluster_view;
+ * its calls are in nanokv_objects.h). */
+typedef struct nanokv_view nanokv_view_t;
 
 typedef struct nanokv_cluster_options {
   const char* const* masters;   /* "host:port" each; NULL/0: $NANOKV_MASTERS */
@@ -354,6 +363,9 @@ typedef struct nanokv_cluster_options {
   const char* ipc_name;         /* the local kvd; NULL: $NANOKV_IPC_NAME, else "nanokv" */
   const char* backend;          /* NULL: $NANOKV_BACKEND, else auto */
   uint32_t request_timeout_ms;  /* 0: 10000 */
+  const char* host_id;          /* this host (kvd's master.host_id); NULL: $NANOKV_HOST_ID, else the boot id */
+  const int* access_devices;    /* devices given access to store pages mapped here; NULL/0: all */
+  size_t access_device_count;
 } nanokv_cluster_options_t;
 
 typedef struct nanokv_write_options {
@@ -369,10 +381,11 @@ typedef struct nanokv_replica {
   int device;                   /* kvd's ordinal on that node */
   uint32_t epoch;
   int local;                    /* 1: on this process's node */
+  int same_host;                /* 1: on another node of this host (through its kvd's socket) */
 } nanokv_replica_t;
 
 NANOKV_API int nanokv_cluster_connect(const nanokv_cluster_options_t* options, nanokv_cluster_t** out);
-/* NANOKV_FAILED_PRECONDITION while plans made on it are alive. */
+/* NANOKV_FAILED_PRECONDITION while plans or pending puts made on it are alive. */
 NANOKV_API int nanokv_cluster_close(nanokv_cluster_t* cluster);
 
 NANOKV_API int nanokv_cluster_put(nanokv_cluster_t* cluster, const char* key, const void* data, uint64_t bytes,
@@ -433,6 +446,59 @@ NANOKV_API int nanokv_cluster_revoke_batch(nanokv_cluster_plan_t* const* plans, 
 NANOKV_API int nanokv_cluster_locate_batch(nanokv_cluster_t* cluster, const char* const* keys, size_t count,
                                            nanokv_replica_t* replicas, size_t capacity, size_t* counts,
                                            uint64_t* sizes, int* results);
+
+/* A request's KV as one batch (ClusterClient::BatchPutFromDevice /
+ * BatchGetToDevice): one round trip to the master plans every put and one
+ * commits them; copies on this host are moved by the GPU (kernels enqueued
+ * on `stream`, a cudaStream_t of a device that reaches the buffers; NULL:
+ * each copy picks one), those of other hosts over UCX; both return once the
+ * bytes moved. A failed put item is revoked (nothing of it READY); the
+ * others stand. Gets read this node's copies with no question to the
+ * master; sizes[i] is the object's size where results[i] is NANOKV_OK, else
+ * 0 (NANOKV_INVALID_ARGUMENT, nothing copied, when over capacities[i]). A
+ * null srcs[i] / dsts[i] refuses the whole call. count 0: nothing done. */
+NANOKV_API int nanokv_cluster_put_from_device_batch(nanokv_cluster_t* cluster, const char* const* keys,
+                                                    const void* const* srcs, const uint64_t* sizes, size_t count,
+                                                    const nanokv_write_options_t* options, void* stream,
+                                                    int* results);
+NANOKV_API int nanokv_cluster_get_to_device_batch(nanokv_cluster_t* cluster, const char* const* keys,
+                                                  void* const* dsts, const uint64_t* capacities, size_t count,
+                                                  void* stream, uint64_t* sizes, int* results);
+/* The same put, stream-ordered: returns once the copies are enqueued on
+ * `stream`, without waiting for them; READY is published on the device
+ * after each object's last byte and a thread of the library commits once
+ * the stream ran past them. The sources must stay as they are until
+ * nanokv_cluster_pending_wait returns. A refusal of the whole batch (no
+ * backend, a null pointer, count 0) returns its code and no handle. The
+ * pending handle is the cluster's child: nanokv_cluster_close refuses while
+ * it lives. */
+NANOKV_API int nanokv_cluster_put_from_device_async(nanokv_cluster_t* cluster, const char* const* keys,
+                                                    const void* const* srcs, const uint64_t* sizes, size_t count,
+                                                    const nanokv_write_options_t* options, void* stream,
+                                                    nanokv_cluster_pending_t** pending_out);
+/* Waits until every item is committed or failed; results[i] (capacity >=
+ * the batch's count) its code, as the batch calls answer. May be called
+ * again (same answer). */
+NANOKV_API int nanokv_cluster_pending_wait(nanokv_cluster_pending_t* pending, int* results, size_t capacity);
+/* *done_out 1 when wait would answer at once; *count_out the batch's items. */
+NANOKV_API int nanokv_cluster_pending_done(const nanokv_cluster_pending_t* pending, int* done_out);
+NANOKV_API int nanokv_cluster_pending_count(const nanokv_cluster_pending_t* pending, size_t* count_out);
+/* A cudaEvent_t recorded on the stream after the batch's device work (for
+ * cudaStreamWaitEvent on another stream), as long as the handle lives; NULL
+ * where the copies ran during the call (no kernels: the host backend). */
+NANOKV_API int nanokv_cluster_pending_event(const nanokv_cluster_pending_t* pending, void** event_out);
+/* Waits as nanokv_cluster_pending_wait does, then frees the handle. */
+NANOKV_API int nanokv_cluster_pending_free(nanokv_cluster_pending_t* pending);
+
+/* A view of a READY copy on this host (ClusterClient::View): this node's
+ * first (no question to the master), else another node's of this host.
+ * NANOKV_FAILED_PRECONDITION when every copy is on another host (move its
+ * bytes with nanokv_cluster_get_to_device). The view is read through
+ * nanokv_view_* (nanokv_objects.h) and may outlive the cluster handle.
+ * view_batch: views[i] a new view where results[i] is NANOKV_OK, else NULL. */
+NANOKV_API int nanokv_cluster_view(nanokv_cluster_t* cluster, const char* key, nanokv_view_t** view_out);
+NANOKV_API int nanokv_cluster_view_batch(nanokv_cluster_t* cluster, const char* const* keys, size_t count,
+                                         nanokv_view_t** views, int* results);
 
 #ifdef __cplusplus
 }  /* extern "C" */

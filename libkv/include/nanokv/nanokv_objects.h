@@ -15,7 +15,8 @@
  * memory. Nothing is staged through host memory on cuda. Batches answer
  * each item in results[i] (a NANOKV_* code) and return NANOKV_OK, or the
  * whole call's failure; nanokv_last_error() then names the first failed
- * item. kvd has no batch message: each item is its own request(s). */
+ * item. A device get batch (and a view batch) leases its objects in one
+ * request per 64 keys; a put is still its own requests per item. */
 #ifndef NANOKV_NANOKV_OBJECTS_H_
 #define NANOKV_NANOKV_OBJECTS_H_
 
@@ -107,6 +108,27 @@ NANOKV_API int nanokv_objects_plan_header(nanokv_object_plan_t* plan, void** hea
 NANOKV_API int nanokv_objects_commit(nanokv_object_plan_t* plan, int published_on_device);
 NANOKV_API int nanokv_objects_revoke(nanokv_object_plan_t* plan);
 NANOKV_API int nanokv_objects_plan_free(nanokv_object_plan_t* plan);
+
+/* Views (nanokv::ObjectView): a READY object read where it lies, no copy,
+ * its pages mapped read-only in this process (a write through data faults),
+ * under a lease kvd holds for the view: the object is neither evicted nor
+ * removed until nanokv_view_free or this process's connection to kvd
+ * closes. A view may outlive the store (or cluster) handle it came from.
+ * kvd bounds the leases a uid holds (object_store.max_leases): each view is
+ * one. view_batch asks kvd once per 64 keys; views[i] is a new view where
+ * results[i] is NANOKV_OK, else NULL. */
+NANOKV_API int nanokv_objects_view(nanokv_objects_t* store, const char* key, nanokv_view_t** view_out);
+NANOKV_API int nanokv_objects_view_batch(nanokv_objects_t* store, const char* const* keys, size_t count,
+                                         nanokv_view_t** views, int* results);
+/* The object's bytes: a device address of this process's backend (host
+ * memory on the host backend), read-only. */
+NANOKV_API int nanokv_view_data(const nanokv_view_t* view, const void** data_out);
+NANOKV_API int nanokv_view_size(const nanokv_view_t* view, uint64_t* bytes_out);
+/* This process's ordinal of the device the bytes are on. */
+NANOKV_API int nanokv_view_device(const nanokv_view_t* view, int* device_out);
+/* Ends the lease (one request to kvd) and frees the handle: only after the
+ * GPU work reading the bytes finished. */
+NANOKV_API int nanokv_view_free(nanokv_view_t* view);
 
 #ifdef __cplusplus
 }  /* extern "C" */

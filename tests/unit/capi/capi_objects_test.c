@@ -5,7 +5,8 @@
  * plans, and a closed store's handle is refused, never a crash. Device
  * memory is what it is on a GPU: pages of a KV tensor mapped in this process
  * (host pages on the host backend); malloc'd memory is refused as a GPU
- * would fault on it. Exit status 0 when all pass. */
+ * would fault on it. Views read objects in place under a lease. Exit status 0
+ * when all pass. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,69 @@ static void TestPlans(nanokv_objects_t* store) {
   free(in);
 }
 
+/* Views: the object's bytes in place, read-only, held by kvd until freed
+ * (neither removed nor evicted); a view outlives its store handle. */
+static void TestViews(nanokv_objects_t* store) {
+  enum { kBytes = (1 << 20) + 4321 };
+  unsigned char* in = Pattern(kBytes, 30);
+  CHECK_OK(nanokv_objects_put(store, "capi:view", in, kBytes, -1));
+  nanokv_view_t* view = NULL;
+  CHECK_OK(nanokv_objects_view(store, "capi:view", &view));
+  const void* data = NULL;
+  uint64_t bytes = 0;
+  int device = -1;
+  CHECK_OK(nanokv_view_data(view, &data));
+  CHECK_OK(nanokv_view_size(view, &bytes));
+  CHECK_OK(nanokv_view_device(view, &device));
+  CHECK(bytes == kBytes && device == 0);
+  CHECK(data != NULL && memcmp(data, in, kBytes) == 0); /* host pages: readable in place */
+  CHECK_FAILS(nanokv_objects_remove(store, "capi:view"), NANOKV_FAILED_PRECONDITION, "");
+  CHECK_OK(nanokv_view_free(view));
+  CHECK_FAILS(nanokv_view_size(view, &bytes), NANOKV_INVALID_ARGUMENT, "unknown view handle");
+  CHECK_FAILS(nanokv_view_free(view), NANOKV_INVALID_ARGUMENT, "unknown view handle");
+  CHECK_OK(nanokv_objects_remove(store, "capi:view")); /* the free ended the lease */
+
+  /* A batch: one absent key gets NULL and its code; the others are views. */
+  const char* keys[3] = {"capi:v0", "capi:absent", "capi:v2"};
+  CHECK_OK(nanokv_objects_put(store, keys[0], in, 1000, -1));
+  CHECK_OK(nanokv_objects_put(store, keys[2], in + 7, 2000, -1));
+  nanokv_view_t* views[3] = {NULL, NULL, NULL};
+  int results[3] = {-1, -1, -1};
+  CHECK_OK(nanokv_objects_view_batch(store, keys, 3, views, results));
+  CHECK(results[0] == NANOKV_OK && results[1] == NANOKV_NOT_FOUND && results[2] == NANOKV_OK);
+  CHECK(views[0] != NULL && views[1] == NULL && views[2] != NULL);
+  CHECK(strstr(nanokv_last_error(), "capi:absent") != NULL);
+  CHECK_OK(nanokv_view_data(views[2], &data));
+  CHECK_OK(nanokv_view_size(views[2], &bytes));
+  CHECK(bytes == 2000 && memcmp(data, in + 7, 2000) == 0);
+  /* The store handle goes first: the views still read, then end. */
+  nanokv_objects_t* other = Open();
+  nanokv_view_t* late = NULL;
+  CHECK_OK(nanokv_objects_view(other, keys[0], &late));
+  CHECK_OK(nanokv_objects_close(other));
+  CHECK_OK(nanokv_view_data(late, &data));
+  CHECK(data != NULL && memcmp(data, in, 1000) == 0);
+  CHECK_FAILS(nanokv_objects_remove(store, keys[0]), NANOKV_FAILED_PRECONDITION, "");
+  CHECK_OK(nanokv_view_free(late));
+  CHECK_OK(nanokv_view_free(views[0]));
+  CHECK_OK(nanokv_view_free(views[2]));
+  CHECK_OK(nanokv_objects_remove_batch(store, keys, 3, results));
+  CHECK(results[0] == NANOKV_OK && results[2] == NANOKV_OK);
+  /* Refusals, each naming its fault. */
+  CHECK_FAILS(nanokv_objects_view(store, "capi:absent", &view), NANOKV_NOT_FOUND, "");
+  CHECK_FAILS(nanokv_objects_view(store, NULL, &view), NANOKV_INVALID_ARGUMENT, "key is null");
+  CHECK_FAILS(nanokv_objects_view(store, "capi:v0", NULL), NANOKV_INVALID_ARGUMENT, "view_out is null");
+  CHECK_FAILS(nanokv_objects_view(NULL, "capi:v0", &view), NANOKV_INVALID_ARGUMENT, "store is null");
+  const char* null_key[2] = {"capi:v0", NULL};
+  CHECK_FAILS(nanokv_objects_view_batch(store, null_key, 2, views, results), NANOKV_INVALID_ARGUMENT,
+              "keys[1] is null");
+  CHECK_FAILS(nanokv_objects_view_batch(store, keys, 3, NULL, results), NANOKV_INVALID_ARGUMENT, "views is null");
+  CHECK_OK(nanokv_objects_view_batch(store, NULL, 0, NULL, NULL)); /* an empty batch */
+  CHECK_FAILS(nanokv_view_data(NULL, &data), NANOKV_INVALID_ARGUMENT, "view is null");
+  CHECK_FAILS(nanokv_view_free((nanokv_view_t*)store), NANOKV_INVALID_ARGUMENT, "unknown view handle");
+  free(in);
+}
+
 static void TestClosedStore(nanokv_objects_t* store) {
   CHECK_OK(nanokv_objects_close(store));
   unsigned char byte = 1;
@@ -324,6 +388,7 @@ int main(void) {
     TestDeviceBytes(store);
     TestDeviceBatches(store);
     TestPlans(store);
+    TestViews(store);
     TestClosedStore(store);
   }
   FreeDeviceMemory();
