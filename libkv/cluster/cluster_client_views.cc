@@ -64,7 +64,7 @@ Result<std::vector<ObjectLocation>> ClusterClient::ListObjects() {
         location.bytes_total = row.bytes_total();
         for (const v1::Replica& r : row.replicas()) {
           location.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(),
-                                       r.node_id() == node_id()});
+                                       r.node_id() == node_id(), /*same_host=*/false, /*kvd_socket=*/{}});
         }
         out.push_back(std::move(location));
       }
