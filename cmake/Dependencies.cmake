@@ -7,6 +7,7 @@ find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)  # JSON log lines (ops/logging.cc), tests that parse JSON
 find_package(Boost 1.74 REQUIRED)
 find_package(Protobuf REQUIRED)
+find_package(OpenSSL REQUIRED)  # libcrypto: the master's Hello (HMAC-SHA256, RAND_bytes)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # UCX (libucp, libuct, libucs): the data path between nodes (ipc/ucx/).

@@ -19,7 +19,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_ring_entries fuzz_ring_doorbell \
+cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_master_credential fuzz_ring_entries fuzz_ring_doorbell \
   fuzz_object_journal fuzz_transfer_headers
 
 mkdir -p "$build/artifacts"
@@ -48,6 +48,8 @@ run config_load 8192 -dict=fuzz/config.dict
 # A journal's header and group table alone are 65,712 bytes.
 run journal_decode 70000
 run master_requests 65536
+# A mode byte, then a caller's credential or a master's Hello answer.
+run master_credential 512
 # The client's head, then a ring's cells (ipc::kRingDataBytes).
 run ring_entries 65544
 # One byte per thing a client does to its doorbell's end (seeds: the ring's).

@@ -256,6 +256,9 @@ if (( gpus >= 2 )); then
   # The KV highway across the two GPUs (issue 30): prefill on GPU 0, the
   # store and the decode on GPU 1, against cudaMemcpyPeer and the rest.
   step pd_bench_2gpu "$B/bin/pd_bench" --kvd "$B/bin/kvd"
+  # The example: prefill on GPU 0, decode on GPU 1, one node and two nodes of
+  # this host, the tokens checked against one process doing both.
+  step pd_disagg_2gpu python3 examples/python/pd_disagg.py --backend cuda --kvd "$B/bin/kvd"
   unset NANOKV_TEST_BACKEND
 elif [[ -z "${ONLY:-}" || " $ONLY " == *" TWO_GPU "* ]]; then
   summary+=("SKIP TWO_GPU (nvidia-smi lists $gpus GPU(s); it needs two)")
@@ -274,7 +277,7 @@ done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
-         remote_transfer_bench pd_bench_2gpu \
+         remote_transfer_bench pd_bench_2gpu pd_disagg_2gpu \
          masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done

@@ -16,6 +16,7 @@ packages=(
   libbenchmark-dev
   libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc  # the master's API (gRPC), the etcd client
+  libssl-dev              # libcrypto: HMAC for the master's Hello (ipc/master/master_auth.cc)
   etcd-server etcd-client # the master's election; tests start etcd for real
   libucx-dev ucx-utils    # the data path between nodes (UCX); ucx_perftest is its floor
   libxxhash-dev

@@ -19,6 +19,10 @@ namespace nanokv::kvd {
 namespace v1 = master::v1;
 namespace {
 
+// A master that answers at all answers a Hello at once; Stop may wait this
+// long for one that hangs.
+constexpr std::chrono::milliseconds kHelloTimeout{3000};
+
 std::string HostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || !master::ValidNodeId(name)) return "node";
@@ -191,8 +195,13 @@ Status NodeAgent::Register(Stream& stream, const std::string& address) {
 Status NodeAgent::Session(const std::string& address, std::string* leader_hint) {
   auto channel = master::MakeChannel(address, credentials_, options_.link.retry_interval);
   auto stub = v1::Master::NewStub(channel);
+  // The master proves it holds the token before it hears anything of ours:
+  // our objects, our token's credential, and above all before we take its
+  // term (an impostor's high term would lock the real master out).
+  std::string credential;
+  NANOKV_ASSIGN_OR_RETURN(credential, master::Authenticate(channel, address, token_, kHelloTimeout));
   grpc::ClientContext context;
-  master::PrepareCall(&context, token_, std::chrono::milliseconds(0));
+  master::PrepareCall(&context, credential, std::chrono::milliseconds(0));
   {
     std::lock_guard lock(mu_);
     if (stopping_) return Status::Unavailable("stopping");

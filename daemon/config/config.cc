@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "base/naming.h"
+#include "base/small_file.h"
 #include "base/run_dir.h"
 #include "daemon/config/group_config.h"
 #include "daemon/config/observability_keys.h"
@@ -184,13 +185,10 @@ Result<KvdConfig> LoadConfigText(const std::string& text, const std::string& ori
 }
 
 Result<KvdConfig> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read config file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
+  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, kMaxConfigFileBytes, "config file"));
   std::error_code ignored;
   std::string base_dir = std::filesystem::absolute(path, ignored).parent_path().string();
-  return LoadConfigText(text.str(), path, base_dir);
+  return LoadConfigText(file.text, path, base_dir);
 }
 
 Status ApplyOverride(const std::string& key, const YamlField& value, KvdConfig* config) {

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/transfer/transfer_agent_impl.h"
+#include "ipc/master/master_auth.h"
 #include "ipc/master/token.h"
 #include "ipc/ucx/ucx_api.h"
 
@@ -32,7 +33,7 @@ Result<std::unique_ptr<TransferAgent>> StartTransferAgent(ObjectIndex& store, gp
     if (!token.ok()) {
       return Status(token.status().code(), "master.token_file: " + std::string(token.status().message()));
     }
-    options.token = *token;
+    options.token = master::DataPathKey(*token);  // what a peer's hello carries
   }
   NANOKV_ASSIGN_OR_RETURN(auto agent, TransferAgent::Start(store, backend, std::move(options)));
   link->data_address = agent->address();

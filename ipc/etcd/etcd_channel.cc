@@ -1,13 +1,13 @@
 #include "ipc/etcd/etcd_channel.h"
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
 
 #include <grpc/grpc.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+
+#include "base/small_file.h"
 
 namespace nanokv::etcd {
 namespace {
@@ -15,14 +15,11 @@ namespace {
 constexpr size_t kMaxMessageBytes = 512;
 
 Result<std::string> ReadPem(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(std::string("etcd: cannot read the ") + what + " '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) {
+  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, 1 << 20, std::string("etcd: the ") + what));
+  if (file.text.empty()) {
     return Status::InvalidArgument(std::string("etcd: the ") + what + " '" + path + "' is empty");
   }
-  return text.str();
+  return std::move(file.text);
 }
 
 struct ParsedEndpoint {

@@ -1,25 +1,27 @@
 #include "ipc/master/master_channel.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include "base/small_file.h"
+#include "ipc/master/grpc_status.h"
+#include "ipc/master/master_auth.h"
 #include "ipc/master/master_protocol.h"
+#include "ipc/proto/master.grpc.pb.h"
 
 namespace nanokv::master {
 namespace {
 
+// A certificate chain of a few certificates is a few KiB.
+constexpr size_t kMaxPemBytes = 1 << 20;
+
 Result<std::string> ReadPem(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(std::string("tls ") + what + ": cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN") == std::string::npos) {
+  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, kMaxPemBytes, std::string("tls ") + what));
+  if (file.text.find("-----BEGIN") == std::string::npos) {
     return Status::InvalidArgument(std::string("tls ") + what + ": " + path + " is not a PEM file");
   }
-  return text.str();
+  return std::move(file.text);
 }
 
 }  // namespace
@@ -90,10 +92,34 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   return grpc::CreateCustomChannel(address, creds, args);
 }
 
-void PrepareCall(grpc::ClientContext* context, const std::string& token,
+Result<std::string> Authenticate(const std::shared_ptr<grpc::Channel>& channel, const std::string& address,
+                                 const std::string& token, std::chrono::milliseconds timeout) {
+  if (token.empty()) return std::string();
+  auto stub = v1::Master::NewStub(channel);
+  grpc::ClientContext context;
+  PrepareCall(&context, "", timeout);
+  v1::HelloRequest request;
+  const std::string nonce = NewNonce();
+  request.set_nonce(nonce);
+  v1::HelloReply reply;
+  grpc::Status status = stub->Hello(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, "master " + address);
+  if (reply.ticket().empty() && reply.proof().empty()) {
+    return Status::PermissionDenied("master " + address +
+                                    " has no cluster token (token_file) and this side has one: it cannot prove it "
+                                    "is this cluster's master; give it the token");
+  }
+  auto credential = AcceptHello(token, nonce, reply.ticket(), reply.proof());
+  if (!credential.ok()) {
+    return Status(credential.status().code(), "master " + address + ": " + std::string(credential.status().message()));
+  }
+  return credential;
+}
+
+void PrepareCall(grpc::ClientContext* context, const std::string& credential,
                  std::chrono::milliseconds timeout) {
   context->AddMetadata(kProtocolKey, std::to_string(kProtocolVersion));
-  if (!token.empty()) context->AddMetadata(kTokenKey, token);
+  if (!credential.empty()) context->AddMetadata(kCredentialKey, credential);
   if (timeout.count() > 0) context->set_deadline(std::chrono::system_clock::now() + timeout);
 }
 

@@ -1,7 +1,8 @@
 // How every party reaches a master or serves one: TLS through gRPC's
 // credentials when certificates are named (plaintext otherwise), the channel
-// arguments both sides agree on, and the metadata every call carries (the
-// protocol version and the cluster token). Used by the master (master/), its
+// arguments both sides agree on, the Hello that proves a master holds the
+// cluster token, and the metadata every call carries (the protocol version and
+// the credential). Used by the master (master/), its
 // nodes (daemon/cluster/), ClusterClient (libkv/cluster/) and kvctl.
 #ifndef NANOKV_IPC_MASTER_MASTER_CHANNEL_H_
 #define NANOKV_IPC_MASTER_MASTER_CHANNEL_H_
@@ -41,9 +42,18 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const std::shared_ptr<grpc::ChannelCredentials>& creds,
                                            std::chrono::milliseconds max_backoff = std::chrono::seconds(1));
 
-// Puts the protocol version and `token` (when not empty) on `context`, and
-// its deadline `timeout` from now (0: none).
-void PrepareCall(grpc::ClientContext* context, const std::string& token,
+// The credential for calls to the master behind `channel` (`address`, for
+// the errors): a Hello with a fresh nonce, the master's proof checked
+// (master_auth.h). "" when `token` is empty: nothing to prove, no credential.
+// kPermissionDenied for a master that cannot prove the token (an impostor on
+// its port, another cluster's, one without a token), the transport's status
+// when it cannot be reached. Nothing else is sent to a master before this.
+Result<std::string> Authenticate(const std::shared_ptr<grpc::Channel>& channel, const std::string& address,
+                                 const std::string& token, std::chrono::milliseconds timeout);
+
+// Puts the protocol version and `credential` (from Authenticate; when not
+// empty) on `context`, and its deadline `timeout` from now (0: none).
+void PrepareCall(grpc::ClientContext* context, const std::string& credential,
                  std::chrono::milliseconds timeout);
 
 }  // namespace nanokv::master

@@ -12,10 +12,10 @@ namespace nanokv::master {
 
 // Sent by every caller as metadata kProtocolKey; a master refuses any other
 // (kUnsupported naming both), a kvd refuses a master that answers another.
-inline constexpr uint32_t kProtocolVersion = 1;
+// Version 2: the token never travels; a Hello proves the master and calls
+// carry a credential made from it (master_auth.h).
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr char kProtocolKey[] = "nanokv-protocol";
-// The shared secret (token_file), as metadata; compared in constant time.
-inline constexpr char kTokenKey[] = "nanokv-token";
 // On a refusal by a master that does not lead: where the leader is
 // ("host:port"; empty when it knows none), as trailing metadata.
 inline constexpr char kLeaderKey[] = "nanokv-leader";
@@ -33,6 +33,9 @@ inline constexpr size_t kMaxTokenBytes = 4096;
 // The largest message either side accepts (gRPC's default is 4 MiB): a
 // batch of kMaxBatchItems plans of a few spans each fits.
 inline constexpr int kMaxMessageBytes = 64 << 20;
+// What the master's transport may hold for all callers at once (gRPC's
+// resource quota): two of the largest messages and then some.
+inline constexpr size_t kMasterBufferBytes = size_t{64} << 20;
 
 }  // namespace nanokv::master
 

@@ -1,43 +1,23 @@
 #include "ipc/master/token.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
+
+#include "base/small_file.h"
 
 #include "ipc/master/master_protocol.h"
 
 namespace nanokv::master {
 
 Result<std::string> ReadTokenFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Status::FromErrno("open", errno, "token file " + path);
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    return Status::FromErrno("fstat", err, "token file " + path);
-  }
-  auto refuse = [&](const std::string& why) {
-    close(fd);
-    return Status::PermissionDenied("token file " + path + ": " + why);
-  };
-  if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
-  if ((st.st_mode & 0007) != 0) {
+  // A few bytes of slack for the trailing newline and spaces stripped below.
+  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, kMaxTokenBytes + 64, "token file", /*no_follow=*/true));
+  if ((file.st.st_mode & 0007) != 0) {
     char mode[8];
-    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return refuse(std::string("mode ") + mode + " lets other users read or write it (chmod o-rwx)");
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(file.st.st_mode & 07777));
+    return Status::PermissionDenied("token file " + path + ": mode " + mode +
+                                    " lets other users read or write it (chmod o-rwx)");
   }
-  if (static_cast<uint64_t>(st.st_size) > kMaxTokenBytes + 64) {
-    return refuse("over " + std::to_string(kMaxTokenBytes) + " bytes");
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  ssize_t got = read(fd, text.data(), text.size());
-  close(fd);
-  if (got < 0) return Status::FromErrno("read", errno, "token file " + path);
-  text.resize(static_cast<size_t>(got));
+  std::string& text = file.text;
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' ||
                            text.back() == '\t')) {
     text.pop_back();

@@ -15,7 +15,8 @@
 
 namespace nanokv::ucx {
 
-inline constexpr uint32_t kTransferProtocol = 1;
+// 2: the hello carries the data path key made from the token, not the token.
+inline constexpr uint32_t kTransferProtocol = 2;
 
 // Active message ids.
 enum AmId : uint16_t {

@@ -39,10 +39,22 @@ MasterConnection::MasterConnection(std::vector<std::string> addresses, std::stri
       credentials_(std::move(credentials)),
       timeout_(timeout) {}
 
-master::v1::Master::Stub& MasterConnection::StubFor(const std::string& address) {
-  auto& stub = stubs_[address];
-  if (stub == nullptr) stub = master::v1::Master::NewStub(master::MakeChannel(address, credentials_));
-  return *stub;
+Result<MasterConnection::Peer*> MasterConnection::Proven(const std::string& address) {
+  Peer* peer;
+  {
+    std::lock_guard lock(mu_);
+    peer = &peers_[address];
+    if (peer->stub == nullptr) {
+      peer->channel = master::MakeChannel(address, credentials_);
+      peer->stub = master::v1::Master::NewStub(peer->channel);
+    }
+    if (peer->proven) return peer;
+  }
+  NANOKV_ASSIGN_OR_RETURN(std::string credential, master::Authenticate(peer->channel, address, token_, timeout_));
+  std::lock_guard lock(mu_);
+  peer->credential = std::move(credential);
+  peer->proven = true;
+  return peer;
 }
 
 Status MasterConnection::Run(const Call& call, std::string* answered) {
@@ -54,15 +66,29 @@ Status MasterConnection::Run(const Call& call, std::string* answered) {
   }
   for (size_t attempt = 0; attempt < tries; ++attempt) {
     std::string address;
-    master::v1::Master::Stub* stub;
     {
       std::lock_guard lock(mu_);
       address = addresses_[current_ % addresses_.size()];
-      stub = &StubFor(address);
+    }
+    auto peer = Proven(address);
+    if (!peer.ok()) {
+      if (answered != nullptr) *answered = address;
+      last = peer.status();
+      // Unreachable: the next master. One that failed its proof is refused
+      // whatever it would say about leaders.
+      if (last.code() != Code::kUnavailable) return last;
+      std::lock_guard lock(mu_);
+      current_ = (current_ + 1) % addresses_.size();
+      continue;
+    }
+    std::string credential;
+    {
+      std::lock_guard lock(mu_);
+      credential = (*peer)->credential;
     }
     grpc::ClientContext context;
-    master::PrepareCall(&context, token_, timeout_);
-    grpc::Status status = call(*stub, context);
+    master::PrepareCall(&context, credential, timeout_);
+    grpc::Status status = call(*(*peer)->stub, context);
     if (answered != nullptr) *answered = address;
     if (status.ok()) return Status::OK();
     last = master::FromGrpcStatus(status, "master " + address);

@@ -1,5 +1,6 @@
 // ClusterClient's way to the master that leads: a channel per master address
-// (TLS and token as configured), and a call that follows a refusal by a
+// (TLS and token as configured; each master proves the token before it is
+// called, ipc/master/master_auth.h), and a call that follows a refusal by a
 // master that does not lead to the leader it names, and a master that cannot
 // be reached to the next address. Thread-safe.
 #ifndef NANOKV_LIBKV_CLUSTER_MASTER_CONNECTION_H_
@@ -29,7 +30,7 @@ class MasterConnection {
                                                           const master::TlsFiles& tls,
                                                           std::chrono::milliseconds timeout);
 
-  // Runs `call` with a prepared context (version, token, deadline) on the
+  // Runs `call` with a prepared context (version, credential, deadline) on the
   // master believed to lead, following leader hints and unreachable
   // masters; the last answer's Status. *answered: the address that answered.
   Status Run(const Call& call, std::string* answered = nullptr);
@@ -37,12 +38,24 @@ class MasterConnection {
  private:
   MasterConnection(std::vector<std::string> addresses, std::string token,
                    std::shared_ptr<grpc::ChannelCredentials> credentials, std::chrono::milliseconds timeout);
-  master::v1::Master::Stub& StubFor(const std::string& address);
+  // One master's channel, and the credential its Hello gave (empty until
+  // it proved the token; none is needed without one).
+  struct Peer {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<master::v1::Master::Stub> stub;
+    std::string credential;
+    bool proven = false;
+  };
+  // The peer at `address`, proven first: nothing goes to a master that did
+  // not prove it holds the token, not even a credential. Called unlocked
+  // (a Hello is a round trip); two threads may both say Hello, either's
+  // credential serves.
+  Result<Peer*> Proven(const std::string& address);
 
   std::mutex mu_;
   std::vector<std::string> addresses_;
   size_t current_ = 0;
-  std::map<std::string, std::unique_ptr<master::v1::Master::Stub>> stubs_;
+  std::map<std::string, Peer> peers_;  // never erased: a Peer* stays valid
   const std::string token_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const std::chrono::milliseconds timeout_;

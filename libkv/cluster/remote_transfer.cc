@@ -53,7 +53,7 @@ Result<RemoteTransfers::Impl::Conn*> RemoteTransfers::Impl::Connect(const std::s
   conns_[address] = std::move(conn);
   transfer::v1::Hello hello;
   hello.set_protocol(ucx::kTransferProtocol);
-  hello.set_token(token_);
+  hello.set_token(data_path_key_);
   Send(raw, nullptr, ucx::kHello, hello.SerializeAsString(), nullptr, 0);
   return raw;
 }

@@ -1,6 +1,6 @@
 // ClusterClient's end of the data path between nodes: its own UCP worker,
 // one endpoint per node it talks to (kvd's transfer agent at the node's
-// data_address, daemon/transfer/), a hello with the cluster token first.
+// data_address, daemon/transfer/), a hello with a key made from the cluster token first.
 // The bytes go straight between this process and the owner kvd: one hop
 // (through the local kvd would add a copy and a process hop).
 //

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu/pinned_pool.h"
+#include "ipc/master/master_auth.h"
 #include "ipc/ucx/transfer_wire.h"
 #include "ipc/ucx/ucx.h"
 
@@ -93,7 +94,9 @@ class RemoteTransfers::Impl {
     uint64_t offset = 0;           // where a staged get chunk goes in the device memory
   };
 
-  Impl(std::string token, std::chrono::milliseconds timeout) : token_(std::move(token)), timeout_(timeout) {}
+  // The hello carries a key made from the token, never the token itself.
+  Impl(std::string token, std::chrono::milliseconds timeout)
+      : data_path_key_(master::DataPathKey(token)), timeout_(timeout) {}
   ~Impl();  // closes every endpoint (flushing), at most 2 s
 
   // remote_transfer.cc
@@ -181,7 +184,7 @@ class RemoteTransfers::Impl {
   void Start(std::vector<Job>& jobs, const std::vector<std::pair<std::string, std::string>>& where);
 
   std::mutex mu_;
-  const std::string token_;
+  const std::string data_path_key_;
   const std::chrono::milliseconds timeout_;
   std::unique_ptr<ucx::Context> context_;
   std::unique_ptr<ucx::Worker> worker_;

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/small_file.h"
 #include "ipc/master/master_checks.h"
 #include "ipc/master/master_protocol.h"
 #include "ops/observability_keys.h"
@@ -200,11 +201,8 @@ Result<MasterConfig> LoadMasterConfigText(const std::string& text, const std::st
 }
 
 Result<MasterConfig> LoadMasterConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read config file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return LoadMasterConfigText(text.str(), path);
+  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, kMaxConfigFileBytes, "config file"));
+  return LoadMasterConfigText(file.text, path);
 }
 
 Status ApplyMasterOverride(const std::string& key, const YamlField& value, MasterConfig* config) {

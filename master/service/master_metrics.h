@@ -25,8 +25,8 @@ namespace nanokv::master {
 
 class ClusterMaster;
 
-enum class MasterCall : uint8_t { kOpen, kCommit, kRevoke, kRemove, kLocate, kList, kCluster, kPing };
-inline constexpr size_t kMasterCalls = 8;
+enum class MasterCall : uint8_t { kOpen, kCommit, kRevoke, kRemove, kLocate, kList, kCluster, kPing, kHello };
+inline constexpr size_t kMasterCalls = 9;
 const char* MasterCallName(MasterCall call);
 
 class MasterMetrics {

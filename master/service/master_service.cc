@@ -5,7 +5,7 @@
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_checks.h"
 #include "ipc/master/master_protocol.h"
-#include "ipc/master/token.h"
+#include "ipc/master/master_auth.h"
 #include "master/service/master_metrics.h"
 #include "master/service/node_stream.h"
 
@@ -78,7 +78,7 @@ class ListReactor : public grpc::ServerWriteReactor<v1::ListChunk> {
 MasterService::MasterService(ClusterMaster& master, std::string token, MasterMetrics* metrics)
     : master_(master), token_(std::move(token)), metrics_(metrics) {}
 
-Status MasterService::Authorize(const grpc::CallbackServerContext* context) const {
+Status MasterService::CheckVersion(const grpc::CallbackServerContext* context) const {
   const auto& metadata = context->client_metadata();
   auto version = metadata.find(kProtocolKey);
   const std::string ours = std::to_string(kProtocolVersion);
@@ -91,15 +91,39 @@ Status MasterService::Authorize(const grpc::CallbackServerContext* context) cons
     return Status::Unsupported("the caller speaks nanokv protocol version " + theirs.substr(0, 16) +
                                ", this master version " + ours);
   }
-  if (token_.empty()) return Status::OK();
-  auto token = metadata.find(kTokenKey);
-  if (token == metadata.end()) {
-    return Status::PermissionDenied("this master asks for the cluster token (token_file) and the call has none");
-  }
-  if (!TokensEqual(std::string_view(token->second.data(), token->second.size()), token_)) {
-    return Status::PermissionDenied("the call's cluster token is not this master's (token_file)");
-  }
   return Status::OK();
+}
+
+Status MasterService::Authorize(const grpc::CallbackServerContext* context) const {
+  NANOKV_RETURN_IF_ERROR(CheckVersion(context));
+  if (token_.empty()) return Status::OK();
+  const auto& metadata = context->client_metadata();
+  auto credential = metadata.find(kCredentialKey);
+  if (credential == metadata.end()) {
+    return Status::PermissionDenied("this master asks for the cluster token (token_file) and the call has no "
+                                    "credential made from one");
+  }
+  return CheckCredential(token_, std::string_view(credential->second.data(), credential->second.size()));
+}
+
+grpc::ServerUnaryReactor* MasterService::Hello(grpc::CallbackServerContext* context, const v1::HelloRequest* request,
+                                               v1::HelloReply* reply) {
+  const Started started = MasterMetrics::Clock::now();
+  Status admitted = CheckVersion(context);
+  if (admitted.ok() && request->nonce().size() != kNonceBytes) {
+    admitted = Status::InvalidArgument("hello: a nonce of " + std::to_string(request->nonce().size()) +
+                                       " bytes (want " + std::to_string(kNonceBytes) + ")");
+  }
+  if (!admitted.ok()) return Refused(context, admitted, metrics_, MasterCall::kHello, started);
+  if (!token_.empty()) {
+    HelloAnswer answer = AnswerHello(token_, request->nonce());
+    reply->set_ticket(std::move(answer.ticket));
+    reply->set_proof(std::move(answer.proof));
+  }
+  if (metrics_ != nullptr) metrics_->Answered(MasterCall::kHello, Status::OK(), started);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 Status MasterService::Admit(grpc::CallbackServerContext* context, bool object_call) const {

@@ -1,7 +1,7 @@
 // The master's gRPC service (ipc/proto/master.proto) on gRPC's callback API:
 // no thread waits for a node's answer, a call is finished from whichever
-// thread brings it. Every call is admitted first: the protocol version, the
-// cluster token (constant-time), then whether this master leads (a refusal
+// thread brings it. Every call but Hello is admitted first: the protocol
+// version, the credential made from the cluster token (constant-time), then whether this master leads (a refusal
 // names the leader, and carries its address as metadata kLeaderKey);
 // requests are range-checked as a whole here and item by item in
 // ClusterMaster.
@@ -22,6 +22,8 @@ class MasterService final : public v1::Master::CallbackService {
   // `metrics` too when not null (null: /metrics is off).
   MasterService(ClusterMaster& master, std::string token, MasterMetrics* metrics = nullptr);
 
+  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* context, const v1::HelloRequest* request,
+                                  v1::HelloReply* reply) override;
   grpc::ServerUnaryReactor* Open(grpc::CallbackServerContext* context, const v1::OpenRequest* request,
                                  v1::OpenReply* reply) override;
   grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* context, const v1::FinishRequest* request,
@@ -42,7 +44,9 @@ class MasterService final : public v1::Master::CallbackService {
       grpc::CallbackServerContext* context) override;
 
  private:
-  // The version and the token of the call.
+  // The protocol version of the call.
+  Status CheckVersion(const grpc::CallbackServerContext* context) const;
+  // The version, then the credential made from the token (master_auth.h).
   Status Authorize(const grpc::CallbackServerContext* context) const;
   // Authorize, then ClusterMaster::Admit; on a refusal by a master that does
   // not lead, the leader's address goes into the trailing metadata.

@@ -48,7 +48,7 @@ class ClusterAccessTest : public ClusterFixture {
   Status RawSession(const std::vector<v1::NodeMessage>& messages) {
     auto stub = RawStub();
     grpc::ClientContext context;
-    Prepare(&context, "1");
+    Prepare(&context, std::to_string(master::kProtocolVersion));
     auto stream = stub->NodeSession(&context);
     for (const auto& m : messages) {
       if (!stream->Write(m)) break;
@@ -83,7 +83,8 @@ TEST_F(ClusterAccessTest, TheTokenIsRequiredOfClientsAndNodes) {
   auto wrong = Client(0, Token(WriteToken("wrong", "cluster-secret-2")));
   refused = wrong->Put("t:2", Bytes(10, 2), {.preferred_segment = "n0"});
   EXPECT_EQ(refused.code(), Code::kPermissionDenied) << refused.ToString();
-  EXPECT_NE(refused.ToString().find("not this master's"), std::string::npos) << refused.ToString();
+  EXPECT_NE(refused.ToString().find("did not prove that it holds the cluster token"), std::string::npos)
+      << "another token: the master cannot prove this one: " << refused.ToString();
   EXPECT_EQ(Store(0)->GetLocation("t:2").status().code(), Code::kNotFound);
   // A node with the wrong token never joins.
   ASSERT_NO_FATAL_FAILURE(StartNode(8, "  token_file: " + WriteToken("wrong2", "nope") + "\n", 1, false));
@@ -116,14 +117,15 @@ TEST_F(ClusterAccessTest, MalformedRequestsGetClearErrors) {
   }
   {
     grpc::ClientContext context;
-    Prepare(&context, "2");
+    Prepare(&context, "1");
     Status s = master::FromGrpcStatus(stub->Ping(&context, v1::PingRequest(), &pong), "master");
     EXPECT_EQ(s.code(), Code::kUnsupported);
-    EXPECT_NE(s.ToString().find("speaks nanokv protocol version 2, this master version 1"), std::string::npos);
+    EXPECT_NE(s.ToString().find("speaks nanokv protocol version 1, this master version 2"), std::string::npos)
+        << "version 1 sent the token itself: refused";
   }
   auto open = [&](const v1::OpenRequest& request, v1::OpenReply* reply) {
     grpc::ClientContext context;
-    Prepare(&context, "1");
+    Prepare(&context, std::to_string(master::kProtocolVersion));
     return master::FromGrpcStatus(stub->Open(&context, request, reply), "master");
   };
   v1::OpenReply reply;
@@ -164,7 +166,7 @@ TEST_F(ClusterAccessTest, MalformedRequestsGetClearErrors) {
     commit.add_items()->set_key("ok");  // write id 0
     v1::AckReply ack;
     grpc::ClientContext context;
-    Prepare(&context, "1");
+    Prepare(&context, std::to_string(master::kProtocolVersion));
     ASSERT_OK(master::FromGrpcStatus(stub->Commit(&context, commit, &ack), "master"));
     EXPECT_EQ(ack.results(0).code(), static_cast<uint32_t>(Code::kInvalidArgument));
   }
@@ -174,7 +176,7 @@ TEST_F(ClusterAccessTest, MalformedRequestsGetClearErrors) {
     locate.set_client_node("bad node");
     v1::LocateReply located;
     grpc::ClientContext context;
-    Prepare(&context, "1");
+    Prepare(&context, std::to_string(master::kProtocolVersion));
     EXPECT_EQ(master::FromGrpcStatus(stub->Locate(&context, locate, &located), "m").code(), Code::kInvalidArgument);
   }
   // Node sessions: register first, a valid one, then only valid messages.

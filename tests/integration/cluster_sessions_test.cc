@@ -24,7 +24,7 @@ namespace v1 = master::v1;
 class FakeNode {
  public:
   explicit FakeNode(const std::shared_ptr<grpc::Channel>& channel) : stub_(v1::Master::NewStub(channel)) {
-    context_.AddMetadata(master::kProtocolKey, "1");
+    context_.AddMetadata(master::kProtocolKey, std::to_string(master::kProtocolVersion));
     stream_ = stub_->NodeSession(&context_);
   }
   ~FakeNode() { End(); }
