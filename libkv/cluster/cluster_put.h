@@ -7,6 +7,7 @@
 #ifndef NANOKV_LIBKV_CLUSTER_CLUSTER_PUT_H_
 #define NANOKV_LIBKV_CLUSTER_CLUSTER_PUT_H_
 
+#include <span>
 #include <vector>
 
 #include "libkv/cluster/cluster_client_impl.h"
@@ -38,10 +39,11 @@ class PutBatch {
 
   // Opens every item and starts the copies on this host: host bytes copied
   // before it returns, device bytes enqueued on `stream` (nullptr: each
-  // copy waits for itself). A large batch is opened in chunks, the copies
-  // of one enqueued while the next is opened. The caller lets `stream` run
-  // past them (wait, or an event) before Finish, which commits every item
-  // in one round trip: a producer that dies before it leaves nothing READY.
+  // copy waits for itself). A large batch is opened in chunks that double
+  // (cluster_put.cc says why), the copies of one enqueued while the next is
+  // opened. The caller lets `stream` run past them (wait, or an event)
+  // before Finish, which commits every item in one round trip: a producer
+  // that dies before it leaves nothing READY.
   void Start(void* stream);
   // Copies to other hosts, then commits each item whose every copy was
   // written and revokes the others. One status per item. `device_work`:
@@ -49,8 +51,8 @@ class PutBatch {
   std::vector<Status> Finish(const Status& device_work = Status::OK());
 
  private:
-  // Items [first, first + count), opened: their copies on this host.
-  void WriteOnThisHost(size_t first, size_t count, void* stream);
+  // `items`, opened: their copies on this host.
+  void WriteOnThisHost(std::span<const size_t> items, void* stream);
 
   ClusterClient& client_;
   ClusterClient::Impl& impl_;
