@@ -123,7 +123,8 @@ Result<uint32_t> NodeState::RecyclesAllowed(size_t d, const Tenant& tenant, uint
     return Status::ResourceExhausted(
         "device " + std::to_string(pools_[d]->device()) + ": " + std::to_string(needed) + " of " +
         std::to_string(count) + " pages wait for room: " + std::to_string(kept) + " pages are " +
-        alloc::kHeldAfterRecycle + " by engines told to forget them");
+        alloc::kHeldAfterRecycle + " by engines told to forget them")
+        .WithHint(Hint::kRetryAfterForget);
   }
   return static_cast<uint32_t>(needed > kept ? needed - kept : count);
 }

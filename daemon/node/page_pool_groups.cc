@@ -122,7 +122,8 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
   if (released != nullptr) *released = id;
   if (held) {
     // The old memory lives on in a holder: a fresh page now would be one
-    // more than the capacity (issue 19 item 8). The id waits, uncreated.
+    // more than the capacity (the recycle charge, ARCHITECTURE.md "The page
+    // pool"). The id waits, uncreated.
     uint32_t held_away;
     {
       std::lock_guard<SpinLock> guard(lock_);
@@ -135,7 +136,8 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
         " of its " + std::to_string(capacity_) +
         " pages are held after recycle (page id " + std::to_string(id) +
         " was recycled away from a group whose engines still hold it; they were told to "
-        "forget it, and its room comes back once they have)");
+        "forget it, and its room comes back once they have)")
+        .WithHint(Hint::kRetryAfterForget);
   }
   Result<NewPage> fresh = MakePage();
   uint32_t created = 0;

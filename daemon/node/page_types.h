@@ -33,9 +33,10 @@ using GroupId = uint32_t;  // kvd's tenant group index
 inline constexpr PageId kNoPage = UINT32_MAX;
 inline constexpr GroupId kNoGroup = UINT32_MAX;
 
-// In every refusal that ends by itself once engines drop pages recycled away
-// from them (issue 19 item 8); kvd's server looks for it to tell the engine
-// to ask again (wire Error.retry_after_forget).
+// The words for pages recycled away from engines that still hold them, in
+// messages for people. The signal to ask again is data, never these words:
+// such a refusal carries Hint::kRetryAfterForget (nanokv/status.h), which
+// kvd sends as wire Error.retry_after_forget.
 inline constexpr char kHeldAfterRecycle[] = "held after recycle";
 
 // A test-and-test-and-set spinlock for critical sections of a few dozen

@@ -181,6 +181,7 @@ TEST_F(PagePoolTest, ARecycleOfAStillHeldPageMakesNoPageUntilDropped) {
   EXPECT_EQ(refused.status().code(), Code::kResourceExhausted) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find(kHeldAfterRecycle), std::string_view::npos)
       << refused.status().ToString();
+  EXPECT_EQ(refused.status().hint(), Hint::kRetryAfterForget);
   EXPECT_EQ(recycled, ids.back()) << "the released page is named, so its holders are told";
   EXPECT_EQ(held_ids, std::vector<PageId>{ids.back()});
   PagePool::Stats s = pool->stats();
