@@ -265,7 +265,7 @@ int Main(int argc, char** argv) {
     spdlog::info("kvd: the previous kvd of '{}' left a page journal: {} pages held (engines', the object store's)",
                  config.ipc_name, options->recovery->page_count());
   }
-  // The object store's objects come back from a crash (issue 15 item 5):
+  // The object store's objects come back from a crash:
   // the dead kvd's object journal and the pages its keeper held.
   StoreRestart store_restart =
       TakeOverStore(run_dir, config.ipc_name, config.object_store.enabled(), &options->recovery);

@@ -9,8 +9,8 @@
 //                                                   fd closed: like CUDA's
 //                                                   imported handle, it keeps
 //                                                   the memory and no fd
-//                                                   (issue 16: an engine's fds
-//                                                   do not grow with its pages)
+//                                                   (so an engine's fds do
+//                                                   not grow with its pages)
 //   reserve  = mmap PROT_NONE             map     = mmap MAP_FIXED|MAP_SHARED,
 //                                                   PROT_NONE until SetAccess
 //   access   = mprotect read-write, or    unmap   = back to a PROT_NONE hole

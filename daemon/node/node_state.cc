@@ -214,8 +214,8 @@ void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
 size_t NodeState::Obtainable(size_t d) const {
   // Every page not held by a tenant can be had: the group's own free pages
   // at once, pool pages fresh, other groups' free pages after a recycle;
-  // not the pages held back for a dead kvd's engines.
-  // nor the room of old pages recycled away that engines still hold.
+  // not the pages held back for a dead kvd's engines, nor the room of old
+  // pages recycled away that engines still hold.
   return pools_[d]->capacity_pages() - devices_[d].held - devices_[d].recovering -
          devices_[d].held_after_recycle.size();
 }

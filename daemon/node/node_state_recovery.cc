@@ -128,10 +128,10 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
     *why = which + ": " + reason;
     return Status::FailedPrecondition(*why);
   };
-  // Issue 19 item 9: adopt took group-mates' pages at any time, with pipe
-  // fds, past the limit. It is a restart's hand-back and nothing else, and
-  // the dead kvd's journal (kvd's own file, checked as it is read) is what
-  // vouches for a claim: no fd is needed (issue 16 item 2).
+  // Adopt is a restart's hand-back and nothing else: open at any time it
+  // would let an engine take group-mates' pages, or pages past its limit,
+  // by naming them. The dead kvd's journal (kvd's own file, checked as it
+  // is read) is what vouches for a claim, so no fd is needed.
   if (!recovery_open_) {
     return refuse("adopt is taken only in the recovery window after a kvd restart (it is over, "
                   "or this kvd recovered nothing)");

@@ -1,6 +1,6 @@
 // NodeState: pages recycled away from a group (ForgetOldPage), and the
 // charge their old memory keeps while the old group's engines may still hold
-// it (invariant 5, issue 19 item 8): an engine that keeps a page's fd after
+// it (invariant 5): an engine that keeps a page's fd after
 // the forget notice keeps that memory alive, so it counts against the
 // device's capacity and the engine's quota until the engine says it dropped
 // it (ForgetDone, sent by libkv once it unmapped and closed it) or detaches.

@@ -1,4 +1,4 @@
-// The page keeper (issue 15 item 5): a small process that keeps the object
+// The page keeper: a small process that keeps the object
 // store's pages alive across a kvd that dies, for the next kvd to take back.
 //
 // Why a process: a page's memory lives while a handle, a mapping or an

@@ -384,7 +384,8 @@ Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns, uint32_t reque
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("remove of " + Quote(key) + ": no such object");
   if (requester != kOperator && requester != object->owner) {
-    // Issue 19 item 12: any allowed peer removed another tenant's object.
+    // Only the owner or an operator: any peer allowed to connect is not
+    // enough to drop another tenant's object.
     return Status::PermissionDenied(
         "remove of " + Quote(key) + " by uid " + std::to_string(requester) +
         ": only its producer's uid" +

@@ -1,4 +1,4 @@
-// The object store across a kvd restart (issue 15 item 5): the object
+// The object store across a kvd restart: the object
 // journal it keeps while it serves, and a new store rebuilt from a dead
 // kvd's journal and pages (object_index.h, Create; object_recovery.h).
 #include <unistd.h>

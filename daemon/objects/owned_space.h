@@ -1,5 +1,5 @@
-// The payload space of one device's object store, split by owner (issue 19
-// item 12: no page shared with another's object under write access). A
+// The payload space of one device's object store, split by owner (no page
+// shared with another's object under write access). A
 // producer's write fd maps a whole page, so every page here is either in a
 // shared pool of free pages or one owner's (an owner: a producer's uid, or
 // kvd's own callers), and holds bytes of that owner's objects only.

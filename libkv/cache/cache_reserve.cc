@@ -1,6 +1,6 @@
 // KVCache's reserve: blocks taken ahead with their page groups mapped, so
 // an allocation that fits in it is a hot grant: no request to kvd, no
-// driver call, no allocator search (issue 15). Frees refill it for nothing
+// driver call, no allocator search. Frees refill it for nothing
 // (their pages are still mapped); a background thread refills the rest
 // with one grant when it runs low. Why the reserve holds blocks and not
 // pages: a page is of use only mapped where a block will live (mapping it
