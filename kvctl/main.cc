@@ -179,8 +179,9 @@ Commands Define(CLI::App& app, Flags& f) {
   const std::string sort_keys = "name, used, share, limit, pid, activity";
 
   Commands c;
-  c.list = app.add_subcommand("list", "a row per kvd on this node (or per kvd named): devices, capacity, use, "
-                                     "tenants, state");
+  c.list = app.add_subcommand("list",
+                              "a row per kvd on this node (or per kvd named): devices, capacity, use, "
+                              "tenants, state");
   c.list->add_option("ipc", f.list_names, "only these kvds, in this order (default: every kvd)");
   c.devices = app.add_subcommand("devices", "a row per device of a kvd (or of every kvd with --all)");
   c.devices->add_option("ipc", f.ipc, "IPC name of the kvd");

@@ -276,11 +276,11 @@ Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
                                      Mib(asked) + ")");
   }
   if (used + kept + asked > tenant.limit_bytes) {
-    return Status::ResourceExhausted(
-        "tenant '" + tenant.name + "' limit " + Mib(tenant.limit_bytes) + ": uses " + Mib(used) +
-        " and still holds " + Mib(kept) + " of pages recycled away (held after recycle: " +
-        "told to forget them, it has not said it did), asked " + std::to_string(count) +
-        " pages (" + Mib(asked) + ")")
+    return Status::ResourceExhausted("tenant '" + tenant.name + "' limit " + Mib(tenant.limit_bytes) + ": uses " +
+                                     Mib(used) + " and still holds " + Mib(kept) +
+                                     " of pages recycled away (held after recycle: " +
+                                     "told to forget them, it has not said it did), asked " + std::to_string(count) +
+                                     " pages (" + Mib(asked) + ")")
         .WithHint(Hint::kRetryAfterForget);
   }
   return Status::OK();
@@ -309,12 +309,11 @@ Result<std::vector<PageGrant>> NodeState::Grant(TenantId tenant_id, int device, 
   if (obtainable < count) {
     const size_t kept = devices_[d].held_after_recycle.size();
     Status full = Status::ResourceExhausted(
-        "device " + std::to_string(device) + " has " + std::to_string(obtainable) +
-        " pages free of " + std::to_string(pools_[d]->capacity_pages()) + ", asked " +
-        std::to_string(count) +
-        (kept == 0 ? std::string()
-                   : " (" + std::to_string(kept) + " are " + alloc::kHeldAfterRecycle +
-                         " by engines told to forget them)"));
+        "device " + std::to_string(device) + " has " + std::to_string(obtainable) + " pages free of " +
+        std::to_string(pools_[d]->capacity_pages()) + ", asked " + std::to_string(count) +
+        (kept == 0
+             ? std::string()
+             : " (" + std::to_string(kept) + " are " + alloc::kHeldAfterRecycle + " by engines told to forget them)"));
     // Room comes back as those engines forget: worth asking again then.
     return kept == 0 ? full : std::move(full).WithHint(Hint::kRetryAfterForget);
   }

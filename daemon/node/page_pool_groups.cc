@@ -131,12 +131,11 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
       UncreateRecycledLocked(id);
       held_away = ++held_after_recycle_;
     }
-    return Status::ResourceExhausted(
-        "device " + std::to_string(device_) + " is full: " + std::to_string(held_away) +
-        " of its " + std::to_string(capacity_) +
-        " pages are held after recycle (page id " + std::to_string(id) +
-        " was recycled away from a group whose engines still hold it; they were told to "
-        "forget it, and its room comes back once they have)")
+    return Status::ResourceExhausted("device " + std::to_string(device_) + " is full: " + std::to_string(held_away) +
+                                     " of its " + std::to_string(capacity_) +
+                                     " pages are held after recycle (page id " + std::to_string(id) +
+                                     " was recycled away from a group whose engines still hold it; they were told to "
+                                     "forget it, and its room comes back once they have)")
         .WithHint(Hint::kRetryAfterForget);
   }
   Result<NewPage> fresh = MakePage();
