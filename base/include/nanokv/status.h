@@ -101,7 +101,11 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  // By reference, never by value: a type aligned to 64 bytes (ObjectHeader)
+  // passed by value is what GCC's note "the ABI for passing parameters with
+  // 64-byte alignment has changed in GCC 4.6" is about.
+  Result(const T& value) : value_(value) {}             // NOLINT: implicit by design
+  Result(T&& value) : value_(std::move(value)) {}       // NOLINT
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = Status::Internal("Result constructed from an OK status without a value");
   }
