@@ -117,7 +117,7 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
                                      " bytes is not a multiple of device " + std::to_string(device) +
                                      "'s granularity, " + std::to_string(info.granularity) + " bytes");
     }
-    alloc::PagePoolConfig pool;
+    PagePoolConfig pool;
     pool.device = device;
     pool.page_bytes = config.page_bytes;
     pool.reserve_pages = config.reserve_pages;

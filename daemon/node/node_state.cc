@@ -41,7 +41,7 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
   std::unique_ptr<NodeState> node(new NodeState(backend, page_bytes, options));
   std::vector<std::vector<RecoveredPage>> recovered = node->RecoveredByPool(options);
   for (size_t p = 0; p < options.pools.size(); ++p) {
-    alloc::PagePoolConfig config = options.pools[p];
+    PagePoolConfig config = options.pools[p];
     if (config.page_bytes != page_bytes) {
       return Status::InvalidArgument("all devices must use one page size");
     }
@@ -49,7 +49,7 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
     // is created, ahead of demand, not on the grant path.
     config.export_fds = true;
     for (const RecoveredPage& page : recovered[p]) config.held_back.push_back(page.id);
-    NANOKV_ASSIGN_OR_RETURN(auto pool, alloc::PagePool::Create(backend, config));
+    NANOKV_ASSIGN_OR_RETURN(auto pool, PagePool::Create(backend, config));
     NodeState* self = node.get();
     pool->SetStillHeld([self, p](PageId id) { return self->StillHeld(p, id); });
     node->devices_.emplace_back();
@@ -221,11 +221,10 @@ size_t NodeState::Obtainable(size_t d) const {
 }
 
 Result<PageId> NodeState::TakePage(size_t d, int group, bool* held) {
-  PageId recycled = alloc::kNoPage;
-  Result<PageId> id = pools_[d]->Allocate(static_cast<alloc::GroupId>(group), &recycled);
-  *held = recycled != alloc::kNoPage && !id.ok() &&
-          id.status().code() == Code::kResourceExhausted;
-  if (recycled != alloc::kNoPage) {
+  PageId recycled = kNoPage;
+  Result<PageId> id = pools_[d]->Allocate(static_cast<GroupId>(group), &recycled);
+  *held = recycled != kNoPage && !id.ok() && id.status().code() == Code::kResourceExhausted;
+  if (recycled != kNoPage) {
     ForgetOldPage(d, recycled);
     if (!id.ok()) {
       // The old page is gone and no new one came (none may while its old
@@ -248,12 +247,12 @@ void NodeState::PutBack(size_t d, PageId id) {
 }
 
 bool NodeState::OnGroupFreeList(size_t d, PageId id, int group) const {
-  const alloc::PagePool::Owner owner = pools_[d]->owner(id);
-  return owner.free && owner.group == static_cast<alloc::GroupId>(group);
+  const PagePool::Owner owner = pools_[d]->owner(id);
+  return owner.free && owner.group == static_cast<GroupId>(group);
 }
 
 void NodeState::TakeGroupFree(size_t d, PageId id) {
-  const auto group = static_cast<alloc::GroupId>(devices_[d].pages[id].group);
+  const auto group = static_cast<GroupId>(devices_[d].pages[id].group);
   Status taken = pools_[d]->TakeGroupFree(id, group);
   // Callers checked OnGroupFreeList first: a failure is a bug, kept visible.
   if (!taken.ok()) spdlog::error("kvd: {}", taken.ToString());
@@ -311,9 +310,8 @@ Result<std::vector<PageGrant>> NodeState::Grant(TenantId tenant_id, int device, 
     Status full = Status::ResourceExhausted(
         "device " + std::to_string(device) + " has " + std::to_string(obtainable) + " pages free of " +
         std::to_string(pools_[d]->capacity_pages()) + ", asked " + std::to_string(count) +
-        (kept == 0
-             ? std::string()
-             : " (" + std::to_string(kept) + " are " + alloc::kHeldAfterRecycle + " by engines told to forget them)"));
+        (kept == 0 ? std::string()
+                   : " (" + std::to_string(kept) + " are " + kHeldAfterRecycle + " by engines told to forget them)"));
     // Room comes back as those engines forget: worth asking again then.
     return kept == 0 ? full : std::move(full).WithHint(Hint::kRetryAfterForget);
   }
@@ -439,7 +437,7 @@ std::vector<Notice> NodeState::TakeNotices() {
 std::vector<DeviceCounts> NodeState::Counts() const {
   std::vector<DeviceCounts> out;
   for (size_t d = 0; d < pools_.size(); ++d) {
-    alloc::PagePool::Stats stats = pools_[d]->stats();
+    PagePool::Stats stats = pools_[d]->stats();
     DeviceCounts c;
     c.device = pools_[d]->device();
     c.capacity_pages = stats.capacity_pages;

@@ -46,7 +46,6 @@
 namespace nanokv::kvd {
 
 using TenantId = uint32_t;
-using alloc::PageId;
 
 enum class TenantState : uint8_t { kAttached = 1, kReclaiming = 2 };
 
@@ -145,7 +144,7 @@ struct AdoptResult {
 };
 
 struct NodeOptions {
-  std::vector<alloc::PagePoolConfig> pools;  // one per served device, all one page size
+  std::vector<PagePoolConfig> pools;         // one per served device, all one page size
   uint64_t default_limit_bytes = 0;          // 0: default_limit_fraction, else capacity
   double default_limit_fraction = 0;         // of the node's capacity, when > 0
   // limit_ceiling: the most an engine may ask for itself (at attach or with
@@ -374,7 +373,7 @@ class NodeState {
   uint64_t limit_ceiling_;
   double limit_ceiling_fraction_;
   bool recovery_open_ = false;
-  std::vector<std::unique_ptr<alloc::PagePool>> pools_;
+  std::vector<std::unique_ptr<PagePool>> pools_;
   std::vector<DeviceState> devices_;  // parallel to pools_
   std::map<TenantId, Tenant> tenants_;
   struct Group {

@@ -169,8 +169,7 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
       *why = which + ": import failed: " + handle.status().ToString();
       return handle.status();
     }
-    Status adopted =
-        pools_[d]->Adopt(in.id, static_cast<alloc::GroupId>(page.group), *handle, pool_fd);
+    Status adopted = pools_[d]->Adopt(in.id, static_cast<GroupId>(page.group), *handle, pool_fd);
     if (!adopted.ok()) {
       Status released = backend_.ReleasePage(*handle);
       if (!released.ok()) spdlog::warn("kvd: {}", released.ToString());

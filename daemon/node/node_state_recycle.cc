@@ -116,13 +116,12 @@ uint64_t NodeState::ReserveBytes(const Tenant& tenant) const {
 Result<uint32_t> NodeState::RecyclesAllowed(size_t d, const Tenant& tenant, uint32_t count) const {
   const size_t kept = devices_[d].held_after_recycle.size();
   if (kept == 0) return count;
-  const size_t without =
-      pools_[d]->ObtainableWithoutRecycle(static_cast<alloc::GroupId>(tenant.group_index));
+  const size_t without = pools_[d]->ObtainableWithoutRecycle(static_cast<GroupId>(tenant.group_index));
   const size_t needed = count > without ? count - without : 0;
   if (needed > 0 && needed <= kept) {
     return Status::ResourceExhausted("device " + std::to_string(pools_[d]->device()) + ": " + std::to_string(needed) +
                                      " of " + std::to_string(count) + " pages wait for room: " + std::to_string(kept) +
-                                     " pages are " + alloc::kHeldAfterRecycle + " by engines told to forget them")
+                                     " pages are " + kHeldAfterRecycle + " by engines told to forget them")
         .WithHint(Hint::kRetryAfterForget);
   }
   return static_cast<uint32_t>(needed > kept ? needed - kept : count);

@@ -48,7 +48,7 @@
 #include "gpu/backend.h"
 #include "nanokv/status.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 struct PagePoolConfig {
   int device = 0;
@@ -402,6 +402,6 @@ inline void PagePool::RegrantGroupFreeLocked(PageId id) {
   ++granted_;
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
 
 #endif  // NANOKV_DAEMON_NODE_PAGE_POOL_H_

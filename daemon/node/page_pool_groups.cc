@@ -12,7 +12,7 @@
 
 #include "daemon/node/page_pool.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
 // The group lists start this long: kvd has a few groups, rarely more.
@@ -242,4 +242,4 @@ Status PagePool::ReleaseHeldBack(PageId id, bool still_held) {
   return NotHeldBack("ReleaseHeldBack", id, state);
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <thread>
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 using PageId = uint32_t;
 using GroupId = uint32_t;  // kvd's tenant group index
@@ -99,6 +99,6 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
 
 #endif  // NANOKV_DAEMON_NODE_PAGE_TYPES_H_

@@ -191,7 +191,7 @@ class ObjectIndex {
   // fresh random write_secret, which its writer shows for write fds.
   // kOperator as a requester (Remove, SetPin, ReleaseLease) is the
   // operator: root, kvd's uid (NodeServer::ObjectPeer) and kvd's own callers.
-  static constexpr uint32_t kOperator = alloc::kKvdCallers;
+  static constexpr uint32_t kOperator = kKvdCallers;
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
                                  uint64_t now_ns, uint32_t owner = kOperator);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
@@ -348,7 +348,7 @@ class ObjectIndex {
     // producer's header CAS relies on (a stalled writer's plan is older).
     std::vector<uint32_t> slot_epochs;
     uint32_t last_epoch = 0;
-    std::optional<alloc::OwnedSpace> payload;  // offsets are after the arena
+    std::optional<OwnedSpace> payload;  // offsets are after the arena
     std::set<OrderKey> evictable;  // READY objects by policy order
     std::set<std::pair<uint64_t, Object*>> writing;  // by deadline
     uint32_t objects = 0;

@@ -17,8 +17,6 @@
 
 namespace nanokv::kvd {
 
-using alloc::OwnerName;
-
 void ObjectIndex::JournalObject(const Object& object) {
   if (journal_ == nullptr) return;
   JournaledObject record;

@@ -47,7 +47,7 @@
 #include "daemon/objects/offset_allocator.h"
 #include "nanokv/status.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 // The owner that is not a uid: kvd's own callers (root, kvd's uid, the
 // master's orders). ObjectIndex::kOperator is this one.
@@ -159,6 +159,6 @@ class OwnedSpace {
   std::map<uint64_t, Live> live_;  // offset -> its owner and rounded length
 };
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
 
 #endif  // NANOKV_DAEMON_OBJECTS_OWNED_SPACE_H_

@@ -23,7 +23,7 @@ class NodeStateRecycleTest : public ::testing::Test {
   void SetUp() override {
     backend_ = gpu::MakeHostBackend({.devices = 1, .granularity = kPage, .device_bytes = 64 * kPage});
     NodeOptions options;
-    alloc::PagePoolConfig pool;
+    PagePoolConfig pool;
     pool.page_bytes = kPage;
     pool.capacity_bytes = kCapacity * kPage;
     pool.reserve_pages = 2;
@@ -87,7 +87,7 @@ TEST_F(NodeStateRecycleTest, KeptHandlesChargeTheCapacityUntilTheHolderIsGone) {
   for (int round = 0; round < 3; ++round) {
     auto refused = node_->Grant(other, 0, 3, 3);
     EXPECT_EQ(refused.status().code(), Code::kResourceExhausted) << refused.status().ToString();
-    EXPECT_NE(refused.status().message().find(alloc::kHeldAfterRecycle), std::string_view::npos)
+    EXPECT_NE(refused.status().message().find(kHeldAfterRecycle), std::string_view::npos)
         << refused.status().ToString();
     EXPECT_EQ(refused.status().hint(), Hint::kRetryAfterForget) << "the signal to ask again is data";
     DeviceCounts c = node_->Counts()[0];

@@ -16,13 +16,13 @@
 #include "tests/unit/daemon/page_pool_test_util.h"
 #include "tests/util/status_matchers.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
-using testing::CreateFailingBackend;
-using testing::kPage;
-using testing::Mapping;
-using testing::PagePoolTest;
+using pool_testing::CreateFailingBackend;
+using pool_testing::kPage;
+using pool_testing::Mapping;
+using pool_testing::PagePoolTest;
 
 constexpr GroupId kGroupA = 1;
 constexpr GroupId kGroupB = 2;
@@ -330,4 +330,4 @@ TEST_F(PagePoolTest, ConcurrentGroupsNeverShareAPage) {
 }
 
 }  // namespace
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
