@@ -18,8 +18,8 @@ base=${1:-}
 if [ -z "$base" ]; then
   for ref in origin/main main; do
     if git rev-parse -q --verify "$ref^{commit}" >/dev/null; then
-      base=$(git merge-base HEAD "$ref")
-      break
+      base=$(git merge-base HEAD "$ref" 2>/dev/null || true)  # a shallow clone may not know
+      [ -n "$base" ] && break
     fi
   done
   if [ -z "$base" ] || [ "$base" = "$(git rev-parse HEAD)" ]; then
