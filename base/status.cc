@@ -29,7 +29,7 @@ Status::Status(Code code, std::string_view message, std::string_view call,
                std::string_view error_name) {
   if (code == Code::kOk) return;
   state_ = std::make_unique<State>(
-      State{code, std::string(message), std::string(call), std::string(error_name)});
+      State{code, std::string(message), std::string(call), std::string(error_name), Hint::kNone});
 }
 
 Status::Status(const Status& other)
@@ -44,6 +44,11 @@ std::string_view Status::message() const { return state_ ? std::string_view(stat
 std::string_view Status::call() const { return state_ ? std::string_view(state_->call) : ""; }
 std::string_view Status::error_name() const {
   return state_ ? std::string_view(state_->error_name) : "";
+}
+
+Status Status::WithHint(Hint hint) && {
+  if (state_) state_->hint = hint;
+  return std::move(*this);
 }
 
 std::string Status::ToString() const {

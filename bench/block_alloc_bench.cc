@@ -1,4 +1,4 @@
-// Block allocate + free pairs per second: alloc::BlockAllocator (best fit
+// Block allocate + free pairs per second: cache::BlockAllocator (best fit
 // over an ordered index of free runs) against its floor measured in the same
 // run, the linear scan of the CortexStream seed (a bit per block, first fit,
 // scanning from block 0 on every allocation; ../shared/seeds/001_*.txt),
@@ -137,15 +137,15 @@ struct Outcome {
 
 // Adapters with one interface over the two allocators.
 struct Ours {
-  alloc::BlockAllocator a;
-  explicit Ours(size_t total) : a(std::move(alloc::BlockAllocator::Create(total)).value()) {}
-  bool Allocate(uint32_t n, alloc::BlockRun* run) {
-    Result<alloc::BlockRun> got = a.Allocate(n);
+  cache::BlockAllocator a;
+  explicit Ours(size_t total) : a(std::move(cache::BlockAllocator::Create(total)).value()) {}
+  bool Allocate(uint32_t n, cache::BlockRun* run) {
+    Result<cache::BlockRun> got = a.Allocate(n);
     if (!got.ok()) return false;
     *run = *got;
     return true;
   }
-  void Free(alloc::BlockRun run) { (void)a.Free(run); }
+  void Free(cache::BlockRun run) { (void)a.Free(run); }
   size_t used() const { return a.used_blocks(); }
   double fragmentation() const { return a.fragmentation(); }
 };
@@ -154,14 +154,14 @@ struct Linear {
   LinearScanAllocator a;
   size_t used_blocks = 0;
   explicit Linear(size_t total) : a(total) {}
-  bool Allocate(uint32_t n, alloc::BlockRun* run) {
+  bool Allocate(uint32_t n, cache::BlockRun* run) {
     int start = a.Allocate(static_cast<int>(n));
     if (start < 0) return false;
-    *run = {static_cast<alloc::BlockId>(start), n};
+    *run = {static_cast<cache::BlockId>(start), n};
     used_blocks += n;
     return true;
   }
-  void Free(alloc::BlockRun run) {
+  void Free(cache::BlockRun run) {
     a.Free(static_cast<int>(run.first), static_cast<int>(run.count));
     used_blocks -= run.count;
   }
@@ -180,9 +180,9 @@ double ThreadCpuSeconds() {
 template <typename Allocator>
 Outcome RunOnce(size_t total, double fill, const Script& script, double seconds) {
   Allocator allocator(total);
-  std::vector<alloc::BlockRun> live;
+  std::vector<cache::BlockRun> live;
   for (uint32_t size : script.fill_sizes) {
-    alloc::BlockRun run;
+    cache::BlockRun run;
     if (allocator.Allocate(size, &run)) live.push_back(run);
   }
   const auto target = static_cast<size_t>(fill * static_cast<double>(total));
@@ -195,7 +195,7 @@ Outcome RunOnce(size_t total, double fill, const Script& script, double seconds)
   const size_t mask = script.sizes.size() - 1;  // a power of two: the script repeats
   for (;;) {
     for (size_t end = i + kChunk; i < end; ++i) {
-      alloc::BlockRun fresh;
+      cache::BlockRun fresh;
       if (allocator.Allocate(script.sizes[i & mask], &fresh)) {
         live.push_back(fresh);
       } else {

@@ -8,8 +8,8 @@
 //   floor, warm:  map + set access of an imported handle, in one process.
 //   floor, cold:  import + map + set access, in one process.
 //   kvcached:     create + map + set access per page (each engine creates).
-//   engine, hot:  KVCache::AllocateFor of one block that its reserve holds
-//                 (issue 15 item 3): no request, no driver call; goal <= 2 us.
+//   engine, hot:  KVCache::AllocateFor of one block that its reserve holds:
+//                 no request, no driver call; goal <= 2 us.
 //
 // It starts its own kvd (--kvd, default: next to this binary, else
 // ../entry/kvd) on a private socket, and prints one JSON object.

@@ -14,7 +14,7 @@
 //   futex:  a word ping-ponged with a forked process through shared memory,
 //           each side spinning --spin-us then sleeping on a futex (woken
 //           only when asleep): the floor of any shared-memory request, and
-//           of the ring's (issue 15 item 2: one ring request <= 3x it).
+//           of the ring's (the goal: one ring request <= 3x it).
 //   wire:   the floor request's encode and decode and its error reply's,
 //           in this process: what protobuf costs a request (both sides).
 //   ring:   a 40-byte message through a request ring (ipc/ring/) to a

@@ -238,7 +238,7 @@ int Main(int argc, char** argv) {
   // Where a put's time goes (1 MiB, the plan API's steps, each timed: the
   // pointers begin the header by a copy of this process's, untimed; then
   // the store and commit kernels; kvd's commit; the remove. kvd does no GPU
-  // work in any of them, issue 15, so the kernels follow this process's own
+  // work in any of them while it serves, so the kernels follow this process's own
   // work).
   {
     const uint64_t bytes = 1 << 20;

@@ -39,7 +39,7 @@ constexpr size_t kPoolPages = 64;  // each thread holds at most one page at a ti
 constexpr size_t kReservePages = 16;
 // Every pair grants to one group, so after the first round a pair is a pop
 // and a push on that group's free list, as a kvd group reusing its pages.
-constexpr alloc::GroupId kGroup = 0;
+constexpr kvd::GroupId kGroup = 0;
 
 // Keeps the compiler from deleting a pop/push pair that has no visible effect.
 template <typename T>
@@ -122,12 +122,12 @@ template <typename Lock>
 Figure LockedVectorFloor(int threads, const Options& options) {
   struct alignas(64) Shared {
     Lock lock;
-    std::vector<alloc::PageId> stack;
+    std::vector<kvd::PageId> stack;
   } shared;
-  for (alloc::PageId id = 0; id < kPoolPages; ++id) shared.stack.push_back(id);
+  for (kvd::PageId id = 0; id < kPoolPages; ++id) shared.stack.push_back(id);
   return Measure(threads, options, [&shared](long long pairs) {
     for (long long i = 0; i < pairs; ++i) {
-      alloc::PageId id;
+      kvd::PageId id;
       {
         std::lock_guard<Lock> guard(shared.lock);
         id = shared.stack.back();
@@ -145,10 +145,10 @@ Figure LockedVectorFloor(int threads, const Options& options) {
 // The floor without a lock: each thread its own stack (nothing is shared).
 Figure UnlockedVectorFloor(int threads, const Options& options) {
   return Measure(threads, options, [](long long pairs) {
-    std::vector<alloc::PageId> stack;
-    for (alloc::PageId id = 0; id < kPoolPages; ++id) stack.push_back(id);
+    std::vector<kvd::PageId> stack;
+    for (kvd::PageId id = 0; id < kPoolPages; ++id) stack.push_back(id);
     for (long long i = 0; i < pairs; ++i) {
-      alloc::PageId id = stack.back();
+      kvd::PageId id = stack.back();
       stack.pop_back();
       DoNotOptimize(id);
       stack.push_back(id);
@@ -175,22 +175,22 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "page_pool_bench: device 0: %s\n", info.status().ToString().c_str());
     return 1;
   }
-  alloc::PagePoolConfig config;
+  kvd::PagePoolConfig config;
   config.page_bytes = info->granularity;
   config.capacity_bytes = kPoolPages * info->granularity;
   config.reserve_pages = kReservePages;
-  auto pool = alloc::PagePool::Create(**backend, config);
+  auto pool = kvd::PagePool::Create(**backend, config);
   if (!pool.ok()) {
     std::fprintf(stderr, "page_pool_bench: %s\n", pool.status().ToString().c_str());
     return 1;
   }
-  alloc::PagePool& p = **pool;
+  kvd::PagePool& p = **pool;
 
   std::atomic<long long> errors{0};
   auto pool_pairs = [&p, &errors](long long pairs) {
     long long local_errors = 0;
     for (long long i = 0; i < pairs; ++i) {
-      Result<alloc::PageId> id = p.Allocate(kGroup);
+      Result<kvd::PageId> id = p.Allocate(kGroup);
       if (!id.ok()) [[unlikely]] {
         ++local_errors;
         continue;
@@ -206,7 +206,7 @@ int Main(int argc, char** argv) {
   for (int threads : kThreadCounts) {
     const std::string key = std::to_string(threads);
     Figure pool_figure = Measure(threads, options, pool_pairs);
-    Figure spin = LockedVectorFloor<alloc::SpinLock>(threads, options);
+    Figure spin = LockedVectorFloor<kvd::SpinLock>(threads, options);
     Figure mutex = LockedVectorFloor<std::mutex>(threads, options);
     Figure nolock = UnlockedVectorFloor(threads, options);
     pool_json.Add(key, FigureJson(pool_figure, threads));
@@ -226,7 +226,7 @@ int Main(int argc, char** argv) {
     }
   }
 
-  alloc::PagePool::Stats s = p.stats();
+  kvd::PagePool::Stats s = p.stats();
   Status invariants = p.CheckInvariants();
   bench::JsonObject stats_json;
   stats_json.Add("capacity_pages", static_cast<long long>(s.capacity_pages))

@@ -1,4 +1,4 @@
-// The KV highway (issue 30): a request's KV, L layers x 2 objects (K, V) of
+// The KV highway: a request's KV, L layers x 2 objects (K, V) of
 // S bytes, put by a prefill on GPU 0 into a store on GPU 1 through the
 // cluster master's plans, then got by the decode side into GPU 1 memory as
 // one batch, and viewed in place; against the hardware's floors in the same

@@ -1,4 +1,4 @@
-// The data path between nodes (issue 17), against its floors in the same run:
+// The data path between nodes, against its floors in the same run:
 //   remote:  ClusterClient put and get of 1-256 MiB objects into and out of
 //            another kvd's store (a master in this process, two kvds as
 //            nodes n0 and n1, the client on n0, every copy on n1), through

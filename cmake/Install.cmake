@@ -7,7 +7,8 @@
 #   lib/cmake/nanokv/   find_package(nanokv) (targets nanokv::client, nanokv::cache, nanokv::capi)
 #   lib/pkgconfig/      nanokv.pc (C++), nanokv-c.pc (the C ABI)
 #   lib/python3/dist-packages/nanokv  the Python package, libnanokv.so linked beside it
-#   etc/nanokv/kvd.yaml, share/nanokv/  the configs, the systemd units, the Grafana dashboard
+#   etc/nanokv/kvd.yaml, etc/nanokv/master.yaml  the configs the units name
+#   share/nanokv/   every config as shipped, the Grafana dashboard
 #   lib/systemd/system/ kvd.service, kvd-master.service (paths set to this prefix)
 # Everything is relative to the prefix chosen at install time, so a tree
 # installed anywhere (a package's staging dir, a test's temp dir) is whole.
@@ -41,6 +42,12 @@ foreach(target IN LISTS _nanokv_exported)
     endif()
   endforeach()
   target_include_directories(${target} INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  # The public headers are C++20 (defaulted operator==, std::span): a
+  # consumer gets the standard from the target, whatever its own default.
+  # Not the C ABI's target: a C program links it.
+  if(NOT target STREQUAL "nanokv_capi")
+    target_compile_features(${target} INTERFACE cxx_std_20)
+  endif()
 endforeach()
 
 install(TARGETS kvd kvctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -82,17 +89,21 @@ install(CODE "execute_process(COMMAND \${CMAKE_COMMAND} -E create_symlink ${_to_
   \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${NANOKV_PYTHON_DIR}/nanokv/libnanokv.so\")")
 
 # Configs, units, dashboard, docs.
-install(FILES configs/kvd.yaml DESTINATION ${CMAKE_INSTALL_SYSCONFDIR}/nanokv)
+# Both configs the units name go to etc/ (kvd.service: kvd.yaml,
+# kvd-master.service: master.yaml).
+install(FILES configs/kvd.yaml configs/master.yaml DESTINATION ${CMAKE_INSTALL_SYSCONFDIR}/nanokv)
 install(DIRECTORY configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/nanokv/configs)
 install(FILES packaging/grafana/nanokv-dashboard.json DESTINATION ${CMAKE_INSTALL_DATADIR}/nanokv/grafana)
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})
-# The units name /usr/bin/kvd and /etc/nanokv (a Debian-style install);
-# installed elsewhere, they are rewritten to this prefix's paths.
+# The units name /usr/bin/kvd, /etc/nanokv and /usr/share/doc/nanokv (a
+# Debian-style install); installed elsewhere, they are rewritten to this
+# prefix's paths.
 foreach(unit kvd.service kvd-master.service)
   install(CODE "
     file(READ \"${PROJECT_SOURCE_DIR}/packaging/systemd/${unit}\" text)
     string(REPLACE \"/usr/bin/\" \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/\" text \"\${text}\")
+    string(REPLACE \"/usr/share/doc/nanokv/\" \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR}/\" text \"\${text}\")
     if(NOT \"\${CMAKE_INSTALL_PREFIX}\" STREQUAL \"/usr\")
       string(REPLACE \"/etc/nanokv/\" \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_SYSCONFDIR}/nanokv/\" text \"\${text}\")
     endif()

@@ -117,7 +117,7 @@ Result<NodeOptions> PoolOptions(const KvdConfig& config, gpu::Backend& backend) 
                                      " bytes is not a multiple of device " + std::to_string(device) +
                                      "'s granularity, " + std::to_string(info.granularity) + " bytes");
     }
-    alloc::PagePoolConfig pool;
+    PagePoolConfig pool;
     pool.device = device;
     pool.page_bytes = config.page_bytes;
     pool.reserve_pages = config.reserve_pages;
@@ -265,7 +265,7 @@ int Main(int argc, char** argv) {
     spdlog::info("kvd: the previous kvd of '{}' left a page journal: {} pages held (engines', the object store's)",
                  config.ipc_name, options->recovery->page_count());
   }
-  // The object store's objects come back from a crash (issue 15 item 5):
+  // The object store's objects come back from a crash:
   // the dead kvd's object journal and the pages its keeper held.
   StoreRestart store_restart =
       TakeOverStore(run_dir, config.ipc_name, config.object_store.enabled(), &options->recovery);

@@ -1,5 +1,5 @@
-// kvd's start-up part in bringing the object store back after a crash
-// (issue 15 item 5): the dead kvd's object journal and the pages its page
+// kvd's start-up part in bringing the object store back after a crash:
+// the dead kvd's object journal and the pages its page
 // keeper held, taken before NodeState is made, and this kvd's own journal
 // and keeper once its store exists (daemon/objects/object_journal.h,
 // daemon/node/page_keeper.h, docs/ARCHITECTURE.md "The object store").

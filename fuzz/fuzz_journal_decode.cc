@@ -1,7 +1,7 @@
 // libFuzzer target: bytes -> kvd::PageJournal::Decode, the only way a page
 // journal's bytes reach kvd (daemon/node/page_journal.h). Any input must give
 // a Recovery or an error Status; ASan catches a read past the bytes (the
-// index-65534 row of issue 19 did that), and a Recovery it accepts must hold
+// an index-65534 row once did that), and a Recovery it accepts must hold
 // only what kvd can index by: device ordinals in range and distinct, page ids
 // below their device's count, and a valid group name on every page.
 #include <cstddef>

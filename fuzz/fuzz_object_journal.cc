@@ -1,5 +1,5 @@
 // libFuzzer target: the two ways a previous kvd's object store reaches a
-// restarting kvd (issue 15 item 5). Mode byte 0: the rest is an object
+// restarting kvd. Mode byte 0: the rest is an object
 // journal's bytes -> kvd::ObjectJournal::Decode, which must give stores or an
 // error Status, never read past the bytes, and accept only records in range
 // of their store. Mode 1: the rest is header pages (device memory a producer

@@ -9,8 +9,8 @@
 //                                                   fd closed: like CUDA's
 //                                                   imported handle, it keeps
 //                                                   the memory and no fd
-//                                                   (issue 16: an engine's fds
-//                                                   do not grow with its pages)
+//                                                   (so an engine's fds do
+//                                                   not grow with its pages)
 //   reserve  = mmap PROT_NONE             map     = mmap MAP_FIXED|MAP_SHARED,
 //                                                   PROT_NONE until SetAccess
 //   access   = mprotect read-write, or    unmap   = back to a PROT_NONE hole
@@ -50,6 +50,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "gpu/backend.h"
+#include "gpu/thread_annotations.h"
 #include "gpu/vmm_registry.h"
 
 namespace nanokv::gpu {
@@ -76,8 +77,8 @@ class HostBackend;
 // backend mapped (an engine's client and its object store each have one);
 // here that memory is known only to the backend that mapped it.
 struct LiveBackends {
-  std::mutex mu;
-  std::vector<HostBackend*> backends;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::vector<HostBackend*> backends NANOKV_GUARDED_BY(mu);
 };
 
 LiveBackends& Live() {
@@ -106,17 +107,19 @@ class HostBackend final : public Backend {
       for (int physical = 0; physical < options_.devices; ++physical) physical_.push_back(physical);
     }
     created_bytes_.assign(physical_.size(), 0);
-    std::lock_guard<std::mutex> lock(Live().mu);
-    Live().backends.push_back(this);
+    LiveBackends& live = Live();
+    MutexLock lock(live.mu);
+    live.backends.push_back(this);
   }
 
   ~HostBackend() override {
     {
-      std::lock_guard<std::mutex> live(Live().mu);
-      auto& backends = Live().backends;
+      LiveBackends& live = Live();
+      MutexLock lock(live.mu);
+      auto& backends = live.backends;
       backends.erase(std::remove(backends.begin(), backends.end(), this), backends.end());
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [id, page] : pages_) DropPageLocked(page);
     for (auto& [base, range] : registry_.ranges()) munmap(reinterpret_cast<void*>(base), range.size);
   }
@@ -137,7 +140,7 @@ class HostBackend final : public Backend {
 
   Result<size_t> GetFreeMemory(int device) override {
     NANOKV_RETURN_IF_ERROR(CheckDevice(device));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     size_t budget = options_.device_bytes - created_bytes_[device];
     return std::min(budget, AvailableMemoryBytes());
   }
@@ -146,7 +149,7 @@ class HostBackend final : public Backend {
     NANOKV_RETURN_IF_ERROR(CheckDevice(device));
     NANOKV_RETURN_IF_ERROR(CheckSize("CreatePage", size));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (created_bytes_[device] + size > options_.device_bytes) {
         return Status(Code::kOutOfMemory,
                       "device " + std::to_string(device) + " has " +
@@ -169,7 +172,7 @@ class HostBackend final : public Backend {
       // /proc/self/fd/N read-write. 0600 leaves that to the creator's uid.
       failure = Status::FromErrno("fchmod", errno, "page mode 0600");
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!failure.ok()) {
       if (fd >= 0) close(fd);
       created_bytes_[device] -= size;
@@ -181,7 +184,7 @@ class HostBackend final : public Backend {
   }
 
   Result<int> ExportPage(PageHandle page) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "ExportPage"));
     if (!p->counted) {  // as CUDA: an imported handle cannot be exported again
       return Status(Code::kInvalidArgument,
@@ -215,14 +218,14 @@ class HostBackend final : public Backend {
     const int mmap_errno = errno;
     close(fd);
     if (anchor == MAP_FAILED) return Status::FromErrno("mmap", mmap_errno, "ImportPage");
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     uint64_t id = next_id_++;
     pages_[id] = Page{-1, size, device, /*counted=*/false, anchor};
     return PageHandle{id};
   }
 
   Status ReleasePage(PageHandle page) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "ReleasePage"));
     DropPageLocked(*p);
     // Device memory is given back when the handle goes, even if a mapping
@@ -250,13 +253,13 @@ class HostBackend final : public Backend {
     if (base > start) munmap(raw, base - start);
     uintptr_t end = base + size;
     if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     registry_.AddRange(base, {size, options_.granularity});
     return base;
   }
 
   Status FreeRange(uintptr_t base, size_t size) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     NANOKV_RETURN_IF_ERROR(registry_.TakeRange(base, size).status());
     munmap(reinterpret_cast<void*>(base), size);
     return Status::OK();
@@ -264,7 +267,7 @@ class HostBackend final : public Backend {
 
   Status Map(uintptr_t address, size_t size, PageHandle page) override {
     NANOKV_RETURN_IF_ERROR(CheckAligned("Map", address, size));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     NANOKV_ASSIGN_OR_RETURN(Page * p, FindPageLocked(page, "Map"));
     NANOKV_RETURN_IF_ERROR(registry_.ClaimMapping({.address = address,
                                                    .size = size,
@@ -294,7 +297,7 @@ class HostBackend final : public Backend {
       NANOKV_RETURN_IF_ERROR(CheckDevice(device));
       mask |= uint64_t{1} << device;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Whole mappings only, as cuMemSetAccess takes (CUDA_ERROR_INVALID_VALUE
     // for part of one): mprotect would take any page-aligned part.
     NANOKV_RETURN_IF_ERROR(registry_.WholeMappings("SetAccess", address, size).status());
@@ -314,7 +317,7 @@ class HostBackend final : public Backend {
 
   Result<bool> HasAccess(uintptr_t address, int device) override {
     NANOKV_RETURN_IF_ERROR(CheckDevice(device));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const VmmRegistry::Mapping* mapping = registry_.FindMapping(address);
     if (mapping == nullptr) {
       return Status::InvalidArgument("HasAccess: " + Hex(address) + " is not mapped");
@@ -324,7 +327,7 @@ class HostBackend final : public Backend {
 
   Status Unmap(uintptr_t address, size_t size) override {
     NANOKV_RETURN_IF_ERROR(CheckAligned("Unmap", address, size));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     NANOKV_ASSIGN_OR_RETURN(auto taken, registry_.TakeMappings("Unmap", address, size));
     // Put a PROT_NONE hole back, so the range stays reserved as on a GPU.
     void* got = mmap(reinterpret_cast<void*>(address), size, PROT_NONE,
@@ -404,7 +407,7 @@ class HostBackend final : public Backend {
     return Status::OK();
   }
 
-  Result<Page*> FindPageLocked(PageHandle page, const char* call) {
+  Result<Page*> FindPageLocked(PageHandle page, const char* call) NANOKV_REQUIRES(mu_) {
     auto it = pages_.find(page.value);
     if (it == pages_.end()) {
       return Status::NotFound(std::string(call) + ": no page handle " + std::to_string(page.value));
@@ -419,15 +422,16 @@ class HostBackend final : public Backend {
   // Lock order: Live().mu before any backend's mu_, never the other way.
   Status CheckDeviceMemory(const char* call, const void* pointer, size_t bytes, bool write = false) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span,
                               registry_.CheckSpan(call, pointer, bytes, write));
       if (span.ours) return Status::OK();
     }
-    std::lock_guard<std::mutex> live(Live().mu);
-    for (HostBackend* other : Live().backends) {
+    LiveBackends& live = Live();
+    MutexLock live_lock(live.mu);
+    for (HostBackend* other : live.backends) {
       if (other == this) continue;
-      std::lock_guard<std::mutex> lock(other->mu_);
+      MutexLock lock(other->mu_);
       NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span,
                               other->registry_.CheckSpan(call, pointer, bytes, write));
       if (span.ours) return Status::OK();
@@ -440,11 +444,11 @@ class HostBackend final : public Backend {
 
   HostBackendOptions options_;
   std::vector<int> physical_;  // by ordinal: the simulated device's physical index
-  std::mutex mu_;
-  uint64_t next_id_ = 1;                           // GUARDED_BY(mu_); 0 is never a handle
-  std::unordered_map<uint64_t, Page> pages_;       // GUARDED_BY(mu_)
-  VmmRegistry registry_;                           // ranges, mappings; GUARDED_BY(mu_)
-  std::vector<size_t> created_bytes_;              // per device; GUARDED_BY(mu_)
+  Mutex mu_;
+  uint64_t next_id_ NANOKV_GUARDED_BY(mu_) = 1;  // 0 is never a handle
+  std::unordered_map<uint64_t, Page> pages_ NANOKV_GUARDED_BY(mu_);
+  VmmRegistry registry_ NANOKV_GUARDED_BY(mu_);               // ranges, mappings
+  std::vector<size_t> created_bytes_ NANOKV_GUARDED_BY(mu_);  // per device
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Whether the CUDA MPS control daemon serves processes started with this
-// environment (issue 15 item 7), found without a GPU round trip: the
+// environment, found without a GPU round trip: the
 // daemon's `control` endpoint in its pipe directory ($CUDA_MPS_PIPE_DIRECTORY,
 // else /tmp/nvidia-mps), and whether something listens there. A CUDA
 // process started while it listens runs its work through the MPS server

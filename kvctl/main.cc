@@ -44,6 +44,7 @@ struct Flags {
   std::string ipc;
   std::vector<std::string> positionals;  // limit: [IPC] TENANT SIZE; evict: [IPC] TENANT
   std::vector<std::string> cleanup_names;
+  std::vector<std::string> list_names;  // list: only these kvds
   std::string sort = "name";
   std::string top_sort = "used";
   std::string bytes;
@@ -178,7 +179,10 @@ Commands Define(CLI::App& app, Flags& f) {
   const std::string sort_keys = "name, used, share, limit, pid, activity";
 
   Commands c;
-  c.list = app.add_subcommand("list", "a row per kvd on this node: devices, capacity, use, tenants, state");
+  c.list = app.add_subcommand("list",
+                              "a row per kvd on this node (or per kvd named): devices, capacity, use, "
+                              "tenants, state");
+  c.list->add_option("ipc", f.list_names, "only these kvds, in this order (default: every kvd)");
   c.devices = app.add_subcommand("devices", "a row per device of a kvd (or of every kvd with --all)");
   c.devices->add_option("ipc", f.ipc, "IPC name of the kvd");
   c.devices->add_flag("-a,--all", f.all, "every kvd on the node");
@@ -230,7 +234,7 @@ Commands Define(CLI::App& app, Flags& f) {
   c.cleanup->add_option("ipc", f.cleanup_names, "only these IPC names (default: every dead kvd)");
   c.cleanup->add_flag("--dry-run", f.dry_run, "say what would be removed, remove nothing");
   c.cleanup->add_flag("--logs", f.logs, "also the logs of their instances");
-  usage->Set(c.list, "");
+  usage->Set(c.list, "[IPC...]");
   usage->Set(c.devices, "[IPC | --all]");
   usage->Set(c.tenants, "[IPC | --all]");
   usage->Set(c.instances, "[IPC | --all]");
@@ -245,11 +249,26 @@ Commands Define(CLI::App& app, Flags& f) {
   return c;
 }
 
+// The kvds `list` shows: those named, in the order named (as kvcached's
+// `kvctl list [IPC...]`), else every kvd on the node. A name that is no kvd's
+// fails the command (exit 3), naming the kvds there are.
+Result<std::vector<Kvd>> ListKvds(const std::vector<std::string>& names, uint64_t now_unix_ns,
+                                  std::vector<ipc::SegmentEntry>* skipped) {
+  if (names.empty()) return DiscoverKvds(now_unix_ns, skipped);
+  std::vector<Kvd> kvds;
+  for (const std::string& name : names) {
+    if (std::any_of(kvds.begin(), kvds.end(), [&](const Kvd& kvd) { return kvd.ipc_name == name; })) continue;
+    NANOKV_ASSIGN_OR_RETURN(Kvd kvd, ReadKvd(name, now_unix_ns));
+    kvds.push_back(std::move(kvd));
+  }
+  return kvds;
+}
+
 int RunViews(const Flags& f, const Commands& c) {
   ViewOptions view = MakeViewOptions(f);
   if (c.list->parsed()) {
     std::vector<ipc::SegmentEntry> skipped;
-    auto kvds = DiscoverKvds(view.now_unix_ns, &skipped);
+    auto kvds = ListKvds(f.list_names, view.now_unix_ns, &skipped);
     if (!kvds.ok()) return Fail(kvds.status());
     Print(ListView(*kvds, view, skipped));
     if (!f.json) {

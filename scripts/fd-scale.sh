@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's benchmark: fds, RSS and threads of kvd and of one engine, idle
+# How kvd's and an engine's fds grow with pages: fds, RSS and threads of kvd and of one engine, idle
 # and with the engine holding N pages, for each N given. One kvd per N,
 # sized to N pages (plus its ahead-made reserve), and one example engine
 # growing to N pages in grants of 64 and holding them. Prints a JSON line per N.

@@ -8,7 +8,7 @@
 #   ONLY="objects_cuda object_plan_bench" scripts/gpu-check.sh   (just those steps)
 #   ONLY=TWO_GPU scripts/gpu-check.sh     (every step of the TWO_GPU section)
 #
-# The TWO_GPU section (issue 18) runs only where nvidia-smi lists two or more
+# The TWO_GPU section runs only where nvidia-smi lists two or more
 # GPUs: the suites whose cases span two devices, the cross-GPU READY stress,
 # chaos over both GPUs, the peer push both ways, and an engine under
 # CUDA_VISIBLE_DEVICES=1 (scripts/gpu-masked-engine.sh). Elsewhere the
@@ -101,8 +101,8 @@ step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail
 nvidia-smi -L | tee "$O/device.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$O/device.txt"
 step selfcheck "$B/bin/nanokv_selfcheck" --backend cuda
-# What kvd needs at full use of 0.9 of every GPU, against this machine's limits
-# (issue 16 item 5); exit 3 (limits short) is a finding, not a failure.
+# What kvd needs at full use of 0.9 of every GPU, against this machine's limits:
+# exit 3 (limits short) is a finding, not a failure.
 check_limits() {
   local rc=0
   "$B/bin/kvd" --backend cuda --capacity 0.9 --check-limits || rc=$?
@@ -131,18 +131,18 @@ NANOKV_TEST_BACKEND=cuda step limits_cuda "$B/bin/kvd_limits_test" --gtest_brief
 # Pages recycled away while an engine kept their (CUDA POSIX-fd) handles.
 NANOKV_TEST_BACKEND=cuda step recycle_cuda "$B/bin/kvd_recycle_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step client_cuda "$B/bin/client_test" --gtest_brief=1
-# Every refusal at connect or attach reaches the engine by its cause (issue 16 item 3).
+# Every refusal at connect or attach reaches the engine by its cause.
 NANOKV_TEST_BACKEND=cuda step refusals_cuda "$B/bin/kvd_refusals_test" --gtest_brief=1
 # The cluster: a master and kvds on GPU pages; ClusterClient's local path
 # moves bytes through the node's store pages on the GPU.
 NANOKV_TEST_BACKEND=cuda step cluster_cuda "$B/bin/cluster_routing_test" --gtest_brief=1
-# The data path between nodes (issue 17): two and three kvds on this GPU as
+# The data path between nodes: two and three kvds on this GPU as
 # nodes, bytes over UCX (tcp on loopback) through host staging into cuda pages.
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_cuda "$B/bin/cluster_transfer_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_faults_cuda "$B/bin/cluster_transfer_faults_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_big_cuda "$B/bin/cluster_transfer_big_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step cluster_transfer_device_cuda "$B/bin/cluster_transfer_device_test" --gtest_brief=1
-# The KV highway (issue 30): batches on one kvd, two kvds of one host (their
+# The KV highway: batches on one kvd, two kvds of one host (their
 # pages mapped across kvds) and between hosts, the stream-ordered put.
 NANOKV_TEST_BACKEND=cuda step cluster_highway_cuda "$B/bin/cluster_highway_test" --gtest_brief=1
 unset GPU_TESTS
@@ -154,14 +154,14 @@ export NANOKV_LIBRARY="$B/lib/libnanokv.so" PYTHONPATH="$PWD/python${PYTHONPATH:
 step python_suite python3 -m unittest discover -s python/tests -p 'test_*.py'
 SKIP_MARK='decode_loop: SKIP:' step decode_loop_cuda python3 examples/python/decode_loop.py --backend cuda \
   --kvd "$B/bin/kvd"
-# nanokv.Objects with cuda tensors in and out (issue 15 item 9): kernels, no host copy.
+# nanokv.Objects with cuda tensors in and out: kernels, no host copy.
 SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_objects_torch_cuda \
   python3 -m unittest discover -s python/tests -p 'test_objects_torch.py' -v
-# nanokv.Cluster with cuda tensors between two nodes on the GPU (issue 17).
+# nanokv.Cluster with cuda tensors between two nodes on the GPU.
 SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_cluster_torch_cuda \
   python3 -m unittest discover -s python/tests -p 'test_cluster.py' -k test_torch_tensors_cross_nodes -v
 
-# The same suites under the CUDA MPS control daemon (issue 15 item 7): one
+# The same suites under the CUDA MPS control daemon: one
 # started here with private pipe and log directories, stopped (echo quit)
 # however the suite ends. kvd must say at start that MPS is active
 # (kvd --check-limits logs what kvd's start-up logs), else the step fails.
@@ -217,7 +217,7 @@ for chunk_depth in "1 8" "4 4" "16 4" "16 8"; do
     --backend cuda --sizes 16,64,256 --chunk-mib "$chunk" --depth "$depth"
 done
 step object_put_get_bench_busy "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd" --busy-poll-us 50
-# The socket's figures beside the ring's (issue 15 item 2): every request by the socket.
+# The socket's figures beside the ring's: every request by the socket.
 step object_plan_bench_socket "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --ring 0
 step object_plan_bench_socket_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50 --ring 0
 step object_put_get_bench_socket_busy "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd" --busy-poll-us 50 --ring 0
@@ -251,9 +251,9 @@ if (( gpus >= 2 )); then
   step chaos_2gpu chaos_on_both_gpus
   # Its peer push both ways; "skipped" anywhere in its JSON is a FAIL.
   SKIP_MARK=skipped step object_put_get_bench_2gpu "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
-  # Records which GPU an engine under CUDA_VISIBLE_DEVICES=1 gets (issue 18: find out, not fix).
+  # Records which GPU an engine under CUDA_VISIBLE_DEVICES=1 gets (recorded, not judged).
   step masked_engine_2gpu scripts/gpu-masked-engine.sh "$B/bin"
-  # The KV highway across the two GPUs (issue 30): prefill on GPU 0, the
+  # The KV highway across the two GPUs: prefill on GPU 0, the
   # store and the decode on GPU 1, against cudaMemcpyPeer and the rest.
   step pd_bench_2gpu "$B/bin/pd_bench" --kvd "$B/bin/kvd"
   # The example: prefill on GPU 0, decode on GPU 1, one node and two nodes of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16 on a GPU: one kvd at capacity 0.9 of device 0 and 64 example
+# A full node's fds on a GPU: one kvd at capacity 0.9 of device 0 and 64 example
 # engines each mapping 512 MiB at once, under this machine's own open-file
 # limit. Prints a JSON line: engines verified and refused, kvd's fds, and the
 # most fds one engine held. Needs a bundle's bin/ (scripts/gpu-bundle.sh).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An example engine started under CUDA_VISIBLE_DEVICES=1 against a kvd that
-# serves both GPUs (issue 18): which GPU's pages does it get, and do they
+# serves both GPUs: which GPU's pages does it get, and do they
 # verify? Under that mask the engine's only GPU, its ordinal 0, is kvd's GPU 1;
 # libkv matches kvd's devices to its own by uuid, so asking for kvd's device 1
 # (what an instance with `device: 1` gets as NANOKV_DEVICE) should hold and

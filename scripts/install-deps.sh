@@ -23,7 +23,9 @@ packages=(
   libamdhip64-dev         # ROCm 5.2 headers: the hip backend compiles and links here
   hipcc rocm-device-libs  # HIP compile check of kernels/ (NANOKV_HIP_KERNELS, gfx90a, clang-15)
   clang libclang-rt-14-dev  # libFuzzer builds (scripts/fuzz.sh)
+  clang-format            # scripts/check-format.sh: changed lines as .clang-format writes them
   tmux                    # kvctl_test drives `kvctl top` in it (the test skips without it)
+  systemd                 # install_test checks the installed units with systemd-analyze verify
   python3 python3-numpy   # python/tests: the nanokv package over libnanokv.so
   python3-torch           # PyTorch 1.13 (CPU): the torch views and the decode-loop example on host
 )

@@ -228,7 +228,7 @@ MUTANTS = [
            "    if (slot.fd >= 0) return std::exchange(slot.fd, -1);",
            "    if (slot.fd >= 0) return fcntl(slot.fd, F_DUPFD_CLOEXEC, 0);",
            "a granted page keeps its export in kvd after it is sent (an fd per page at rest)"),
-    # ---- the object store across a kvd crash (issue 15 item 5) ----
+    # ---- the object store across a kvd crash ----
     Mutant("journal-keeps-removed", "daemon/objects/object_index_evict.cc",
            "  if (journal_ != nullptr) journal_->Clear(object->device, object->record);",
            "  if (false) journal_->Clear(object->device, object->record);",
@@ -241,7 +241,7 @@ MUTANTS = [
            "  if (header.epoch != object.epoch) {",
            "  if (false) {",
            "a header of the slot's next object (another epoch) vouches for a recorded one"),
-    # ---- pages handed back by id after a restart (issue 16 item 2) ----
+    # ---- pages handed back by id after a restart ----
     Mutant("handleless-shared", "daemon/node/node_state.cc",
            "    if (page.handleless) {\n      return Status::FailedPrecondition(",
            "    if (false) {\n      return Status::FailedPrecondition(",

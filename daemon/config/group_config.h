@@ -1,7 +1,8 @@
 // kvd's `groups:` key: which uids and gids may join each tenant group
-// (issue 19 item 3). A group is bound to identities here, never to what an
-// engine says: an engine that names no group gets one of its own uid
-// ("uid:<uid>"), and a group it names must list its uid or primary gid.
+// (groups share pages' bytes, so who may join one is the operator's). A
+// group is bound to identities here, never to what an engine says: an
+// engine that names no group gets one of its own uid ("uid:<uid>"), and a
+// group it names must list its uid or primary gid.
 #ifndef NANOKV_DAEMON_CONFIG_GROUP_CONFIG_H_
 #define NANOKV_DAEMON_CONFIG_GROUP_CONFIG_H_
 

@@ -26,7 +26,7 @@ struct ObjectStoreConfig {
   std::chrono::milliseconds write_timeout{30000};  // RESERVED/WRITING longer: reclaimed
   uint32_t max_objects = 0;  // per device; 0: one page of 64-byte headers
   // Read leases one client uid may hold at once (expired ones do not count):
-  // without a bound a lease loop grew kvd without end (issue 19 item 10).
+  // without a bound a loop of acquires grows kvd without end.
   uint32_t max_leases = 1024;
 
   bool enabled() const { return size.is_fraction() || size.bytes != 0; }

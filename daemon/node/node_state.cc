@@ -41,7 +41,7 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
   std::unique_ptr<NodeState> node(new NodeState(backend, page_bytes, options));
   std::vector<std::vector<RecoveredPage>> recovered = node->RecoveredByPool(options);
   for (size_t p = 0; p < options.pools.size(); ++p) {
-    alloc::PagePoolConfig config = options.pools[p];
+    PagePoolConfig config = options.pools[p];
     if (config.page_bytes != page_bytes) {
       return Status::InvalidArgument("all devices must use one page size");
     }
@@ -49,7 +49,7 @@ Result<std::unique_ptr<NodeState>> NodeState::Create(gpu::Backend& backend,
     // is created, ahead of demand, not on the grant path.
     config.export_fds = true;
     for (const RecoveredPage& page : recovered[p]) config.held_back.push_back(page.id);
-    NANOKV_ASSIGN_OR_RETURN(auto pool, alloc::PagePool::Create(backend, config));
+    NANOKV_ASSIGN_OR_RETURN(auto pool, PagePool::Create(backend, config));
     NodeState* self = node.get();
     pool->SetStillHeld([self, p](PageId id) { return self->StillHeld(p, id); });
     node->devices_.emplace_back();
@@ -214,18 +214,17 @@ void NodeState::ReleaseHolder(size_t d, PageId id, TenantId tenant_id) {
 size_t NodeState::Obtainable(size_t d) const {
   // Every page not held by a tenant can be had: the group's own free pages
   // at once, pool pages fresh, other groups' free pages after a recycle;
-  // not the pages held back for a dead kvd's engines.
-  // nor the room of old pages recycled away that engines still hold.
+  // not the pages held back for a dead kvd's engines, nor the room of old
+  // pages recycled away that engines still hold.
   return pools_[d]->capacity_pages() - devices_[d].held - devices_[d].recovering -
          devices_[d].held_after_recycle.size();
 }
 
 Result<PageId> NodeState::TakePage(size_t d, int group, bool* held) {
-  PageId recycled = alloc::kNoPage;
-  Result<PageId> id = pools_[d]->Allocate(static_cast<alloc::GroupId>(group), &recycled);
-  *held = recycled != alloc::kNoPage && !id.ok() &&
-          id.status().code() == Code::kResourceExhausted;
-  if (recycled != alloc::kNoPage) {
+  PageId recycled = kNoPage;
+  Result<PageId> id = pools_[d]->Allocate(static_cast<GroupId>(group), &recycled);
+  *held = recycled != kNoPage && !id.ok() && id.status().code() == Code::kResourceExhausted;
+  if (recycled != kNoPage) {
     ForgetOldPage(d, recycled);
     if (!id.ok()) {
       // The old page is gone and no new one came (none may while its old
@@ -248,12 +247,12 @@ void NodeState::PutBack(size_t d, PageId id) {
 }
 
 bool NodeState::OnGroupFreeList(size_t d, PageId id, int group) const {
-  const alloc::PagePool::Owner owner = pools_[d]->owner(id);
-  return owner.free && owner.group == static_cast<alloc::GroupId>(group);
+  const PagePool::Owner owner = pools_[d]->owner(id);
+  return owner.free && owner.group == static_cast<GroupId>(group);
 }
 
 void NodeState::TakeGroupFree(size_t d, PageId id) {
-  const auto group = static_cast<alloc::GroupId>(devices_[d].pages[id].group);
+  const auto group = static_cast<GroupId>(devices_[d].pages[id].group);
   Status taken = pools_[d]->TakeGroupFree(id, group);
   // Callers checked OnGroupFreeList first: a failure is a bug, kept visible.
   if (!taken.ok()) spdlog::error("kvd: {}", taken.ToString());
@@ -276,11 +275,12 @@ Status NodeState::CheckQuota(const Tenant& tenant, uint32_t count) const {
                                      Mib(asked) + ")");
   }
   if (used + kept + asked > tenant.limit_bytes) {
-    return Status::ResourceExhausted(
-        "tenant '" + tenant.name + "' limit " + Mib(tenant.limit_bytes) + ": uses " + Mib(used) +
-        " and still holds " + Mib(kept) + " of pages recycled away (held after recycle: " +
-        "told to forget them, it has not said it did), asked " + std::to_string(count) +
-        " pages (" + Mib(asked) + ")");
+    return Status::ResourceExhausted("tenant '" + tenant.name + "' limit " + Mib(tenant.limit_bytes) + ": uses " +
+                                     Mib(used) + " and still holds " + Mib(kept) +
+                                     " of pages recycled away (held after recycle: " +
+                                     "told to forget them, it has not said it did), asked " + std::to_string(count) +
+                                     " pages (" + Mib(asked) + ")")
+        .WithHint(Hint::kRetryAfterForget);
   }
   return Status::OK();
 }
@@ -307,13 +307,13 @@ Result<std::vector<PageGrant>> NodeState::Grant(TenantId tenant_id, int device, 
   size_t obtainable = Obtainable(d);
   if (obtainable < count) {
     const size_t kept = devices_[d].held_after_recycle.size();
-    return Status::ResourceExhausted(
-        "device " + std::to_string(device) + " has " + std::to_string(obtainable) +
-        " pages free of " + std::to_string(pools_[d]->capacity_pages()) + ", asked " +
-        std::to_string(count) +
+    Status full = Status::ResourceExhausted(
+        "device " + std::to_string(device) + " has " + std::to_string(obtainable) + " pages free of " +
+        std::to_string(pools_[d]->capacity_pages()) + ", asked " + std::to_string(count) +
         (kept == 0 ? std::string()
-                   : " (" + std::to_string(kept) + " are " + alloc::kHeldAfterRecycle +
-                         " by engines told to forget them)"));
+                   : " (" + std::to_string(kept) + " are " + kHeldAfterRecycle + " by engines told to forget them)"));
+    // Room comes back as those engines forget: worth asking again then.
+    return kept == 0 ? full : std::move(full).WithHint(Hint::kRetryAfterForget);
   }
   NANOKV_ASSIGN_OR_RETURN(uint32_t recycles, RecyclesAllowed(d, *tenant, count));
   std::vector<PageId> taken;
@@ -437,7 +437,7 @@ std::vector<Notice> NodeState::TakeNotices() {
 std::vector<DeviceCounts> NodeState::Counts() const {
   std::vector<DeviceCounts> out;
   for (size_t d = 0; d < pools_.size(); ++d) {
-    alloc::PagePool::Stats stats = pools_[d]->stats();
+    PagePool::Stats stats = pools_[d]->stats();
     DeviceCounts c;
     c.device = pools_[d]->device();
     c.capacity_pages = stats.capacity_pages;

@@ -21,7 +21,7 @@
 //   3. A tenant's used pages are exactly the pages listing it as a holder.
 //   4. A tenant over its limit is given no new page until it is back under.
 //   5. A page recycled away while tenants of its old group had it imported
-//      stays charged (issue 19 item 8): to the device, once, as memory no new
+//      stays charged: to the device, once, as memory no new
 //      page may be made in (the pool's held_after_recycle count), and to each
 //      such tenant's quota, until that tenant says it dropped it (ForgetDone)
 //      or detaches. Device ledger and tenants' lists agree exactly.
@@ -46,7 +46,6 @@
 namespace nanokv::kvd {
 
 using TenantId = uint32_t;
-using alloc::PageId;
 
 enum class TenantState : uint8_t { kAttached = 1, kReclaiming = 2 };
 
@@ -145,7 +144,7 @@ struct AdoptResult {
 };
 
 struct NodeOptions {
-  std::vector<alloc::PagePoolConfig> pools;  // one per served device, all one page size
+  std::vector<PagePoolConfig> pools;         // one per served device, all one page size
   uint64_t default_limit_bytes = 0;          // 0: default_limit_fraction, else capacity
   double default_limit_fraction = 0;         // of the node's capacity, when > 0
   // limit_ceiling: the most an engine may ask for itself (at attach or with
@@ -234,7 +233,7 @@ class NodeState {
   // A new fd of a granted page, the caller's to send and close
   // (PagePool::TakeFd): the one exported when the page was created, the
   // first time, else a fresh export. kvd keeps no fd of a page at rest on
-  // cuda and hip (issue 16), adopted pages aside.
+  // cuda and hip (fds would cap a node of GPUs), adopted pages aside.
   Result<int> PageFd(int device, PageId id);
   // Page `id`'s generation now (0 for no such page): what the page keeper
   // records, for the next kvd's adoption (node_state_recovery.cc).
@@ -289,7 +288,7 @@ class NodeState {
     // Adopted without a handle: handed back by id alone, kvd has no page of
     // it (the pool keeps the id held back). Its holders keep it; it is never
     // granted or shared to anyone else, and its last holder's return
-    // uncreates the id (issue 16 item 2).
+    // uncreates the id.
     bool handleless = false;
     std::vector<TenantId> holders;   // tenants of `group` holding it now
   };
@@ -374,7 +373,7 @@ class NodeState {
   uint64_t limit_ceiling_;
   double limit_ceiling_fraction_;
   bool recovery_open_ = false;
-  std::vector<std::unique_ptr<alloc::PagePool>> pools_;
+  std::vector<std::unique_ptr<PagePool>> pools_;
   std::vector<DeviceState> devices_;  // parallel to pools_
   std::map<TenantId, Tenant> tenants_;
   struct Group {

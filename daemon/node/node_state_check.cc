@@ -10,17 +10,17 @@ namespace nanokv::kvd {
 Status NodeState::CheckInvariants() const {
   for (size_t d = 0; d < pools_.size(); ++d) {
     NANOKV_RETURN_IF_ERROR(pools_[d]->CheckInvariants());
-    alloc::PagePool::Stats stats = pools_[d]->stats();
+    PagePool::Stats stats = pools_[d]->stats();
     const DeviceState& device = devices_[d];
     size_t held = 0, group_free = 0, recovering = 0, handleless = 0;
     for (PageId id = 0; id < device.pages.size(); ++id) {
       const PageInfo& page = device.pages[id];
-      const alloc::PagePool::Owner owner = pools_[d]->owner(id);
+      const PagePool::Owner owner = pools_[d]->owner(id);
       std::string where = "device " + std::to_string(pools_[d]->device()) + " page " +
                           std::to_string(id) + ": ";
       if (page.recovering) {
         ++recovering;
-        if (!page.holders.empty() || owner.group != alloc::kNoGroup) {
+        if (!page.holders.empty() || owner.group != kNoGroup) {
           return Status::Internal(where + "held back for adoption, yet held, or granted or "
                                   "group-free in the pool");
         }
@@ -29,24 +29,23 @@ Status NodeState::CheckInvariants() const {
         // Adopted without a handle: held, while the pool keeps the id held
         // back (it has no page to grant or list as free).
         ++handleless;
-        if (page.recovering || page.holders.empty() || page.group < 0 ||
-            owner.group != alloc::kNoGroup) {
+        if (page.recovering || page.holders.empty() || page.group < 0 || owner.group != kNoGroup) {
           return Status::Internal(where + "adopted without a handle, yet held back for "
                                   "adoption, held by nobody, of no group, or in the pool");
         }
         ++held;
       } else if (!page.holders.empty()) {
-        if (owner.group == alloc::kNoGroup || owner.free) {
+        if (owner.group == kNoGroup || owner.free) {
           return Status::Internal(where + "held but not granted by the pool");
         }
         ++held;
-      } else if (owner.group != alloc::kNoGroup) {
+      } else if (owner.group != kNoGroup) {
         if (!owner.free) return Status::Internal(where + "granted by the pool, held by no tenant");
         ++group_free;
       }
-      if (owner.group != alloc::kNoGroup) {
+      if (owner.group != kNoGroup) {
         if (page.group < 0) return Status::Internal(where + "owned by no group");
-        if (owner.group != static_cast<alloc::GroupId>(page.group)) {
+        if (owner.group != static_cast<GroupId>(page.group)) {
           return Status::Internal(where + "owned by group " + std::to_string(page.group) +
                                   ", the pool says group " + std::to_string(owner.group) +
                                   (owner.free ? " (free list)" : " (granted)"));

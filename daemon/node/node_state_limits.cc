@@ -52,7 +52,8 @@ Result<uint64_t> NodeState::SetLimit(TenantId tenant_id, uint64_t limit_bytes, L
   } else if (limit_bytes == 0) {
     limit = std::min(limit, tenant->ceiling_bytes);  // the default is the operator's: held to the ceiling
   } else if (limit > tenant->ceiling_bytes) {
-    // Issue 19 item 7: an engine raised itself over the operator's limit.
+    // The ceiling is the operator's: an engine may lower its limit, never
+    // raise it over what the operator allowed.
     return Status::PermissionDenied(
         "tenant '" + tenant->name + "' may not raise its limit to " + std::to_string(limit_bytes) +
         " bytes: its ceiling is " + std::to_string(tenant->ceiling_bytes) + " bytes, set by " +

@@ -128,10 +128,10 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
     *why = which + ": " + reason;
     return Status::FailedPrecondition(*why);
   };
-  // Issue 19 item 9: adopt took group-mates' pages at any time, with pipe
-  // fds, past the limit. It is a restart's hand-back and nothing else, and
-  // the dead kvd's journal (kvd's own file, checked as it is read) is what
-  // vouches for a claim: no fd is needed (issue 16 item 2).
+  // Adopt is a restart's hand-back and nothing else: open at any time it
+  // would let an engine take group-mates' pages, or pages past its limit,
+  // by naming them. The dead kvd's journal (kvd's own file, checked as it
+  // is read) is what vouches for a claim, so no fd is needed.
   if (!recovery_open_) {
     return refuse("adopt is taken only in the recovery window after a kvd restart (it is over, "
                   "or this kvd recovered nothing)");
@@ -169,8 +169,7 @@ Status NodeState::AdoptOne(Tenant& tenant, size_t d, const AdoptPage& in, std::s
       *why = which + ": import failed: " + handle.status().ToString();
       return handle.status();
     }
-    Status adopted =
-        pools_[d]->Adopt(in.id, static_cast<alloc::GroupId>(page.group), *handle, pool_fd);
+    Status adopted = pools_[d]->Adopt(in.id, static_cast<GroupId>(page.group), *handle, pool_fd);
     if (!adopted.ok()) {
       Status released = backend_.ReleasePage(*handle);
       if (!released.ok()) spdlog::warn("kvd: {}", released.ToString());

@@ -1,6 +1,6 @@
 // NodeState: pages recycled away from a group (ForgetOldPage), and the
 // charge their old memory keeps while the old group's engines may still hold
-// it (invariant 5, issue 19 item 8): an engine that keeps a page's fd after
+// it (invariant 5): an engine that keeps a page's fd after
 // the forget notice keeps that memory alive, so it counts against the
 // device's capacity and the engine's quota until the engine says it dropped
 // it (ForgetDone, sent by libkv once it unmapped and closed it) or detaches.
@@ -116,14 +116,13 @@ uint64_t NodeState::ReserveBytes(const Tenant& tenant) const {
 Result<uint32_t> NodeState::RecyclesAllowed(size_t d, const Tenant& tenant, uint32_t count) const {
   const size_t kept = devices_[d].held_after_recycle.size();
   if (kept == 0) return count;
-  const size_t without =
-      pools_[d]->ObtainableWithoutRecycle(static_cast<alloc::GroupId>(tenant.group_index));
+  const size_t without = pools_[d]->ObtainableWithoutRecycle(static_cast<GroupId>(tenant.group_index));
   const size_t needed = count > without ? count - without : 0;
   if (needed > 0 && needed <= kept) {
-    return Status::ResourceExhausted(
-        "device " + std::to_string(pools_[d]->device()) + ": " + std::to_string(needed) + " of " +
-        std::to_string(count) + " pages wait for room: " + std::to_string(kept) + " pages are " +
-        alloc::kHeldAfterRecycle + " by engines told to forget them");
+    return Status::ResourceExhausted("device " + std::to_string(pools_[d]->device()) + ": " + std::to_string(needed) +
+                                     " of " + std::to_string(count) + " pages wait for room: " + std::to_string(kept) +
+                                     " pages are " + kHeldAfterRecycle + " by engines told to forget them")
+        .WithHint(Hint::kRetryAfterForget);
   }
   return static_cast<uint32_t>(needed > kept ? needed - kept : count);
 }

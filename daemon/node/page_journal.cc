@@ -241,8 +241,7 @@ void PageJournal::SetGroup(int index, const std::string& name) {
   std::memcpy(field, name.data(), std::min(name.size(), kJournalGroupNameBytes - 1));
 }
 
-void PageJournal::SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held,
-                          bool kvd_owned) {
+void PageJournal::SetPage(size_t d, PageId id, uint32_t generation, int group, bool held, bool kvd_owned) {
   if (d >= entry_offsets_.size() || id >= capacities_[d]) return;
   auto* entry = reinterpret_cast<uint64_t*>(static_cast<std::byte*>(base_) + entry_offsets_[d] +
                                             size_t{id} * 8);

@@ -55,7 +55,7 @@ namespace nanokv::kvd {
 
 // One page a dead kvd had granted.
 struct RecoveredPage {
-  alloc::PageId id = 0;
+  PageId id = 0;
   uint32_t generation = 0;
   std::string group;
   bool kvd_owned = false;  // a group of kvd's own tenants (the object store)
@@ -116,7 +116,7 @@ class PageJournal {
   void SetGroup(int index, const std::string& name);
   // Records page `id` of device index `d`: its generation, owner group
   // (-1: none), whether some tenant holds it and whether the group is kvd's own.
-  void SetPage(size_t d, alloc::PageId id, uint32_t generation, int group, bool held, bool kvd_owned = false);
+  void SetPage(size_t d, PageId id, uint32_t generation, int group, bool held, bool kvd_owned = false);
   // Says kvd stopped now, with pages still held: the journal stays for the
   // next kvd, and `kvctl cleanup` counts the recovery window from here.
   void MarkStopped();

@@ -191,7 +191,7 @@ PageKeeper::~PageKeeper() {
   if (pair_ >= 0) close(pair_);
 }
 
-Status PageKeeper::Keep(int device, alloc::PageId id, uint32_t generation, int fd) {
+Status PageKeeper::Keep(int device, PageId id, uint32_t generation, int fd) {
   if (pair_ < 0) return Status::FailedPrecondition("page keeper: stopped");
   return Send(pair_, Message{kKeep, device, id, generation}, fd);
 }

@@ -1,4 +1,4 @@
-// The page keeper (issue 15 item 5): a small process that keeps the object
+// The page keeper: a small process that keeps the object
 // store's pages alive across a kvd that dies, for the next kvd to take back.
 //
 // Why a process: a page's memory lives while a handle, a mapping or an
@@ -37,7 +37,7 @@ namespace nanokv::kvd {
 // One page a keeper held: the caller owns fd.
 struct KeptPage {
   int device = 0;
-  alloc::PageId id = 0;
+  PageId id = 0;
   uint32_t generation = 0;
   int fd = -1;
 };
@@ -56,7 +56,7 @@ class PageKeeper {
 
   // The keeper holds a copy of `fd` (the caller keeps its own) as page
   // (device, id, generation).
-  Status Keep(int device, alloc::PageId id, uint32_t generation, int fd);
+  Status Keep(int device, PageId id, uint32_t generation, int fd);
   // A clean stop: the keeper drops every page and exits (reaped here), and
   // its socket is removed.
   void Stop();

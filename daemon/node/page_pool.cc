@@ -18,7 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
 // The refill thread's back-off after a CreatePage failure: doubling from the
@@ -480,4 +480,4 @@ PagePool::Stats PagePool::stats() const {
   return out;
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -11,7 +11,7 @@
 //      object store's pages are granted pages, held by its own tenant); and
 //      created + creating + held back + held after recycle <= capacity_pages:
 //      a page recycled away whose old memory a process may still hold counts
-//      as memory until its owner calls DropHeldAfterRecycle (issue 19 item 8).
+//      as memory until its owner calls DropHeldAfterRecycle.
 //   2. Every page id is in exactly one state: uncreated (on the uncreated
 //      stack), creating (claimed by one CreatePage in flight), free (on the
 //      free stack, exactly once), granted (to one group), group-free (on its
@@ -48,7 +48,7 @@
 #include "gpu/backend.h"
 #include "nanokv/status.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 struct PagePoolConfig {
   int device = 0;
@@ -63,7 +63,7 @@ struct PagePoolConfig {
   // Also export each page as an fd when it is created (ahead of demand), so
   // its first grant costs no export; TakeFd hands that fd out once, and any
   // later one exports anew. So a page holds no fd at rest once granted
-  // (issue 16: a node of GPUs has ~290,000 pages, no open-file limit in
+  // (a node of GPUs has ~290,000 pages, no open-file limit in
   // use has room for an fd each); only pages created ahead and not granted
   // yet, and adopted ones, keep one.
   bool export_fds = false;
@@ -402,6 +402,6 @@ inline void PagePool::RegrantGroupFreeLocked(PageId id) {
   ++granted_;
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
 
 #endif  // NANOKV_DAEMON_NODE_PAGE_POOL_H_

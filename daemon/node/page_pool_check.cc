@@ -8,7 +8,7 @@
 
 #include "daemon/node/page_pool.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 Status PagePool::CheckInvariants() const {
   // Scratch is allocated before taking the spinlock, which must never be
@@ -225,4 +225,4 @@ Status PagePool::CreateError(const Status& cause, PageId id, uint32_t created) c
                 cause.call(), cause.error_name());
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -12,7 +12,7 @@
 
 #include "daemon/node/page_pool.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
 // The group lists start this long: kvd has a few groups, rarely more.
@@ -122,7 +122,8 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
   if (released != nullptr) *released = id;
   if (held) {
     // The old memory lives on in a holder: a fresh page now would be one
-    // more than the capacity (issue 19 item 8). The id waits, uncreated.
+    // more than the capacity (the recycle charge, ARCHITECTURE.md "The page
+    // pool"). The id waits, uncreated.
     uint32_t held_away;
     {
       std::lock_guard<SpinLock> guard(lock_);
@@ -130,12 +131,12 @@ Status PagePool::RecycleSlot(PageId id, gpu::PageHandle old, int old_fd, GroupId
       UncreateRecycledLocked(id);
       held_away = ++held_after_recycle_;
     }
-    return Status::ResourceExhausted(
-        "device " + std::to_string(device_) + " is full: " + std::to_string(held_away) +
-        " of its " + std::to_string(capacity_) +
-        " pages are held after recycle (page id " + std::to_string(id) +
-        " was recycled away from a group whose engines still hold it; they were told to "
-        "forget it, and its room comes back once they have)");
+    return Status::ResourceExhausted("device " + std::to_string(device_) + " is full: " + std::to_string(held_away) +
+                                     " of its " + std::to_string(capacity_) +
+                                     " pages are held after recycle (page id " + std::to_string(id) +
+                                     " was recycled away from a group whose engines still hold it; they were told to "
+                                     "forget it, and its room comes back once they have)")
+        .WithHint(Hint::kRetryAfterForget);
   }
   Result<NewPage> fresh = MakePage();
   uint32_t created = 0;
@@ -241,4 +242,4 @@ Status PagePool::ReleaseHeldBack(PageId id, bool still_held) {
   return NotHeldBack("ReleaseHeldBack", id, state);
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <thread>
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 using PageId = uint32_t;
 using GroupId = uint32_t;  // kvd's tenant group index
@@ -33,9 +33,10 @@ using GroupId = uint32_t;  // kvd's tenant group index
 inline constexpr PageId kNoPage = UINT32_MAX;
 inline constexpr GroupId kNoGroup = UINT32_MAX;
 
-// In every refusal that ends by itself once engines drop pages recycled away
-// from them (issue 19 item 8); kvd's server looks for it to tell the engine
-// to ask again (wire Error.retry_after_forget).
+// The words for pages recycled away from engines that still hold them, in
+// messages for people. The signal to ask again is data, never these words:
+// such a refusal carries Hint::kRetryAfterForget (nanokv/status.h), which
+// kvd sends as wire Error.retry_after_forget.
 inline constexpr char kHeldAfterRecycle[] = "held after recycle";
 
 // A test-and-test-and-set spinlock for critical sections of a few dozen
@@ -98,6 +99,6 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
 
 #endif  // NANOKV_DAEMON_NODE_PAGE_TYPES_H_

@@ -124,7 +124,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     device.slot_epochs.assign(uint64_t{header_pages} * device.slots_per_page, 0);
     for (uint32_t r = device.max_objects; r > 0; --r) device.free_records.push_back(r - 1);
     uint64_t payload_bytes = (pages - header_pages) * page;
-    NANOKV_ASSIGN_OR_RETURN(auto payload, alloc::OwnedSpace::Create(payload_bytes, page, kPayloadAlignment));
+    NANOKV_ASSIGN_OR_RETURN(auto payload, OwnedSpace::Create(payload_bytes, page, kPayloadAlignment));
     device.payload.emplace(std::move(payload));
     store->devices_.push_back(std::move(device));
     NANOKV_RETURN_IF_ERROR(store->MapDevice(store->devices_.back(), restoring));
@@ -227,7 +227,7 @@ ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
 
 Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns) {
   Device& device = devices_[d];
-  alloc::OwnedSpace& payload = *device.payload;
+  OwnedSpace& payload = *device.payload;
   uint64_t capacity = payload.capacity();
   if (bytes > capacity) {
     return Status::ResourceExhausted("object of " + std::to_string(bytes) + " bytes: device " +
@@ -384,7 +384,8 @@ Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns, uint32_t reque
   Object* object = Find(key);
   if (object == nullptr) return Status::NotFound("remove of " + Quote(key) + ": no such object");
   if (requester != kOperator && requester != object->owner) {
-    // Issue 19 item 12: any allowed peer removed another tenant's object.
+    // Only the owner or an operator: any peer allowed to connect is not
+    // enough to drop another tenant's object.
     return Status::PermissionDenied(
         "remove of " + Quote(key) + " by uid " + std::to_string(requester) +
         ": only its producer's uid" +

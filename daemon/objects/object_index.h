@@ -9,9 +9,9 @@
 // per slot, nanokv/object_header.h); the rest is *payload space*, shared by
 // objects through an OwnedSpace (256-byte aligned ranges, so small objects
 // share a page and a large one spans several). A *span* is the part of an
-// object's payload inside one page: what a producer maps. The
+// object's payload inside one page: what a producer maps.
 //
-// *Owners* (issue 19 item 12): a producer's write fd maps whole pages, so
+// *Owners*: a producer's write fd maps whole pages, so
 // every store page holds the objects of one owner only (the producer's
 // uid, or kOperator: kvd's own callers), header pages included: an owner's
 // headers go in header pages of its own, taken from the arena's spare ones
@@ -19,9 +19,10 @@
 // header pages for good, so a slot's epochs keep growing). A page handed
 // out for writing is *held* by the uid it went to: it stays its owner's,
 // even empty, until ReleaseHolder (the last connection of that uid gone),
-// and then returns to shared use when empty. The
-// states, pins, key rules and the plan kvd answers are the ones engines see
-// (nanokv/object_header.h, nanokv/object_types.h): one vocabulary.
+// and then returns to shared use when empty.
+//
+// The states, pins, key rules and the plan kvd answers are the ones engines
+// see (nanokv/object_header.h, nanokv/object_types.h): one vocabulary.
 //
 // Life of an object: OpenForWrite allocates a header slot and payload
 // (RESERVED -> WRITING, in the index only) and returns an ObjectPlan carrying
@@ -32,7 +33,7 @@
 // a READY object; a write not committed within write_timeout is reclaimed.
 // Dropping frees the payload and slot in the index only.
 //
-// kvd never touches the device while it serves (issue 15): a copy from kvd's
+// kvd never touches the device while it serves: a copy from kvd's
 // process makes the GPU switch between kvd's context and the engines' (~150
 // us each way on an H100, docs/BENCHMARKS.md). So no DEAD is stored: an
 // object is gone when the index says so, and a device reader tells its
@@ -128,7 +129,7 @@ struct StoreDeviceStats {
   uint32_t objects = 0;          // live: RESERVED, WRITING or READY
   uint64_t evictions = 0;
   uint64_t reclaimed_writes = 0;  // zombies past write_timeout
-  // The restart that made this store (issue 15 item 5): objects back READY,
+  // The restart that made this store: objects back READY,
   // their bytes, writes held until write_timeout, and records refused at once.
   uint32_t recovered_objects = 0;
   uint64_t recovered_bytes = 0;
@@ -136,7 +137,7 @@ struct StoreDeviceStats {
   uint32_t refused_records = 0;
 };
 
-// A dead kvd's store to bring back (issue 15 item 5, object_recovery.h):
+// A dead kvd's store to bring back (object_recovery.h):
 // what its object journal says, and its store pages handed back (fds of
 // the page keeper's) to adopt into the new store's tenant by id and
 // generation: the same memory at the same offsets.
@@ -190,7 +191,7 @@ class ObjectIndex {
   // fresh random write_secret, which its writer shows for write fds.
   // kOperator as a requester (Remove, SetPin, ReleaseLease) is the
   // operator: root, kvd's uid (NodeServer::ObjectPeer) and kvd's own callers.
-  static constexpr uint32_t kOperator = alloc::kKvdCallers;
+  static constexpr uint32_t kOperator = kKvdCallers;
   Result<ObjectPlan> OpenForWrite(std::string_view key, uint64_t bytes_total, int preferred_device,
                                  uint64_t now_ns, uint32_t owner = kOperator);
   // WRITING -> READY. kNotFound: no such key; kFailedPrecondition: stale
@@ -272,8 +273,8 @@ class ObjectIndex {
   // owner's objects) until ReleaseHolder(uid).
   Status LendWritablePage(int device, PageId id, const WriteClaim& claim);
   // `holder` (a uid, or kOperator) holds no page any more: kvd's last
-  // connection of that uid is gone (as item 8's recycle charge ends with
-  // the connection). Its empty held pages return to shared use.
+  // connection of that uid is gone (as a tenant's recycle charge ends with
+  // its connection). Its empty held pages return to shared use.
   void ReleaseHolder(uint32_t holder);
   // Pages `holder` holds (all devices), for tests and stats.
   size_t held_pages(uint32_t holder) const;
@@ -347,7 +348,7 @@ class ObjectIndex {
     // producer's header CAS relies on (a stalled writer's plan is older).
     std::vector<uint32_t> slot_epochs;
     uint32_t last_epoch = 0;
-    std::optional<alloc::OwnedSpace> payload;  // offsets are after the arena
+    std::optional<OwnedSpace> payload;  // offsets are after the arena
     std::set<OrderKey> evictable;  // READY objects by policy order
     std::set<std::pair<uint64_t, Object*>> writing;  // by deadline
     uint32_t objects = 0;

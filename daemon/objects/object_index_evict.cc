@@ -89,7 +89,7 @@ bool ObjectIndex::EvictOne(size_t d, bool soft, uint64_t now_ns) {
 }
 
 uint64_t ObjectIndex::EvictDownTo(size_t d, uint64_t target, uint64_t now_ns) {
-  alloc::OwnedSpace& payload = *devices_[d].payload;
+  OwnedSpace& payload = *devices_[d].payload;
   uint64_t before = payload.allocated_bytes();
   while (payload.allocated_bytes() > target) {
     if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) break;
@@ -108,7 +108,7 @@ Result<uint64_t> ObjectIndex::Evict(int device, uint64_t bytes, uint64_t now_ns)
   }
   uint64_t freed = 0;
   for (size_t d : which) {
-    const alloc::OwnedSpace& payload = *devices_[d].payload;
+    const OwnedSpace& payload = *devices_[d].payload;
     uint64_t used = payload.allocated_bytes();
     uint64_t target = 0;
     if (bytes == 0) {

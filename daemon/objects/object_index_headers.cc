@@ -11,8 +11,6 @@
 
 namespace nanokv::kvd {
 
-using alloc::OwnerName;
-
 uint32_t ObjectIndex::NextEpoch(Device& device) {
   if (++device.last_epoch == 0) ++device.last_epoch;  // 0 never names an object
   if (journal_ != nullptr) journal_->SetLastEpoch(static_cast<size_t>(&device - devices_.data()), device.last_epoch);

@@ -1,6 +1,6 @@
 // The object store's read leases (object_index.h): who holds how many, and
 // pruning the expired ones, so a loop of acquires cannot grow kvd without
-// bound (issue 19 item 10: 308k acquires in 15 s took kvd from 11 to 30 MB).
+// bound (unbounded, 308k acquires in 15 s took kvd from 11 to 30 MB).
 #include <string>
 
 #include "daemon/objects/object_index.h"

@@ -1,4 +1,4 @@
-// The object store across a kvd restart (issue 15 item 5): the object
+// The object store across a kvd restart: the object
 // journal it keeps while it serves, and a new store rebuilt from a dead
 // kvd's journal and pages (object_index.h, Create; object_recovery.h).
 #include <unistd.h>
@@ -16,8 +16,6 @@
 #include "daemon/objects/object_recovery.h"
 
 namespace nanokv::kvd {
-
-using alloc::OwnerName;
 
 void ObjectIndex::JournalObject(const Object& object) {
   if (journal_ == nullptr) return;

@@ -1,11 +1,11 @@
-// The object journal (issue 15 item 5): what kvd knows of its committed
+// The object journal: what kvd knows of its committed
 // objects, kept in a /dev/shm file beside the page journal so it outlives
 // kvd, for the next kvd to bring the store's index back after a restart.
 //
 // Why a file of kvd's and not key bytes in the store: the store's headers
 // (nanokv/object_header.h) hold the key's hash only, and are written by
 // producers, who are not trusted; kvd writes nothing on the device while it
-// serves (issue 15 item 1), so it cannot mark a removed object DEAD there
+// serves, so it cannot mark a removed object DEAD there
 // either: a removed object's header still says READY at its epoch. This file
 // is kvd's own record: every object kvd opened (key, slot, epoch, payload
 // range, owner uid, pin, creation order, whether committed), cleared when

@@ -1,11 +1,10 @@
-// A kvd restart's scan of the object store (issue 15 item 5; the
-// nano_mooncake seed's recovery: READY objects return, anything else is
-// reclaimed). Pure logic: the dead kvd's object journal for one device
+// A kvd restart's scan of the object store (as the nano_mooncake seed's
+// recovery: READY objects return, anything else is reclaimed). Pure logic: the dead kvd's object journal for one device
 // (object_journal.h: what kvd committed, and where) and host copies of that
 // device's header pages in, the objects to put back out. The caller maps
 // the store's pages back at their offsets, copies the header pages (one
-// device-to-host copy each, at start: not request serving, so issue 15
-// item 1's "no GPU work while serving" still holds) and restores what this
+// device-to-host copy each, at start: not request serving, so "no GPU work
+// while serving" still holds) and restores what this
 // returns (ObjectIndex::Create).
 //
 // A record's space is checked first, in the order kvd created the objects

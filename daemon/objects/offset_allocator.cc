@@ -3,7 +3,7 @@
 #include <iterator>
 #include <string>
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 Result<OffsetAllocator> OffsetAllocator::Create(uint64_t capacity, uint64_t alignment) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
@@ -229,4 +229,4 @@ Status OffsetAllocator::CheckInvariants() const {
   return Status::OK();
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

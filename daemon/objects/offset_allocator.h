@@ -34,7 +34,7 @@
 
 #include "nanokv/status.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 class OffsetAllocator {
  public:
@@ -109,6 +109,6 @@ class OffsetAllocator {
   std::map<uint64_t, uint64_t> live_;                     // offset -> rounded length
 };
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
 
 #endif  // NANOKV_DAEMON_OBJECTS_OFFSET_ALLOCATOR_H_

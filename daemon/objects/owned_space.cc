@@ -4,7 +4,7 @@
 #include <iterator>
 #include <string>
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 std::string OwnerName(uint32_t owner) {
   return owner == kKvdCallers ? std::string("kvd's own callers") : "uid " + std::to_string(owner);
@@ -332,4 +332,4 @@ Status OwnedSpace::CheckInvariants() const {
   return Status::OK();
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -1,5 +1,5 @@
-// The payload space of one device's object store, split by owner (issue 19
-// item 12: no page shared with another's object under write access). A
+// The payload space of one device's object store, split by owner (no page
+// shared with another's object under write access). A
 // producer's write fd maps a whole page, so every page here is either in a
 // shared pool of free pages or one owner's (an owner: a producer's uid, or
 // kvd's own callers), and holds bytes of that owner's objects only.
@@ -47,7 +47,7 @@
 #include "daemon/objects/offset_allocator.h"
 #include "nanokv/status.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 
 // The owner that is not a uid: kvd's own callers (root, kvd's uid, the
 // master's orders). ObjectIndex::kOperator is this one.
@@ -159,6 +159,6 @@ class OwnedSpace {
   std::map<uint64_t, Live> live_;  // offset -> its owner and rounded length
 };
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd
 
 #endif  // NANOKV_DAEMON_OBJECTS_OWNED_SPACE_H_

@@ -111,7 +111,7 @@ KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std:
   device_work_calls_ = &registry.AddCounter(
       "nanokv_device_work_calls_total",
       "Copies and fills kvd's own process made on its devices. Each costs the engines on that GPU a "
-      "context switch; kvd makes them at start only, none while it serves (issue 15).");
+      "context switch; kvd makes them at start only, none while it serves.");
   connections_shed_ = &registry.AddCounter(
       "nanokv_connections_shed_total",
       "Connections closed at once because kvd was out of file descriptors (raise LimitNOFILE).");

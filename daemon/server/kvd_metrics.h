@@ -99,7 +99,7 @@ class KvdMetrics {
     ops::Gauge* objects = nullptr;
     ops::Counter* evictions = nullptr;
     ops::Counter* reclaimed_writes = nullptr;
-    ops::Gauge* recovered_objects = nullptr;  // at this kvd's start (issue 15 item 5)
+    ops::Gauge* recovered_objects = nullptr;  // at this kvd's start (a restart's)
     ops::Gauge* recovered_bytes = nullptr;
     ops::Gauge* reclaimed_at_start = nullptr;
   };

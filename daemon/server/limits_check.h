@@ -1,5 +1,5 @@
 // What kvd will need at full use, and whether this machine allows it
-// (`kvd --check-limits`, and one line of kvd's start-up log; issue 16 item 5).
+// (`kvd --check-limits`, and one line of kvd's start-up log).
 //
 // Full use: every page of every pool created and exported (each keeps its fds,
 // daemon/server/fd_budget.h), every connection kvd serves open. The fds are

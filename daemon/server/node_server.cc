@@ -105,7 +105,7 @@ Status NodeServer::Run() {
       dirty_ = true;
     }
     // Writes left past write_timeout are reclaimed on this timer, not only
-    // when a later open or commit happens to meet them (issue 19 item 13).
+    // when a later open or commit happens to meet them (there may be none).
     if (objects_ != nullptr && Clock::now() >= next_reclaim) {
       if (objects_->Reclaim(SteadyNowNs()) > 0) dirty_ = true;
       next_reclaim = Clock::now() + kReclaimGap;

@@ -56,8 +56,8 @@ int PidfdOpen(pid_t pid) {
 
 Result<std::string> NodeServer::GroupFor(const ipc::PeerCredentials& peer,
                                          const std::string& asked) const {
-  // Issue 19 item 3: groups were whatever an engine said, so uid 1002 named
-  // the default group and read and overwrote uid 1001's pages.
+  // A group is never just what an engine says: if it were, any uid could
+  // name another's group and read and overwrite its pages.
   if (asked.empty()) return UidGroup(peer.uid);
   if (peer.uid == 0 || peer.uid == geteuid()) return asked;  // operators join any group
   if (asked == UidGroup(peer.uid)) return asked;

@@ -40,7 +40,7 @@ void NodeServer::ObjectPeerGone(const Connection& gone) {
     if (c.get() != &gone && !c->refused && c->peer.uid == who) return;  // still connected
   }
   // Its write fds may live on in its processes, but kvd can no longer tell
-  // (the same end as item 8's recycle charge): its pages go back to shared use.
+  // (the same end as a tenant's recycle charge): its pages go back to shared use.
   objects_->ReleaseHolder(who);
 }
 

@@ -1,5 +1,4 @@
-// NodeServer: the shared-memory request rings (issue 15 item 2,
-// ipc/ring/request_ring.h). A client asks for one over its socket; from
+// NodeServer: the shared-memory request rings (ipc/ring/request_ring.h). A client asks for one over its socket; from
 // then on its fd-less requests may come through the ring, served by this
 // same thread (no thread per client): every loop turn looks at each ring,
 // so a busy-polling kvd (busy_poll_us) answers without any wake-up, and a

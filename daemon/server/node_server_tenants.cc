@@ -127,15 +127,11 @@ const std::string& NodeServer::DeviceUuid(int device) const {
 void NodeServer::HandleGrant(Connection& c, uint64_t rid, int device,
                              Result<std::vector<PageGrant>> granted) {
   if (!granted.ok()) {
+    // A refusal that ends once engines drop pages recycled away from them
+    // carries Hint::kRetryAfterForget, which ErrorReply sends.
     const Status& refused = granted.status();
-    wire::Message reply = wire::ErrorReply(rid, refused);
-    // A refusal that ends once engines drop pages recycled away from them.
-    if (refused.code() == Code::kResourceExhausted &&
-        refused.message().find(alloc::kHeldAfterRecycle) != std::string_view::npos) {
-      reply.mutable_error()->set_retry_after_forget(true);
-    }
     if (metrics_ != nullptr) metrics_->Refused(refused.code());
-    Send(c, reply);
+    Send(c, wire::ErrorReply(rid, refused));
     return;
   }
   // Every fd first (ours: closed once sent, so a page keeps no fd in kvd at

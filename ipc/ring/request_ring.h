@@ -1,5 +1,5 @@
-// A pair of shared-memory rings between one client connection and kvd
-// (issue 15 item 2): requests that carry no fd travel here instead of the
+// A pair of shared-memory rings between one client connection and kvd:
+// requests that carry no fd travel here instead of the
 // socket, at the cost of memory writes and, only when the other side
 // sleeps, one wake-up. The socket stays for fds, liveness and notices.
 //

@@ -116,7 +116,7 @@ struct DeviceRow {
   char name[kNameBytes];
   // Old pages recycled away from a group whose engines may still hold them
   // (told to forget, not yet said they did): memory in use beyond
-  // created_pages, counted against the capacity (issue 19 item 8). Was
+  // created_pages, counted against the capacity (the recycle charge). Was
   // reserved (always 0) before, so the layout version stays.
   uint32_t held_after_recycle_pages;
   uint64_t page_bytes;

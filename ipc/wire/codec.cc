@@ -191,6 +191,7 @@ Message ErrorReply(uint64_t request_id, const Status& status) {
   m.set_version(kWireVersion);
   m.set_request_id(request_id);
   m.mutable_error()->set_code(static_cast<int32_t>(status.code()));
+  if (status.hint() == Hint::kRetryAfterForget) m.mutable_error()->set_retry_after_forget(true);
   // The code travels on its own: a plain error sends its message alone,
   // without building Status::ToString(); one that names a call and an error
   // name (a driver's, an errno's) sends all of it, "CODE: call: NAME:
@@ -219,7 +220,8 @@ Status StatusFromError(const Error& error) {
   std::string said;
   said.reserve(5 + text.size());
   said.append("kvd: ").append(text);
-  return Status(static_cast<Code>(code), std::move(said));
+  Status status(static_cast<Code>(code), std::move(said));
+  return error.retry_after_forget() ? std::move(status).WithHint(Hint::kRetryAfterForget) : status;
 }
 
 const char* BodyName(const Message& message) {

@@ -32,9 +32,11 @@ std::vector<std::byte> Encode(Message message);
 // Parses and validates one datagram. kProtocolError names the fault.
 Status Decode(std::span<const std::byte> data, Message* out);
 
-// An Error reply carrying `status`, echoing `request_id`.
+// An Error reply carrying `status`, echoing `request_id`; its hint
+// Hint::kRetryAfterForget is sent as Error.retry_after_forget.
 Message ErrorReply(uint64_t request_id, const Status& status);
-// The Status an Error reply stands for (code range-checked).
+// The Status an Error reply stands for (code range-checked), with
+// Hint::kRetryAfterForget when the reply says retry_after_forget.
 Status StatusFromError(const Error& error);
 
 // The body's field name ("attach", "object_open"), from the descriptor: new

@@ -5,7 +5,7 @@
 #include <iterator>
 #include <vector>
 
-namespace nanokv::alloc {
+namespace nanokv::cache {
 namespace {
 
 std::string RunText(BlockRun run) {
@@ -293,4 +293,4 @@ Status BlockAllocator::CheckInvariants() const {
   return Status::OK();
 }
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::cache

@@ -41,7 +41,7 @@
 
 #include "nanokv/status.h"
 
-namespace nanokv::alloc {
+namespace nanokv::cache {
 
 using BlockId = uint32_t;
 
@@ -129,6 +129,6 @@ class BlockAllocator {
   std::vector<SizeSet::node_type> spare_sizes_;
 };
 
-}  // namespace nanokv::alloc
+}  // namespace nanokv::cache
 
 #endif  // NANOKV_LIBKV_CACHE_BLOCK_ALLOCATOR_H_

@@ -71,7 +71,7 @@ Result<CacheGeometry> CacheGeometry::Make(const KVCacheConfig& config, size_t pa
   } else {
     return bad("set num_blocks or max_bytes");
   }
-  if (g.num_blocks > alloc::BlockAllocator::kMaxBlocks) return bad("more than 2^31 blocks");
+  if (g.num_blocks > cache::BlockAllocator::kMaxBlocks) return bad("more than 2^31 blocks");
   if (config.reserve_low_blocks > config.reserve_high_blocks ||
       config.reserve_high_blocks > g.num_blocks) {
     return bad("reserve_low_blocks " + std::to_string(config.reserve_low_blocks) +

@@ -29,21 +29,21 @@ Status ForEachRun(const std::vector<uint32_t>& sorted, F&& f) {
 
 }  // namespace
 
-Result<std::vector<alloc::BlockRun>> KVCache::Impl::AllocateRunsLocked(size_t count) {
+Result<std::vector<cache::BlockRun>> KVCache::Impl::AllocateRunsLocked(size_t count) {
   if (count > blocks_.free_blocks()) {
     return Status::ResourceExhausted("KVCache: out of blocks: " + std::to_string(count) +
                                      " needed, " + std::to_string(blocks_.free_blocks()) + " of " +
                                      std::to_string(blocks_.total_blocks()) + " free");
   }
-  std::vector<alloc::BlockRun> runs;
+  std::vector<cache::BlockRun> runs;
   // One run when one is long enough; else the longest runs first, so a
   // fragmented cache still serves a request it has the blocks for.
   size_t left = count;
   while (left > 0) {
     auto take = static_cast<uint32_t>(std::min(left, blocks_.largest_free_run()));
-    Result<alloc::BlockRun> run = blocks_.Allocate(take);
+    Result<cache::BlockRun> run = blocks_.Allocate(take);
     if (!run.ok()) {  // cannot happen with count <= free_blocks; undo anyway
-      for (alloc::BlockRun r : runs) (void)blocks_.Free(r);
+      for (cache::BlockRun r : runs) (void)blocks_.Free(r);
       return run.status();
     }
     runs.push_back(*run);
@@ -52,9 +52,9 @@ Result<std::vector<alloc::BlockRun>> KVCache::Impl::AllocateRunsLocked(size_t co
   return runs;
 }
 
-void KVCache::Impl::CountRefsLocked(const std::vector<alloc::BlockRun>& runs, int delta,
+void KVCache::Impl::CountRefsLocked(const std::vector<cache::BlockRun>& runs, int delta,
                                     std::vector<uint32_t>* crossed) {
-  for (alloc::BlockRun run : runs) {
+  for (cache::BlockRun run : runs) {
     for (size_t block = run.first; block < size_t{run.first} + run.count; ++block) {
       g_.ForEachGroupRange(block, [&](size_t first, size_t count) {
         for (size_t group = first; group < first + count; ++group) {
@@ -71,16 +71,16 @@ void KVCache::Impl::CountRefsLocked(const std::vector<alloc::BlockRun>& runs, in
   std::sort(crossed->begin(), crossed->end());
 }
 
-Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeBlocksLocked(size_t count) {
-  if (count == 0) return std::vector<alloc::BlockRun>{};
-  Result<std::vector<alloc::BlockRun>> runs =
+Result<std::vector<cache::BlockRun>> KVCache::Impl::TakeBlocksLocked(size_t count) {
+  if (count == 0) return std::vector<cache::BlockRun>{};
+  Result<std::vector<cache::BlockRun>> runs =
       count <= reserve_blocks_ ? TakeReserveLocked(count) : TakeFreshBlocksLocked(count);
   if (ReserveWantsRefillLocked()) refill_cv_.notify_one();
   return runs;
 }
 
-Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeFreshBlocksLocked(size_t count) {
-  NANOKV_ASSIGN_OR_RETURN(std::vector<alloc::BlockRun> runs, AllocateRunsLocked(count));
+Result<std::vector<cache::BlockRun>> KVCache::Impl::TakeFreshBlocksLocked(size_t count) {
+  NANOKV_ASSIGN_OR_RETURN(std::vector<cache::BlockRun> runs, AllocateRunsLocked(count));
   std::vector<uint32_t> first_use;
   CountRefsLocked(runs, +1, &first_use);
   std::vector<uint32_t> to_map, revived;
@@ -110,7 +110,7 @@ Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeFreshBlocksLocked(size_t
     }
     return Status::OK();
   });
-  for (alloc::BlockRun run : runs) (void)blocks_.Free(run);
+  for (cache::BlockRun run : runs) (void)blocks_.Free(run);
   return mapped;
 }
 
@@ -166,10 +166,10 @@ Status KVCache::Impl::UnmapGroupsLocked(const std::vector<uint32_t>& groups) {
   return status;
 }
 
-Status KVCache::Impl::GiveBackLocked(const std::vector<alloc::BlockRun>& given) {
+Status KVCache::Impl::GiveBackLocked(const std::vector<cache::BlockRun>& given) {
   // Freed blocks refill the reserve first: their pages stay mapped, so
   // that refill costs nothing.
-  std::vector<alloc::BlockRun> runs = given;
+  std::vector<cache::BlockRun> runs = given;
   KeepInReserveLocked(&runs);
   refill_blocked_ = false;  // blocks came free: a refused refill may fit now
   std::vector<uint32_t> to_unmap;
@@ -183,10 +183,10 @@ Status KVCache::Impl::GiveBackLocked(const std::vector<alloc::BlockRun>& given) 
   return UnmapGroupsLocked(to_unmap);
 }
 
-std::vector<uint32_t> KVCache::Impl::FreeRunsLocked(const std::vector<alloc::BlockRun>& runs) {
+std::vector<uint32_t> KVCache::Impl::FreeRunsLocked(const std::vector<cache::BlockRun>& runs) {
   std::vector<uint32_t> now_free;
   CountRefsLocked(runs, -1, &now_free);
-  for (alloc::BlockRun run : runs) {
+  for (cache::BlockRun run : runs) {
     Status freed = blocks_.Free(run);
     if (!freed.ok()) spdlog::error("nanokv: KVCache: {}", freed.ToString());  // a bug of ours
   }
@@ -233,7 +233,7 @@ Status KVCache::Impl::CheckInvariants() const {
       return broken("4: request " + std::to_string(id) + " has " + std::to_string(seq.tokens) +
                     " tokens in " + std::to_string(seq.table.size()) + " blocks");
     size_t in_runs = 0;
-    for (alloc::BlockRun run : seq.runs) {
+    for (cache::BlockRun run : seq.runs) {
       if (!blocks_.IsAllocated(run)) return broken("4: a run the allocator does not hold");
       for (size_t b = run.first; b < size_t{run.first} + run.count; ++b) {
         if (seq.table[in_runs++] != b) return broken("4: a table that is not its runs");
@@ -247,7 +247,7 @@ Status KVCache::Impl::CheckInvariants() const {
     runs += seq.runs.size();
   }
   size_t in_reserve = 0;
-  for (alloc::BlockRun run : reserve_) {
+  for (cache::BlockRun run : reserve_) {
     if (!blocks_.IsAllocated(run)) return broken("4: a reserve run the allocator does not hold");
     for (size_t b = run.first; b < size_t{run.first} + run.count; ++b) {
       g_.ForEachGroupRange(b, [&](size_t first, size_t n) {

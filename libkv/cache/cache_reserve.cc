@@ -1,6 +1,6 @@
 // KVCache's reserve: blocks taken ahead with their page groups mapped, so
 // an allocation that fits in it is a hot grant: no request to kvd, no
-// driver call, no allocator search (issue 15). Frees refill it for nothing
+// driver call, no allocator search. Frees refill it for nothing
 // (their pages are still mapped); a background thread refills the rest
 // with one grant when it runs low. Why the reserve holds blocks and not
 // pages: a page is of use only mapped where a block will live (mapping it
@@ -38,11 +38,11 @@ KVCache::Impl::~Impl() {
   }
 }
 
-Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeReserveLocked(size_t count) {
-  std::vector<alloc::BlockRun> runs;
+Result<std::vector<cache::BlockRun>> KVCache::Impl::TakeReserveLocked(size_t count) {
+  std::vector<cache::BlockRun> runs;
   size_t left = count;
   while (left > 0 && !reserve_.empty()) {
-    alloc::BlockRun& front = reserve_.front();
+    cache::BlockRun& front = reserve_.front();
     if (front.count <= left) {
       runs.push_back(front);
       left -= front.count;
@@ -60,7 +60,7 @@ Result<std::vector<alloc::BlockRun>> KVCache::Impl::TakeReserveLocked(size_t cou
   return runs;
 }
 
-void KVCache::Impl::KeepInReserveLocked(std::vector<alloc::BlockRun>* runs) {
+void KVCache::Impl::KeepInReserveLocked(std::vector<cache::BlockRun>* runs) {
   const size_t high = g_.config.reserve_high_blocks;
   auto rest_end = runs->begin();
   for (auto it = runs->begin(); it != runs->end(); ++it) {
@@ -79,7 +79,7 @@ Result<size_t> KVCache::Impl::DropReserveLocked(size_t max_pages) {
   size_t pages = 0;
   Status first_error;
   while (pages < max_pages && !reserve_.empty()) {
-    const alloc::BlockRun run = reserve_.back();
+    const cache::BlockRun run = reserve_.back();
     reserve_.pop_back();
     reserve_blocks_ -= run.count;
     const std::vector<uint32_t> now_free = FreeRunsLocked({run});
@@ -125,7 +125,7 @@ void KVCache::Impl::RefillLocked() {
     refill_blocked_ = true;  // every block is in use: a free unblocks
     return;
   }
-  Result<std::vector<alloc::BlockRun>> runs = TakeFreshBlocksLocked(want);
+  Result<std::vector<cache::BlockRun>> runs = TakeFreshBlocksLocked(want);
   if (!runs.ok()) {
     // Over the limit, the device full, kvd gone: wait for a free rather
     // than ask again at once.
@@ -135,7 +135,7 @@ void KVCache::Impl::RefillLocked() {
                   runs.status().ToString());
     return;
   }
-  for (alloc::BlockRun run : *runs) reserve_.push_back(run);
+  for (cache::BlockRun run : *runs) reserve_.push_back(run);
   reserve_blocks_ += want;
   ++reserve_refills_;
 }

@@ -28,8 +28,7 @@ Result<std::unique_ptr<KVCache>> KVCache::Create(Client& client, const KVCacheCo
                           KVTensor::Create(client, config.device, bytes));
   NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<KVTensor> v,
                           KVTensor::Create(client, config.device, bytes));
-  NANOKV_ASSIGN_OR_RETURN(alloc::BlockAllocator blocks,
-                          alloc::BlockAllocator::Create(geometry.num_blocks));
+  NANOKV_ASSIGN_OR_RETURN(cache::BlockAllocator blocks, cache::BlockAllocator::Create(geometry.num_blocks));
   auto impl = std::make_unique<Impl>(client, std::move(geometry), std::move(k), std::move(v),
                                      std::move(blocks));
   return std::unique_ptr<KVCache>(new KVCache(std::move(impl)));
@@ -76,7 +75,7 @@ std::string KVCache::DumpCacheStats() const { return impl_->DumpCacheStats(); }
 Status KVCache::CheckInvariants() const { return impl_->CheckInvariants(); }
 
 KVCache::Impl::Impl(Client& client, cache::CacheGeometry geometry, std::unique_ptr<KVTensor> k,
-                    std::unique_ptr<KVTensor> v, alloc::BlockAllocator blocks)
+                    std::unique_ptr<KVTensor> v, cache::BlockAllocator blocks)
     : client_(client),
       g_(std::move(geometry)),
       k_(std::move(k)),
@@ -92,8 +91,8 @@ Status KVCache::Impl::GrowLocked(Sequence& seq, size_t tokens) {
   const size_t have = seq.table.size();
   const size_t need = BlocksFor(seq.tokens + tokens, block_size);
   if (need > have) {
-    NANOKV_ASSIGN_OR_RETURN(std::vector<alloc::BlockRun> runs, TakeBlocksLocked(need - have));
-    for (alloc::BlockRun run : runs) {
+    NANOKV_ASSIGN_OR_RETURN(std::vector<cache::BlockRun> runs, TakeBlocksLocked(need - have));
+    for (cache::BlockRun run : runs) {
       seq.runs.push_back(run);
       for (uint32_t i = 0; i < run.count; ++i) seq.table.push_back(run.first + i);
     }
@@ -147,7 +146,7 @@ Status KVCache::Impl::FreeFor(uint64_t request_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sequences_.find(request_id);
   if (it == sequences_.end()) return UnknownRequest(request_id);
-  std::vector<alloc::BlockRun> runs = std::move(it->second.runs);
+  std::vector<cache::BlockRun> runs = std::move(it->second.runs);
   used_tokens_ -= it->second.tokens;
   sequences_.erase(it);
   return GiveBackLocked(runs);

@@ -60,8 +60,8 @@ class KVCache::Impl {
     uint32_t max_context_len = 0;
   };
 
-  Impl(Client& client, cache::CacheGeometry geometry, std::unique_ptr<KVTensor> k,
-       std::unique_ptr<KVTensor> v, alloc::BlockAllocator blocks);
+  Impl(Client& client, cache::CacheGeometry geometry, std::unique_ptr<KVTensor> k, std::unique_ptr<KVTensor> v,
+       cache::BlockAllocator blocks);
   // Stops the reserve's thread before the tensors go.
   ~Impl();
 
@@ -92,7 +92,7 @@ class KVCache::Impl {
 
  private:
   struct Sequence {
-    std::vector<alloc::BlockRun> runs;
+    std::vector<cache::BlockRun> runs;
     std::vector<uint32_t> table;  // the blocks of runs, in order
     size_t tokens = 0;
   };
@@ -103,31 +103,30 @@ class KVCache::Impl {
   // `count` blocks (one run if one is free, else several) with their page
   // groups mapped; all or nothing. kResourceExhausted when out of blocks.
   // From the reserve when it holds `count` blocks (no request), else fresh.
-  Result<std::vector<alloc::BlockRun>> TakeBlocksLocked(size_t count);
-  Result<std::vector<alloc::BlockRun>> TakeFreshBlocksLocked(size_t count);
+  Result<std::vector<cache::BlockRun>> TakeBlocksLocked(size_t count);
+  Result<std::vector<cache::BlockRun>> TakeFreshBlocksLocked(size_t count);
   // The reserve (cache_reserve.cc). Take: its first `count` blocks (REQUIRES
   // count <= reserve_blocks_). Keep: as much of `runs` as fits under
   // reserve_high_blocks goes into it; the rest is left in `runs`. Drop:
   // gives its runs back, newest first, until `max_pages` pages were
   // returned; returns the pages.
-  Result<std::vector<alloc::BlockRun>> TakeReserveLocked(size_t count);
-  void KeepInReserveLocked(std::vector<alloc::BlockRun>* runs);
+  Result<std::vector<cache::BlockRun>> TakeReserveLocked(size_t count);
+  void KeepInReserveLocked(std::vector<cache::BlockRun>* runs);
   Result<size_t> DropReserveLocked(size_t max_pages);
   bool ReserveWantsRefillLocked() const;
   void RefillLocked();
   // The reserve's thread: refills, and reports the reserve to kvd (kvctl).
   void RefillLoop();
-  Result<std::vector<alloc::BlockRun>> AllocateRunsLocked(size_t count);
+  Result<std::vector<cache::BlockRun>> AllocateRunsLocked(size_t count);
   // Drops the runs' group references, frees the runs, and returns or keeps
   // the groups left with none. The first unmap error is returned.
-  Status GiveBackLocked(const std::vector<alloc::BlockRun>& runs);
+  Status GiveBackLocked(const std::vector<cache::BlockRun>& runs);
   // Drops the runs' group references and frees the runs; returns the groups
   // left with none (sorted), for the caller to keep or unmap.
-  std::vector<uint32_t> FreeRunsLocked(const std::vector<alloc::BlockRun>& runs);
+  std::vector<uint32_t> FreeRunsLocked(const std::vector<cache::BlockRun>& runs);
   // Adds `delta` (+1/-1) to each group the runs' blocks touch; collects the
   // groups that went 0 -> 1 (delta +1) or 1 -> 0 (delta -1).
-  void CountRefsLocked(const std::vector<alloc::BlockRun>& runs, int delta,
-                       std::vector<uint32_t>* crossed);
+  void CountRefsLocked(const std::vector<cache::BlockRun>& runs, int delta, std::vector<uint32_t>* crossed);
   // Map / unmap `groups` (sorted, unique) in every layer of K and V. Map
   // stops at the first failure (the caller undoes); unmap goes on and marks
   // every group unmapped, returning the first error.
@@ -144,7 +143,7 @@ class KVCache::Impl {
   const std::unique_ptr<KVTensor> v_;
 
   mutable std::mutex mu_;
-  alloc::BlockAllocator blocks_;                      // guarded by mu_
+  cache::BlockAllocator blocks_;                      // guarded by mu_
   std::unordered_map<uint64_t, Sequence> sequences_;  // guarded by mu_
   std::vector<uint32_t> group_refs_;                  // guarded by mu_
   std::vector<uint8_t> group_mapped_;                 // guarded by mu_
@@ -153,7 +152,7 @@ class KVCache::Impl {
   uint64_t groups_mapped_ = 0;                        // guarded by mu_
   uint64_t groups_returned_ = 0;                      // guarded by mu_
   uint64_t map_failures_ = 0;                         // guarded by mu_
-  std::deque<alloc::BlockRun> reserve_;               // guarded by mu_
+  std::deque<cache::BlockRun> reserve_;               // guarded by mu_
   size_t reserve_blocks_ = 0;                         // guarded by mu_
   uint64_t reserve_hits_ = 0;                         // guarded by mu_
   uint64_t reserve_refills_ = 0;                      // guarded by mu_

@@ -84,7 +84,7 @@ std::string KVCache::Impl::DumpCacheStats() const {
     const Sequence& seq = sequences_.at(ids[i]);
     out += "  request " + std::to_string(ids[i]) + ": " + std::to_string(seq.tokens) + "/" +
            std::to_string(seq.table.size() * c.block_size) + " tokens, blocks";
-    for (alloc::BlockRun run : seq.runs) {
+    for (cache::BlockRun run : seq.runs) {
       out += " [" + std::to_string(run.first) + ", +" + std::to_string(run.count) + ")";
     }
     out += '\n';

@@ -126,9 +126,6 @@ class Client::Impl {
     // The caller stopped waiting (timeout) or never will (fire and forget):
     // the reader drops the reply, returning any pages it granted.
     bool abandoned = false;
-    // kvd refused, and said the refusal ends once engines drop pages
-    // recycled away from them (wire Error.retry_after_forget).
-    bool retry_after_forget = false;
     std::condition_variable cv;
   };
 

@@ -96,7 +96,6 @@ Status Client::Impl::Dispatch(const wire::Message& message, std::vector<int>* fd
       std::vector<uint32_t> unwanted;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        pending->retry_after_forget = message.error().retry_after_forget();
         CompleteLocked(message.request_id(), *pending, wire::StatusFromError(message.error()));
         if (pending->abandoned) unwanted = client::IdsOf(pending->pages);
       }

@@ -22,7 +22,7 @@ namespace {
 // the socket detaches the tenant anyway.
 constexpr uint32_t kDetachTimeoutMs = 5'000;
 // How long a grant waits for other engines to drop pages recycled away from
-// them (kvd's retry_after_forget), at most: a holder that keeps its fds
+// them (kvd's Hint::kRetryAfterForget), at most: a holder that keeps its fds
 // never answers, and the refusal then reaches the caller.
 constexpr uint32_t kForgetWaitMs = 5'000;
 
@@ -169,7 +169,9 @@ Result<std::vector<client::ImportedPage>> Client::Impl::GrantPages(int device, u
     message.mutable_grant()->set_device(device);
     message.mutable_grant()->set_pages(pages);
     Status status = Call(std::move(message), pending, options_.request_timeout_ms);
-    if (status.ok() || !pending->retry_after_forget ||
+    // kvd says when a refusal ends once engines drop pages recycled away
+    // from them (wire Error.retry_after_forget, the status's hint).
+    if (status.ok() || status.hint() != Hint::kRetryAfterForget ||
         std::chrono::steady_clock::now() + pause >= give_up) {
       return FinishGrant(std::move(status), pending, device);
     }

@@ -1,4 +1,5 @@
-// The object store client's view of kvd's store pages (issue 19 item 12):
+// The object store client's view of kvd's store pages (each holds one
+// owner's objects, daemon/objects/owned_space.h):
 // per device of kvd, two virtual ranges the size of its store range, so an
 // object is contiguous at its offset in either.
 //

@@ -118,7 +118,8 @@ class ObjectStore::Impl {
   // range, read-write while the plan is open here; any other (READY: from a
   // locate) into the read range, read-only (client::ObjectMappings).
   // `begin`: the first pointer of a plan being written also writes its
-  // header, WRITING at the plan's epoch (kvd writes none: issue 15), unless
+  // header, WRITING at the plan's epoch (kvd writes nothing on the device
+  // while it serves), unless
   // a kernel is about to (PutFromDevice).
   Result<void*> Pointer(const ObjectPlan& plan, bool header, bool begin = true) {
     std::lock_guard lock(call_mu_);

@@ -139,7 +139,8 @@ Status StoreWithKernels(const void* src, const ObjectPieces& object, void* strea
   OnDevice on;
   NANOKV_RETURN_IF_ERROR(on.Enter(stream, src, object, /*writes_buffer=*/false));
   // The header first, then READY right after the last byte, all in stream
-  // order and in this process's context (kvd does no GPU work: issue 15): a
+  // order and in this process's context (kvd does no GPU work while it
+  // serves: it would cost the engines a context switch): a
   // device reader spinning on the header sees the object before kvd hears
   // of the commit. result nullptr: kvd's Commit is the verdict.
   NANOKV_RETURN_IF_ERROR(kernels::PutObject(src, object.segments.data(), object.segments.size(), object.header,

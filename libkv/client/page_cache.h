@@ -15,7 +15,7 @@
 //      closed, on every path.
 //   4. No fd is kept: the fd a page came in is closed once imported (the
 //      backend's handle keeps the memory), so an engine's fds do not grow
-//      with its pages (issue 16 item 2). A restarted kvd takes a page back
+//      with its pages. A restarted kvd takes a page back
 //      by (device, page id, generation) alone (client_reconnect.cc).
 #ifndef NANOKV_LIBKV_CLIENT_PAGE_CACHE_H_
 #define NANOKV_LIBKV_CLIENT_PAGE_CACHE_H_

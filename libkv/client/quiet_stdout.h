@@ -1,4 +1,4 @@
-// A library keeps quiet on stdout (issue 15 item 8): an engine's stdout is
+// A library keeps quiet on stdout: an engine's stdout is
 // often a data channel (a server's protocol, a pipe to the next stage).
 // libkv, like the layers under it, logs through spdlog's default logger,
 // and spdlog's own default logger writes to stdout. So every entry point

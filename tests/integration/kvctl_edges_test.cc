@@ -2,7 +2,8 @@
 // enabled" (exit 7), not "not running"; under --json every error is a JSON
 // document on stdout; usage lines read as a person writes them; top fits
 // 80x24; kvd's own tenant refuses an operator's limit and evict; a limit of
-// 0 means the default limit, as at attach.
+// 0 means the default limit, as at attach; `list` takes the kvds to show by
+// name, as kvcached's `kvctl list [IPC...]` does.
 
 #include "tests/integration/kvctl_fixture.h"
 
@@ -51,6 +52,7 @@ TEST_F(KvctlTest, UsageLinesReadAsAPersonWritesThem) {
       {"objects", "Usage: kvctl objects [OPTIONS] [IPC] | --cluster"},
       {"tenants", "Usage: kvctl tenants [OPTIONS] [IPC | --all]"},
       {"cleanup", "Usage: kvctl cleanup [OPTIONS] [IPC...]"},
+      {"list", "Usage: kvctl list [OPTIONS] [IPC...]"},
   };
   for (const auto& [command, line] : expected) {
     Ran help = Kvctl({command, "--help"});
@@ -59,6 +61,28 @@ TEST_F(KvctlTest, UsageLinesReadAsAPersonWritesThem) {
     EXPECT_EQ(help.out.find("(2x)"), std::string::npos) << help.out;
     EXPECT_EQ(help.out.find("args"), std::string::npos) << help.out;
   }
+}
+
+TEST_F(KvctlTest, ListShowsTheKvdsNamedInTheirOrder) {
+  StartKvd(32);
+  const std::string second = ipc_ + "_b";
+  Process other = StartSecondKvd(second);
+  Ran one = Kvctl({"list", ipc_});
+  ASSERT_EQ(one.code, 0) << one.out << one.err;
+  EXPECT_TRUE(one.out.starts_with("IPC ")) << one.out;
+  EXPECT_NE(TableRow(one.out, ipc_).find("live"), std::string::npos) << one.out;
+  EXPECT_EQ(TableRow(one.out, second), "") << "only the kvd named\n" << one.out;
+  Json both = ParseJson(Kvctl({"--json", "list", second, ipc_, second}));
+  ASSERT_EQ(both["kvds"].items.size(), 2u) << "each kvd once";
+  EXPECT_EQ(both["kvds"].items[0]["ipc"].str(), second) << "in the order named";
+  EXPECT_EQ(both["kvds"].items[1]["ipc"].str(), ipc_);
+  Ran missing = Kvctl({"list", ipc_, "no_such_kvd_" + ipc_});
+  EXPECT_EQ(missing.code, 3) << missing.out << missing.err;
+  EXPECT_NE(missing.err.find("no kvd named 'no_such_kvd_" + ipc_ + "'"), std::string::npos) << missing.err;
+  EXPECT_EQ(missing.out, "") << "no table when a name is no kvd's";
+  EXPECT_EQ(Kvctl({"list", "not/a/name"}).code, 2);
+  other.Signal(SIGTERM);
+  EXPECT_EQ(other.Wait(20s), 0) << other.Log();
 }
 
 TEST_F(KvctlTest, KvdsOwnTenantRefusesLimitAndEvict) {

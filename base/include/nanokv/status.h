@@ -35,6 +35,15 @@ inline constexpr Code kLastCode = Code::kUnimplemented;
 // "InvalidArgument", "OutOfMemory", ...
 const char* CodeName(Code code);
 
+// What a refusal tells a caller that acts on it, beyond its code. Carried as
+// data so that no caller ever searches a message a person may reword.
+enum class Hint : int {
+  kNone = 0,
+  // The refusal ends by itself once engines drop pages recycled away from
+  // them ("held after recycle"): ask again after they answer the forget.
+  kRetryAfterForget = 1,
+};
+
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
@@ -70,6 +79,10 @@ class [[nodiscard]] Status {
   std::string_view message() const;
   std::string_view call() const;        // the failing call, if any
   std::string_view error_name() const;  // the driver's or errno's name, if any
+  // kNone for OK. A copy keeps it; ToString() does not show it.
+  Hint hint() const { return state_ ? state_->hint : Hint::kNone; }
+  // The same refusal with `hint`. REQUIRES: !ok() (an OK status stays OK).
+  Status WithHint(Hint hint) &&;
   // "OutOfMemory: cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY: device 0, 2097152 bytes"
   std::string ToString() const;
 
@@ -79,6 +92,7 @@ class [[nodiscard]] Status {
     std::string message;
     std::string call;
     std::string error_name;
+    Hint hint;
   };
   std::unique_ptr<State> state_;  // null means OK, so the OK path costs nothing
 };
@@ -87,7 +101,11 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  // By reference, never by value: a type aligned to 64 bytes (ObjectHeader)
+  // passed by value is what GCC's note "the ABI for passing parameters with
+  // 64-byte alignment has changed in GCC 4.6" is about.
+  Result(const T& value) : value_(value) {}             // NOLINT: implicit by design
+  Result(T&& value) : value_(std::move(value)) {}       // NOLINT
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = Status::Internal("Result constructed from an OK status without a value");
   }

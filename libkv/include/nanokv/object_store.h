@@ -94,8 +94,8 @@ struct ObjectStoreOptions {
   // or, after its last, kvd's lease_ttl (5 s by default).
   bool defer_lease_release = false;
   // Requests that carry no fd (open, commit, revoke, remove, lease, locate,
-  // pin, info) go through a shared-memory ring kvd sets up for this store
-  // (issue 15): a few memory writes instead of a socket round trip, and no
+  // pin, info) go through a shared-memory ring kvd sets up for this store:
+  // a few memory writes instead of a socket round trip, and no
   // wake-up at all while kvd busy polls. false: everything takes the socket.
   // A kvd without rings is used over the socket either way.
   bool ring = true;

@@ -43,6 +43,20 @@ TEST(Status, CarriesCallAndDriverErrorName) {
   EXPECT_EQ(copy.ToString(), s.ToString());
 }
 
+TEST(Status, AHintIsDataThatCopiesKeep) {
+  EXPECT_EQ(Status::OK().hint(), Hint::kNone);
+  Status plain = Status::ResourceExhausted("device 0 is full");
+  EXPECT_EQ(plain.hint(), Hint::kNone);
+  Status hinted = Status::ResourceExhausted("device 0 is full").WithHint(Hint::kRetryAfterForget);
+  EXPECT_EQ(hinted.hint(), Hint::kRetryAfterForget);
+  EXPECT_EQ(hinted.ToString(), plain.ToString()) << "a hint is for code, not for the message";
+  Status copy = hinted;
+  EXPECT_EQ(copy.hint(), Hint::kRetryAfterForget);
+  Result<int> result = copy;
+  EXPECT_EQ(result.status().hint(), Hint::kRetryAfterForget);
+  EXPECT_TRUE(Status::OK().WithHint(Hint::kRetryAfterForget).ok()) << "OK stays OK";
+}
+
 TEST(Status, FromErrnoMapsCodes) {
   EXPECT_EQ(Status::FromErrno("mmap", ENOMEM).code(), Code::kOutOfMemory);
   EXPECT_EQ(Status::FromErrno("open", EACCES).code(), Code::kPermissionDenied);

@@ -18,7 +18,7 @@
 
 #include "tests/util/status_matchers.h"
 
-namespace nanokv::alloc {
+namespace nanokv::cache {
 namespace {
 
 BlockAllocator Make(size_t blocks) {
@@ -294,4 +294,4 @@ TEST(BlockAllocatorTest, RandomizedAgainstAReferenceModel) {
 }
 
 }  // namespace
-}  // namespace nanokv::alloc
+}  // namespace nanokv::cache

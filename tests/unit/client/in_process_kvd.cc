@@ -24,7 +24,7 @@ Result<std::unique_ptr<InProcessKvd>> InProcessKvd::Start(const std::string& ipc
       {.devices = options.devices, .granularity = kPageBytes, .device_bytes = capacity_bytes});
   kvd::NodeOptions node_options;
   for (int device = 0; device < options.devices; ++device) {
-    alloc::PagePoolConfig pool;
+    kvd::PagePoolConfig pool;
     pool.device = device;
     pool.page_bytes = kPageBytes;
     pool.capacity_bytes = capacity_bytes;

@@ -23,7 +23,7 @@ class NodeRecoveryTest : public ::testing::Test {
   // group "g", and page 5 (generation 0) to group "h".
   void Start() {
     NodeOptions options;
-    alloc::PagePoolConfig pool;
+    PagePoolConfig pool;
     pool.page_bytes = kPage;
     pool.capacity_bytes = 8 * kPage;
     pool.reserve_pages = 2;
@@ -178,7 +178,7 @@ TEST_F(NodeRecoveryTest, AdoptIsOnlyForJournaledPagesInTheWindowWithTheirOwnFd) 
 
 TEST_F(NodeRecoveryTest, AKvdThatRecoveredNothingTakesNoAdopt) {
   NodeOptions options;
-  alloc::PagePoolConfig pool;
+  PagePoolConfig pool;
   pool.page_bytes = kPage;
   pool.capacity_bytes = 8 * kPage;
   pool.reserve_pages = 0;
@@ -329,15 +329,15 @@ TEST_F(NodeRecoveryTest, PagesHeldByIdOutliveTheWindowAndGoWithTheirLastHolder) 
 }
 
 TEST_F(NodeRecoveryTest, PoolRefusesBadHeldBackIds) {
-  alloc::PagePoolConfig pool;
+  PagePoolConfig pool;
   pool.page_bytes = kPage;
   pool.capacity_bytes = 4 * kPage;
   pool.held_back = {1, 1};
-  EXPECT_EQ(alloc::PagePool::Create(*backend_, pool).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PagePool::Create(*backend_, pool).status().code(), Code::kInvalidArgument);
   pool.held_back = {4};
-  EXPECT_EQ(alloc::PagePool::Create(*backend_, pool).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PagePool::Create(*backend_, pool).status().code(), Code::kInvalidArgument);
   pool.held_back = {0, 3};
-  auto made = alloc::PagePool::Create(*backend_, pool);
+  auto made = PagePool::Create(*backend_, pool);
   ASSERT_TRUE(made.ok());
   EXPECT_EQ((*made)->stats().held_back_pages, 2u);
   EXPECT_EQ((*made)->ReleaseHeldBack(1).code(), Code::kFailedPrecondition);

@@ -23,7 +23,7 @@ class NodeStateRecycleTest : public ::testing::Test {
   void SetUp() override {
     backend_ = gpu::MakeHostBackend({.devices = 1, .granularity = kPage, .device_bytes = 64 * kPage});
     NodeOptions options;
-    alloc::PagePoolConfig pool;
+    PagePoolConfig pool;
     pool.page_bytes = kPage;
     pool.capacity_bytes = kCapacity * kPage;
     pool.reserve_pages = 2;
@@ -87,8 +87,9 @@ TEST_F(NodeStateRecycleTest, KeptHandlesChargeTheCapacityUntilTheHolderIsGone) {
   for (int round = 0; round < 3; ++round) {
     auto refused = node_->Grant(other, 0, 3, 3);
     EXPECT_EQ(refused.status().code(), Code::kResourceExhausted) << refused.status().ToString();
-    EXPECT_NE(refused.status().message().find(alloc::kHeldAfterRecycle), std::string_view::npos)
+    EXPECT_NE(refused.status().message().find(kHeldAfterRecycle), std::string_view::npos)
         << refused.status().ToString();
+    EXPECT_EQ(refused.status().hint(), Hint::kRetryAfterForget) << "the signal to ask again is data";
     DeviceCounts c = node_->Counts()[0];
     EXPECT_EQ(c.held_after_recycle_pages, 3u) << "round " << round << ": asking again recycled more";
     EXPECT_EQ(c.created_pages, kCapacity - 3);
@@ -137,6 +138,9 @@ TEST_F(NodeStateRecycleTest, KeptPagesCountAgainstTheHoldersQuota) {
   EXPECT_NE(over.status().message().find("still holds 8.0 MiB of pages recycled away"),
             std::string_view::npos)
       << over.status().ToString();
+  EXPECT_EQ(over.status().hint(), Hint::kRetryAfterForget) << "it ends once the keeper forgets";
+  EXPECT_EQ(node_->Grant(keeper, 0, kCapacity + 1, 4).status().hint(), Hint::kNone)
+      << "over its limit whatever it forgets: asking again cannot help";
   auto fits = node_->Grant(keeper, 0, 4, 4);
   ASSERT_TRUE(fits.ok()) << fits.status().ToString();
   for (const PageGrant& p : *fits) {

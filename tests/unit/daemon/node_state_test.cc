@@ -25,7 +25,7 @@ class NodeStateTest : public ::testing::Test {
     backend_ = gpu::MakeHostBackend({.devices = 2, .granularity = kPage, .device_bytes = 64 * kPage});
     NodeOptions options;
     for (int d = 0; d < 2; ++d) {
-      alloc::PagePoolConfig pool;
+      PagePoolConfig pool;
       pool.device = d;
       pool.page_bytes = kPage;
       pool.capacity_bytes = 8 * kPage;
@@ -197,9 +197,9 @@ TEST_F(NodeStateTest, PagesCrossGroupsOnlyRecycled) {
 // create fails leaves the id uncreated; the next grant makes it, at a new
 // generation.
 TEST_F(NodeStateTest, ARecycleTellsTheOldGroupToForgetAndWaitsForIt) {
-  alloc::testing::CreateFailingBackend failing(*backend_);
+  pool_testing::CreateFailingBackend failing(*backend_);
   NodeOptions options;
-  alloc::PagePoolConfig pool;
+  PagePoolConfig pool;
   pool.page_bytes = kPage;
   pool.capacity_bytes = 2 * kPage;
   pool.reserve_pages = 0;
@@ -331,7 +331,7 @@ TEST_F(NodeStateTest, TheOperatorsLimitOutlivesTheAttachUntilLifted) {
 
 TEST_F(NodeStateTest, LimitCeilingOfTheConfigBoundsAttachAndSetLimit) {
   NodeOptions options;
-  alloc::PagePoolConfig pool;
+  PagePoolConfig pool;
   pool.page_bytes = kPage;
   pool.capacity_bytes = 8 * kPage;
   pool.reserve_pages = 0;

@@ -35,7 +35,7 @@ class ObjectStoreTest : public ::testing::Test {
     backend_ = gpu::MakeHostBackend({.devices = 2, .granularity = kPage, .device_bytes = 64 * kPage});
     NodeOptions options;
     for (int d = 0; d < 2; ++d) {
-      alloc::PagePoolConfig pool;
+      PagePoolConfig pool;
       pool.device = d;
       pool.page_bytes = kPage;
       pool.capacity_bytes = 16 * kPage;

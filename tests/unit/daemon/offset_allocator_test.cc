@@ -11,7 +11,7 @@
 
 #include "tests/util/status_matchers.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
 TEST(OffsetAllocatorTest, RejectsBadParameters) {
@@ -173,4 +173,4 @@ TEST(OffsetAllocatorTest, RandomizedAgainstAModel) {
 }
 
 }  // namespace
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -12,7 +12,7 @@
 
 #include "tests/util/status_matchers.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
 constexpr uint64_t kAlign = 256;
@@ -269,4 +269,4 @@ TEST(OwnedSpaceTest, ClaimsRebuildTheSpaceARestartLeft) {
 }
 
 }  // namespace
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

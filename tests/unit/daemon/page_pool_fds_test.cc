@@ -12,11 +12,11 @@
 #include "tests/unit/daemon/page_pool_test_util.h"
 #include "tests/util/status_matchers.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
-using testing::kGroup;
-using testing::PagePoolTest;
+using pool_testing::kGroup;
+using pool_testing::PagePoolTest;
 
 // The same memfd (host pages are files): the fd names the page.
 bool SameFile(int a, int b) {
@@ -54,7 +54,7 @@ TEST_F(PagePoolTest, AnAdoptedPagesFdIsDuplicatedAndKept) {
   config.held_back = {3};
   auto pool = MakePool(config);
   ASSERT_NE(pool, nullptr);
-  auto page = backend_->CreatePage(0, testing::kPage);
+  auto page = backend_->CreatePage(0, pool_testing::kPage);
   ASSERT_TRUE(page.ok());
   auto engine_fd = backend_->ExportPage(*page);
   ASSERT_TRUE(engine_fd.ok());
@@ -69,4 +69,4 @@ TEST_F(PagePoolTest, AnAdoptedPagesFdIsDuplicatedAndKept) {
 }
 
 }  // namespace
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -16,13 +16,13 @@
 #include "tests/unit/daemon/page_pool_test_util.h"
 #include "tests/util/status_matchers.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
-using testing::CreateFailingBackend;
-using testing::kPage;
-using testing::Mapping;
-using testing::PagePoolTest;
+using pool_testing::CreateFailingBackend;
+using pool_testing::kPage;
+using pool_testing::Mapping;
+using pool_testing::PagePoolTest;
 
 constexpr GroupId kGroupA = 1;
 constexpr GroupId kGroupB = 2;
@@ -181,6 +181,7 @@ TEST_F(PagePoolTest, ARecycleOfAStillHeldPageMakesNoPageUntilDropped) {
   EXPECT_EQ(refused.status().code(), Code::kResourceExhausted) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find(kHeldAfterRecycle), std::string_view::npos)
       << refused.status().ToString();
+  EXPECT_EQ(refused.status().hint(), Hint::kRetryAfterForget);
   EXPECT_EQ(recycled, ids.back()) << "the released page is named, so its holders are told";
   EXPECT_EQ(held_ids, std::vector<PageId>{ids.back()});
   PagePool::Stats s = pool->stats();
@@ -329,4 +330,4 @@ TEST_F(PagePoolTest, ConcurrentGroupsNeverShareAPage) {
 }
 
 }  // namespace
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -22,16 +22,16 @@
 #include "tests/util/status_matchers.h"
 #include "tests/util/thread_sleeps.h"
 
-namespace nanokv::alloc {
+namespace nanokv::kvd {
 namespace {
 
-using testing::kDeviceBytes;
-using testing::kGroup;
-using testing::kMiB;
-using testing::kPage;
-using testing::Mapping;
-using testing::PagePoolTest;
-using testing::WaitFor;
+using pool_testing::kDeviceBytes;
+using pool_testing::kGroup;
+using pool_testing::kMiB;
+using pool_testing::kPage;
+using pool_testing::Mapping;
+using pool_testing::PagePoolTest;
+using pool_testing::WaitFor;
 
 TEST_F(PagePoolTest, ReserveIsCreatedUpFront) {
   auto pool = MakePool(Config(16, 4));
@@ -493,4 +493,4 @@ TEST_F(PagePoolTest, ConcurrentAllocateFreeNeverSharesAPage) {
 }
 
 }  // namespace
-}  // namespace nanokv::alloc
+}  // namespace nanokv::kvd

@@ -19,7 +19,7 @@
 #include "gpu/backend.h"
 #include "tests/util/status_matchers.h"
 
-namespace nanokv::alloc::testing {
+namespace nanokv::kvd::pool_testing {
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kPage = 2 * kMiB;
@@ -162,6 +162,6 @@ class CreateFailingBackend final : public gpu::Backend {
   std::atomic<int> failures_{0};
 };
 
-}  // namespace nanokv::alloc::testing
+}  // namespace nanokv::kvd::pool_testing
 
 #endif  // NANOKV_TESTS_UNIT_DAEMON_PAGE_POOL_TEST_UTIL_H_

@@ -114,5 +114,17 @@ TEST(Codec, ErrorRepliesCarryTheStatus) {
   EXPECT_FALSE(StatusFromError(ok_code).ok()) << "an Error never means OK";
 }
 
+// The signal to ask again crosses the wire as a field, whatever the words.
+TEST(Codec, TheRetryAfterForgetHintCrossesAsAField) {
+  Message reply = ErrorReply(9, Status::ResourceExhausted("no room now").WithHint(Hint::kRetryAfterForget));
+  EXPECT_TRUE(reply.error().retry_after_forget());
+  Message out;
+  ASSERT_TRUE(Decode(Encode(reply), &out).ok());
+  EXPECT_EQ(StatusFromError(out.error()).hint(), Hint::kRetryAfterForget);
+  Message plain = ErrorReply(10, Status::ResourceExhausted("pages held after recycle"));
+  EXPECT_FALSE(plain.error().retry_after_forget()) << "words are not the signal";
+  EXPECT_EQ(StatusFromError(plain.error()).hint(), Hint::kNone);
+}
+
 }  // namespace
 }  // namespace nanokv::wire
