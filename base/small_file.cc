@@ -8,8 +8,7 @@
 
 namespace nanokv {
 
-Result<SmallFile> ReadSmallFile(const std::string& path, size_t max_bytes, const std::string& what,
-                                bool no_follow) {
+Result<SmallFile> ReadSmallFile(const std::string& path, size_t max_bytes, const std::string& what, bool no_follow) {
   // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of
   // waiting for a writer; on a regular file it changes nothing.
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;

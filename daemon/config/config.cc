@@ -12,8 +12,8 @@
 #include <stdexcept>
 
 #include "base/naming.h"
-#include "base/small_file.h"
 #include "base/run_dir.h"
+#include "base/small_file.h"
 #include "daemon/config/group_config.h"
 #include "daemon/config/observability_keys.h"
 

@@ -100,8 +100,9 @@ Status CheckCredential(std::string_view token, std::string_view credential) {
                       Unhex(credential.substr(0, 2 * kNonceBytes), kNonceBytes, &nonce) &&
                       Unhex(credential.substr(2 * kNonceBytes + 1, 2 * kNonceBytes), kNonceBytes, &ticket) &&
                       Unhex(credential.substr(4 * kNonceBytes + 2), kProofBytes, &mac);
-  if (!parsed) return Status::PermissionDenied("the call's credential (" + std::string(kCredentialKey) +
-                                               ") is malformed");
+  if (!parsed) {
+    return Status::PermissionDenied("the call's credential (" + std::string(kCredentialKey) + ") is malformed");
+  }
   if (!SameBytes(mac, Mac(token, kCallerLabel, nonce, ticket))) {
     return Status::PermissionDenied("the call's credential was not made with this master's cluster token (token_file)");
   }

@@ -25,8 +25,8 @@
 
 namespace nanokv::master {
 
-inline constexpr size_t kNonceBytes = 16;   // the caller's and the master's randomness
-inline constexpr size_t kProofBytes = 32;   // HMAC-SHA256
+inline constexpr size_t kNonceBytes = 16;  // the caller's and the master's randomness
+inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
 // The credential's metadata: hex(nonce) "." hex(ticket) "." hex(mac).
 inline constexpr char kCredentialKey[] = "nanokv-credential";
 inline constexpr size_t kCredentialChars = 2 * (kNonceBytes + kNonceBytes + kProofBytes) + 2;

@@ -1,6 +1,5 @@
 #include "ipc/master/master_channel.h"
 
-
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
 
@@ -116,8 +115,7 @@ Result<std::string> Authenticate(const std::shared_ptr<grpc::Channel>& channel, 
   return credential;
 }
 
-void PrepareCall(grpc::ClientContext* context, const std::string& credential,
-                 std::chrono::milliseconds timeout) {
+void PrepareCall(grpc::ClientContext* context, const std::string& credential, std::chrono::milliseconds timeout) {
   context->AddMetadata(kProtocolKey, std::to_string(kProtocolVersion));
   if (!credential.empty()) context->AddMetadata(kCredentialKey, credential);
   if (timeout.count() > 0) context->set_deadline(std::chrono::system_clock::now() + timeout);

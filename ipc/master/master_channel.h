@@ -53,8 +53,7 @@ Result<std::string> Authenticate(const std::shared_ptr<grpc::Channel>& channel, 
 
 // Puts the protocol version and `credential` (from Authenticate; when not
 // empty) on `context`, and its deadline `timeout` from now (0: none).
-void PrepareCall(grpc::ClientContext* context, const std::string& credential,
-                 std::chrono::milliseconds timeout);
+void PrepareCall(grpc::ClientContext* context, const std::string& credential, std::chrono::milliseconds timeout);
 
 }  // namespace nanokv::master
 

@@ -76,8 +76,8 @@ void PutBatch::Start(void* stream) {
   uint64_t total = 0;
   for (size_t i = 0; i < opens_.size(); ++i) {
     if (!keys.insert(opens_[i].key).second) {
-      plans_[i] = Status::AlreadyExists("nanokv cluster: the batch names '" + opens_[i].key +
-                                        "' twice; its first item is put");
+      plans_[i] =
+          Status::AlreadyExists("nanokv cluster: the batch names '" + opens_[i].key + "' twice; its first item is put");
       continue;
     }
     items.push_back(i);

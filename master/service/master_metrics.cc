@@ -11,8 +11,8 @@ namespace {
 
 using ops::MetricType;
 
-constexpr const char* kCallNames[kMasterCalls] = {"open",   "commit", "revoke",  "remove",
-                                                  "locate", "list",   "cluster", "ping", "hello"};
+constexpr const char* kCallNames[kMasterCalls] = {"open", "commit",  "revoke", "remove", "locate",
+                                                  "list", "cluster", "ping",   "hello"};
 
 double Seconds(uint64_t ms) { return static_cast<double>(ms) / 1000.0; }
 

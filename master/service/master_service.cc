@@ -3,9 +3,9 @@
 #include <mutex>
 
 #include "ipc/master/grpc_status.h"
+#include "ipc/master/master_auth.h"
 #include "ipc/master/master_checks.h"
 #include "ipc/master/master_protocol.h"
-#include "ipc/master/master_auth.h"
 #include "master/service/master_metrics.h"
 #include "master/service/node_stream.h"
 
@@ -100,8 +100,9 @@ Status MasterService::Authorize(const grpc::CallbackServerContext* context) cons
   const auto& metadata = context->client_metadata();
   auto credential = metadata.find(kCredentialKey);
   if (credential == metadata.end()) {
-    return Status::PermissionDenied("this master asks for the cluster token (token_file) and the call has no "
-                                    "credential made from one");
+    return Status::PermissionDenied(
+        "this master asks for the cluster token (token_file) and the call has no "
+        "credential made from one");
   }
   return CheckCredential(token_, std::string_view(credential->second.data(), credential->second.size()));
 }

@@ -18,8 +18,8 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "ipc/master/master_auth.h"
 #include "ipc/master/grpc_status.h"
+#include "ipc/master/master_auth.h"
 #include "ipc/master/master_channel.h"
 #include "ipc/proto/master.grpc.pb.h"
 #include "tests/integration/cluster_fixture.h"
@@ -141,8 +141,8 @@ TEST_F(ClusterTrustTest, ANodeTellsAnImpostorNothingAndJoinsTheRealMasterAfter) 
   StopImpostor();
   admin_.token_file = token;
   ASSERT_NO_FATAL_FAILURE(StartMaster({"--token-file", token}, address));
-  bool alive = WaitFor([&] { return master_.Log().find("node n0 is alive") != std::string::npos; },
-                       std::chrono::seconds(20));
+  bool alive =
+      WaitFor([&] { return master_.Log().find("node n0 is alive") != std::string::npos; }, std::chrono::seconds(20));
   EXPECT_TRUE(alive) << nodes_[0].process.Log();
 }
 
