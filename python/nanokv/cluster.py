@@ -29,6 +29,7 @@ from collections import namedtuple
 
 from nanokv import _buffers, _lib, views
 from nanokv._handle import OwnedHandle
+from nanokv._args import _enc, _keys, _outcomes
 from nanokv._lib import call, check
 from nanokv.errors import INVALID_ARGUMENT, NanoKVError
 
@@ -71,10 +72,6 @@ def _finish(backend, stream):
         raise NanoKVError(NanoKVError.INTERNAL, f"Internal: {_RUNTIMES[backend][1]}({stream:#x}) failed: {code}")
 
 
-def _enc(s):
-    return None if s is None else str(s).encode()
-
-
 def _write_options(preferred_segment, replica_num):
     o = _lib.WriteOptions()
     o.preferred_segment = _enc(preferred_segment)
@@ -85,27 +82,6 @@ def _write_options(preferred_segment, replica_num):
 def _replica(r):
     return Replica(r.node_id.decode(), r.data_address.decode(), r.device, r.device_uuid.decode(),
                    r.epoch, bool(r.local), bool(r.same_host))
-
-
-def _keys(keys):
-    keys = [_enc(k) for k in keys]
-    return (ctypes.c_char_p * max(len(keys), 1))(*keys), len(keys)
-
-
-def _outcomes(results, count):
-    """Per-item codes as None (OK) or NanoKVError. The C ABI keeps the
-    message of the first failed item (nanokv_last_error); the others are
-    named by their code."""
-    out, first = [], True
-    for i in range(count):
-        if results[i] == 0:
-            out.append(None)
-            continue
-        message = _lib.lib.nanokv_last_error().decode("utf-8", "replace") if first else \
-            f"item {i}: {_lib.lib.nanokv_code_name(results[i]).decode()}"
-        first = False
-        out.append(NanoKVError(results[i], message))
-    return out
 
 
 class ClusterPlan(OwnedHandle):

@@ -24,6 +24,7 @@ import ctypes
 import warnings
 
 from nanokv import memory
+from nanokv._args import _enc, _keys, _outcomes
 from nanokv._lib import call
 
 
@@ -161,7 +162,6 @@ class ObjectView:
 def make_views(fn, handle, keys, backend):
     """Views of `keys` through the C batch call `fn` (handle, keys, count,
     views, results): a list of ObjectView or NanoKVError."""
-    from nanokv.cluster import _keys, _outcomes
     keys = list(keys)
     names, n = _keys(keys)
     handles = (ctypes.c_void_p * max(n, 1))()
@@ -174,7 +174,6 @@ def make_views(fn, handle, keys, backend):
 
 def make_view(fn, handle, key, backend):
     """One view through the C call `fn` (handle, key, &view)."""
-    from nanokv.cluster import _enc
     out = ctypes.c_void_p()
     call(fn, handle, _enc(key), ctypes.byref(out))
     return ObjectView(out, backend, key)
