@@ -51,9 +51,10 @@ class ClusterFixture : public ClusterProcesses {
     return "unknown";
   }
 
-  void WaitNodeState(const std::string& id, const std::string& state) {
+  void WaitNodeState(const std::string& id, const std::string& state,
+                     std::chrono::seconds within = std::chrono::seconds(20)) {
     std::string seen;
-    bool reached = WaitFor([&] { return (seen = NodeState(id)) == state; }, std::chrono::seconds(20));
+    bool reached = WaitFor([&] { return (seen = NodeState(id)) == state; }, within);
     ASSERT_TRUE(reached) << "node " << id << " is " << seen << ", not " << state;
   }
 
