@@ -1,11 +1,12 @@
 #include "ipc/master/master_auth.h"
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <cstdlib>
+
+#include "ipc/master/token.h"
 
 namespace nanokv::master {
 namespace {
@@ -25,10 +26,6 @@ std::string Mac(std::string_view token, std::string_view label, std::string_view
   HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), out, &length);
   return std::string(reinterpret_cast<const char*>(out), length);
-}
-
-bool SameBytes(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string Hex(std::string_view bytes) {
@@ -86,7 +83,7 @@ Result<std::string> AcceptHello(std::string_view token, std::string_view nonce, 
                                    " bytes and a proof of " + std::to_string(proof.size()) + " (want " +
                                    std::to_string(kNonceBytes) + " and " + std::to_string(kProofBytes) + ")");
   }
-  if (!SameBytes(proof, Mac(token, kMasterLabel, nonce, ticket))) {
+  if (!TokensEqual(proof, Mac(token, kMasterLabel, nonce, ticket))) {
     return Status::PermissionDenied(
         "it did not prove that it holds the cluster token (token_file): not a master of this cluster");
   }
@@ -103,7 +100,7 @@ Status CheckCredential(std::string_view token, std::string_view credential) {
   if (!parsed) {
     return Status::PermissionDenied("the call's credential (" + std::string(kCredentialKey) + ") is malformed");
   }
-  if (!SameBytes(mac, Mac(token, kCallerLabel, nonce, ticket))) {
+  if (!TokensEqual(mac, Mac(token, kCallerLabel, nonce, ticket))) {
     return Status::PermissionDenied("the call's credential was not made with this master's cluster token (token_file)");
   }
   return Status::OK();
