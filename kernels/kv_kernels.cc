@@ -267,6 +267,22 @@ void DestroyEvent(void* event) {
   if (event != nullptr) (void)detail::DestroyEvent(event);
 }
 
+static_assert(kMaxFanStreams == detail::kMaxFanStreams);
+
+Status ForkStreams(void* stream, int ways, void** forked) {
+  if (stream == nullptr || forked == nullptr || ways < 1 || ways > kMaxFanStreams) {
+    return Status::InvalidArgument("fork streams: a stream, and 1-" + std::to_string(kMaxFanStreams) + " ways");
+  }
+  return FromRuntime(detail::ForkStreams(stream, ways, forked), "fork streams (cudaStreamWaitEvent)");
+}
+
+Status JoinStreams(void* stream, void* const* forked, int ways) {
+  if (stream == nullptr || forked == nullptr || ways < 1 || ways > kMaxFanStreams) {
+    return Status::InvalidArgument("join streams: a stream, and 1-" + std::to_string(kMaxFanStreams) + " ways");
+  }
+  return FromRuntime(detail::JoinStreams(stream, forked, ways), "join streams (cudaStreamWaitEvent)");
+}
+
 Result<int> CurrentDevice() {
   int device = -1;
   NANOKV_RETURN_IF_ERROR(FromRuntime(detail::GetDevice(&device), "cudaGetDevice"));

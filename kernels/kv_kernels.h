@@ -169,6 +169,16 @@ Result<void*> RecordEvent(void* stream);
 Status WaitEvent(void* event);
 void DestroyEvent(void* event);
 
+// A batch's launches spread over several streams of `stream`'s device (a
+// pool the process keeps): each of the `ways` streams (1-8) put in
+// forked[] runs after everything enqueued on `stream` so far, and
+// JoinStreams makes `stream` wait for everything then enqueued on them, so
+// the caller's stream order holds around the batch. Puts to a peer GPU
+// overlap their header atomics this way (stream_fan.cu says how much).
+constexpr int kMaxFanStreams = 8;
+Status ForkStreams(void* stream, int ways, void** forked);
+Status JoinStreams(void* stream, void* const* forked, int ways);
+
 // The calling thread's current device (the runtime's), which a nullptr
 // stream belongs to, and setting it.
 Result<int> CurrentDevice();

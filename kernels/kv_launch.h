@@ -71,6 +71,10 @@ int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* 
 int LaunchReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream);
 
 int StreamSynchronize(void* stream);
+// kv_kernels.h's ForkStreams and JoinStreams (stream_fan.cu).
+constexpr int kMaxFanStreams = 8;
+int ForkStreams(void* stream, int ways, void** forked);
+int JoinStreams(void* stream, void* const* forked, int ways);
 // An event (blocking sync, no timing) recorded on `stream`; waited on,
 // then destroyed.
 int RecordEvent(void* stream, void** event);

@@ -8,13 +8,13 @@ BUILD=${BUILD:-build}
 bins=(nanokv_selfcheck backend_conformance_test backend_peer driver_backend_test kvd
       nanokv_example_engine kvd_engines_test kvd_protocol_test backend_ops_bench
       page_pool_bench grant_bench controller_test kvctl_test kvctl
-      paged_append_gpu_test object_pages_gpu_test paged_append_bench object_pages_bench
+      paged_append_gpu_test object_pages_gpu_test stream_fan_gpu_test paged_append_bench object_pages_bench
       kvd_objects_test object_peer object_plan_bench kvd_restart_test kv_cache_kvd_test
       nanokv_chaos nanokv_chaos_engine block_alloc_bench kvd_limits_test object_put_get_bench
       kvd_ledger_test cross_gpu_ready_gpu_test cluster_routing_test master_plan_bench kvd_recycle_test client_test
       kvd_refusals_test kvd_objects_restart_test cluster_transfer_test cluster_transfer_faults_test cluster_transfer_big_test
       cluster_transfer_device_test
-      cluster_reader remote_transfer_bench cluster_highway_test pd_bench)
+      cluster_reader remote_transfer_bench cluster_highway_test pd_bench grpc_call_bench)
 cmake --build "$BUILD" -j "$(nproc)" --target "${bins[@]}" nanokv_capi
 rm -rf .device
 paths=()

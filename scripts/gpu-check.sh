@@ -193,6 +193,9 @@ SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_objects_torch_mps \
 step object_put_get_bench_mps under_mps "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
 GPU_TESTS=. step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
 GPU_TESTS=. step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
+GPU_TESTS=. step stream_fan_gpu "$B/bin/stream_fan_gpu_test" --gtest_brief=1
+# The master's empty call by gRPC server API, against futex and TCP ping-pongs.
+step grpc_call_bench "$B/bin/grpc_call_bench" --calls 2000 --rounds 5
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
 step page_pool_bench "$B/bin/page_pool_bench" --backend cuda
 step grant_bench "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 256 --batch 16 --rounds 5
@@ -267,7 +270,7 @@ unset SECTION
 
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
-         objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu \
+         objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu stream_fan_gpu \
          engines_mps objects_mps restart_mps objects_restart_mps \
          cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda cluster_transfer_device_cuda \
          cluster_highway_cuda \
@@ -277,7 +280,7 @@ done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
-         remote_transfer_bench pd_bench_2gpu pd_disagg_2gpu \
+         remote_transfer_bench pd_bench_2gpu pd_disagg_2gpu grpc_call_bench \
          masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done

@@ -174,6 +174,8 @@ std::vector<Status> ObjectStore::WritePlansFromDevice(std::span<const PlanWrite>
   std::vector<Status> out;
   out.reserve(items.size());
   std::vector<size_t> enqueued;
+  // Each object's stores on one of several streams, so their puts overlap.
+  client::StreamFan fan = client::StreamFan::Fork(impl_->backend(), stream, items.size());
   for (const PlanWrite& item : items) {
     if (item.plan == nullptr) {
       out.push_back(Status::InvalidArgument("write from device: no plan"));
@@ -185,13 +187,18 @@ std::vector<Status> ObjectStore::WritePlansFromDevice(std::span<const PlanWrite>
       continue;
     }
     auto pieces = impl_->Pieces(*item.plan);
-    Result<bool> stored = pieces.ok() ? client::StoreObject(impl_->backend(), item.src, *pieces, stream,
-                                                            /*wait=*/false)
+    Result<bool> stored = pieces.ok() ? client::StoreObject(impl_->backend(), item.src, *pieces,
+                                                            fan.StreamFor(out.size()), /*wait=*/false)
                                       : Result<bool>(pieces.status());
     out.push_back(stored.status());
     if (!stored.ok()) continue;
     impl_->NoteBegun(*item.plan, pieces->header);
     enqueued.push_back(out.size() - 1);
+  }
+  if (Status joined = fan.Join(); !joined.ok()) {
+    // The caller's stream may not wait for what was enqueued: no item is
+    // known written.
+    for (size_t i : enqueued) out[i] = joined;
   }
   if (wait) {
     Status finished = client::FinishTransfers(impl_->backend(), stream);

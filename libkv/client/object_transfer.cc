@@ -2,7 +2,10 @@
 // backend's copy (object_transfer.h).
 #include "libkv/client/object_transfer.h"
 
+#include <algorithm>
 #include <string_view>
+
+#include <spdlog/spdlog.h>
 
 namespace nanokv::client {
 
@@ -60,6 +63,32 @@ std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem>
 
 Status FinishTransfers(const gpu::Backend& backend, void* stream) {
   return TransfersUseKernels(backend) && stream != nullptr ? SynchronizeKernels(stream) : Status::OK();
+}
+
+StreamFan StreamFan::Fork(const gpu::Backend& backend, void* stream, size_t items) {
+  StreamFan fan(stream);
+  if (!TransfersUseKernels(backend) || stream == nullptr || items < 2) return fan;
+  const int ways = static_cast<int>(std::min<size_t>(items, kernels::kMaxFanStreams));
+  Status forked = ForkKernelStreams(stream, ways, fan.forked_);
+  if (!forked.ok()) {
+    // Only slower: the batch runs on the caller's stream.
+    spdlog::warn("nanokv objects: a batch's stores stay on one stream: {}", forked.ToString());
+    return fan;
+  }
+  fan.ways_ = ways;
+  return fan;
+}
+
+Status StreamFan::Join() {
+  if (ways_ == 0) return Status::OK();
+  const int ways = ways_;
+  ways_ = 0;
+  return JoinKernelStreams(stream_, forked_, ways);
+}
+
+StreamFan::~StreamFan() {
+  Status joined = Join();
+  if (!joined.ok()) spdlog::error("nanokv objects: joining a batch's streams: {}", joined.ToString());
 }
 
 Result<StreamEvent> StreamEvent::Record(const gpu::Backend& backend, void* stream) {

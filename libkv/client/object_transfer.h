@@ -72,6 +72,32 @@ std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem>
 // where transfers copy).
 Status FinishTransfers(const gpu::Backend& backend, void* stream);
 
+// A batch's stores spread over several streams forked from the caller's
+// (kernels::ForkStreams): a put into a peer GPU's pages waits out its
+// header's atomics across NVLink, which objects on other streams overlap.
+// Where transfers copy, the stream is null or the batch is one item, every
+// item takes the caller's stream. Join before anything the caller enqueues
+// after the batch, or waits on, may depend on it.
+class StreamFan {
+ public:
+  // A fork that failed (kInternal) leaves the fan on the caller's stream.
+  static StreamFan Fork(const gpu::Backend& backend, void* stream, size_t items);
+  StreamFan(StreamFan&&) = default;
+  StreamFan(const StreamFan&) = delete;
+  StreamFan& operator=(const StreamFan&) = delete;
+  ~StreamFan();  // joins if Join was not called (its error then logged)
+
+  void* StreamFor(size_t item) const { return ways_ == 0 ? stream_ : forked_[item % ways_]; }
+  // The caller's stream waits for every forked stream's work.
+  Status Join();
+
+ private:
+  explicit StreamFan(void* stream) : stream_(stream) {}
+  void* stream_ = nullptr;
+  int ways_ = 0;  // 0: not forked
+  void* forked_[kernels::kMaxFanStreams] = {};
+};
+
 // A point in a stream's transfers for another thread to wait on: an event
 // the kernels' runtime recorded on the stream, or none where transfers copy
 // (they were done when their call returned). Move-only.
@@ -102,6 +128,8 @@ Status SynchronizeKernels(void* stream);
 Result<void*> RecordKernelEvent(void* stream);
 Status WaitKernelEvent(void* event);
 void DestroyKernelEvent(void* event);
+Status ForkKernelStreams(void* stream, int ways, void** forked);
+Status JoinKernelStreams(void* stream, void* const* forked, int ways);
 
 }  // namespace nanokv::client
 

@@ -24,5 +24,9 @@ Status SynchronizeKernels(void*) { return Status::OK(); }
 Result<void*> RecordKernelEvent(void*) { return static_cast<void*>(nullptr); }
 Status WaitKernelEvent(void*) { return Status::OK(); }
 void DestroyKernelEvent(void*) {}
+Status ForkKernelStreams(void*, int, void**) {
+  return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
+}
+Status JoinKernelStreams(void*, void* const*, int) { return Status::OK(); }
 
 }  // namespace nanokv::client

@@ -190,5 +190,9 @@ Status SynchronizeKernels(void* stream) { return kernels::Synchronize(stream); }
 Result<void*> RecordKernelEvent(void* stream) { return kernels::RecordEvent(stream); }
 Status WaitKernelEvent(void* event) { return kernels::WaitEvent(event); }
 void DestroyKernelEvent(void* event) { kernels::DestroyEvent(event); }
+Status ForkKernelStreams(void* stream, int ways, void** forked) { return kernels::ForkStreams(stream, ways, forked); }
+Status JoinKernelStreams(void* stream, void* const* forked, int ways) {
+  return kernels::JoinStreams(stream, forked, ways);
+}
 
 }  // namespace nanokv::client
