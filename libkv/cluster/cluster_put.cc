@@ -34,27 +34,25 @@ PutBatch::PutBatch(ClusterClient& client, ClusterClient::Impl& impl, std::vector
 namespace {
 
 // A large batch is opened in chunks, each chunk's copies enqueued as soon as
-// its plans come while the later chunks are being opened. Every chunk's
-// open is sent at once; the master and the owner kvd take them in order, at
-// ~16 us an object, so chunk k comes back about when the objects before it
-// are planned. The first chunks are small (1/32 of the batch, then
-// doubling) so the GPU starts early; past 1/8 of the batch they stop
-// growing, so the last chunk, whose copies end the put, is short: chunks
-// that doubled to the end left 72 of 128 objects of 8 MiB (1.7 ms of NVLink)
-// to copy after the last plan came (docs/BENCHMARKS.md, 2026-11-28).
+// its plans come while the later chunks are being opened. The chunks double
+// (1/16 of the items, then 1/8, 1/4, ...: the last takes the rest): the
+// first is small so the GPU starts early, and few chunks keep the round
+// trips few, since the opens, not the copies, bound a batch of 8 MiB objects
+// on two H200s (a plan costs the master and kvd ~16 us an object and a
+// round trip 250-350 us, against ~25 us for an 8 MiB copy over NVLink;
+// eight equal chunks took 8.3 ms to enqueue 1 GiB, docs/BENCHMARKS.md).
 // A batch under kChunkBytes is one open.
 constexpr uint64_t kChunkBytes = uint64_t{32} << 20;
-constexpr size_t kFirstChunkShare = 32;
-constexpr size_t kLargestChunkShare = 8;
+constexpr size_t kFirstChunkShare = 16;
 
 // The chunks' first items, then the item count.
 std::vector<size_t> ChunkStarts(size_t items, uint64_t total_bytes) {
   std::vector<size_t> starts = {0};
   if (total_bytes >= kChunkBytes && items >= 4) {
-    const size_t largest = std::max<size_t>(1, items / kLargestChunkShare);
     size_t at = 0;
-    for (size_t size = std::max<size_t>(1, items / kFirstChunkShare); items - at > size;
-         size = std::min(largest, size * 2)) {
+    // A chunk is cut while more than two of it are left; the last takes
+    // the rest.
+    for (size_t size = std::max<size_t>(1, items / kFirstChunkShare); items - at > 2 * size; size *= 2) {
       at += size;
       starts.push_back(at);
     }
@@ -92,7 +90,7 @@ void PutBatch::Start(void* stream) {
     for (size_t k = first; k < last; ++k) chunk.push_back(opens_[items[k]]);
     return client_.BatchOpenForWrite(chunk);
   };
-  // Every chunk's open at once (about ten): the master and the owner kvd
+  // Every chunk's open at once (a handful): the master and the owner kvd
   // take them in order, so the small first chunk comes back first, and the
   // round trips overlap each other as well as the copies.
   const auto began = std::chrono::steady_clock::now();

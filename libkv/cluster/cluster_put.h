@@ -39,9 +39,9 @@ class PutBatch {
 
   // Opens every item and starts the copies on this host: host bytes copied
   // before it returns, device bytes enqueued on `stream` (nullptr: each
-  // copy waits for itself). A large batch is opened in chunks, small ones
-  // first (cluster_put.cc says why), the copies of one enqueued while the
-  // next is opened. The caller lets `stream` run past them (wait, or an event)
+  // copy waits for itself). A large batch is opened in chunks that double
+  // (cluster_put.cc says why), the copies of one enqueued while the next is
+  // opened. The caller lets `stream` run past them (wait, or an event)
   // before Finish, which commits every item in one round trip: a producer
   // that dies before it leaves nothing READY.
   void Start(void* stream);
