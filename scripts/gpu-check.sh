@@ -258,6 +258,8 @@ if (( gpus >= 2 )); then
   step masked_engine_2gpu scripts/gpu-masked-engine.sh "$B/bin"
   # The KV highway across the two GPUs: prefill on GPU 0, the
   # store and the decode on GPU 1, against cudaMemcpyPeer and the rest.
+  # The put kernel across NVLink on one stream and on a fan of streams.
+  step put_fan_bench_2gpu "$B/bin/put_fan_bench"
   step pd_bench_2gpu "$B/bin/pd_bench" --kvd "$B/bin/kvd"
   # The example: prefill on GPU 0, decode on GPU 1, one node and two nodes of
   # this host, the tokens checked against one process doing both.
@@ -280,7 +282,7 @@ done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
-         remote_transfer_bench pd_bench_2gpu pd_disagg_2gpu grpc_call_bench \
+         remote_transfer_bench put_fan_bench_2gpu pd_bench_2gpu pd_disagg_2gpu grpc_call_bench \
          masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done
