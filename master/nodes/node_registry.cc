@@ -173,7 +173,7 @@ void NodeRegistry::Send(uint16_t node_index, v1::Instruction instruction, size_t
   link->Send(std::move(message));
 }
 
-Status NodeRegistry::OnReply(SessionRef session, const v1::InstructionReply& reply) {
+Status NodeRegistry::OnReply(SessionRef session, v1::InstructionReply&& reply) {
   Pending pending;
   {
     std::lock_guard lock(mu_);
@@ -195,7 +195,7 @@ Status NodeRegistry::OnReply(SessionRef session, const v1::InstructionReply& rep
     pending.done(checked, session);
     return checked;
   }
-  pending.done(reply, session);
+  pending.done(std::move(reply), session);
   return Status::OK();
 }
 

@@ -116,9 +116,10 @@ class NodeRegistry {
   // within instruction_timeout.
   void Send(uint16_t node, v1::Instruction instruction, size_t orders, bool plans, uint64_t term,
             ReplyDone done);
-  // A reply from `session`: kProtocolError if it answers nothing sent (the
-  // caller ends the session).
-  Status OnReply(SessionRef session, const v1::InstructionReply& reply);
+  // A reply from `session`, moved to its waiter (a batch's reply holds a
+  // plan per object, which a copy would allocate again): kProtocolError if
+  // it answers nothing sent (the caller ends the session).
+  Status OnReply(SessionRef session, v1::InstructionReply&& reply);
 
   // Ends `session` if it is its node's live one: the link is closed with
   // `why`, `remove_copies(node)` runs under the node's apply lock, and

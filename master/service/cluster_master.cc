@@ -206,7 +206,7 @@ Result<SessionRef> ClusterMaster::OpenSession(const v1::RegisterNode& message, s
   return *session;
 }
 
-Status ClusterMaster::OnNodeMessage(SessionRef session, const v1::NodeMessage& message) {
+Status ClusterMaster::OnNodeMessage(SessionRef session, v1::NodeMessage& message) {
   nodes_.Touch(session, Clock::now());
   switch (message.body_case()) {
     case v1::NodeMessage::kEvents: {
@@ -242,7 +242,7 @@ Status ClusterMaster::OnNodeMessage(SessionRef session, const v1::NodeMessage& m
       nodes_.UpdateDevices(session, message.heartbeat());
       return Status::OK();
     case v1::NodeMessage::kReply:
-      return nodes_.OnReply(session, message.reply());
+      return nodes_.OnReply(session, std::move(*message.mutable_reply()));
     case v1::NodeMessage::kRegister:
       return Status::ProtocolError("a node registers once per session");
     case v1::NodeMessage::BODY_NOT_SET:

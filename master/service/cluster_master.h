@@ -74,10 +74,12 @@ class ClusterMaster {
 
   // Node sessions. OpenSession registers and sends the Welcome;
   // OnNodeMessage takes everything after it (non-OK: a protocol fault, the
-  // caller ends the session with it); CloseSession ends one (the node dies).
+  // caller ends the session with it), moving a reply out of `message` to
+  // whoever waits for it, not copying its plans; CloseSession ends one (the
+  // node dies).
   Result<SessionRef> OpenSession(const v1::RegisterNode& message, std::shared_ptr<NodeLink> link,
                                  const std::string& peer);
-  Status OnNodeMessage(SessionRef session, const v1::NodeMessage& message);
+  Status OnNodeMessage(SessionRef session, v1::NodeMessage& message);
   void CloseSession(SessionRef session, const Status& why);
 
   // Leases and instruction deadlines, the end of the rebuild; called every
