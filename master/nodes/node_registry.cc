@@ -330,6 +330,11 @@ NodeRegistry::Place NodeRegistry::PlaceOf(uint16_t node, int device) const {
   return place;
 }
 
+bool NodeRegistry::HasId(uint16_t node, std::string_view id) const {
+  std::lock_guard lock(mu_);
+  return node < nodes_.size() && nodes_[node]->id == id;
+}
+
 std::optional<uint16_t> NodeRegistry::FindNode(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = by_id_.find(id);

@@ -33,10 +33,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -149,6 +150,8 @@ class NodeRegistry {
     bool reachable = false;
   };
   Place PlaceOf(uint16_t node, int device) const;
+  // Whether slot `node` is the node `id` (no Place built: asked per plan).
+  bool HasId(uint16_t node, std::string_view id) const;
   // The index of node id `id`, if the master knows it (dead ones too).
   std::optional<uint16_t> FindNode(const std::string& id) const;
   // kvctl cluster: every node the master knows, alive or dead (a dead

@@ -48,7 +48,8 @@ void SendOrders(NodeRegistry& nodes, uint64_t term, OrderKind kind, std::vector<
                      continue;
                    }
                    Status status = FromItem(reply->statuses(static_cast<int>(k)), "node");
-                   const wire::ObjectPlan* p = status.ok() && reply->plans_size() > 0 ? &reply->plans(plan++) : nullptr;
+                   wire::ObjectPlan* p =
+                       status.ok() && reply->plans_size() > 0 ? reply->mutable_plans(plan++) : nullptr;
                    round->each(indexes[k], status, p, session);
                  }
                  if (round->nodes_left.fetch_sub(1) == 1) round->all();

@@ -25,9 +25,9 @@ struct Order {
 
 // Runs once per order, from the thread that got its node's answer (orders of
 // different nodes concurrently): its index in `orders`, its status, its plan
-// (kOpen, OK only) and the session that answered.
-using OrderDone = std::function<void(size_t order, const Status& status, const wire::ObjectPlan* plan,
-                                     SessionRef session)>;
+// (kOpen, OK only: the answer's own, which `each` may move from) and the
+// session that answered.
+using OrderDone = std::function<void(size_t order, const Status& status, wire::ObjectPlan* plan, SessionRef session)>;
 
 // Sends `orders` grouped by node through `nodes` with `term`; `each` runs for
 // every order, then `all` once, after the last.

@@ -121,13 +121,14 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
     auto self = shared_from_this();
     SendOrders(
         master_.nodes_, term_, OrderKind::kOpen, std::move(orders),
-        [self, attempts](size_t k, const Status& status, const wire::ObjectPlan* plan, SessionRef session) {
+        [self, attempts](size_t k, const Status& status, wire::ObjectPlan* plan, SessionRef session) {
           self->OnAnswer(attempts[k], status, plan, session);
         },
         [self] { self->EndRound(); });
   }
 
-  void OnAnswer(const Attempt& attempt, Status status, const wire::ObjectPlan* plan, SessionRef session) {
+  // `plan`: the node's answer, taken into the item's plans.
+  void OnAnswer(const Attempt& attempt, Status status, wire::ObjectPlan* plan, SessionRef session) {
     const StoreView& store = (*stores_)[attempt.store];
     if (status.ok()) {
       CopyRef copy{store.node, static_cast<uint8_t>(store.device), 0, plan->epoch()};
@@ -136,7 +137,7 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
         // The ranking is older than the answer: a node that died since may
         // have left its slot to another, which made this plan. Its plan is
         // revoked, never handed out under the dead node's name.
-        if (master_.nodes_.PlaceOf(session.node, 0).node_id != store.node_id) return;
+        if (!master_.nodes_.HasId(session.node, store.node_id)) return;
         kept = master_.index_.AddPlanned(items_[attempt.item].key, items_[attempt.item].write_id, copy);
       });
       if (!kept) {
@@ -153,7 +154,7 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
       replica->set_node_id(store.node_id);
       replica->set_data_address(store.data_address);
       if (!routes_.contains(store.node_id)) routes_.emplace(store.node_id, store.route);
-      *replica->mutable_plan() = *plan;
+      *replica->mutable_plan() = std::move(*plan);
       return;
     }
     item.busy.erase(store.node);
@@ -208,8 +209,9 @@ class ClusterMaster::OpenJob : public std::enable_shared_from_this<OpenJob> {
     order.node = store.node;
     order.key.set_key(key);
     order.key.set_epoch(epoch);
-    SendOrders(master_.nodes_, term_, OrderKind::kRevoke, {std::move(order)},
-               [](size_t, const Status&, const wire::ObjectPlan*, SessionRef) {}, [] {});
+    SendOrders(
+        master_.nodes_, term_, OrderKind::kRevoke, {std::move(order)},
+        [](size_t, const Status&, wire::ObjectPlan*, SessionRef) {}, [] {});
   }
 
   ClusterMaster& master_;
@@ -274,7 +276,7 @@ void ClusterMaster::Finish(const v1::FinishRequest& request, bool commit, std::f
   const uint64_t my_term = term();
   SendOrders(
       nodes_, my_term, commit ? OrderKind::kCommit : OrderKind::kRevoke, std::move(orders),
-      [this, job, order_copy, commit](size_t k, const Status& status, const wire::ObjectPlan*, SessionRef session) {
+      [this, job, order_copy, commit](size_t k, const Status& status, wire::ObjectPlan*, SessionRef session) {
         const size_t i = job->item_of[k];
         // A revoke the node no longer knows of (reclaimed already) is done.
         bool ok = status.ok() || (!commit && status.code() == Code::kNotFound);
@@ -342,7 +344,7 @@ void ClusterMaster::Remove(const v1::KeysRequest& request, std::function<void(v1
   const uint64_t my_term = term();
   SendOrders(
       nodes_, my_term, OrderKind::kRemove, std::move(orders),
-      [job](size_t k, const Status& status, const wire::ObjectPlan*, SessionRef) {
+      [job](size_t k, const Status& status, wire::ObjectPlan*, SessionRef) {
         const size_t i = job->item_of[k];
         std::lock_guard lock(job->mu);
         // Gone from the node either way (removed now, or evicted before).
