@@ -33,12 +33,22 @@
 // a READY object; a write not committed within write_timeout is reclaimed.
 // Dropping frees the payload and slot in the index only.
 //
-// kvd never touches the device while it serves: a copy from kvd's
-// process makes the GPU switch between kvd's context and the engines' (~150
-// us each way on an H100, docs/BENCHMARKS.md). So no DEAD is stored: an
-// object is gone when the index says so, and a device reader tells its
-// object from the slot's next one by the epoch ({READY, its epoch}), holding
-// a lease while it reads so the space is not reused under it.
+// kvd does no device work on the request path: a copy from kvd's process
+// makes the GPU switch between kvd's context and the engines' (~150 us each
+// way on an H100, docs/BENCHMARKS.md). So no DEAD is stored: an object is
+// gone when the index says so, and a device reader tells its object from
+// the slot's next one by the epoch ({READY, its epoch}), holding a lease
+// while it reads so the space is not reused under it. Where kvd does touch
+// device memory, and why, is listed in docs/ARCHITECTURE.md ("Device work
+// in kvd").
+//
+// The parts, one concept each: the object table (object_table.h: objects
+// by key, states, epochs, leases, the journal), the eviction order of each
+// device's store (eviction_order.h: picks victims; this class drops them),
+// and the placement of each device's bytes (payload_placement.h: the store
+// range, store_range.h). This class composes them: the plan API, header
+// slots and page owners (object_index_headers.cc), restart
+// (object_index_restore.cc).
 //
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
@@ -88,8 +98,12 @@
 
 #include "daemon/config/object_store_config.h"
 #include "daemon/node/node_state.h"
+#include "daemon/objects/eviction_order.h"
 #include "daemon/objects/object_journal.h"
+#include "daemon/objects/object_table.h"
 #include "daemon/objects/owned_space.h"
+#include "daemon/objects/payload_placement.h"
+#include "daemon/objects/stored_object.h"
 #include "gpu/backend.h"
 #include "nanokv/object_header.h"
 #include "nanokv/object_types.h"
@@ -144,13 +158,6 @@ struct StoreDeviceStats {
 struct StoreRestart {
   JournaledStores previous;
   std::map<int, std::vector<AdoptPage>> pages;  // by device ordinal; Create takes every fd
-};
-
-// A read lease as the index keeps it: its id and when it ends on kvd's
-// steady clock (the engine's ObjectLease carries the time left instead).
-struct LeaseExpiry {
-  uint64_t id = 0;
-  uint64_t expires_ns = 0;
 };
 
 class ObjectIndex {
@@ -294,30 +301,7 @@ class ObjectIndex {
   TenantId tenant() const { return tenant_; }
 
  private:
-  struct Object {
-    std::string key;
-    uint64_t key_hash = 0;
-    size_t device = 0;           // device index
-    uint32_t slot = 0;
-    uint64_t payload_offset = 0;
-    uint64_t bytes_total = 0;
-    ObjectState state = ObjectState::kFree;
-    uint32_t epoch = 0;
-    uint64_t seq = 0;            // creation order (FIFO), unique
-    uint64_t created_ns = 0;
-    uint64_t deadline_ns = 0;    // RESERVED/WRITING: reclaimed after this
-    uint64_t last_access_ns = 0;
-    uint64_t rank = 0;           // the eviction order key while READY
-    std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
-    ObjectPin pin = ObjectPin::kNone;
-    uint32_t owner = kOperator;  // the producer's uid, its writer (Commit, Remove)
-    uint64_t write_secret = 0;   // kOperator's open plans: what their writer shows
-    uint32_t record = 0;         // its object journal record
-    // A write a restart found under way: its header slot was written free,
-    // so the device header is not its (CheckInvariants skips it).
-    bool restored_write = false;
-  };
-  using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
+  using Object = StoredObject;
   // A page of header slots, one owner's at a time (or spare).
   struct HeaderPage {
     uint32_t page = 0;           // index in the store range
@@ -329,10 +313,10 @@ class ObjectIndex {
   };
   struct Device {
     int ordinal = 0;
-    std::vector<PageId> pages;   // store pages, in range order
-    std::vector<PageId> sorted_pages;  // the same, sorted (OwnsPage)
-    uintptr_t base = 0;          // kvd's mapping of the store range
-    size_t mapped = 0;           // pages mapped at base so far
+    // Its store pages mapped in kvd (offsets in plans are into it); null
+    // until mapped in Create.
+    std::unique_ptr<PayloadPlacement> range;
+    std::vector<PageId> sorted_pages;  // the range's pages, sorted (OwnsPage)
     uint32_t arena_pages = 0;    // the header arena at the front
     uint32_t slots_per_page = 0;  // usable slots of a header page
     uint32_t max_objects = 0;    // live objects at once
@@ -349,7 +333,7 @@ class ObjectIndex {
     std::vector<uint32_t> slot_epochs;
     uint32_t last_epoch = 0;
     std::optional<OwnedSpace> payload;  // offsets are after the arena
-    std::set<OrderKey> evictable;  // READY objects by policy order
+    EvictionOrder evictable{EvictionPolicy::kLru};   // READY objects; Create sets the configured policy
     std::set<std::pair<uint64_t, Object*>> writing;  // by deadline
     uint32_t objects = 0;
     uint64_t evictions = 0;
@@ -360,22 +344,18 @@ class ObjectIndex {
   };
 
   ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config);
-  // Maps the device's pages back to back; zeroes the header arena unless
-  // `restoring` (Restore writes the header pages then).
-  Status MapDevice(Device& device, bool restoring);
-  // object_index_restore.cc. The device's pages: a previous store's (all
-  // adopted: true) or fresh ones granted, with what was adopted.
-  Result<bool> TakePages(Device& device, uint32_t pages, const JournaledStore* previous, StoreRestart* restart);
+  // object_index_restore.cc. The device's pages into `taken`, in range
+  // order: a previous store's (all adopted: true) or fresh ones granted,
+  // with what was adopted.
+  Result<bool> TakePages(Device& device, uint32_t pages, std::vector<PageId>& taken, const JournaledStore* previous,
+                         StoreRestart* restart);
   // Rebuilds device d's index from its previous store (Create's comment).
   Status Restore(size_t d, const JournaledStore& previous, uint64_t now_ns);
   // Puts one scanned object in the index: READY, or a write held until
   // `deadline_ns`. False (nothing changed) when its space cannot be had.
   bool RestoreObject(size_t d, const JournaledObject& found, bool ready, uint64_t now_ns, uint64_t deadline_ns);
-  // The object journal's record of `object` (now, as it stands).
-  void JournalObject(const Object& object);
   Result<size_t> DeviceIndex(int device) const;
   size_t PickDevice() const;
-  Object* Find(std::string_view key);
   ObjectPlan PlanOf(const Object& object) const;
   // kPermissionDenied for `what` ("commit", "revoke") of `object` by
   // `writer` unless it is the object's owner.
@@ -388,19 +368,13 @@ class ObjectIndex {
   // state -> DEAD in the index, tell the listener `why`, then Drop.
   void Kill(Object* object, ObjectEvent::Kind why);
   void Notify(const Object& object, ObjectEvent::Kind kind);
-  void MakeEvictable(Object* object);
-  void UnmakeEvictable(Object* object);
-  bool Leased(Object& object, uint64_t now_ns);
-  // Drops expired leases of every object, oldest first (object_index_leases.cc).
-  void PruneLeases(uint64_t now_ns);
-  // Forgets lease `id` in the holder counts; the caller erases it from its object.
-  void ForgetLease(uint64_t id);
   size_t ReclaimLocked(size_t d, uint64_t now_ns);
   // Evicts from device d by policy until `target` payload bytes are in use
   // or nothing more may go. Returns the bytes freed.
   uint64_t EvictDownTo(size_t d, uint64_t target, uint64_t now_ns);
-  // Evicts one victim (soft pins only when `soft`). False if none.
-  bool EvictOne(size_t d, bool soft, uint64_t now_ns);
+  // Evicts the eviction order's next victim on device d (it drops it).
+  // False if none may go.
+  bool EvictOne(size_t d, uint64_t now_ns);
   Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
   // Header slots (object_index_headers.cc). A free slot in a header page of
   // `owner`'s, evicting when none can be had; kResourceExhausted naming
@@ -437,27 +411,10 @@ class ObjectIndex {
   TenantId tenant_ = 0;
   mutable std::mutex mu_;
   std::vector<Device> devices_;
-  std::unordered_map<std::string, Object> objects_;  // node-based: Object* stay valid
-  uint64_t next_seq_ = 1;
-  uint64_t next_lease_ = 1;
-  // Every lease by id. Ids grow with time and lease_ttl is one for all, so
-  // id order is expiry order: pruning pops from the front. Held leases
-  // (no expiry) take ids from kFirstHeldLease up, after every timed one,
-  // so they never stop a prune short of an expired lease.
-  struct LeaseRecord {
-    Object* object;
-    uint32_t holder;
-    uint64_t held_by = 0;  // the connection of a held lease, else 0
-  };
-  static constexpr uint64_t kFirstHeldLease = uint64_t{1} << 63;
-  uint64_t next_held_lease_ = kFirstHeldLease;
-  std::map<uint64_t, LeaseRecord> leases_;
-  std::unordered_map<uint64_t, std::set<uint64_t>> held_leases_;  // connection -> its held lease ids
-  std::unordered_map<uint32_t, uint32_t> leases_per_holder_;
+  ObjectTable table_;
   // Pages each uid holds: (device index, store page index).
   std::unordered_map<uint32_t, std::set<std::pair<size_t, uint64_t>>> holds_;
   std::function<void(const ObjectEvent&)> listener_;
-  std::unique_ptr<ObjectJournal> journal_;  // nullptr until StartJournal
 };
 
 }  // namespace nanokv::kvd
