@@ -3,7 +3,8 @@
 namespace nanokv::kvd {
 
 void EvictionOrder::Add(StoredObject* object) {
-  if (object->state != ObjectState::kReady) return;
+  // An object moving between tiers is nobody's candidate until it lands.
+  if (object->state != ObjectState::kReady || object->move.active) return;
   object->rank = policy_ == EvictionPolicy::kFifo ? object->seq : object->last_access_ns;
   order_.insert({object->rank, object->seq, object});
 }

@@ -28,7 +28,8 @@ class EvictionOrder {
   explicit EvictionOrder(EvictionPolicy policy) : policy_(policy) {}
 
   // A READY object becomes a candidate, ranked by the policy now (its rank
-  // is set here). Objects in other states are ignored.
+  // is set here). Objects in other states, or moving between tiers, are
+  // ignored.
   void Add(StoredObject* object);
   void Remove(StoredObject* object);
   // The object was read at `now_ns`: LRU moves it to the back.

@@ -71,6 +71,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     }
   } close_left{restart};
   if (!config.enabled()) return Status::InvalidArgument("object_store.size is 0: no store");
+  NANOKV_RETURN_IF_ERROR(CheckHostTier(config, static_cast<int>(node.Counts().size())));
   if (!(config.low_watermark > 0 && config.low_watermark <= config.high_watermark &&
         config.high_watermark <= 1)) {
     return Status::InvalidArgument("object_store: need 0 < low_watermark <= high_watermark <= 1");
@@ -134,6 +135,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     NANOKV_ASSIGN_OR_RETURN(mapped.range, StoreRange::Map(backend, node, counts.device, std::move(taken)));
     // A fresh arena is zeroed; a restored one is written by Restore.
     if (!restoring) NANOKV_RETURN_IF_ERROR(mapped.range->Fill(0, 0, mapped.arena_pages * page));
+    if (config.host_tier != 0) NANOKV_RETURN_IF_ERROR(store->AddHostTier(mapped));
     if (restoring) NANOKV_RETURN_IF_ERROR(store->Restore(store->devices_.size() - 1, *previous, now_ns));
   }
   return store;
@@ -205,6 +207,7 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint32_t
                                      std::to_string(device.ordinal) + "'s store holds " +
                                      std::to_string(capacity));
   }
+  if (device.host_space) return AllocateOverHostTier(d, bytes, owner, now_ns);
   uint64_t need = (bytes + kPayloadAlignment - 1) & ~(kPayloadAlignment - 1);
   auto high = static_cast<uint64_t>(config_.high_watermark * static_cast<double>(capacity));
   if (payload.allocated_bytes() + need > high) {
@@ -283,6 +286,9 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   device.slot_epochs[object.slot] = object.epoch;
   object.record = device.free_records.back();  // live objects <= max_objects == records
   device.free_records.pop_back();
+  // Past low_watermark the tier worker moves victims down, ahead of a
+  // write that would have to drop them.
+  if (tier_kick_ && OverLowWatermark(d)) tier_kick_();
   Object* live = table_.Insert(std::move(object));
   device.writing.insert({live->deadline_ns, live});
   ++device.objects;
@@ -383,7 +389,18 @@ Result<ObjectPlan> ObjectIndex::GetLocation(std::string_view key, uint64_t now_n
     return Status::FailedPrecondition("object " + Quote(key) + " is " +
                                       ObjectStateName(object->state) + ", not READY yet");
   }
-  devices_[object->device].evictable.Touch(object, now_ns);
+  Device& device = devices_[object->device];
+  if (object->tier == Tier::kHost) {
+    // Plans name the store only: the object is moved back for the next get.
+    ++device.host_hits;
+    device.host_order.Touch(object, now_ns);
+    device.wanted.insert(object);
+    if (tier_kick_) tier_kick_();
+    return Status::Unavailable("object " + Quote(key) + " is in device " + std::to_string(device.ordinal) +
+                               "'s host tier: kvd is moving it back into the store; ask again");
+  }
+  ++device.gpu_hits;
+  device.evictable.Touch(object, now_ns);
   return PlanOf(*object);
 }
 

@@ -46,9 +46,10 @@
 // by key, states, epochs, leases, the journal), the eviction order of each
 // device's store (eviction_order.h: picks victims; this class drops them),
 // and the placement of each device's bytes (payload_placement.h: the store
-// range, store_range.h). This class composes them: the plan API, header
-// slots and page owners (object_index_headers.cc), restart
-// (object_index_restore.cc).
+// range, store_range.h; the host tier under it, host_range.h). This class
+// composes them: the plan API, header slots and page owners
+// (object_index_headers.cc), restart (object_index_restore.cc), moves
+// between the tiers (object_index_tier.cc).
 //
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
@@ -99,6 +100,7 @@
 #include "daemon/config/object_store_config.h"
 #include "daemon/node/node_state.h"
 #include "daemon/objects/eviction_order.h"
+#include "daemon/objects/host_range.h"
 #include "daemon/objects/object_journal.h"
 #include "daemon/objects/object_table.h"
 #include "daemon/objects/owned_space.h"
@@ -149,7 +151,21 @@ struct StoreDeviceStats {
   uint64_t recovered_bytes = 0;
   uint32_t recovered_writes = 0;
   uint32_t refused_records = 0;
+  // The host tier under this device's store (zero without one).
+  uint64_t host_capacity = 0;
+  uint64_t host_used = 0;
+  uint32_t host_objects = 0;
+  uint64_t demotions = 0;       // moved down into the host tier
+  uint64_t promotions = 0;      // moved back up into the store
+  uint64_t host_evictions = 0;  // dropped from the host tier
+  uint64_t gpu_hits = 0;        // locates answered from the store
+  uint64_t host_hits = 0;       // locates that found the object in the host tier
 };
+
+// OK, or kInvalidArgument naming object_store.host_tier when `devices`
+// host tiers of config.host_tier bytes each are more than this machine's
+// memory: refused at start rather than failing once objects land there.
+Status CheckHostTier(const ObjectStoreConfig& config, int devices);
 
 // A dead kvd's store to bring back (object_recovery.h):
 // what its object journal says, and its store pages handed back (fds of
@@ -215,7 +231,9 @@ class ObjectIndex {
   // `requester` (a uid) is neither the object's owner nor kOperator.
   Status Remove(std::string_view key, uint64_t now_ns, uint32_t requester = kOperator);
   // A READY object's location; updates last_access. kFailedPrecondition if
-  // it is not READY yet.
+  // it is not READY yet. An object in the host tier answers kUnavailable
+  // ("ask again") and is queued for promotion: a plan always names the
+  // device's store, never the host tier.
   Result<ObjectPlan> GetLocation(std::string_view key, uint64_t now_ns);
 
   // Read leases: the object stays (no evict, no remove) until ReleaseLease
@@ -250,6 +268,47 @@ class ObjectIndex {
   // `bytes` are freed (0: until usage is at the low watermark). Returns the
   // bytes freed. (kvctl evict.)
   Result<uint64_t> Evict(int device, uint64_t bytes, uint64_t now_ns);
+
+  // The host tier (object_store.host_tier; object_index_tier.cc). A move
+  // between tiers is three steps: Begin (under the lock: pick the object,
+  // reserve space at the target, mark it moving), CopyMove (without the
+  // lock: the bytes, and a promotion's READY header), FinishMove (under the
+  // lock: the object switches tier and its old space is freed). The object
+  // stays readable where it is until FinishMove; a remove meanwhile frees
+  // the reservation and FinishMove then does nothing, and a lease taken
+  // meanwhile cancels a demotion (its reader reads the store's copy), so
+  // no race loses an object or its bytes. Moves run on kvd's tier worker
+  // (tier_worker.h), never on the request loop.
+  struct TierMove {
+    std::string key;
+    size_t d = 0;        // device index
+    uint32_t epoch = 0;  // the object's, when the move began
+    Tier to = Tier::kGpu;
+    uint64_t from = 0;    // payload offset where it is
+    uint64_t target = 0;  // payload offset where it goes
+    uint64_t bytes = 0;
+    uint64_t header_offset = 0;  // a promotion's header, in the store range
+    ObjectHeader header{};       // what a promotion writes there, READY
+  };
+  bool has_host_tier() const { return config_.host_tier != 0; }
+  // The eviction order's next victim of `device`'s store, on its way to the
+  // host tier (host-tier victims dropped to make room); nullopt if none
+  // may go or the host tier cannot take it.
+  std::optional<TierMove> BeginDemotion(int device, uint64_t now_ns);
+  // A host-tier object of `device` a get asked for, on its way back when
+  // the store has room under high_watermark without evicting; nullopt if none.
+  std::optional<TierMove> BeginPromotion(int device, uint64_t now_ns);
+  Status CopyMove(const TierMove& move);
+  // True when the object switched tier; false when the move was cancelled
+  // (removed, leased, or the copy failed: `copied` not OK).
+  bool FinishMove(const TierMove& move, const Status& copied, uint64_t now_ns);
+  // The tier worker's round: on every device, demotions while the store is
+  // over low_watermark, then the promotions gets asked for. Returns the
+  // objects moved.
+  size_t RunTierWork(uint64_t now_ns);
+  // Called (with the lock held: it must be quick) when a get finds an
+  // object in the host tier: the tier worker's wake-up. nullptr: none.
+  void SetTierKick(std::function<void()> kick);
 
   // Every object, by key; ages and lease times are as of `now_ns`.
   std::vector<ObjectEntry> List(uint64_t now_ns) const;
@@ -341,6 +400,13 @@ class ObjectIndex {
     std::vector<uint32_t> free_records;  // object journal records, a stack
     uint32_t recovered_objects = 0, recovered_writes = 0, refused_records = 0;
     uint64_t recovered_bytes = 0;
+    // The host tier under the store (object_store.host_tier); null: none.
+    std::unique_ptr<HostRange> host;
+    std::optional<OwnedSpace> host_space;
+    EvictionOrder host_order{EvictionPolicy::kLru};
+    uint32_t host_objects = 0;
+    uint64_t demotions = 0, promotions = 0, host_evictions = 0, gpu_hits = 0, host_hits = 0;
+    std::set<Object*> wanted;  // host-tier objects a get asked for, to promote
   };
 
   ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config);
@@ -372,9 +438,29 @@ class ObjectIndex {
   // Evicts from device d by policy until `target` payload bytes are in use
   // or nothing more may go. Returns the bytes freed.
   uint64_t EvictDownTo(size_t d, uint64_t target, uint64_t now_ns);
-  // Evicts the eviction order's next victim on device d (it drops it).
-  // False if none may go.
+  // Evicts the eviction order's next victim on device d (it drops it;
+  // host-tier victims once the store has none). False if none may go.
   bool EvictOne(size_t d, uint64_t now_ns);
+  // Drops the host tier's next victim on device d. False if none may go.
+  bool EvictHostOne(size_t d, uint64_t now_ns);
+  // The eviction order the object is in (or would be): its tier's.
+  EvictionOrder& OrderOf(const Object& object);
+  // Frees what a move of `object` reserved at its target; the move ends.
+  void ReleaseMove(Object* object);
+  // `object` goes while its move copies: what the move reserved stays
+  // reserved (the copy may still write there) until FinishMove frees it.
+  void OrphanMove(const Object& object);
+  bool OverLowWatermark(size_t d) const;
+  // A free header slot for `owner` without evicting; kResourceExhausted if none.
+  Result<uint32_t> TakeFreeSlot(Device& device, uint32_t owner);
+  // Maps `device`'s host tier (object_store.host_tier bytes) and its space.
+  Status AddHostTier(Device& device);
+  // Store space on device d when it has a host tier: its victims move down
+  // on the tier worker, never dropped here, so a write finding no room
+  // answers kUnavailable (ask again) while some victim can move.
+  Result<uint64_t> AllocateOverHostTier(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
+  // Space in device d's host tier, dropping host-tier victims for it.
+  Result<uint64_t> AllocateHost(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
   Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
   // Header slots (object_index_headers.cc). A free slot in a header page of
   // `owner`'s, evicting when none can be had; kResourceExhausted naming
@@ -403,6 +489,17 @@ class ObjectIndex {
   // spare list.
   Status CheckOwner(const Device& device, const Object& object) const;
   Status CheckHeaderPages(size_t d) const;
+  // The tiers' share of CheckInvariants (object_index_tier.cc): per device
+  // index, the host tier's allocated bytes, READY candidates and objects.
+  struct TierCounts {
+    explicit TierCounts(size_t devices) : host_allocated(devices), host_candidates(devices), host_objects(devices) {}
+    std::vector<uint64_t> host_allocated;
+    std::vector<uint32_t> host_candidates, host_objects;
+  };
+  // A host-tier object, or one moving: its space and order; a move's
+  // reservation counted in `slot_used` and `allocated` (the store's).
+  Status CheckTiers(const Object& object, std::vector<bool>& slot_used, uint64_t& allocated, TierCounts& tiers) const;
+  Status CheckHostSpace(size_t d, const TierCounts& tiers) const;
 
   gpu::Backend& backend_;
   NodeState& node_;
@@ -415,6 +512,16 @@ class ObjectIndex {
   // Pages each uid holds: (device index, store page index).
   std::unordered_map<uint32_t, std::set<std::pair<size_t, uint64_t>>> holds_;
   std::function<void(const ObjectEvent&)> listener_;
+  std::function<void()> tier_kick_;
+  // Reservations of moves whose object went mid-copy: (device index, target
+  // tier, offset, slot), freed by their FinishMove.
+  struct Orphan {
+    size_t d;
+    Tier to;
+    uint64_t offset;
+    uint32_t slot;
+  };
+  std::vector<Orphan> orphans_;
 };
 
 }  // namespace nanokv::kvd

@@ -19,7 +19,7 @@ void ObjectIndex::Notify(const Object& object, ObjectEvent::Kind kind) {
 
 void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
   Device& device = devices_[object->device];
-  if (object->state == ObjectState::kReady) device.evictable.Remove(object);
+  if (object->state == ObjectState::kReady) OrderOf(*object).Remove(object);
   if (object->state == ObjectState::kReserved || object->state == ObjectState::kWriting) {
     device.writing.erase({object->deadline_ns, object});
   }
@@ -32,9 +32,17 @@ void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
 
 void ObjectIndex::Drop(Object* object) {
   Device& device = devices_[object->device];
-  Status freed = device.payload->Free(object->payload_offset - device.arena_pages * page_bytes_);
-  if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
-  FreeSlot(device, object->slot);
+  if (object->move.active) OrphanMove(*object);
+  device.wanted.erase(object);
+  if (object->tier == Tier::kHost) {
+    Status freed = device.host_space->Free(object->payload_offset);
+    if (!freed.ok()) spdlog::error("object store host tier: {}", freed.ToString());
+    --device.host_objects;
+  } else {
+    Status freed = device.payload->Free(object->payload_offset - device.arena_pages * page_bytes_);
+    if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
+    FreeSlot(device, object->slot);
+  }
   table_.ClearRecord(object->device, object->record);
   device.free_records.push_back(object->record);
   --device.objects;
@@ -160,6 +168,16 @@ std::vector<StoreDeviceStats> ObjectIndex::Stats() const {
     s.recovered_bytes = device.recovered_bytes;
     s.recovered_writes = device.recovered_writes;
     s.refused_records = device.refused_records;
+    if (device.host_space) {
+      s.host_capacity = device.host_space->capacity();
+      s.host_used = device.host_space->allocated_bytes();
+    }
+    s.host_objects = device.host_objects;
+    s.demotions = device.demotions;
+    s.promotions = device.promotions;
+    s.host_evictions = device.host_evictions;
+    s.gpu_hits = device.gpu_hits;
+    s.host_hits = device.host_hits;
     out.push_back(s);
   }
   return out;
@@ -174,10 +192,18 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       writing(devices_.size(), 0);
   std::vector<std::vector<bool>> slot_used(devices_.size());
   for (size_t d = 0; d < devices_.size(); ++d) slot_used[d].assign(devices_[d].slot_epochs.size(), false);
+  TierCounts tiers(devices_.size());
   for (const auto& [key, object] : table_.objects()) {
     std::string where = "object store: '" + key + "': ";
     if (object.key != key) return Status::Internal(where + "indexed under another key");
     const Device& device = devices_[object.device];
+    if (object.move.active || object.tier != Tier::kGpu) {
+      NANOKV_RETURN_IF_ERROR(CheckTiers(object, slot_used[object.device], allocated[object.device], tiers));
+      if (object.tier != Tier::kGpu) {
+        ++live[object.device];
+        continue;
+      }
+    }
     if (object.slot >= device.slot_epochs.size() || slot_used[object.device][object.slot]) {
       return Status::Internal(where + "header slot out of range or shared");
     }
@@ -188,10 +214,11 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     allocated[object.device] += length;
     ++live[object.device];
     if (object.state == ObjectState::kReady) {
-      if (!device.evictable.Contains(object)) {
-        return Status::Internal(where + "READY but not in the eviction order");
+      if (device.evictable.Contains(object) == object.move.active) {
+        return Status::Internal(where + (object.move.active ? "moving between tiers but in the eviction order"
+                                                            : "READY but not in the eviction order"));
       }
-      ++evictable[object.device];
+      if (!object.move.active) ++evictable[object.device];
     } else if (object.state == ObjectState::kWriting || object.state == ObjectState::kReserved) {
       if (!device.writing.contains({object.deadline_ns, const_cast<Object*>(&object)})) {
         return Status::Internal(where + "being written but not in the reclaim order");
@@ -227,6 +254,11 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     const Device& device = devices_[d];
     std::string where = "object store device " + std::to_string(device.ordinal) + ": ";
     NANOKV_RETURN_IF_ERROR(device.payload->CheckInvariants());
+    for (const Orphan& orphan : orphans_) {
+      if (orphan.d == d && orphan.to == Tier::kGpu) {
+        allocated[d] += device.payload->LengthAt(orphan.offset - device.arena_pages * page_bytes_);
+      }
+    }
     if (allocated[d] != device.payload->allocated_bytes()) {
       return Status::Internal(where + "allocator holds " + std::to_string(device.payload->allocated_bytes()) +
                               " bytes, objects " + std::to_string(allocated[d]));
@@ -235,6 +267,7 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       return Status::Internal(where + "object count drifted");
     }
     NANOKV_RETURN_IF_ERROR(CheckHeaderPages(d));
+    NANOKV_RETURN_IF_ERROR(CheckHostSpace(d, tiers));
     if (evictable[d] != device.evictable.size() || writing[d] != device.writing.size()) {
       return Status::Internal(where + "eviction or reclaim order lists a dead object");
     }

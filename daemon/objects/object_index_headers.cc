@@ -78,6 +78,27 @@ Result<uint32_t> ObjectIndex::AdoptHeaderPage(Device& device, uint32_t owner) {
   return ordinal;
 }
 
+Result<uint32_t> ObjectIndex::TakeFreeSlot(Device& device, uint32_t owner) {
+  auto room = device.header_room.find(owner);
+  auto ordinal =
+      room != device.header_room.end() ? Result<uint32_t>(*room->second.begin()) : AdoptHeaderPage(device, owner);
+  if (!ordinal.ok()) {
+    return Status::ResourceExhausted(
+        "no header page for " + OwnerName(owner) +
+        "'s objects (header pages hold one owner's each): " + std::string(ordinal.status().message()));
+  }
+  HeaderPage& header = device.headers[*ordinal];
+  const uint32_t slot = *ordinal * device.slots_per_page + header.free.back();
+  header.free.pop_back();
+  ++header.live;
+  if (header.free.empty()) {
+    auto& mine = device.header_room[owner];
+    mine.erase(*ordinal);
+    if (mine.empty()) device.header_room.erase(owner);
+  }
+  return slot;
+}
+
 Result<uint32_t> ObjectIndex::AllocateSlot(size_t d, uint32_t owner, uint64_t now_ns) {
   Device& device = devices_[d];
   for (;;) {
@@ -86,26 +107,14 @@ Result<uint32_t> ObjectIndex::AllocateSlot(size_t d, uint32_t owner, uint64_t no
       short_of = Status::ResourceExhausted("all " + std::to_string(device.max_objects) +
                                            " header slots in use (object_store.max_objects)");
     } else {
-      auto room = device.header_room.find(owner);
-      auto ordinal = room != device.header_room.end() ? Result<uint32_t>(*room->second.begin())
-                                                      : AdoptHeaderPage(device, owner);
-      if (ordinal.ok()) {
-        HeaderPage& header = device.headers[*ordinal];
-        const uint32_t slot = *ordinal * device.slots_per_page + header.free.back();
-        header.free.pop_back();
-        ++header.live;
-        if (header.free.empty()) {
-          auto& mine = device.header_room[owner];
-          mine.erase(*ordinal);
-          if (mine.empty()) device.header_room.erase(owner);
-        }
-        return slot;
-      }
-      short_of = Status::ResourceExhausted("no header page for " + OwnerName(owner) +
-                                           "'s objects (header pages hold one owner's each): " +
-                                           std::string(ordinal.status().message()));
+      auto slot = TakeFreeSlot(device, owner);
+      if (slot.ok()) return slot;
+      short_of = slot.status();
     }
-    if (!EvictOne(d, now_ns)) {
+    // Out of slots, the host tier's victim goes first (it holds a journal
+    // record, so it counts); it frees no page, so not for a header page.
+    const bool slots_full = device.objects >= device.max_objects;
+    if (!(slots_full && EvictHostOne(d, now_ns)) && !EvictOne(d, now_ns)) {
       return Status::ResourceExhausted("object store on device " + std::to_string(device.ordinal) + ": " +
                                        std::string(short_of.message()) + ", and nothing evictable");
     }
@@ -218,7 +227,12 @@ Status ObjectIndex::CheckHeaderPages(size_t d) const {
   const Device& device = devices_[d];
   std::vector<uint32_t> live(device.headers.size(), 0), holds(device.headers.size(), 0);
   for (const auto& [key, object] : table_.objects()) {
-    if (object.device == d) ++live[object.slot / device.slots_per_page];
+    if (object.device != d) continue;
+    if (object.tier == Tier::kGpu) ++live[object.slot / device.slots_per_page];
+    if (object.move.active && object.move.to == Tier::kGpu) ++live[object.move.slot / device.slots_per_page];
+  }
+  for (const Orphan& orphan : orphans_) {
+    if (orphan.d == d && orphan.to == Tier::kGpu) ++live[orphan.slot / device.slots_per_page];
   }
   for (const auto& [holder, pages] : holds_) {
     for (const auto& [held_d, index] : pages) {

@@ -22,7 +22,7 @@ Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t hol
                                       ObjectStateName(object->state) + ", not READY");
   }
   NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease, table_.AddLease(*object, holder, now_ns, held_by));
-  devices_[object->device].evictable.Touch(object, now_ns);
+  OrderOf(*object).Touch(object, now_ns);
   return lease;
 }
 

@@ -25,9 +25,9 @@ namespace nanokv::kvd {
 
 // The level of memory a placement is: the GPU store (each device's store
 // range) first; tiers below it hold what falls out of it.
-enum class Tier : uint8_t { kGpu = 0 };
+enum class Tier : uint8_t { kGpu = 0, kHost = 1 };
 
-// "gpu": how logs, kvctl and /metrics name a tier.
+// "gpu", "host": how logs, kvctl and /metrics name a tier.
 std::string_view TierName(Tier tier);
 
 class PayloadPlacement {

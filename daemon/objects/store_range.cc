@@ -11,6 +11,8 @@ std::string_view TierName(Tier tier) {
   switch (tier) {
     case Tier::kGpu:
       return "gpu";
+    case Tier::kHost:
+      return "host";
   }
   return "unknown";
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "daemon/objects/owned_space.h"
+#include "daemon/objects/payload_placement.h"
 #include "nanokv/object_header.h"
 
 namespace nanokv::kvd {
@@ -39,6 +40,22 @@ struct StoredObject {
   // A write a restart found under way: its header slot was written free,
   // so the device header is not its (CheckInvariants skips it).
   bool restored_write = false;
+  // Where its bytes are: the device's store (slot and payload_offset in
+  // the store range), or the host tier under it (payload_offset in the
+  // host range; no header slot).
+  Tier tier = Tier::kGpu;
+  // A move between tiers under way (object_index_tier.cc): space reserved
+  // at the other tier while the bytes are copied. The object stays
+  // readable where it is, and out of the eviction orders, until the move
+  // ends.
+  struct Move {
+    bool active = false;
+    Tier to = Tier::kGpu;
+    uint64_t offset = 0;  // in the target's range
+    uint32_t slot = 0;    // a promotion's header slot
+    uint32_t epoch = 0;   // a promotion's new epoch
+  };
+  Move move;
 };
 
 }  // namespace nanokv::kvd
