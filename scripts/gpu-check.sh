@@ -118,6 +118,11 @@ NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_b
 NANOKV_TEST_BACKEND=cuda step controller_cuda "$B/bin/controller_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kvctl_cuda "$B/bin/kvctl_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step objects_cuda "$B/bin/kvd_objects_test" --gtest_brief=1
+# The host tier under a cuda store: demotion (device -> pinned host pages) and
+# promotion (back, READY header after the bytes) by kvd's tier worker, a
+# working set three times the store read back byte-exact, metrics, kvctl.
+NANOKV_TEST_BACKEND=cuda step object_tier_cuda "$B/bin/kvd_objects_test" --gtest_brief=1 \
+  --gtest_filter='KvdObjectTierTest.*'
 # A build whose kernels fit no GPU here (sm_80 SASS only, scripts/gpu-bundle.sh
 # NO_IMAGE_BUILD=...): the objects suite passes by copy, warning once.
 if [[ -x "$B/bin/kvd_objects_test_no_image" ]]; then

@@ -2,9 +2,15 @@
 // tiers are host memory then, with the same rules): demotion under
 // pressure, promotion, gets from each tier byte-exact, the races of a move
 // with a get or a remove, eviction from the host tier, and refusals.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "daemon/objects/object_recovery.h"
 #include "tests/unit/daemon/object_store_fixture.h"
 
 namespace nanokv::kvd {
@@ -35,6 +41,27 @@ class ObjectTierTest : public ObjectStoreTest {
   }
 
   StoreDeviceStats Stats(int device) { return store_->Stats()[static_cast<size_t>(device)]; }
+
+  // What a kvd started now would bring back of device 0's store: the
+  // journal file as it stands and the header pages as they are (a kill -9
+  // leaves both, the page keeper holds the pages).
+  RecoveredStore WhatARestartFinds(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> bytes(raw.size());
+    std::memcpy(bytes.data(), raw.data(), raw.size());
+    auto decoded = ObjectJournal::Decode(bytes);
+    EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
+    if (!decoded.ok() || decoded->devices.empty()) return {};
+    const JournaledStore& previous = decoded->devices[0];
+    auto base = store_->StoreBase(previous.device);
+    std::vector<std::vector<std::byte>> headers;
+    for (uint32_t page : previous.header_pages) {
+      headers.emplace_back(kPage);
+      std::memcpy(headers.back().data(), reinterpret_cast<const void*>(*base + uint64_t{page} * kPage), kPage);
+    }
+    return ScanStore(previous, kPage, headers);
+  }
 };
 
 TEST_F(ObjectTierTest, OffUnlessItsKeySetsASize) {
@@ -211,6 +238,33 @@ TEST_F(ObjectTierTest, HostTierObjectsLeaveOnRemoveAndPinsStayInTheStore) {
   Check();
   EXPECT_EQ(Stats(0).host_objects, 0u);
   EXPECT_EQ(Stats(0).host_used, 0u);
+}
+
+TEST_F(ObjectTierTest, AKillMidDemotionLosesNothingReady) {
+  char dir[] = "/tmp/nanokv_tier_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/objects";
+  Open();
+  ASSERT_OK(store_->StartJournal(path));
+  const auto bytes = Pattern(kMiB + 3, 4);
+  ASSERT_OK(PutByPlan("d", bytes, 0, 1 * kMs));
+  auto move = store_->BeginDemotion(0, 2 * kMs);
+  ASSERT_TRUE(move.has_value());
+  ASSERT_OK(store_->CopyMove(*move));
+  // Killed here, before FinishMove: the journal still vouches for the
+  // store's copy, whose header and bytes are untouched.
+  RecoveredStore found = WhatARestartFinds(path);
+  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  EXPECT_EQ(found.objects[0].key, "d");
+  auto base = store_->StoreBase(0);
+  ASSERT_OK(base.status());
+  std::vector<std::byte> in_store(bytes.size());
+  std::memcpy(in_store.data(), reinterpret_cast<const void*>(*base + found.objects[0].payload_offset), bytes.size());
+  EXPECT_EQ(in_store, bytes);
+  EXPECT_TRUE(store_->FinishMove(*move, Status::OK(), 3 * kMs));
+  Check();
+  store_.reset();  // a stop removes the journal
+  rmdir(dir);
 }
 
 TEST_F(ObjectTierTest, AHostTierLargerThanTheMachineIsRefusedNamingItsKey) {
