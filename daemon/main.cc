@@ -375,7 +375,8 @@ int Main(int argc, char** argv) {
   if (metrics_server) {
     std::vector<int> ordinals;
     for (size_t d = 0; d < (*node)->device_count(); ++d) ordinals.push_back((*node)->device_ordinal(d));
-    metrics = std::make_unique<KvdMetrics>(registry, config.ipc_name, ordinals, objects != nullptr);
+    metrics = std::make_unique<KvdMetrics>(registry, config.ipc_name, ordinals, objects != nullptr,
+                                           objects != nullptr && objects->has_host_tier());
     server.SetMetrics(metrics.get());
   }
   server.SetPublisher([&](const NodeState& n) {

@@ -131,6 +131,7 @@ std::vector<ObjectEntry> ObjectIndex::List(uint64_t now_ns) const {
     entry.age_ms = ms(object.created_ns, now_ns);
     entry.idle_ms = ms(object.last_access_ns, now_ns);
     entry.pin = object.pin;
+    entry.host_tier = object.tier == Tier::kHost;
     uint64_t lease_until_ns = 0;
     for (const auto& [id, expiry] : object.leases) {
       if (expiry <= now_ns) continue;
