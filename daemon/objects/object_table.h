@@ -73,7 +73,8 @@ class ObjectTable {
   Status CheckLeases() const;
 
   // The object journal (nullptr until installed). Journal records `object`
-  // as it stands; ClearRecord forgets record `record` of device index `d`.
+  // as it stands (a host-tier object: its record cleared); ClearRecord
+  // forgets record `record` of device index `d`.
   void InstallJournal(std::unique_ptr<ObjectJournal> journal) { journal_ = std::move(journal); }
   ObjectJournal* journal() { return journal_.get(); }
   void Journal(const StoredObject& object);

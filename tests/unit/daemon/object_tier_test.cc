@@ -45,12 +45,27 @@ class ObjectTierTest : public ObjectStoreTest {
   // What a kvd started now would bring back of device 0's store: the
   // journal file as it stands and the header pages as they are (a kill -9
   // leaves both, the page keeper holds the pages).
-  RecoveredStore WhatARestartFinds(const std::string& path) {
+  static Result<JournaledStores> ReadJournal(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::vector<std::byte> bytes(raw.size());
     std::memcpy(bytes.data(), raw.data(), raw.size());
-    auto decoded = ObjectJournal::Decode(bytes);
+    return ObjectJournal::Decode(bytes);
+  }
+
+  static bool Journaled(const std::string& path, const std::string& key) {
+    auto decoded = ReadJournal(path);
+    if (!decoded.ok()) return false;
+    for (const JournaledStore& store : decoded->devices) {
+      for (const JournaledObject& object : store.objects) {
+        if (object.key == key) return true;
+      }
+    }
+    return false;
+  }
+
+  RecoveredStore WhatARestartFinds(const std::string& path) {
+    auto decoded = ReadJournal(path);
     EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
     if (!decoded.ok() || decoded->devices.empty()) return {};
     const JournaledStore& previous = decoded->devices[0];
@@ -246,6 +261,10 @@ TEST_F(ObjectTierTest, AKillMidDemotionLosesNothingReady) {
   const std::string path = std::string(dir) + "/objects";
   Open();
   ASSERT_OK(store_->StartJournal(path));
+  // Down first, so "d" lands past the host tier's first page: an offset a
+  // stale record could name in the store too.
+  ASSERT_OK(PutByPlan("filler", Pattern(2 * kMiB + 512, 1), 0, 1 * kMs));
+  Demote(0, 1 * kMs);
   const auto bytes = Pattern(kMiB + 3, 4);
   ASSERT_OK(PutByPlan("d", bytes, 0, 1 * kMs));
   auto move = store_->BeginDemotion(0, 2 * kMs);
@@ -263,6 +282,19 @@ TEST_F(ObjectTierTest, AKillMidDemotionLosesNothingReady) {
   EXPECT_EQ(in_store, bytes);
   EXPECT_TRUE(store_->FinishMove(*move, Status::OK(), 3 * kMs));
   Check();
+  // Down in the host tier it has no store slot: no record may name the one
+  // it left (a pin journals the object again), so a restart never reads it.
+  ASSERT_OK(store_->SetPin("d", ObjectPin::kSoft));
+  EXPECT_FALSE(Journaled(path, "d"));
+  EXPECT_TRUE(WhatARestartFinds(path).objects.empty());
+  // Back in the store it is journaled again, at its new slot and epoch.
+  EXPECT_EQ(store_->GetLocation("d", 4 * kMs).status().code(), Code::kUnavailable);
+  EXPECT_EQ(store_->RunTierWork(5 * kMs), 1u);
+  found = WhatARestartFinds(path);
+  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  auto located = store_->GetLocation("d", 6 * kMs);
+  ASSERT_OK(located.status());
+  EXPECT_EQ(found.objects[0].epoch, located->epoch);
   store_.reset();  // a stop removes the journal
   rmdir(dir);
 }
