@@ -3,6 +3,7 @@
 // the store, read back at random through libkv, is all there byte-exact;
 // /metrics counts the moves and the hits per tier, and kvctl objects shows
 // each object's tier and each tier's use.
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -80,6 +81,72 @@ TEST_F(KvdObjectTierTest, AWorkingSetThreeTimesTheStoreIsAllThereByteExact) {
   listed = store->List();
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), size_t{kObjects});
+}
+
+TEST_F(KvdObjectTierTest, PutsGetsAndRemovesRaceTheTierWorkerAndNothingReadsWrong) {
+  StartKvdWithMetrics(32, {"--check-invariants", "--config",
+                           WriteConfig("object_store:\n  size: 16MiB\n  policy: lru\n  host_tier: 48MiB\n")});
+  constexpr int kKeys = 40;  // 40 MiB over a 14 MiB store: the worker moves all the time
+  auto body = [&](int seed, std::atomic<int>* wrong, std::atomic<int>* failed) {
+    auto store = OpenStore();
+    if (store == nullptr) return failed->fetch_add(1), void();
+    std::mt19937 random(seed);
+    for (int n = 0; n < 300; ++n) {
+      const int i = static_cast<int>(random() % kKeys);
+      const std::string key = "r" + std::to_string(i);
+      switch (random() % 3) {
+        case 0: {  // a put; the key may exist already
+          Status put = Retried([&] { return store->Put(key, ObjectPattern(kMiB, uint8_t(i))); });
+          if (!put.ok() && put.code() != Code::kAlreadyExists) {
+            failed->fetch_add(1);
+            ADD_FAILURE() << "put " << key << ": " << put.ToString();
+          }
+          break;
+        }
+        case 1: {  // a get: whatever tier it was in, the same bytes; or gone, or being put again
+          auto got = Retried([&] { return store->Get(key); });
+          if (got.ok() && *got != ObjectPattern(kMiB, uint8_t(i))) wrong->fetch_add(1);
+          const Code code = got.ok() ? Code::kOk : got.status().code();
+          if (code != Code::kOk && code != Code::kNotFound && code != Code::kFailedPrecondition) {
+            failed->fetch_add(1);
+            ADD_FAILURE() << "get " << key << ": " << got.status().ToString();
+          }
+          break;
+        }
+        default: {  // a remove: gone, or leased by the other thread's get
+          Status removed = store->Remove(key);
+          if (!removed.ok() && removed.code() != Code::kNotFound && removed.code() != Code::kFailedPrecondition) {
+            failed->fetch_add(1);
+            ADD_FAILURE() << "remove " << key << ": " << removed.ToString();
+          }
+        }
+      }
+    }
+  };
+  std::atomic<int> wrong{0}, failed{0};
+  std::thread a(body, 1, &wrong, &failed), b(body, 2, &wrong, &failed);
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong.load(), 0) << "a get read other bytes";
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(kvd_.Log().find("invariant broken"), std::string::npos) << kvd_.Log();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Sample("nanokv_object_store_demotions_total", {{"device", "0"}}).value_or(0) > 0;
+      },
+      10s))
+      << "the worker moved objects meanwhile";
+  // Everything still listed reads back whole.
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto listed = store->List();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  for (const ObjectEntry& entry : *listed) {
+    const int i = std::stoi(entry.key.substr(1));
+    auto got = Retried([&] { return store->Get(entry.key); });
+    ASSERT_TRUE(got.ok()) << entry.key << ": " << got.status().ToString();
+    EXPECT_EQ(*got, ObjectPattern(kMiB, uint8_t(i))) << entry.key;
+  }
 }
 
 TEST_F(KvdObjectTierTest, MetricsAndKvctlShowTheTiers) {
