@@ -21,23 +21,24 @@
 #include "daemon/store_restart.h"
 #include "base/clocks.h"
 
+#include "base/naming.h"
+#include "base/open_file_limit.h"
+#include "base/run_dir.h"
 #include "daemon/cluster/node_agent.h"
 #include "daemon/config/config.h"
 #include "daemon/config/kvd_flags.h"
 #include "daemon/config/observability_keys.h"
 #include "daemon/controller/controller.h"
+#include "daemon/node/node_state.h"
+#include "daemon/node/page_journal.h"
+#include "daemon/node/segment_publisher.h"
+#include "daemon/objects/object_index.h"
+#include "daemon/objects/tier_worker.h"
 #include "daemon/server/fd_budget.h"
 #include "daemon/server/kvd_metrics.h"
 #include "daemon/server/limits_check.h"
 #include "daemon/server/node_server.h"
-#include "daemon/node/node_state.h"
-#include "daemon/objects/object_index.h"
 #include "daemon/transfer/transfer_agent.h"
-#include "daemon/node/page_journal.h"
-#include "daemon/node/segment_publisher.h"
-#include "base/naming.h"
-#include "base/open_file_limit.h"
-#include "base/run_dir.h"
 #include "gpu/mps.h"
 #include "ipc/uds/channel.h"
 #include "ops/http_server.h"
@@ -300,14 +301,25 @@ int Main(int argc, char** argv) {
   // (daemon/objects/object_index.h); destroyed before the node, after the server.
   std::unique_ptr<ObjectIndex> objects;
   std::unique_ptr<PageKeeper, KeeperStop> keeper;  // goes after the server, before the store
+  std::unique_ptr<TierWorker> tier_worker;         // goes before the store it moves objects of
   if (config.object_store.enabled()) {
+    // The store's refusals are about a size asked: the host tier's name
+    // their key, the rest are the store's own (too small, over the capacity).
+    auto refused = [&](const Status& why) {
+      constexpr std::string_view kHostTier = "object_store.host_tier: ";
+      std::string_view message = why.message();
+      if (message.starts_with(kHostTier)) message.remove_prefix(kHostTier.size());
+      const bool host =
+          message.size() != why.message().size() || message.find("object_store.host_tier") != std::string_view::npos;
+      return Fail(Status(why.code(), config.Origin(host ? "object_store.host_tier" : "object_store.size") + ": " +
+                                         std::string(message)));
+    };
+    Status host_tier = CheckHostTier(config.object_store, (*backend)->device_count());
+    if (!host_tier.ok()) return refused(host_tier);
     auto store = ObjectIndex::Create(**backend, **node, config.object_store, &store_restart, SteadyNowNs());
-    if (!store.ok()) {
-      // Each of its refusals is about the size asked (too small, larger than the capacity).
-      return Fail(Status(store.status().code(),
-                         config.Origin("object_store.size") + ": " + std::string(store.status().message())));
-    }
+    if (!store.ok()) return refused(store.status());
     objects = std::move(store).value();
+    if (objects->has_host_tier()) tier_worker = TierWorker::Start(*objects);
     keeper = KeepStore(*objects, **node, run_dir, config.ipc_name,
                        static_cast<uint32_t>(config.recovery_window.count()));
   }
@@ -363,7 +375,8 @@ int Main(int argc, char** argv) {
   if (metrics_server) {
     std::vector<int> ordinals;
     for (size_t d = 0; d < (*node)->device_count(); ++d) ordinals.push_back((*node)->device_ordinal(d));
-    metrics = std::make_unique<KvdMetrics>(registry, config.ipc_name, ordinals, objects != nullptr);
+    metrics = std::make_unique<KvdMetrics>(registry, config.ipc_name, ordinals, objects != nullptr,
+                                           objects != nullptr && objects->has_host_tier());
     server.SetMetrics(metrics.get());
   }
   server.SetPublisher([&](const NodeState& n) {

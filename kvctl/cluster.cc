@@ -79,6 +79,8 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
             .Field("capacity_bytes", d.capacity_bytes)
             .Field("used_bytes", d.used_bytes)
             .Field("free_bytes", d.capacity_bytes - d.used_bytes)
+            .Field("host_capacity_bytes", d.host_capacity_bytes)
+            .Field("host_used_bytes", d.host_used_bytes)
             .Field("objects", d.objects)
             .EndObject();
       }
@@ -98,17 +100,28 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
   head += "; up " + Ago(s.uptime_ms) + "; " + std::to_string(s.objects) + " objects, " +
           std::to_string(s.writes_in_progress) + " being written, index " + FormatBytes(s.index_bytes) + "\n";
   // PATH: how a client here reaches the node's copies (nanokv/cluster_client.h).
-  Table table({{"NODE"}, {"STATE"}, {"PATH"}, {"ADDRESS"}, {"DEVICES"}, {"USED", Align::kRight},
-               {"FREE", Align::kRight}, {"OBJECTS", Align::kRight}, {"HEARTBEAT", Align::kRight}});
+  // HOST: the host tier under the stores (object_store.host_tier), used of its size.
+  Table table({{"NODE"},
+               {"STATE"},
+               {"PATH"},
+               {"ADDRESS"},
+               {"DEVICES"},
+               {"USED", Align::kRight},
+               {"FREE", Align::kRight},
+               {"HOST", Align::kRight},
+               {"OBJECTS", Align::kRight},
+               {"HEARTBEAT", Align::kRight}});
   std::vector<ClusterNodeStatus> nodes = s.nodes;
   std::sort(nodes.begin(), nodes.end(),
             [](const ClusterNodeStatus& a, const ClusterNodeStatus& b) { return a.node_id < b.node_id; });
   for (const ClusterNodeStatus& n : nodes) {
-    uint64_t capacity = 0, used = 0;
+    uint64_t capacity = 0, used = 0, host_capacity = 0, host_used = 0;
     std::string devices;
     for (const ClusterDeviceStatus& d : n.devices) {
       capacity += d.capacity_bytes;
       used += d.used_bytes;
+      host_capacity += d.host_capacity_bytes;
+      host_used += d.host_used_bytes;
       devices += (devices.empty() ? "" : ",") + std::to_string(d.device) + (d.uuid.empty() ? "" : "=" + d.uuid);
     }
     Tint tint = n.state == "alive" ? Tint::kGood : n.state == "dead" ? Tint::kBad : Tint::kWarn;
@@ -116,9 +129,10 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
     const std::string data = n.data_address.empty() ? "-"
                              : n.data_mode.empty()   ? n.data_address
                                                      : n.data_address + " (" + n.data_mode + ")";
-    table.AddRow({n.node_id, Cell(n.state, tint), Sanitize(n.path), data, devices,
-                  FormatBytes(used), FormatBytes(capacity - used), std::to_string(n.objects),
-                  n.state == "dead" ? "-" : Ago(n.heartbeat_age_ms) + " ago"});
+    table.AddRow({n.node_id, Cell(n.state, tint), Sanitize(n.path), data, devices, FormatBytes(used),
+                  FormatBytes(capacity - used),
+                  host_capacity == 0 ? "-" : FormatBytes(host_used) + " of " + FormatBytes(host_capacity),
+                  std::to_string(n.objects), n.state == "dead" ? "-" : Ago(n.heartbeat_age_ms) + " ago"});
   }
   return head + table.Render(colour);
 }

@@ -51,7 +51,12 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
           .Field("free_bytes", d.store_bytes - d.used_bytes)
           .Field("objects", d.objects)
           .Field("evictions", d.evictions)
-          .Field("shared_free_pages", d.shared_free_pages);
+          .Field("shared_free_pages", d.shared_free_pages)
+          .Field("host_bytes", d.host_bytes)
+          .Field("host_used_bytes", d.host_used_bytes)
+          .Field("host_objects", d.host_objects)
+          .Field("demotions", d.demotions)
+          .Field("promotions", d.promotions);
       w.Key("owners").BeginArray();
       for (const ObjectStoreDeviceInfo::Owner& o : d.owners) {
         w.BeginObject();
@@ -72,6 +77,7 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
           .Field("bytes", o.bytes_total)
           .Field("state", ObjectStateName(o.state))
           .Field("device", int64_t{o.device})
+          .Field("tier", o.host_tier ? "host" : "gpu")
           .Field("epoch", o.epoch)
           .Field("age_ms", o.age_ms)
           .Field("idle_ms", o.idle_ms)
@@ -83,16 +89,22 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
     w.EndArray().EndObject();
     return w.str() + "\n";
   }
-  Table table({{"KEY"}, {"SIZE", Align::kRight}, {"STATE"}, {"DEVICE", Align::kRight},
-               {"AGE", Align::kRight}, {"IDLE", Align::kRight}, {"LEASE"}, {"PIN"}});
+  Table table({{"KEY"},
+               {"SIZE", Align::kRight},
+               {"STATE"},
+               {"DEVICE", Align::kRight},
+               {"TIER"},
+               {"AGE", Align::kRight},
+               {"IDLE", Align::kRight},
+               {"LEASE"},
+               {"PIN"}});
   for (const ObjectEntry& o : objects) {
     Tint tint = o.state == ObjectState::kReady ? Tint::kPlain : Tint::kWarn;
     std::string lease = o.leases == 0 ? "-"
                         : std::to_string(o.leases) + " (" +
                               (o.lease_ms == UINT64_MAX ? std::string("held") : Seconds(o.lease_ms)) + ")";
-    table.AddRow({o.key, FormatBytes(o.bytes_total), Cell(ObjectStateName(o.state), tint),
-                  std::to_string(o.device), Seconds(o.age_ms), Seconds(o.idle_ms), lease,
-                  PinName(o.pin)});
+    table.AddRow({o.key, FormatBytes(o.bytes_total), Cell(ObjectStateName(o.state), tint), std::to_string(o.device),
+                  o.host_tier ? "host" : "gpu", Seconds(o.age_ms), Seconds(o.idle_ms), lease, PinName(o.pin)});
   }
   // One line however many devices: "store: 3 objects, 0 evictions; device 0
   // 2.00 MiB used, 6.00 MiB free (pages: uid 1001 2, kvd 1); device 1 ...".
@@ -106,6 +118,11 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
                 " " + std::to_string(o.pages);
     }
     if (!owners.empty()) summary += " (pages: " + owners + ")";
+    if (d.host_bytes != 0) {
+      summary += ", host tier " + FormatBytes(d.host_used_bytes) + " used of " + FormatBytes(d.host_bytes) + " (" +
+                 std::to_string(d.host_objects) + " objects, " + std::to_string(d.demotions) + " demoted, " +
+                 std::to_string(d.promotions) + " promoted)";
+    }
   }
   return table.Render(false) + summary + "\n";
 }

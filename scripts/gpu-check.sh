@@ -118,6 +118,11 @@ NANOKV_TEST_BACKEND=cuda step protocol_cuda "$B/bin/kvd_protocol_test" --gtest_b
 NANOKV_TEST_BACKEND=cuda step controller_cuda "$B/bin/controller_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step kvctl_cuda "$B/bin/kvctl_test" --gtest_brief=1
 NANOKV_TEST_BACKEND=cuda step objects_cuda "$B/bin/kvd_objects_test" --gtest_brief=1
+# The host tier under a cuda store: demotion (device -> pinned host pages) and
+# promotion (back, READY header after the bytes) by kvd's tier worker, a
+# working set three times the store read back byte-exact, metrics, kvctl.
+NANOKV_TEST_BACKEND=cuda step object_tier_cuda "$B/bin/kvd_objects_test" --gtest_brief=1 \
+  --gtest_filter='KvdObjectTierTest.*'
 # A build whose kernels fit no GPU here (sm_80 SASS only, scripts/gpu-bundle.sh
 # NO_IMAGE_BUILD=...): the objects suite passes by copy, warning once.
 if [[ -x "$B/bin/kvd_objects_test_no_image" ]]; then
@@ -202,6 +207,9 @@ step grant_bench "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 
 step grant_bench_batch1 "$B/bin/grant_bench" --backend cuda --kvd "$B/bin/kvd" --pages 64 --batch 1 --rounds 5
 step paged_append_bench "$B/bin/paged_append_bench"
 step object_pages_bench "$B/bin/object_pages_bench"
+# The host tier's moves against pinned cudaMemcpy in the same run (goal
+# >= 0.8x each way), and a working set three times the store with and without it.
+step object_tier_bench "$B/bin/object_tier_bench" --backend cuda
 step object_plan_bench "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd"
 step master_plan_bench "$B/bin/master_plan_bench" --kvd "$B/bin/kvd" --index 1000000,10000000
 step object_plan_bench_block "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --spin-us 0
@@ -280,7 +288,7 @@ for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda k
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
-         object_pages_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
+         object_pages_bench object_tier_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
          remote_transfer_bench put_fan_bench_2gpu pd_bench_2gpu pd_disagg_2gpu grpc_call_bench \
          masked_engine_2gpu; do

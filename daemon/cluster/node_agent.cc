@@ -120,6 +120,8 @@ void NodeAgent::FillDevices(google::protobuf::RepeatedPtrField<v1::DeviceReport>
     }
     d->set_capacity_bytes(s.payload_capacity);
     d->set_used_bytes(std::min(s.payload_used, s.payload_capacity));
+    d->set_host_capacity_bytes(s.host_capacity);
+    d->set_host_used_bytes(std::min(s.host_used, s.host_capacity));
     d->set_high_watermark(store_.config().high_watermark);
     d->set_low_watermark(store_.config().low_watermark);
   }

@@ -157,8 +157,12 @@ Status Apply(const std::string& origin, const std::string& base_dir, const YAML:
     if (it == keys.end()) return top.At(entry.first, key).Bad("unknown key");
     NANOKV_RETURN_IF_ERROR(it->second(top.At(entry.second, key)));
     c->where[key] = top.At(entry.first, key).Where();
-    if (key == "object_store" && entry.second.IsMap() && entry.second["size"]) {
-      c->where["object_store.size"] = top.At(entry.second["size"], "object_store.size").Where();
+    // The store's keys kvd checks against the machine once devices are open.
+    for (const char* sub : {"size", "host_tier"}) {
+      if (key == "object_store" && entry.second.IsMap() && entry.second[sub]) {
+        const std::string name = std::string("object_store.") + sub;
+        c->where[name] = top.At(entry.second[sub], name).Where();
+      }
     }
   }
   return Status::OK();
@@ -201,7 +205,10 @@ Status ApplyOverride(const std::string& key, const YamlField& value, KvdConfig* 
     return value.Bad(e.msg);
   }
   config->where[key] = value.Where();
-  if (key == "object_store") config->where.erase("object_store.size");
+  if (key == "object_store") {
+    config->where.erase("object_store.size");
+    config->where.erase("object_store.host_tier");
+  }
   return Status::OK();
 }
 

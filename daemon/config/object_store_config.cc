@@ -55,10 +55,16 @@ Status ParseObjectStoreConfig(const YamlField& field, ObjectStoreConfig* out) {
     } else if (name == "max_leases") {
       NANOKV_ASSIGN_OR_RETURN(int64_t n, value.Integer(1, 1 << 20));
       c.max_leases = static_cast<uint32_t>(n);
+    } else if (name == "host_tier") {
+      NANOKV_ASSIGN_OR_RETURN(std::string text, value.Scalar());
+      auto bytes = ParseBytes(text);
+      if (!bytes.ok()) return value.Bad(std::string(bytes.status().message()) + " (bytes per device, like 8GiB)");
+      c.host_tier = *bytes;
     } else {
       return field.At(entry.first, value.key())
-          .Bad("unknown key (size, high_watermark, low_watermark, policy, lease_ttl, write_timeout, "
-               "max_objects, max_leases)");
+          .Bad(
+              "unknown key (size, high_watermark, low_watermark, policy, lease_ttl, write_timeout, "
+              "max_objects, max_leases, host_tier)");
     }
   }
   if (c.low_watermark > c.high_watermark) {

@@ -28,6 +28,10 @@ struct ObjectStoreConfig {
   // Read leases one client uid may hold at once (expired ones do not count):
   // without a bound a loop of acquires grows kvd without end.
   uint32_t max_leases = 1024;
+  // Per device: bytes of kvd-owned host memory under the device's store
+  // (the host tier, object_index.h). READY objects the store evicts move
+  // there instead of going; 0: no host tier, eviction drops.
+  uint64_t host_tier = 0;
 
   bool enabled() const { return size.is_fraction() || size.bytes != 0; }
 };

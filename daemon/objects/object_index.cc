@@ -8,10 +8,11 @@
 
 #include <algorithm>
 #include <set>
-#include <span>
 
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
+
+#include "daemon/objects/store_range.h"
 
 namespace nanokv::kvd {
 namespace {
@@ -70,6 +71,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     }
   } close_left{restart};
   if (!config.enabled()) return Status::InvalidArgument("object_store.size is 0: no store");
+  NANOKV_RETURN_IF_ERROR(CheckHostTier(config, static_cast<int>(node.Counts().size())));
   if (!(config.low_watermark > 0 && config.low_watermark <= config.high_watermark &&
         config.high_watermark <= 1)) {
     return Status::InvalidArgument("object_store: need 0 < low_watermark <= high_watermark <= 1");
@@ -100,6 +102,7 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     }
     Device device;
     device.ordinal = counts.device;
+    device.evictable = EvictionOrder(config.policy);
     device.arena_pages = header_pages;
     device.max_objects = static_cast<uint32_t>(slots);
     device.slots_per_page = static_cast<uint32_t>(std::min<uint64_t>(slots, page / kHeaderBytes));
@@ -109,9 +112,10 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
         if (s.device == counts.device) previous = &s;
       }
     }
+    std::vector<PageId> taken;
     NANOKV_ASSIGN_OR_RETURN(bool restoring,
-                            store->TakePages(device, static_cast<uint32_t>(pages), previous, restart));
-    device.sorted_pages = device.pages;
+                            store->TakePages(device, static_cast<uint32_t>(pages), taken, previous, restart));
+    device.sorted_pages = taken;
     std::sort(device.sorted_pages.begin(), device.sorted_pages.end());
     for (uint32_t h = 0; h < header_pages; ++h) {
       HeaderPage header;
@@ -127,49 +131,23 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     NANOKV_ASSIGN_OR_RETURN(auto payload, OwnedSpace::Create(payload_bytes, page, kPayloadAlignment));
     device.payload.emplace(std::move(payload));
     store->devices_.push_back(std::move(device));
-    NANOKV_RETURN_IF_ERROR(store->MapDevice(store->devices_.back(), restoring));
+    Device& mapped = store->devices_.back();
+    NANOKV_ASSIGN_OR_RETURN(mapped.range, StoreRange::Map(backend, node, counts.device, std::move(taken)));
+    // A fresh arena is zeroed; a restored one is written by Restore.
+    if (!restoring) NANOKV_RETURN_IF_ERROR(mapped.range->Fill(0, 0, mapped.arena_pages * page));
+    if (config.host_tier != 0) NANOKV_RETURN_IF_ERROR(store->AddHostTier(mapped));
     if (restoring) NANOKV_RETURN_IF_ERROR(store->Restore(store->devices_.size() - 1, *previous, now_ns));
   }
   return store;
 }
 
 ObjectIndex::ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config)
-    : backend_(backend), node_(node), config_(config) {}
-
-Status ObjectIndex::MapDevice(Device& device, bool restoring) {
-  size_t bytes = device.pages.size() * page_bytes_;
-  NANOKV_ASSIGN_OR_RETURN(device.base, backend_.ReserveRange(bytes, 0));
-  for (size_t i = 0; i < device.pages.size(); ++i) {
-    // kvd maps its own exported pages by importing them: NodeState hands out
-    // fds, not handles, and an import is a handle of the same memory.
-    // ImportPage takes the fd (PageFd's is ours to use up).
-    NANOKV_ASSIGN_OR_RETURN(int fd, node_.PageFd(device.ordinal, device.pages[i]));
-    NANOKV_ASSIGN_OR_RETURN(gpu::PageHandle handle,
-                            backend_.ImportPage(fd, device.ordinal, page_bytes_));
-    Status mapped = backend_.Map(device.base + i * page_bytes_, page_bytes_, handle);
-    // The mapping keeps the memory alive (backend.h rule 3): drop the handle.
-    Status released = backend_.ReleasePage(handle);
-    NANOKV_RETURN_IF_ERROR(mapped);
-    NANOKV_RETURN_IF_ERROR(released);
-    device.mapped = i + 1;
-  }
-  int ordinal = device.ordinal;
-  NANOKV_RETURN_IF_ERROR(backend_.SetAccess(device.base, bytes, std::span<const int>(&ordinal, 1)));
-  if (restoring) return Status::OK();
-  return backend_.Fill(reinterpret_cast<void*>(device.base), 0, device.arena_pages * page_bytes_);
-}
+    : backend_(backend), node_(node), config_(config), table_(config) {}
 
 ObjectIndex::~ObjectIndex() {
-  if (journal_ != nullptr) journal_->Remove();
-  for (Device& device : devices_) {
-    if (device.base == 0) continue;
-    for (size_t i = 0; i < device.mapped; ++i) {
-      Status s = backend_.Unmap(device.base + i * page_bytes_, page_bytes_);
-      if (!s.ok()) spdlog::warn("object store: unmap failed: {}", s.ToString());
-    }
-    Status s = backend_.FreeRange(device.base, device.pages.size() * page_bytes_);
-    if (!s.ok()) spdlog::warn("object store: free range failed: {}", s.ToString());
-  }
+  table_.RemoveJournal();
+  // Unmapped before the pages go back to the pool.
+  for (Device& device : devices_) device.range.reset();
   if (tenant_ != 0) {
     Status s = node_.Detach(tenant_);
     if (!s.ok()) spdlog::warn("object store: giving its pages back failed: {}", s.ToString());
@@ -193,11 +171,6 @@ size_t ObjectIndex::PickDevice() const {
   return best;
 }
 
-ObjectIndex::Object* ObjectIndex::Find(std::string_view key) {
-  auto it = objects_.find(std::string(key));
-  return it == objects_.end() ? nullptr : &it->second;
-}
-
 ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
   const Device& device = devices_[object.device];
   ObjectPlan plan;
@@ -205,19 +178,19 @@ ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
   plan.key_hash = object.key_hash;
   plan.device = device.ordinal;
   plan.header_offset = HeaderOffset(device, object.slot);
-  plan.header_page = device.pages[plan.header_offset / page_bytes_];
+  const std::vector<PageId>& pages = device.range->pages();
+  plan.header_page = pages[plan.header_offset / page_bytes_];
   plan.payload_offset = object.payload_offset;
   plan.page_bytes = page_bytes_;
   plan.bytes_total = object.bytes_total;
   plan.epoch = object.epoch;
   plan.state = object.state;
-  plan.store_bytes = device.pages.size() * page_bytes_;
+  plan.store_bytes = device.range->bytes();
   uint64_t at = object.payload_offset, left = object.bytes_total;
   while (left > 0) {
     uint64_t in_page = at % page_bytes_;
     uint64_t take = std::min<uint64_t>(left, page_bytes_ - in_page);
-    plan.spans.push_back({device.pages[at / page_bytes_], static_cast<uint32_t>(in_page),
-                          static_cast<uint32_t>(take)});
+    plan.spans.push_back({pages[at / page_bytes_], static_cast<uint32_t>(in_page), static_cast<uint32_t>(take)});
     at += take;
     left -= take;
   }
@@ -234,6 +207,7 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint32_t
                                      std::to_string(device.ordinal) + "'s store holds " +
                                      std::to_string(capacity));
   }
+  if (device.host_space) return AllocateOverHostTier(d, bytes, owner, now_ns);
   uint64_t need = (bytes + kPayloadAlignment - 1) & ~(kPayloadAlignment - 1);
   auto high = static_cast<uint64_t>(config_.high_watermark * static_cast<double>(capacity));
   if (payload.allocated_bytes() + need > high) {
@@ -246,7 +220,7 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint32_t
     if (offset.status().code() != Code::kResourceExhausted) return offset.status();
     // Free space is there but in holes, or in other owners' pages: evict
     // more, one at a time.
-    if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) {
+    if (!EvictOne(d, now_ns)) {
       return Status::ResourceExhausted(
           "object store on device " + std::to_string(device.ordinal) + ": no room for " +
           std::to_string(bytes) + " bytes and nothing evictable (leased, pinned or being written): " +
@@ -268,11 +242,11 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   }
   // A write of this key left past write_timeout, on any device, is dead
   // already: it must not hold the key against this open.
-  if (const Object* old = Find(key); old != nullptr && old->state != ObjectState::kReady &&
-                                     old->deadline_ns <= now_ns) {
+  if (const Object* old = table_.Find(key);
+      old != nullptr && old->state != ObjectState::kReady && old->deadline_ns <= now_ns) {
     ReclaimLocked(old->device, now_ns);
   }
-  if (const Object* old = Find(key)) {
+  if (const Object* old = table_.Find(key)) {
     return Status::AlreadyExists("object " + Quote(key) + " exists (" + ObjectStateName(old->state) +
                                  ", epoch " + std::to_string(old->epoch) +
                                  "); objects are immutable: remove it first");
@@ -301,7 +275,7 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   object.bytes_total = bytes_total;
   object.state = ObjectState::kReserved;
   object.epoch = NextEpoch(device);
-  object.seq = next_seq_++;
+  object.seq = table_.NextSeq();
   object.created_ns = now_ns;
   object.last_access_ns = now_ns;
   object.deadline_ns = now_ns + static_cast<uint64_t>(config_.write_timeout.count()) * 1'000'000;
@@ -312,11 +286,13 @@ Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t byte
   device.slot_epochs[object.slot] = object.epoch;
   object.record = device.free_records.back();  // live objects <= max_objects == records
   device.free_records.pop_back();
-  auto [it, inserted] = objects_.emplace(object.key, std::move(object));
-  Object* live = &it->second;
+  // Past low_watermark the tier worker moves victims down, ahead of a
+  // write that would have to drop them.
+  if (tier_kick_ && OverLowWatermark(d)) tier_kick_();
+  Object* live = table_.Insert(std::move(object));
   device.writing.insert({live->deadline_ns, live});
   ++device.objects;
-  JournalObject(*live);
+  table_.Journal(*live);
   ObjectPlan plan = PlanOf(*live);
   plan.write_secret = secret;  // the open's answer alone carries it
   return plan;
@@ -332,7 +308,7 @@ Status ObjectIndex::CheckWriter(const Object& object, uint32_t writer, const cha
 
 Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns, uint32_t writer) {
   std::lock_guard lock(mu_);
-  Object* object = Find(key);
+  Object* object = table_.Find(key);
   if (object == nullptr) {
     return Status::NotFound("commit of " + Quote(key) +
                             ": no such object (revoked, reclaimed past write_timeout, or never opened)");
@@ -356,15 +332,15 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   devices_[object->device].writing.erase({object->deadline_ns, object});
   object->state = ObjectState::kReady;
   object->last_access_ns = now_ns;
-  MakeEvictable(object);
-  JournalObject(*object);  // committed: back READY after a restart
+  devices_[object->device].evictable.Add(object);
+  table_.Journal(*object);  // committed: back READY after a restart
   Notify(*object, ObjectEvent::Kind::kReady);
   return Status::OK();
 }
 
 Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_ns*/, uint32_t writer) {
   std::lock_guard lock(mu_);
-  Object* object = Find(key);
+  Object* object = table_.Find(key);
   if (object == nullptr) return Status::NotFound("revoke of " + Quote(key) + ": no such object");
   if (object->epoch != epoch) {
     return Status::FailedPrecondition("revoke of " + Quote(key) + " with stale epoch " +
@@ -381,7 +357,7 @@ Status ObjectIndex::Revoke(std::string_view key, uint32_t epoch, uint64_t /*now_
 
 Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns, uint32_t requester) {
   std::lock_guard lock(mu_);
-  Object* object = Find(key);
+  Object* object = table_.Find(key);
   if (object == nullptr) return Status::NotFound("remove of " + Quote(key) + ": no such object");
   if (requester != kOperator && requester != object->owner) {
     // Only the owner or an operator: any peer allowed to connect is not
@@ -397,7 +373,7 @@ Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns, uint32_t reque
                                       ObjectStateName(object->state) +
                                       " (revoke it with its plan's epoch)");
   }
-  if (Leased(*object, now_ns)) {
+  if (table_.Leased(*object, now_ns)) {
     return Status::FailedPrecondition("remove of " + Quote(key) + ": under a read lease (" +
                                       std::to_string(object->leases.size()) + " lease(s))");
   }
@@ -407,21 +383,30 @@ Status ObjectIndex::Remove(std::string_view key, uint64_t now_ns, uint32_t reque
 
 Result<ObjectPlan> ObjectIndex::GetLocation(std::string_view key, uint64_t now_ns) {
   std::lock_guard lock(mu_);
-  Object* object = Find(key);
+  Object* object = table_.Find(key);
   if (object == nullptr) return Status::NotFound("object " + Quote(key) + " does not exist");
   if (object->state != ObjectState::kReady) {
     return Status::FailedPrecondition("object " + Quote(key) + " is " +
                                       ObjectStateName(object->state) + ", not READY yet");
   }
-  UnmakeEvictable(object);
-  object->last_access_ns = now_ns;
-  MakeEvictable(object);
+  Device& device = devices_[object->device];
+  if (object->tier == Tier::kHost) {
+    // Plans name the store only: the object is moved back for the next get.
+    ++device.host_hits;
+    device.host_order.Touch(object, now_ns);
+    device.wanted.insert(object);
+    if (tier_kick_) tier_kick_();
+    return Status::Unavailable("object " + Quote(key) + " is in device " + std::to_string(device.ordinal) +
+                               "'s host tier: kvd is moving it back into the store; ask again");
+  }
+  ++device.gpu_hits;
+  device.evictable.Touch(object, now_ns);
   return PlanOf(*object);
 }
 
 Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin, uint32_t requester) {
   std::lock_guard lock(mu_);
-  Object* object = Find(key);
+  Object* object = table_.Find(key);
   if (object == nullptr) return Status::NotFound("pin of " + Quote(key) + ": no such object");
   if (requester != kOperator && requester != object->owner) {
     // A hard pin outlasts the operator's evict: it is the owner's to set.
@@ -429,13 +414,13 @@ Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin, uint32_t request
                                     ": only its owner (" + Who(object->owner) + "), root or kvd's user may pin it");
   }
   object->pin = pin;
-  JournalObject(*object);
+  table_.Journal(*object);
   return Status::OK();
 }
 
 Result<uintptr_t> ObjectIndex::StoreBase(int device) const {
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
-  return devices_[d].base;
+  return devices_[d].range->base();
 }
 
 bool ObjectIndex::OwnsPage(int device, PageId id) const {

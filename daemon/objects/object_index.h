@@ -33,12 +33,23 @@
 // a READY object; a write not committed within write_timeout is reclaimed.
 // Dropping frees the payload and slot in the index only.
 //
-// kvd never touches the device while it serves: a copy from kvd's
-// process makes the GPU switch between kvd's context and the engines' (~150
-// us each way on an H100, docs/BENCHMARKS.md). So no DEAD is stored: an
-// object is gone when the index says so, and a device reader tells its
-// object from the slot's next one by the epoch ({READY, its epoch}), holding
-// a lease while it reads so the space is not reused under it.
+// kvd does no device work on the request path: a copy from kvd's process
+// makes the GPU switch between kvd's context and the engines' (~150 us each
+// way on an H100, docs/BENCHMARKS.md). So no DEAD is stored: an object is
+// gone when the index says so, and a device reader tells its object from
+// the slot's next one by the epoch ({READY, its epoch}), holding a lease
+// while it reads so the space is not reused under it. Where kvd does touch
+// device memory, and why, is listed in docs/ARCHITECTURE.md ("Device work
+// in kvd").
+//
+// The parts, one concept each: the object table (object_table.h: objects
+// by key, states, epochs, leases, the journal), the eviction order of each
+// device's store (eviction_order.h: picks victims; this class drops them),
+// and the placement of each device's bytes (payload_placement.h: the store
+// range, store_range.h; the host tier under it, host_range.h). This class
+// composes them: the plan API, header slots and page owners
+// (object_index_headers.cc), restart (object_index_restore.cc), moves
+// between the tiers (object_index_tier.cc).
 //
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
@@ -88,8 +99,13 @@
 
 #include "daemon/config/object_store_config.h"
 #include "daemon/node/node_state.h"
+#include "daemon/objects/eviction_order.h"
+#include "daemon/objects/host_range.h"
 #include "daemon/objects/object_journal.h"
+#include "daemon/objects/object_table.h"
 #include "daemon/objects/owned_space.h"
+#include "daemon/objects/payload_placement.h"
+#include "daemon/objects/stored_object.h"
 #include "gpu/backend.h"
 #include "nanokv/object_header.h"
 #include "nanokv/object_types.h"
@@ -135,7 +151,21 @@ struct StoreDeviceStats {
   uint64_t recovered_bytes = 0;
   uint32_t recovered_writes = 0;
   uint32_t refused_records = 0;
+  // The host tier under this device's store (zero without one).
+  uint64_t host_capacity = 0;
+  uint64_t host_used = 0;
+  uint32_t host_objects = 0;
+  uint64_t demotions = 0;       // moved down into the host tier
+  uint64_t promotions = 0;      // moved back up into the store
+  uint64_t host_evictions = 0;  // dropped from the host tier
+  uint64_t gpu_hits = 0;        // locates answered from the store
+  uint64_t host_hits = 0;       // locates that found the object in the host tier
 };
+
+// OK, or kInvalidArgument naming object_store.host_tier when `devices`
+// host tiers of config.host_tier bytes each are more than this machine's
+// memory: refused at start rather than failing once objects land there.
+Status CheckHostTier(const ObjectStoreConfig& config, int devices);
 
 // A dead kvd's store to bring back (object_recovery.h):
 // what its object journal says, and its store pages handed back (fds of
@@ -144,13 +174,6 @@ struct StoreDeviceStats {
 struct StoreRestart {
   JournaledStores previous;
   std::map<int, std::vector<AdoptPage>> pages;  // by device ordinal; Create takes every fd
-};
-
-// A read lease as the index keeps it: its id and when it ends on kvd's
-// steady clock (the engine's ObjectLease carries the time left instead).
-struct LeaseExpiry {
-  uint64_t id = 0;
-  uint64_t expires_ns = 0;
 };
 
 class ObjectIndex {
@@ -208,7 +231,9 @@ class ObjectIndex {
   // `requester` (a uid) is neither the object's owner nor kOperator.
   Status Remove(std::string_view key, uint64_t now_ns, uint32_t requester = kOperator);
   // A READY object's location; updates last_access. kFailedPrecondition if
-  // it is not READY yet.
+  // it is not READY yet. An object in the host tier answers kUnavailable
+  // ("ask again") and is queued for promotion: a plan always names the
+  // device's store, never the host tier.
   Result<ObjectPlan> GetLocation(std::string_view key, uint64_t now_ns);
 
   // Read leases: the object stays (no evict, no remove) until ReleaseLease
@@ -243,6 +268,47 @@ class ObjectIndex {
   // `bytes` are freed (0: until usage is at the low watermark). Returns the
   // bytes freed. (kvctl evict.)
   Result<uint64_t> Evict(int device, uint64_t bytes, uint64_t now_ns);
+
+  // The host tier (object_store.host_tier; object_index_tier.cc). A move
+  // between tiers is three steps: Begin (under the lock: pick the object,
+  // reserve space at the target, mark it moving), CopyMove (without the
+  // lock: the bytes, and a promotion's READY header), FinishMove (under the
+  // lock: the object switches tier and its old space is freed). The object
+  // stays readable where it is until FinishMove; a remove meanwhile frees
+  // the reservation and FinishMove then does nothing, and a lease taken
+  // meanwhile cancels a demotion (its reader reads the store's copy), so
+  // no race loses an object or its bytes. Moves run on kvd's tier worker
+  // (tier_worker.h), never on the request loop.
+  struct TierMove {
+    std::string key;
+    size_t d = 0;        // device index
+    uint32_t epoch = 0;  // the object's, when the move began
+    Tier to = Tier::kGpu;
+    uint64_t from = 0;    // payload offset where it is
+    uint64_t target = 0;  // payload offset where it goes
+    uint64_t bytes = 0;
+    uint64_t header_offset = 0;  // a promotion's header, in the store range
+    ObjectHeader header{};       // what a promotion writes there, READY
+  };
+  bool has_host_tier() const { return config_.host_tier != 0; }
+  // The eviction order's next victim of `device`'s store, on its way to the
+  // host tier (host-tier victims dropped to make room); nullopt if none
+  // may go or the host tier cannot take it.
+  std::optional<TierMove> BeginDemotion(int device, uint64_t now_ns);
+  // A host-tier object of `device` a get asked for, on its way back when
+  // the store has room under high_watermark without evicting; nullopt if none.
+  std::optional<TierMove> BeginPromotion(int device, uint64_t now_ns);
+  Status CopyMove(const TierMove& move);
+  // True when the object switched tier; false when the move was cancelled
+  // (removed, leased, or the copy failed: `copied` not OK).
+  bool FinishMove(const TierMove& move, const Status& copied, uint64_t now_ns);
+  // The tier worker's round: on every device, demotions while the store is
+  // over low_watermark, then the promotions gets asked for. Returns the
+  // objects moved.
+  size_t RunTierWork(uint64_t now_ns);
+  // Called (with the lock held: it must be quick) when a get finds an
+  // object in the host tier: the tier worker's wake-up. nullptr: none.
+  void SetTierKick(std::function<void()> kick);
 
   // Every object, by key; ages and lease times are as of `now_ns`.
   std::vector<ObjectEntry> List(uint64_t now_ns) const;
@@ -294,30 +360,7 @@ class ObjectIndex {
   TenantId tenant() const { return tenant_; }
 
  private:
-  struct Object {
-    std::string key;
-    uint64_t key_hash = 0;
-    size_t device = 0;           // device index
-    uint32_t slot = 0;
-    uint64_t payload_offset = 0;
-    uint64_t bytes_total = 0;
-    ObjectState state = ObjectState::kFree;
-    uint32_t epoch = 0;
-    uint64_t seq = 0;            // creation order (FIFO), unique
-    uint64_t created_ns = 0;
-    uint64_t deadline_ns = 0;    // RESERVED/WRITING: reclaimed after this
-    uint64_t last_access_ns = 0;
-    uint64_t rank = 0;           // the eviction order key while READY
-    std::map<uint64_t, uint64_t> leases;  // lease id -> expiry
-    ObjectPin pin = ObjectPin::kNone;
-    uint32_t owner = kOperator;  // the producer's uid, its writer (Commit, Remove)
-    uint64_t write_secret = 0;   // kOperator's open plans: what their writer shows
-    uint32_t record = 0;         // its object journal record
-    // A write a restart found under way: its header slot was written free,
-    // so the device header is not its (CheckInvariants skips it).
-    bool restored_write = false;
-  };
-  using OrderKey = std::tuple<uint64_t, uint64_t, Object*>;  // (rank, seq, object)
+  using Object = StoredObject;
   // A page of header slots, one owner's at a time (or spare).
   struct HeaderPage {
     uint32_t page = 0;           // index in the store range
@@ -329,10 +372,10 @@ class ObjectIndex {
   };
   struct Device {
     int ordinal = 0;
-    std::vector<PageId> pages;   // store pages, in range order
-    std::vector<PageId> sorted_pages;  // the same, sorted (OwnsPage)
-    uintptr_t base = 0;          // kvd's mapping of the store range
-    size_t mapped = 0;           // pages mapped at base so far
+    // Its store pages mapped in kvd (offsets in plans are into it); null
+    // until mapped in Create.
+    std::unique_ptr<PayloadPlacement> range;
+    std::vector<PageId> sorted_pages;  // the range's pages, sorted (OwnsPage)
     uint32_t arena_pages = 0;    // the header arena at the front
     uint32_t slots_per_page = 0;  // usable slots of a header page
     uint32_t max_objects = 0;    // live objects at once
@@ -349,7 +392,7 @@ class ObjectIndex {
     std::vector<uint32_t> slot_epochs;
     uint32_t last_epoch = 0;
     std::optional<OwnedSpace> payload;  // offsets are after the arena
-    std::set<OrderKey> evictable;  // READY objects by policy order
+    EvictionOrder evictable{EvictionPolicy::kLru};   // READY objects; Create sets the configured policy
     std::set<std::pair<uint64_t, Object*>> writing;  // by deadline
     uint32_t objects = 0;
     uint64_t evictions = 0;
@@ -357,25 +400,28 @@ class ObjectIndex {
     std::vector<uint32_t> free_records;  // object journal records, a stack
     uint32_t recovered_objects = 0, recovered_writes = 0, refused_records = 0;
     uint64_t recovered_bytes = 0;
+    // The host tier under the store (object_store.host_tier); null: none.
+    std::unique_ptr<HostRange> host;
+    std::optional<OwnedSpace> host_space;
+    EvictionOrder host_order{EvictionPolicy::kLru};
+    uint32_t host_objects = 0;
+    uint64_t demotions = 0, promotions = 0, host_evictions = 0, gpu_hits = 0, host_hits = 0;
+    std::set<Object*> wanted;  // host-tier objects a get asked for, to promote
   };
 
   ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config);
-  // Maps the device's pages back to back; zeroes the header arena unless
-  // `restoring` (Restore writes the header pages then).
-  Status MapDevice(Device& device, bool restoring);
-  // object_index_restore.cc. The device's pages: a previous store's (all
-  // adopted: true) or fresh ones granted, with what was adopted.
-  Result<bool> TakePages(Device& device, uint32_t pages, const JournaledStore* previous, StoreRestart* restart);
+  // object_index_restore.cc. The device's pages into `taken`, in range
+  // order: a previous store's (all adopted: true) or fresh ones granted,
+  // with what was adopted.
+  Result<bool> TakePages(Device& device, uint32_t pages, std::vector<PageId>& taken, const JournaledStore* previous,
+                         StoreRestart* restart);
   // Rebuilds device d's index from its previous store (Create's comment).
   Status Restore(size_t d, const JournaledStore& previous, uint64_t now_ns);
   // Puts one scanned object in the index: READY, or a write held until
   // `deadline_ns`. False (nothing changed) when its space cannot be had.
   bool RestoreObject(size_t d, const JournaledObject& found, bool ready, uint64_t now_ns, uint64_t deadline_ns);
-  // The object journal's record of `object` (now, as it stands).
-  void JournalObject(const Object& object);
   Result<size_t> DeviceIndex(int device) const;
   size_t PickDevice() const;
-  Object* Find(std::string_view key);
   ObjectPlan PlanOf(const Object& object) const;
   // kPermissionDenied for `what` ("commit", "revoke") of `object` by
   // `writer` unless it is the object's owner.
@@ -388,19 +434,33 @@ class ObjectIndex {
   // state -> DEAD in the index, tell the listener `why`, then Drop.
   void Kill(Object* object, ObjectEvent::Kind why);
   void Notify(const Object& object, ObjectEvent::Kind kind);
-  void MakeEvictable(Object* object);
-  void UnmakeEvictable(Object* object);
-  bool Leased(Object& object, uint64_t now_ns);
-  // Drops expired leases of every object, oldest first (object_index_leases.cc).
-  void PruneLeases(uint64_t now_ns);
-  // Forgets lease `id` in the holder counts; the caller erases it from its object.
-  void ForgetLease(uint64_t id);
   size_t ReclaimLocked(size_t d, uint64_t now_ns);
   // Evicts from device d by policy until `target` payload bytes are in use
   // or nothing more may go. Returns the bytes freed.
   uint64_t EvictDownTo(size_t d, uint64_t target, uint64_t now_ns);
-  // Evicts one victim (soft pins only when `soft`). False if none.
-  bool EvictOne(size_t d, bool soft, uint64_t now_ns);
+  // Evicts the eviction order's next victim on device d (it drops it;
+  // host-tier victims once the store has none). False if none may go.
+  bool EvictOne(size_t d, uint64_t now_ns);
+  // Drops the host tier's next victim on device d. False if none may go.
+  bool EvictHostOne(size_t d, uint64_t now_ns);
+  // The eviction order the object is in (or would be): its tier's.
+  EvictionOrder& OrderOf(const Object& object);
+  // Frees what a move of `object` reserved at its target; the move ends.
+  void ReleaseMove(Object* object);
+  // `object` goes while its move copies: what the move reserved stays
+  // reserved (the copy may still write there) until FinishMove frees it.
+  void OrphanMove(const Object& object);
+  bool OverLowWatermark(size_t d) const;
+  // A free header slot for `owner` without evicting; kResourceExhausted if none.
+  Result<uint32_t> TakeFreeSlot(Device& device, uint32_t owner);
+  // Maps `device`'s host tier (object_store.host_tier bytes) and its space.
+  Status AddHostTier(Device& device);
+  // Store space on device d when it has a host tier: its victims move down
+  // on the tier worker, never dropped here, so a write finding no room
+  // answers kUnavailable (ask again) while some victim can move.
+  Result<uint64_t> AllocateOverHostTier(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
+  // Space in device d's host tier, dropping host-tier victims for it.
+  Result<uint64_t> AllocateHost(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
   Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
   // Header slots (object_index_headers.cc). A free slot in a header page of
   // `owner`'s, evicting when none can be had; kResourceExhausted naming
@@ -429,6 +489,17 @@ class ObjectIndex {
   // spare list.
   Status CheckOwner(const Device& device, const Object& object) const;
   Status CheckHeaderPages(size_t d) const;
+  // The tiers' share of CheckInvariants (object_index_tier.cc): per device
+  // index, the host tier's allocated bytes, READY candidates and objects.
+  struct TierCounts {
+    explicit TierCounts(size_t devices) : host_allocated(devices), host_candidates(devices), host_objects(devices) {}
+    std::vector<uint64_t> host_allocated;
+    std::vector<uint32_t> host_candidates, host_objects;
+  };
+  // A host-tier object, or one moving: its space and order; a move's
+  // reservation counted in `slot_used` and `allocated` (the store's).
+  Status CheckTiers(const Object& object, std::vector<bool>& slot_used, uint64_t& allocated, TierCounts& tiers) const;
+  Status CheckHostSpace(size_t d, const TierCounts& tiers) const;
 
   gpu::Backend& backend_;
   NodeState& node_;
@@ -437,27 +508,20 @@ class ObjectIndex {
   TenantId tenant_ = 0;
   mutable std::mutex mu_;
   std::vector<Device> devices_;
-  std::unordered_map<std::string, Object> objects_;  // node-based: Object* stay valid
-  uint64_t next_seq_ = 1;
-  uint64_t next_lease_ = 1;
-  // Every lease by id. Ids grow with time and lease_ttl is one for all, so
-  // id order is expiry order: pruning pops from the front. Held leases
-  // (no expiry) take ids from kFirstHeldLease up, after every timed one,
-  // so they never stop a prune short of an expired lease.
-  struct LeaseRecord {
-    Object* object;
-    uint32_t holder;
-    uint64_t held_by = 0;  // the connection of a held lease, else 0
-  };
-  static constexpr uint64_t kFirstHeldLease = uint64_t{1} << 63;
-  uint64_t next_held_lease_ = kFirstHeldLease;
-  std::map<uint64_t, LeaseRecord> leases_;
-  std::unordered_map<uint64_t, std::set<uint64_t>> held_leases_;  // connection -> its held lease ids
-  std::unordered_map<uint32_t, uint32_t> leases_per_holder_;
+  ObjectTable table_;
   // Pages each uid holds: (device index, store page index).
   std::unordered_map<uint32_t, std::set<std::pair<size_t, uint64_t>>> holds_;
   std::function<void(const ObjectEvent&)> listener_;
-  std::unique_ptr<ObjectJournal> journal_;  // nullptr until StartJournal
+  std::function<void()> tier_kick_;
+  // Reservations of moves whose object went mid-copy: (device index, target
+  // tier, offset, slot), freed by their FinishMove.
+  struct Orphan {
+    size_t d;
+    Tier to;
+    uint64_t offset;
+    uint32_t slot;
+  };
+  std::vector<Orphan> orphans_;
 };
 
 }  // namespace nanokv::kvd

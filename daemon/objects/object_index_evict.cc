@@ -1,20 +1,11 @@
-// The object store's index upkeep: eviction order, leases, dropping objects,
-// zombie reclaim, listing and the invariant check (object_index.h).
+// The object store's upkeep: evicting the eviction order's victims,
+// dropping objects, zombie reclaim, listing and the invariant check
+// (object_index.h).
 #include <spdlog/spdlog.h>
 
 #include "daemon/objects/object_index.h"
 
 namespace nanokv::kvd {
-
-void ObjectIndex::MakeEvictable(Object* object) {
-  if (object->state != ObjectState::kReady) return;
-  object->rank = config_.policy == EvictionPolicy::kFifo ? object->seq : object->last_access_ns;
-  devices_[object->device].evictable.insert({object->rank, object->seq, object});
-}
-
-void ObjectIndex::UnmakeEvictable(Object* object) {
-  devices_[object->device].evictable.erase({object->rank, object->seq, object});
-}
 
 void ObjectIndex::SetEventListener(std::function<void(const ObjectEvent&)> listener) {
   std::lock_guard lock(mu_);
@@ -28,7 +19,7 @@ void ObjectIndex::Notify(const Object& object, ObjectEvent::Kind kind) {
 
 void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
   Device& device = devices_[object->device];
-  if (object->state == ObjectState::kReady) UnmakeEvictable(object);
+  if (object->state == ObjectState::kReady) OrderOf(*object).Remove(object);
   if (object->state == ObjectState::kReserved || object->state == ObjectState::kWriting) {
     device.writing.erase({object->deadline_ns, object});
   }
@@ -41,14 +32,21 @@ void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
 
 void ObjectIndex::Drop(Object* object) {
   Device& device = devices_[object->device];
-  Status freed = device.payload->Free(object->payload_offset - device.arena_pages * page_bytes_);
-  if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
-  FreeSlot(device, object->slot);
-  if (journal_ != nullptr) journal_->Clear(object->device, object->record);
+  if (object->move.active) OrphanMove(*object);
+  device.wanted.erase(object);
+  if (object->tier == Tier::kHost) {
+    Status freed = device.host_space->Free(object->payload_offset);
+    if (!freed.ok()) spdlog::error("object store host tier: {}", freed.ToString());
+    --device.host_objects;
+  } else {
+    Status freed = device.payload->Free(object->payload_offset - device.arena_pages * page_bytes_);
+    if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());
+    FreeSlot(device, object->slot);
+  }
+  table_.ClearRecord(object->device, object->record);
   device.free_records.push_back(object->record);
   --device.objects;
-  for (const auto& lease : object->leases) ForgetLease(lease.first);
-  objects_.erase(object->key);
+  table_.Erase(object);
 }
 
 size_t ObjectIndex::ReclaimLocked(size_t d, uint64_t now_ns) {
@@ -68,31 +66,26 @@ size_t ObjectIndex::ReclaimLocked(size_t d, uint64_t now_ns) {
 
 size_t ObjectIndex::Reclaim(uint64_t now_ns) {
   std::lock_guard lock(mu_);
-  PruneLeases(now_ns);
+  table_.PruneLeases(now_ns);
   size_t reclaimed = 0;
   for (size_t d = 0; d < devices_.size(); ++d) reclaimed += ReclaimLocked(d, now_ns);
   return reclaimed;
 }
 
-bool ObjectIndex::EvictOne(size_t d, bool soft, uint64_t now_ns) {
+bool ObjectIndex::EvictOne(size_t d, uint64_t now_ns) {
   Device& device = devices_[d];
-  for (const auto& entry : device.evictable) {
-    Object* object = std::get<2>(entry);
-    if (object->pin == ObjectPin::kHard) continue;
-    if (object->pin == ObjectPin::kSoft && !soft) continue;
-    if (Leased(*object, now_ns)) continue;
-    Kill(object, ObjectEvent::Kind::kEvicted);
-    ++device.evictions;
-    return true;
-  }
-  return false;
+  Object* victim = device.evictable.PickVictim([&](Object& object) { return table_.Leased(object, now_ns); });
+  if (victim == nullptr) return false;
+  Kill(victim, ObjectEvent::Kind::kEvicted);
+  ++device.evictions;
+  return true;
 }
 
 uint64_t ObjectIndex::EvictDownTo(size_t d, uint64_t target, uint64_t now_ns) {
   OwnedSpace& payload = *devices_[d].payload;
   uint64_t before = payload.allocated_bytes();
   while (payload.allocated_bytes() > target) {
-    if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) break;
+    if (!EvictOne(d, now_ns)) break;
   }
   return before - payload.allocated_bytes();
 }
@@ -127,8 +120,8 @@ std::vector<ObjectEntry> ObjectIndex::List(uint64_t now_ns) const {
   auto ms = [](uint64_t from, uint64_t to) { return to > from ? (to - from) / 1'000'000 : 0; };
   std::lock_guard lock(mu_);
   std::vector<ObjectEntry> out;
-  out.reserve(objects_.size());
-  for (const auto& [key, object] : objects_) {
+  out.reserve(table_.objects().size());
+  for (const auto& [key, object] : table_.objects()) {
     ObjectEntry entry;
     entry.key = key;
     entry.bytes_total = object.bytes_total;
@@ -138,6 +131,7 @@ std::vector<ObjectEntry> ObjectIndex::List(uint64_t now_ns) const {
     entry.age_ms = ms(object.created_ns, now_ns);
     entry.idle_ms = ms(object.last_access_ns, now_ns);
     entry.pin = object.pin;
+    entry.host_tier = object.tier == Tier::kHost;
     uint64_t lease_until_ns = 0;
     for (const auto& [id, expiry] : object.leases) {
       if (expiry <= now_ns) continue;
@@ -158,7 +152,7 @@ std::vector<StoreDeviceStats> ObjectIndex::Stats() const {
   for (const Device& device : devices_) {
     StoreDeviceStats s;
     s.device = device.ordinal;
-    s.pages = static_cast<uint32_t>(device.pages.size());
+    s.pages = static_cast<uint32_t>(device.range->pages().size());
     s.header_pages = static_cast<uint32_t>(device.headers.size());
     s.header_slots = s.header_pages * device.slots_per_page;
     s.shared_free_pages = static_cast<uint32_t>(device.payload->shared_free_pages());
@@ -175,6 +169,16 @@ std::vector<StoreDeviceStats> ObjectIndex::Stats() const {
     s.recovered_bytes = device.recovered_bytes;
     s.recovered_writes = device.recovered_writes;
     s.refused_records = device.refused_records;
+    if (device.host_space) {
+      s.host_capacity = device.host_space->capacity();
+      s.host_used = device.host_space->allocated_bytes();
+    }
+    s.host_objects = device.host_objects;
+    s.demotions = device.demotions;
+    s.promotions = device.promotions;
+    s.host_evictions = device.host_evictions;
+    s.gpu_hits = device.gpu_hits;
+    s.host_hits = device.host_hits;
     out.push_back(s);
   }
   return out;
@@ -189,10 +193,18 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       writing(devices_.size(), 0);
   std::vector<std::vector<bool>> slot_used(devices_.size());
   for (size_t d = 0; d < devices_.size(); ++d) slot_used[d].assign(devices_[d].slot_epochs.size(), false);
-  for (const auto& [key, object] : objects_) {
+  TierCounts tiers(devices_.size());
+  for (const auto& [key, object] : table_.objects()) {
     std::string where = "object store: '" + key + "': ";
     if (object.key != key) return Status::Internal(where + "indexed under another key");
     const Device& device = devices_[object.device];
+    if (object.move.active || object.tier != Tier::kGpu) {
+      NANOKV_RETURN_IF_ERROR(CheckTiers(object, slot_used[object.device], allocated[object.device], tiers));
+      if (object.tier != Tier::kGpu) {
+        ++live[object.device];
+        continue;
+      }
+    }
     if (object.slot >= device.slot_epochs.size() || slot_used[object.device][object.slot]) {
       return Status::Internal(where + "header slot out of range or shared");
     }
@@ -203,10 +215,11 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     allocated[object.device] += length;
     ++live[object.device];
     if (object.state == ObjectState::kReady) {
-      if (!device.evictable.contains({object.rank, object.seq, const_cast<Object*>(&object)})) {
-        return Status::Internal(where + "READY but not in the eviction order");
+      if (device.evictable.Contains(object) == object.move.active) {
+        return Status::Internal(where + (object.move.active ? "moving between tiers but in the eviction order"
+                                                            : "READY but not in the eviction order"));
       }
-      ++evictable[object.device];
+      if (!object.move.active) ++evictable[object.device];
     } else if (object.state == ObjectState::kWriting || object.state == ObjectState::kReserved) {
       if (!device.writing.contains({object.deadline_ns, const_cast<Object*>(&object)})) {
         return Status::Internal(where + "being written but not in the reclaim order");
@@ -225,8 +238,7 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       return Status::Internal(where + "its slot's last epoch is " + std::to_string(device.slot_epochs[object.slot]));
     }
     ObjectHeader header{};
-    Status read = backend_.Copy(&header, reinterpret_cast<const void*>(device.base + HeaderOffset(device, object.slot)),
-                                sizeof(header), gpu::CopyKind::kDeviceToHost);
+    Status read = device.range->Read(HeaderOffset(device, object.slot), &header, sizeof(header));
     if (!read.ok()) return read;
     const bool begun = header.epoch == object.epoch;
     const bool state_ok = header.state == static_cast<uint32_t>(ObjectState::kWriting) ||
@@ -238,30 +250,16 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
                               ", epoch " + std::to_string(header.epoch) + ")");
     }
   }
-  // Every lease of an object is in the lease list under that object, and the
-  // per-holder counts add up to the list.
-  size_t object_leases = 0;
-  for (const auto& [key, object] : objects_) {
-    for (const auto& lease : object.leases) {
-      auto record = leases_.find(lease.first);
-      if (record == leases_.end() || record->second.object != &object) {
-        return Status::Internal("object store: '" + key + "': lease " + std::to_string(lease.first) +
-                                " is not in the lease list");
-      }
-    }
-    object_leases += object.leases.size();
-  }
-  size_t counted = 0;
-  for (const auto& [holder, count] : leases_per_holder_) counted += count;
-  if (object_leases != leases_.size() || counted != leases_.size()) {
-    return Status::Internal("object store: " + std::to_string(leases_.size()) + " leases listed, " +
-                            std::to_string(object_leases) + " on objects, " + std::to_string(counted) +
-                            " counted by holder");
-  }
+  NANOKV_RETURN_IF_ERROR(table_.CheckLeases());
   for (size_t d = 0; d < devices_.size(); ++d) {
     const Device& device = devices_[d];
     std::string where = "object store device " + std::to_string(device.ordinal) + ": ";
     NANOKV_RETURN_IF_ERROR(device.payload->CheckInvariants());
+    for (const Orphan& orphan : orphans_) {
+      if (orphan.d == d && orphan.to == Tier::kGpu) {
+        allocated[d] += device.payload->LengthAt(orphan.offset - device.arena_pages * page_bytes_);
+      }
+    }
     if (allocated[d] != device.payload->allocated_bytes()) {
       return Status::Internal(where + "allocator holds " + std::to_string(device.payload->allocated_bytes()) +
                               " bytes, objects " + std::to_string(allocated[d]));
@@ -270,15 +268,16 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
       return Status::Internal(where + "object count drifted");
     }
     NANOKV_RETURN_IF_ERROR(CheckHeaderPages(d));
+    NANOKV_RETURN_IF_ERROR(CheckHostSpace(d, tiers));
     if (evictable[d] != device.evictable.size() || writing[d] != device.writing.size()) {
       return Status::Internal(where + "eviction or reclaim order lists a dead object");
     }
     auto held = node.Counts();
     size_t index = 0;
     for (; index < held.size() && held[index].device != device.ordinal; ++index) {}
-    if (index == held.size() || tenant->used_pages[index] != device.pages.size()) {
-      return Status::Internal(where + "holds " + std::to_string(device.pages.size()) +
-                              " pages, its tenant counts otherwise");
+    const size_t pages = device.range->pages().size();
+    if (index == held.size() || tenant->used_pages[index] != pages) {
+      return Status::Internal(where + "holds " + std::to_string(pages) + " pages, its tenant counts otherwise");
     }
   }
   return node.CheckInvariants();

@@ -13,7 +13,9 @@ namespace nanokv::kvd {
 
 uint32_t ObjectIndex::NextEpoch(Device& device) {
   if (++device.last_epoch == 0) ++device.last_epoch;  // 0 never names an object
-  if (journal_ != nullptr) journal_->SetLastEpoch(static_cast<size_t>(&device - devices_.data()), device.last_epoch);
+  if (ObjectJournal* journal = table_.journal()) {
+    journal->SetLastEpoch(static_cast<size_t>(&device - devices_.data()), device.last_epoch);
+  }
   return device.last_epoch;
 }
 
@@ -50,8 +52,7 @@ Result<uint32_t> ObjectIndex::AdoptHeaderPage(Device& device, uint32_t owner) {
     const auto page = static_cast<uint32_t>(device.arena_pages + offset / page_bytes_);
     std::vector<ObjectHeader> fresh(page_bytes_ / sizeof(ObjectHeader), ObjectHeader{});
     for (ObjectHeader& header : fresh) header.epoch = device.last_epoch;
-    Status written = backend_.Copy(reinterpret_cast<void*>(device.base + uint64_t{page} * page_bytes_),
-                                   fresh.data(), page_bytes_, gpu::CopyKind::kHostToDevice);
+    Status written = device.range->Write(uint64_t{page} * page_bytes_, fresh.data(), page_bytes_);
     if (!written.ok()) {
       spdlog::error("object store: making page {} of device {} a header page: {}", page, device.ordinal,
                     written.ToString());
@@ -64,7 +65,9 @@ Result<uint32_t> ObjectIndex::AdoptHeaderPage(Device& device, uint32_t owner) {
     device.headers.push_back(std::move(header));
     device.header_at[page] = ordinal;
     device.slot_epochs.resize(device.slot_epochs.size() + device.slots_per_page, 0);
-    if (journal_ != nullptr) journal_->SetHeaderPage(static_cast<size_t>(&device - devices_.data()), ordinal, page);
+    if (ObjectJournal* journal = table_.journal()) {
+      journal->SetHeaderPage(static_cast<size_t>(&device - devices_.data()), ordinal, page);
+    }
     spdlog::info("object store: device {} page {} is a header page now ({} in all), for {}", device.ordinal, page,
                  device.headers.size(), OwnerName(owner));
   }
@@ -75,6 +78,27 @@ Result<uint32_t> ObjectIndex::AdoptHeaderPage(Device& device, uint32_t owner) {
   return ordinal;
 }
 
+Result<uint32_t> ObjectIndex::TakeFreeSlot(Device& device, uint32_t owner) {
+  auto room = device.header_room.find(owner);
+  auto ordinal =
+      room != device.header_room.end() ? Result<uint32_t>(*room->second.begin()) : AdoptHeaderPage(device, owner);
+  if (!ordinal.ok()) {
+    return Status::ResourceExhausted(
+        "no header page for " + OwnerName(owner) +
+        "'s objects (header pages hold one owner's each): " + std::string(ordinal.status().message()));
+  }
+  HeaderPage& header = device.headers[*ordinal];
+  const uint32_t slot = *ordinal * device.slots_per_page + header.free.back();
+  header.free.pop_back();
+  ++header.live;
+  if (header.free.empty()) {
+    auto& mine = device.header_room[owner];
+    mine.erase(*ordinal);
+    if (mine.empty()) device.header_room.erase(owner);
+  }
+  return slot;
+}
+
 Result<uint32_t> ObjectIndex::AllocateSlot(size_t d, uint32_t owner, uint64_t now_ns) {
   Device& device = devices_[d];
   for (;;) {
@@ -83,26 +107,14 @@ Result<uint32_t> ObjectIndex::AllocateSlot(size_t d, uint32_t owner, uint64_t no
       short_of = Status::ResourceExhausted("all " + std::to_string(device.max_objects) +
                                            " header slots in use (object_store.max_objects)");
     } else {
-      auto room = device.header_room.find(owner);
-      auto ordinal = room != device.header_room.end() ? Result<uint32_t>(*room->second.begin())
-                                                      : AdoptHeaderPage(device, owner);
-      if (ordinal.ok()) {
-        HeaderPage& header = device.headers[*ordinal];
-        const uint32_t slot = *ordinal * device.slots_per_page + header.free.back();
-        header.free.pop_back();
-        ++header.live;
-        if (header.free.empty()) {
-          auto& mine = device.header_room[owner];
-          mine.erase(*ordinal);
-          if (mine.empty()) device.header_room.erase(owner);
-        }
-        return slot;
-      }
-      short_of = Status::ResourceExhausted("no header page for " + OwnerName(owner) +
-                                           "'s objects (header pages hold one owner's each): " +
-                                           std::string(ordinal.status().message()));
+      auto slot = TakeFreeSlot(device, owner);
+      if (slot.ok()) return slot;
+      short_of = slot.status();
     }
-    if (!EvictOne(d, false, now_ns) && !EvictOne(d, true, now_ns)) {
+    // Out of slots, the host tier's victim goes first (it holds a journal
+    // record, so it counts); it frees no page, so not for a header page.
+    const bool slots_full = device.objects >= device.max_objects;
+    if (!(slots_full && EvictHostOne(d, now_ns)) && !EvictOne(d, now_ns)) {
       return Status::ResourceExhausted("object store on device " + std::to_string(device.ordinal) + ": " +
                                        std::string(short_of.message()) + ", and nothing evictable");
     }
@@ -134,18 +146,19 @@ Status ObjectIndex::LendWritablePage(int device, PageId id, const WriteClaim& cl
   NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
   std::lock_guard lock(mu_);
   Device& dev = devices_[d];
-  auto at = std::find(dev.pages.begin(), dev.pages.end(), id);
+  const std::vector<PageId>& pages_in_range = dev.range->pages();
+  auto at = std::find(pages_in_range.begin(), pages_in_range.end(), id);
   const std::string plan = "'" + std::string(claim.key.substr(0, 80)) + "' (epoch " + std::to_string(claim.epoch) + ")";
   auto refuse = [&](const std::string& why) {
     return Status::PermissionDenied("page " + std::to_string(id) + " of device " + std::to_string(device) + " " +
                                     why + ": store pages are written only by a plan's writer, through its own " +
                                     "open plan's pages (readers get read-only fds)");
   };
-  if (at == dev.pages.end()) return refuse("is not a store page");
-  const auto index = static_cast<uint64_t>(at - dev.pages.begin());
+  if (at == pages_in_range.end()) return refuse("is not a store page");
+  const auto index = static_cast<uint64_t>(at - pages_in_range.begin());
   const std::optional<uint32_t> owner = PageOwner(dev, index);
   const std::string whose = owner ? " (it is " + OwnerName(*owner) + "'s)" : std::string();
-  const Object* object = Find(claim.key);
+  const Object* object = table_.Find(claim.key);
   if (object == nullptr || object->device != d || object->epoch != claim.epoch ||
       (object->state != ObjectState::kReserved && object->state != ObjectState::kWriting)) {
     return refuse("is lent for no plan " + plan + ": none is open on this device" + whose);
@@ -213,8 +226,13 @@ Status ObjectIndex::CheckOwner(const Device& device, const Object& object) const
 Status ObjectIndex::CheckHeaderPages(size_t d) const {
   const Device& device = devices_[d];
   std::vector<uint32_t> live(device.headers.size(), 0), holds(device.headers.size(), 0);
-  for (const auto& [key, object] : objects_) {
-    if (object.device == d) ++live[object.slot / device.slots_per_page];
+  for (const auto& [key, object] : table_.objects()) {
+    if (object.device != d) continue;
+    if (object.tier == Tier::kGpu) ++live[object.slot / device.slots_per_page];
+    if (object.move.active && object.move.to == Tier::kGpu) ++live[object.move.slot / device.slots_per_page];
+  }
+  for (const Orphan& orphan : orphans_) {
+    if (orphan.d == d && orphan.to == Tier::kGpu) ++live[orphan.slot / device.slots_per_page];
   }
   for (const auto& [holder, pages] : holds_) {
     for (const auto& [held_d, index] : pages) {

@@ -8,7 +8,7 @@ namespace nanokv::kvd {
 
 Result<ObjectPlan> ObjectIndex::WritingPlan(std::string_view key, uint32_t epoch) {
   std::lock_guard lock(mu_);
-  Object* object = Find(key);
+  Object* object = table_.Find(key);
   const std::string quoted = "'" + std::string(key.substr(0, 256)) + "'";
   if (object == nullptr) return Status::NotFound("object " + quoted + " does not exist");
   if (object->epoch != epoch) {

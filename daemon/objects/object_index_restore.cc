@@ -17,26 +17,11 @@
 
 namespace nanokv::kvd {
 
-void ObjectIndex::JournalObject(const Object& object) {
-  if (journal_ == nullptr) return;
-  JournaledObject record;
-  record.key = object.key;
-  record.committed = object.state == ObjectState::kReady;
-  record.slot = object.slot;
-  record.epoch = object.epoch;
-  record.owner = object.owner;
-  record.pin = object.pin;
-  record.seq = object.seq;
-  record.payload_offset = object.payload_offset;
-  record.bytes_total = object.bytes_total;
-  journal_->Record(object.device, object.record, record);
-}
-
 std::vector<std::pair<int, PageId>> ObjectIndex::StorePages() const {
   std::lock_guard lock(mu_);
   std::vector<std::pair<int, PageId>> out;
   for (const Device& device : devices_) {
-    for (PageId id : device.pages) out.emplace_back(device.ordinal, id);
+    for (PageId id : device.range->pages()) out.emplace_back(device.ordinal, id);
   }
   return out;
 }
@@ -47,28 +32,29 @@ Status ObjectIndex::StartJournal(const std::string& path) {
   for (const Device& device : devices_) {
     ObjectJournal::Layout layout;
     layout.device = device.ordinal;
-    layout.pages.assign(device.pages.begin(), device.pages.end());
+    layout.pages.assign(device.range->pages().begin(), device.range->pages().end());
     layout.arena_pages = device.arena_pages;
     layout.slots_per_page = device.slots_per_page;
     layout.max_objects = device.max_objects;
     layouts.push_back(std::move(layout));
   }
-  NANOKV_ASSIGN_OR_RETURN(journal_, ObjectJournal::Create(path, page_bytes_, layouts));
+  NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<ObjectJournal> journal, ObjectJournal::Create(path, page_bytes_, layouts));
   for (size_t d = 0; d < devices_.size(); ++d) {
     const Device& device = devices_[d];
     for (uint32_t h = device.arena_pages; h < device.headers.size(); ++h) {
-      journal_->SetHeaderPage(d, h, device.headers[h].page);
+      journal->SetHeaderPage(d, h, device.headers[h].page);
     }
-    journal_->SetLastEpoch(d, device.last_epoch);
+    journal->SetLastEpoch(d, device.last_epoch);
   }
-  for (const auto& [key, object] : objects_) JournalObject(object);
-  Status installed = journal_->Install();
-  if (!installed.ok()) journal_.reset();  // unlinks the private file
+  table_.InstallJournal(std::move(journal));
+  for (const auto& [key, object] : table_.objects()) table_.Journal(object);
+  Status installed = table_.journal()->Install();
+  if (!installed.ok()) table_.InstallJournal(nullptr);  // unlinks the private file
   return installed;
 }
 
-Result<bool> ObjectIndex::TakePages(Device& device, uint32_t pages, const JournaledStore* previous,
-                                    StoreRestart* restart) {
+Result<bool> ObjectIndex::TakePages(Device& device, uint32_t pages, std::vector<PageId>& taken,
+                                    const JournaledStore* previous, StoreRestart* restart) {
   std::vector<AdoptPage> none;
   std::vector<AdoptPage>& given = restart != nullptr ? restart->pages[device.ordinal] : none;
   const bool same = previous != nullptr && restart->previous.page_bytes == page_bytes_ &&
@@ -96,7 +82,7 @@ Result<bool> ObjectIndex::TakePages(Device& device, uint32_t pages, const Journa
       bool all = back.size() == previous->pages.size();
       for (uint32_t id : previous->pages) all = all && std::binary_search(back.begin(), back.end(), id);
       if (all) {
-        device.pages.assign(previous->pages.begin(), previous->pages.end());
+        taken.assign(previous->pages.begin(), previous->pages.end());
         return true;
       }
     }
@@ -106,19 +92,19 @@ Result<bool> ObjectIndex::TakePages(Device& device, uint32_t pages, const Journa
                    device.ordinal, back.size(), previous != nullptr ? previous->pages.size() : given.size(),
                    adopted.ok() ? adopted->reason : adopted.status().ToString());
     }
-    device.pages.assign(back.begin(), back.end());  // plain pages of the new store
+    taken.assign(back.begin(), back.end());  // plain pages of the new store
   } else if (same && !previous->pages.empty()) {
     spdlog::warn("object store: device {}: none of the previous store's {} pages came back: its {} objects "
                  "are not recovered", device.ordinal, previous->pages.size(), previous->objects.size());
   }
-  const auto more = static_cast<uint32_t>(pages > device.pages.size() ? pages - device.pages.size() : 0);
+  const auto more = static_cast<uint32_t>(pages > taken.size() ? pages - taken.size() : 0);
   if (more > 0) {
     auto granted = node_.Grant(tenant_, device.ordinal, more, 0);
     if (!granted.ok()) {
       return Status(granted.status().code(), "object store share of device " + std::to_string(device.ordinal) +
                                                  ": " + std::string(granted.status().message()));
     }
-    for (const PageGrant& g : *granted) device.pages.push_back(g.id);
+    for (const PageGrant& g : *granted) taken.push_back(g.id);
   }
   return false;
 }
@@ -151,11 +137,10 @@ bool ObjectIndex::RestoreObject(size_t d, const JournaledObject& found, bool rea
   object.record = device.free_records.back();
   device.free_records.pop_back();
   device.slot_epochs[object.slot] = object.epoch;
-  next_seq_ = std::max(next_seq_, found.seq + 1);
-  auto [it, inserted] = objects_.emplace(object.key, std::move(object));
-  Object* live = &it->second;
+  table_.SeenSeq(found.seq);
+  Object* live = table_.Insert(std::move(object));
   if (ready) {
-    MakeEvictable(live);
+    device.evictable.Add(live);
   } else {
     device.writing.insert({live->deadline_ns, live});
   }
@@ -169,9 +154,7 @@ Status ObjectIndex::Restore(size_t d, const JournaledStore& previous, uint64_t n
   std::vector<std::vector<std::byte>> copies(previous.header_pages.size());
   for (size_t h = 0; h < copies.size(); ++h) {
     copies[h].resize(page_bytes_);
-    Status read = backend_.Copy(copies[h].data(),
-                                reinterpret_cast<const void*>(device.base + uint64_t{previous.header_pages[h]} * page_bytes_),
-                                page_bytes_, gpu::CopyKind::kDeviceToHost);
+    Status read = device.range->Read(uint64_t{previous.header_pages[h]} * page_bytes_, copies[h].data(), page_bytes_);
     if (!read.ok()) {
       spdlog::warn("object store: device {}: reading header page {}: {}", device.ordinal, h, read.ToString());
       copies[h].clear();  // its objects are not vouched for
@@ -231,8 +214,7 @@ Status ObjectIndex::Restore(size_t d, const JournaledStore& previous, uint64_t n
         std::memcpy(page.data() + uint64_t{s - 1} * sizeof(ObjectHeader), &fresh, sizeof(fresh));
       }
     }
-    NANOKV_RETURN_IF_ERROR(backend_.Copy(reinterpret_cast<void*>(device.base + uint64_t{header.page} * page_bytes_),
-                                         page.data(), page_bytes_, gpu::CopyKind::kHostToDevice));
+    NANOKV_RETURN_IF_ERROR(device.range->Write(uint64_t{header.page} * page_bytes_, page.data(), page_bytes_));
     header.owned = owner[ordinal].has_value();
     if (header.owned) {
       header.owner = *owner[ordinal];

@@ -47,7 +47,7 @@ std::string Ordinal(int device) { return std::to_string(device); }
 }  // namespace
 
 KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std::vector<int>& devices,
-                       bool object_store)
+                       bool object_store, bool host_tier)
     : ipc_name_(std::move(ipc_name)) {
   kind_by_case_.fill(0xff);
   for (const RequestKind& kind : kRequestKinds) {
@@ -104,6 +104,7 @@ KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std:
           "nanokv_object_store_reclaimed_at_start",
           "The crashed kvd's objects not brought back (writes cut by the crash, held until write_timeout, "
           "and records refused), by device.", on);
+      if (host_tier) AddTierSeries(registry, device, s);
     }
   }
   connections_accepted_ = &registry.AddCounter("nanokv_connections_accepted_total",
@@ -191,7 +192,36 @@ void KvdMetrics::PublishObjects(const std::vector<StoreDeviceStats>& stats) {
     s.recovered_objects->Set(d.recovered_objects);
     s.recovered_bytes->Set(static_cast<double>(d.recovered_bytes));
     s.reclaimed_at_start->Set(d.recovered_writes + d.refused_records);
+    if (s.host_capacity == nullptr) continue;
+    s.host_capacity->Set(static_cast<double>(d.host_capacity));
+    s.host_used->Set(static_cast<double>(d.host_used));
+    s.host_objects->Set(d.host_objects);
+    s.demotions->Set(d.demotions);
+    s.promotions->Set(d.promotions);
+    s.host_evictions->Set(d.host_evictions);
+    s.gpu_hits->Set(d.gpu_hits);
+    s.host_hits->Set(d.host_hits);
   }
+}
+
+void KvdMetrics::AddTierSeries(ops::Registry& registry, int device, StoreSeries& s) {
+  const Labels on{{"device", Ordinal(device)}};
+  s.host_capacity = &registry.AddGauge("nanokv_object_store_host_capacity_bytes",
+                                       "Bytes of the host tier under the object store, by device.", on);
+  s.host_used =
+      &registry.AddGauge("nanokv_object_store_host_used_bytes", "Host tier bytes allocated to objects, by device.", on);
+  s.host_objects = &registry.AddGauge("nanokv_object_store_host_objects", "Objects in the host tier, by device.", on);
+  s.demotions = &registry.AddCounter("nanokv_object_store_demotions_total",
+                                     "Objects moved from the store down into its host tier, by device.", on);
+  s.promotions = &registry.AddCounter("nanokv_object_store_promotions_total",
+                                      "Objects moved from the host tier back into the store, by device.", on);
+  s.host_evictions = &registry.AddCounter("nanokv_object_store_host_evictions_total",
+                                          "Objects dropped from a full host tier, by device.", on);
+  const char* hits_help = "Gets (lease and locate) that found their object, by device and the tier it was in.";
+  s.gpu_hits =
+      &registry.AddCounter("nanokv_object_store_hits_total", hits_help, {{"device", Ordinal(device)}, {"tier", "gpu"}});
+  s.host_hits = &registry.AddCounter("nanokv_object_store_hits_total", hits_help,
+                                     {{"device", Ordinal(device)}, {"tier", "host"}});
 }
 
 RequestTimer::RequestTimer(KvdMetrics* metrics) : metrics_(metrics) {

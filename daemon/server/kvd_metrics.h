@@ -31,9 +31,10 @@ class KvdMetrics {
  public:
   // Registers every series on `registry`, which must outlive this object and
   // be rendered only while it lives. `devices`: kvd's device ordinals;
-  // `object_store`: whether kvd runs one (its series exist only then).
-  KvdMetrics(ops::Registry& registry, std::string ipc_name, const std::vector<int>& devices,
-             bool object_store);
+  // `object_store`: whether kvd runs one (its series exist only then);
+  // `host_tier`: whether it has a host tier under it (its tier series then).
+  KvdMetrics(ops::Registry& registry, std::string ipc_name, const std::vector<int>& devices, bool object_store,
+             bool host_tier = false);
   KvdMetrics(const KvdMetrics&) = delete;
   KvdMetrics& operator=(const KvdMetrics&) = delete;
 
@@ -102,7 +103,18 @@ class KvdMetrics {
     ops::Gauge* recovered_objects = nullptr;  // at this kvd's start (a restart's)
     ops::Gauge* recovered_bytes = nullptr;
     ops::Gauge* reclaimed_at_start = nullptr;
+    // The host tier under the store (nullptr without one).
+    ops::Gauge* host_capacity = nullptr;
+    ops::Gauge* host_used = nullptr;
+    ops::Gauge* host_objects = nullptr;
+    ops::Counter* demotions = nullptr;
+    ops::Counter* promotions = nullptr;
+    ops::Counter* host_evictions = nullptr;
+    ops::Counter* gpu_hits = nullptr;
+    ops::Counter* host_hits = nullptr;
   };
+  // The host tier's series of device `device` (kvd_metrics.cc).
+  static void AddTierSeries(ops::Registry& registry, int device, StoreSeries& s);
   std::array<StoreSeries, kDeviceSlots> store_{};
   ops::Counter* connections_accepted_;
   ops::Counter* connections_shed_;

@@ -180,6 +180,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         e->set_leases(entry.leases);
         e->set_lease_ms(entry.lease_ms);
         e->set_pin(static_cast<uint32_t>(entry.pin));
+        e->set_tier(entry.host_tier ? 1 : 0);
       }
       break;
     }
@@ -207,6 +208,11 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         row->set_evictions(d.evictions);
         row->set_pages(d.pages);
         row->set_shared_free_pages(d.shared_free_pages);
+        row->set_host_bytes(d.host_capacity);
+        row->set_host_used_bytes(d.host_used);
+        row->set_host_objects(d.host_objects);
+        row->set_demotions(d.demotions);
+        row->set_promotions(d.promotions);
         std::vector<std::pair<uint32_t, uint32_t>> owners(d.owned_pages.begin(), d.owned_pages.end());
         std::stable_sort(owners.begin(), owners.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
         if (owners.size() > wire::kMaxObjectStoreOwners) owners.resize(wire::kMaxObjectStoreOwners);

@@ -48,6 +48,10 @@ Status CheckReport(const v1::DeviceReport& d, const std::string& where) {
   if (d.used_bytes() > d.capacity_bytes()) {
     return Fault(where + ": used " + Num(d.used_bytes()) + " bytes over a capacity of " + Num(d.capacity_bytes()));
   }
+  if (d.host_used_bytes() > d.host_capacity_bytes()) {
+    return Fault(where + ": host tier used " + Num(d.host_used_bytes()) + " bytes over a capacity of " +
+                 Num(d.host_capacity_bytes()));
+  }
   auto fraction = [](double f) { return std::isfinite(f) && f >= 0 && f <= 1; };
   if (!fraction(d.high_watermark()) || !fraction(d.low_watermark()) || d.low_watermark() > d.high_watermark()) {
     return Fault(where + ": watermarks are not 0 <= low <= high <= 1");

@@ -152,6 +152,7 @@ Status CheckObjectBody(const Message& m) {
       for (const ObjectEntry& e : m.object_list_reply().objects()) {
         NANOKV_RETURN_IF_ERROR(Key(e.key(), "object_list_reply"));
         NANOKV_RETURN_IF_ERROR(Device(e.device(), false, "object_list_reply"));
+        if (e.tier() > 1) return Fault("object_list_reply: tier " + std::to_string(e.tier()));
       }
       return Status::OK();
     case Message::kObjectInfoReply:
@@ -161,6 +162,9 @@ Status CheckObjectBody(const Message& m) {
       for (const ObjectStoreDevice& d : m.object_info_reply().devices()) {
         NANOKV_RETURN_IF_ERROR(Device(d.device(), false, "object_info_reply"));
         if (d.used_bytes() > d.store_bytes()) return Fault("object_info_reply: more used than the store holds");
+        if (d.host_used_bytes() > d.host_bytes()) {
+          return Fault("object_info_reply: more used than the host tier holds");
+        }
         if (d.owners_size() > kMaxObjectStoreOwners) {
           return Fault("object_info_reply: more than " + std::to_string(kMaxObjectStoreOwners) + " owners a device");
         }

@@ -50,6 +50,11 @@ Result<ObjectStoreInfo> FromWireInfo(const wire::Message& reply) {
     device.evictions = d.evictions();
     device.pages = d.pages();
     device.shared_free_pages = d.shared_free_pages();
+    device.host_bytes = d.host_bytes();
+    device.host_used_bytes = d.host_used_bytes();
+    device.host_objects = d.host_objects();
+    device.demotions = d.demotions();
+    device.promotions = d.promotions();
     for (const auto& o : d.owners()) device.owners.push_back({o.uid(), o.kvd_callers(), o.pages()});
     info.devices.push_back(std::move(device));
   }
@@ -259,9 +264,8 @@ Result<std::vector<ObjectEntry>> ObjectStore::List() {
     if (reply.body_case() != wire::Message::kObjectListReply) return Status::ProtocolError("list: bad reply");
     const auto& r = reply.object_list_reply();
     for (const auto& e : r.objects()) {
-      out.push_back({e.key(), e.bytes_total(), e.device(), static_cast<ObjectState>(e.state()),
-                     e.epoch(), e.age_ms(), e.idle_ms(), e.leases(), e.lease_ms(),
-                     static_cast<ObjectPin>(e.pin())});
+      out.push_back({e.key(), e.bytes_total(), e.device(), static_cast<ObjectState>(e.state()), e.epoch(), e.age_ms(),
+                     e.idle_ms(), e.leases(), e.lease_ms(), static_cast<ObjectPin>(e.pin()), e.tier() == 1});
     }
     // Objects come and go between pages: stop at the end or an empty page.
     if (r.objects_size() == 0 || out.size() >= r.total()) return out;

@@ -40,7 +40,7 @@ Result<ClusterStatus> ClusterClient::Cluster() {
                            impl_->PathTo(n.node_id(), n.route(), n.data_address())};
     for (const v1::DeviceStatus& d : n.devices()) {
       node.devices.push_back({d.device(), d.uuid(), d.capacity_bytes(), d.used_bytes(), d.high_watermark(),
-                              d.low_watermark(), d.objects()});
+                              d.low_watermark(), d.objects(), d.host_capacity_bytes(), d.host_used_bytes()});
     }
     out.nodes.push_back(std::move(node));
   }

@@ -384,6 +384,8 @@ void NodeRegistry::Describe(const MasterIndex& index, Clock::time_point now, v1:
       ds->set_used_bytes(std::min(d.capacity_bytes(), d.used_bytes() + routed));
       ds->set_high_watermark(d.high_watermark());
       ds->set_low_watermark(d.low_watermark());
+      ds->set_host_capacity_bytes(d.host_capacity_bytes());
+      ds->set_host_used_bytes(d.host_used_bytes());
       uint64_t copies = index.copies_on(node->index, static_cast<uint8_t>(d.device()));
       ds->set_objects(copies);
       objects += copies;

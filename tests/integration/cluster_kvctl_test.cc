@@ -84,5 +84,26 @@ TEST_F(ClusterKvctlTest, ClusterObjectsAndEvict) {
   EXPECT_EQ(usage.code, 2);
 }
 
+TEST_F(ClusterKvctlTest, ClusterShowsEachNodesHostTier) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  object_store_extra_ = "  host_tier: 16MiB\n";
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  Ran json = Kvctl({"--master", address_, "--json", "cluster"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  auto doc = JsonParser::Parse(json.out);
+  ASSERT_TRUE(doc.has_value()) << json.out;
+  const Json* plain = FindByKey((*doc)["nodes"], "node_id", "n0");
+  const Json* tiered = FindByKey((*doc)["nodes"], "node_id", "n1");
+  ASSERT_TRUE(plain != nullptr && tiered != nullptr) << json.out;
+  EXPECT_EQ((*plain)["devices"][0]["host_capacity_bytes"].u64(), 0u);
+  EXPECT_EQ((*tiered)["devices"][0]["host_capacity_bytes"].u64(), 16u << 20);
+  EXPECT_EQ((*tiered)["devices"][0]["host_used_bytes"].u64(), 0u);
+  Ran table = Kvctl({"--master", address_, "cluster"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("HOST"), std::string::npos) << table.out;
+  EXPECT_NE(TableRow(table.out, "n1").find("of 16.0 MiB"), std::string::npos) << table.out;
+}
+
 }  // namespace
 }  // namespace nanokv::testing

@@ -145,7 +145,7 @@ TEST_F(KvdPrometheusTest, PrometheusScrapesWhatTheSegmentSays) {
 // serves, in PromQL that Prometheus accepts.
 TEST_F(KvdPrometheusTest, TheDashboardsQueriesAreValidAndNameKvdsSeries) {
   const std::string config = dir_.path() + "/kvd.yaml";
-  std::ofstream(config) << "object_store:\n  size: 4MiB\n";  // its series too
+  std::ofstream(config) << "object_store:\n  size: 4MiB\n  host_tier: 4MiB\n";  // its series too, the tiers' too
   StartKvdWithMetrics(8, {"--config", config});
   StartPrometheus();
   if (IsSkipped() || HasFatalFailure()) return;

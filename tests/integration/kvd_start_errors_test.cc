@@ -2,7 +2,8 @@
 // own codes never leak), a config that does not load exits 2 naming the file,
 // line and key or the flag, and the checks made once devices are open (a
 // device not present, a page size off the granularity, a store larger than
-// the capacity) name where the key was given too, exit 1. Each leaves
+// the capacity, a host tier larger than the machine) name where the key was
+// given too, exit 1. Each leaves
 // nothing behind.
 #include <fstream>
 
@@ -94,6 +95,14 @@ TEST_F(KvdStartErrorsTest, DeviceChecksNameWhereTheKeyWasGiven) {
   refused = Start({"--config", store});
   EXPECT_EQ(refused.code, 1) << refused.log;
   EXPECT_NE(refused.log.find(store + ":3: object_store.size: "), std::string::npos) << refused.log;
+
+  // A host tier the machine cannot hold is refused at start, not when
+  // objects first land in it.
+  const std::string tier = Write("tier.yaml", "object_store:\n  size: 8MiB\n  host_tier: 1048576TiB\n");
+  refused = Start({"--config", tier});
+  EXPECT_EQ(refused.code, 1) << refused.log;
+  EXPECT_NE(refused.log.find(tier + ":3: object_store.host_tier: "), std::string::npos) << refused.log;
+  EXPECT_NE(refused.log.find("more than this machine's memory"), std::string::npos) << refused.log;
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ struct ObjectEntry {
   uint32_t leases = 0;          // active read leases
   uint64_t lease_ms = 0;        // until the last of them ends; UINT64_MAX: one is held (a view)
   ObjectPin pin = ObjectPin::kNone;
+  bool host_tier = false;  // in the host tier under its device's store
 };
 
 // The key rule of nanokv/object_header.h.

@@ -165,6 +165,8 @@ struct ClusterDeviceStatus {
   double high_watermark = 0;
   double low_watermark = 0;
   uint64_t objects = 0;
+  uint64_t host_capacity_bytes = 0;  // the host tier under the store (0: none)
+  uint64_t host_used_bytes = 0;
 };
 
 struct ClusterNodeStatus {

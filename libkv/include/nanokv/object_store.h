@@ -62,6 +62,12 @@ struct ObjectStoreDeviceInfo {
     uint32_t pages = 0;
   };
   std::vector<Owner> owners;
+  // The host tier under the store (object_store.host_tier); 0 without one.
+  uint64_t host_bytes = 0;
+  uint64_t host_used_bytes = 0;
+  uint32_t host_objects = 0;
+  uint64_t demotions = 0;   // moved down into the host tier, since kvd started
+  uint64_t promotions = 0;  // moved back up
 };
 
 struct ObjectStoreInfo {

@@ -374,7 +374,9 @@ object_store:
   lease_ttl: 2s
   write_timeout: 500ms
   max_objects: 1000
-)", "o.yaml");
+  host_tier: 64MiB
+)",
+                               "o.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const ObjectStoreConfig& o = config->object_store;
   EXPECT_TRUE(o.enabled());
@@ -385,6 +387,8 @@ object_store:
   EXPECT_EQ(o.lease_ttl.count(), 2000);
   EXPECT_EQ(o.write_timeout.count(), 500);
   EXPECT_EQ(o.max_objects, 1000u);
+  EXPECT_EQ(o.host_tier, uint64_t{64} << 20);
+  EXPECT_EQ(none->object_store.host_tier, 0u);  // no host tier unless asked for
 }
 
 TEST(ConfigObjectStore, ErrorsNameFileLineAndKey) {
@@ -399,6 +403,7 @@ TEST(ConfigObjectStore, ErrorsNameFileLineAndKey) {
       {"object_store:\n  colour: red\n", "o.yaml:2: object_store.colour: unknown key"},
       {"object_store:\n  high_watermark: 0.5\n  low_watermark: 0.8\n", "object_store: low_watermark"},
       {"object_store: 4GiB\n", "o.yaml:1: object_store: expected a mapping"},
+      {"object_store:\n  host_tier: 10%\n", "o.yaml:2: object_store.host_tier:"},
   };
   for (const Case& c : cases) {
     auto config = LoadConfigText(c.text, "o.yaml");

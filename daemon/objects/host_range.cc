@@ -1,0 +1,89 @@
+#include "daemon/objects/host_range.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace nanokv::kvd {
+namespace {
+
+Status Errno(const std::string& what, int device) {
+  return Status::ResourceExhausted("object_store.host_tier of device " + std::to_string(device) + ": " + what + ": " +
+                                   std::strerror(errno));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HostRange>> HostRange::Create(gpu::Backend& backend, int device, uint32_t pages,
+                                                     size_t page_bytes) {
+  std::unique_ptr<HostRange> range(new HostRange(backend, device, page_bytes));
+  range->reserved_ = size_t{pages} * page_bytes;
+  void* base = mmap(nullptr, range->reserved_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return Errno("reserving " + std::to_string(range->reserved_) + " bytes", device);
+  range->base_ = base;
+  for (uint32_t i = 0; i < pages; ++i) {
+    int fd = memfd_create("nanokv-host-tier", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return Errno("memfd_create", device);
+    range->fds_.push_back(fd);
+    range->ids_.push_back(i);
+    // Committed now: a tier the machine cannot hold fails at start.
+    if (int err = posix_fallocate(fd, 0, static_cast<off_t>(page_bytes)); err != 0) {
+      errno = err;
+      return Errno("page " + std::to_string(i) + " of " + std::to_string(pages), device);
+    }
+    // Sealed as the host backend's pages are: a peer holding the fd cannot
+    // shrink it under kvd's mapping (a SIGBUS in kvd).
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return Errno("sealing", device);
+    void* at = static_cast<char*>(base) + size_t{i} * page_bytes;
+    // Populated now: a demotion's copy then takes no page fault per 4 KiB.
+    if (mmap(at, page_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
+      return Errno("mapping page " + std::to_string(i), device);
+    }
+  }
+  if (backend.name() != "host" && range->reserved_ > 0) {
+    NANOKV_RETURN_IF_ERROR(backend.PinHost(base, range->reserved_));
+    range->pinned_ = true;
+  }
+  return range;
+}
+
+HostRange::~HostRange() {
+  if (pinned_) backend_.UnpinHost(base_);
+  if (base_ != nullptr) munmap(base_, reserved_);
+  for (int fd : fds_) close(fd);
+}
+
+Status HostRange::CheckSpan(uint64_t offset, size_t bytes) const {
+  if (offset > reserved_ || bytes > reserved_ - offset) {
+    return Status::InvalidArgument("object store: bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                                   ") outside device " + std::to_string(device_) + "'s host tier of " +
+                                   std::to_string(reserved_));
+  }
+  return Status::OK();
+}
+
+Status HostRange::Read(uint64_t offset, void* host, size_t bytes) const {
+  NANOKV_RETURN_IF_ERROR(CheckSpan(offset, bytes));
+  std::memcpy(host, static_cast<const char*>(base_) + offset, bytes);
+  return Status::OK();
+}
+
+Status HostRange::Write(uint64_t offset, const void* host, size_t bytes) {
+  NANOKV_RETURN_IF_ERROR(CheckSpan(offset, bytes));
+  std::memcpy(static_cast<char*>(base_) + offset, host, bytes);
+  return Status::OK();
+}
+
+Status HostRange::Fill(uint64_t offset, uint8_t value, size_t bytes) {
+  NANOKV_RETURN_IF_ERROR(CheckSpan(offset, bytes));
+  std::memset(static_cast<char*>(base_) + offset, value, bytes);
+  return Status::OK();
+}
+
+}  // namespace nanokv::kvd

@@ -1,0 +1,312 @@
+// The host tier under the object store, on the real host backend (both
+// tiers are host memory then, with the same rules): demotion under
+// pressure, promotion, gets from each tier byte-exact, the races of a move
+// with a get or a remove, eviction from the host tier, and refusals.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "daemon/objects/object_recovery.h"
+#include "tests/unit/daemon/object_store_fixture.h"
+
+namespace nanokv::kvd {
+namespace {
+
+class ObjectTierTest : public ObjectStoreTest {
+ protected:
+  void SetUp() override {
+    ObjectStoreTest::SetUp();
+    config_.host_tier = 8 * kPage;  // 16 MiB per device under a 10 MiB store
+  }
+
+  // A get as an engine makes it: a host-tier object answers kUnavailable
+  // and is promoted by the tier worker's round, then read from the store.
+  Result<std::vector<std::byte>> Get(const std::string& key, uint64_t now_ns) {
+    auto got = GetUnderLease(key, now_ns);
+    if (got.ok() || got.status().code() != Code::kUnavailable) return got;
+    store_->RunTierWork(now_ns);
+    return GetUnderLease(key, now_ns);
+  }
+
+  ObjectIndex::TierMove Demote(int device, uint64_t now_ns) {
+    auto move = store_->BeginDemotion(device, now_ns);
+    EXPECT_TRUE(move.has_value());
+    if (!move) return {};
+    EXPECT_TRUE(store_->FinishMove(*move, store_->CopyMove(*move), now_ns));
+    return *move;
+  }
+
+  StoreDeviceStats Stats(int device) { return store_->Stats()[static_cast<size_t>(device)]; }
+
+  // What a kvd started now would bring back of device 0's store: the
+  // journal file as it stands and the header pages as they are (a kill -9
+  // leaves both, the page keeper holds the pages).
+  static Result<JournaledStores> ReadJournal(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> bytes(raw.size());
+    std::memcpy(bytes.data(), raw.data(), raw.size());
+    return ObjectJournal::Decode(bytes);
+  }
+
+  static bool Journaled(const std::string& path, const std::string& key) {
+    auto decoded = ReadJournal(path);
+    if (!decoded.ok()) return false;
+    for (const JournaledStore& store : decoded->devices) {
+      for (const JournaledObject& object : store.objects) {
+        if (object.key == key) return true;
+      }
+    }
+    return false;
+  }
+
+  RecoveredStore WhatARestartFinds(const std::string& path) {
+    auto decoded = ReadJournal(path);
+    EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
+    if (!decoded.ok() || decoded->devices.empty()) return {};
+    const JournaledStore& previous = decoded->devices[0];
+    auto base = store_->StoreBase(previous.device);
+    std::vector<std::vector<std::byte>> headers;
+    for (uint32_t page : previous.header_pages) {
+      headers.emplace_back(kPage);
+      std::memcpy(headers.back().data(), reinterpret_cast<const void*>(*base + uint64_t{page} * kPage), kPage);
+    }
+    return ScanStore(previous, kPage, headers);
+  }
+};
+
+TEST_F(ObjectTierTest, OffUnlessItsKeySetsASize) {
+  config_.host_tier = 0;
+  Open();
+  EXPECT_FALSE(store_->has_host_tier());
+  PutMany("k", 10, kMiB);  // past the 10 MiB store: eviction drops
+  EXPECT_FALSE(store_->BeginDemotion(0, 20 * kMs).has_value());
+  EXPECT_EQ(store_->RunTierWork(20 * kMs), 0u);
+  EXPECT_GT(Stats(0).evictions, 0u);
+  EXPECT_EQ(Stats(0).host_capacity, 0u);
+  EXPECT_EQ(Stats(0).demotions, 0u);
+  Check();
+}
+
+TEST_F(ObjectTierTest, PressureDemotesInsteadOfDroppingAndEveryObjectReadsBackByteExact) {
+  Open();
+  // 20 MiB into a 10 MiB store, the tier worker's round after each put.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK(PutByPlan("k" + std::to_string(i), Pattern(kMiB, uint8_t(i)), 0, (1 + i) * kMs));
+    store_->RunTierWork((1 + i) * kMs);
+    Check();
+  }
+  const StoreDeviceStats s = Stats(0);
+  EXPECT_EQ(s.evictions, 0u);  // nothing dropped
+  EXPECT_GT(s.demotions, 0u);
+  EXPECT_EQ(s.objects, 20u);                          // both tiers
+  EXPECT_LE(s.payload_used, s.payload_capacity / 2);  // the worker keeps the store at low_watermark
+  for (int i = 0; i < 20; ++i) {
+    auto got = Get("k" + std::to_string(i), (100 + i) * kMs);
+    ASSERT_OK(got.status());
+    EXPECT_EQ(*got, Pattern(kMiB, uint8_t(i))) << "k" << i;
+    Check();
+  }
+  EXPECT_GT(Stats(0).promotions, 0u);
+  EXPECT_GT(Stats(0).host_hits, 0u);
+  EXPECT_GT(Stats(0).gpu_hits, 0u);
+}
+
+TEST_F(ObjectTierTest, AWriteWithNoRoomWaitsForTheWorkerInsteadOfDropping) {
+  Open();
+  PutMany("f", 10, kMiB);  // the 10 MiB store, full; no tier worker round yet
+  auto refused = PutByPlan("late", Pattern(kMiB, 42), 0, 20 * kMs);
+  EXPECT_EQ(refused.code(), Code::kUnavailable) << refused.ToString();
+  EXPECT_EQ(Stats(0).evictions, 0u);
+  EXPECT_EQ(Stats(0).objects, 10u);
+  Check();
+  EXPECT_GT(store_->RunTierWork(21 * kMs), 0u);
+  ASSERT_OK(PutByPlan("late", Pattern(kMiB, 42), 0, 22 * kMs));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(Has("f" + std::to_string(i)));
+  Check();
+}
+
+TEST_F(ObjectTierTest, APromotedObjectIsReadyInTheStoreAtANewEpoch) {
+  Open();
+  const auto bytes = Pattern(3 * kMiB + 17, 5);  // spans pages, odd length
+  ASSERT_OK(PutByPlan("p", bytes, 0, 1 * kMs));
+  auto before = store_->GetLocation("p", 2 * kMs);
+  ASSERT_OK(before.status());
+  Demote(0, 3 * kMs);
+  Check();
+  EXPECT_EQ(Stats(0).host_objects, 1u);
+  EXPECT_EQ(Stats(0).payload_used, 0u);  // its store space is free
+  auto located = store_->GetLocation("p", 4 * kMs);
+  EXPECT_EQ(located.status().code(), Code::kUnavailable) << located.status().ToString();
+  EXPECT_EQ(Stats(0).host_hits, 1u);
+  EXPECT_EQ(store_->RunTierWork(5 * kMs), 1u);
+  Check();
+  auto after = store_->GetLocation("p", 6 * kMs);
+  ASSERT_OK(after.status());
+  EXPECT_TRUE(EpochIsNewer(after->epoch, before->epoch));
+  const ObjectHeader header = HeaderOnDevice(*after);
+  EXPECT_EQ(header.state, static_cast<uint32_t>(ObjectState::kReady));
+  EXPECT_EQ(header.epoch, after->epoch);
+  EXPECT_EQ(header.payload_base, after->payload_offset);
+  EXPECT_EQ(header.bytes_total, bytes.size());
+  auto got = GetUnderLease("p", 7 * kMs);
+  ASSERT_OK(got.status());
+  EXPECT_EQ(*got, bytes);
+  EXPECT_EQ(Stats(0).promotions, 1u);
+  EXPECT_EQ(Stats(0).host_used, 0u);
+}
+
+TEST_F(ObjectTierTest, ARemoveMidDemotionWinsAndFreesBothTiers) {
+  Open();
+  ASSERT_OK(PutByPlan("r", Pattern(kMiB, 1), 0, 1 * kMs));
+  auto move = store_->BeginDemotion(0, 2 * kMs);
+  ASSERT_TRUE(move.has_value());
+  Check();
+  ASSERT_OK(store_->Remove("r", 3 * kMs));
+  Check();  // the host reservation is kept for the copy still running
+  EXPECT_FALSE(store_->FinishMove(*move, store_->CopyMove(*move), 4 * kMs));
+  Check();
+  EXPECT_FALSE(Has("r"));
+  EXPECT_EQ(Stats(0).host_used, 0u);
+  EXPECT_EQ(Stats(0).payload_used, 0u);
+  EXPECT_EQ(Stats(0).demotions, 0u);
+}
+
+TEST_F(ObjectTierTest, AGetMidDemotionReadsTheStoreCopyAndALeaseKeepsItThere) {
+  Open();
+  const auto bytes = Pattern(kMiB, 9);
+  ASSERT_OK(PutByPlan("g", bytes, 0, 1 * kMs));
+  auto move = store_->BeginDemotion(0, 2 * kMs);
+  ASSERT_TRUE(move.has_value());
+  // Readable throughout: a reader leases the store's copy and reads it.
+  auto lease = store_->AcquireLease("g", kHolder, 3 * kMs);
+  ASSERT_OK(lease.status());
+  auto read = CopyOut("g", 3 * kMs);
+  ASSERT_OK(read.status());
+  EXPECT_EQ(*read, bytes);
+  // The lease cancels the demotion: the reader's bytes stay where it reads.
+  EXPECT_FALSE(store_->FinishMove(*move, store_->CopyMove(*move), 4 * kMs));
+  Check();
+  EXPECT_EQ(Stats(0).host_used, 0u);
+  read = CopyOut("g", 5 * kMs);
+  ASSERT_OK(read.status());
+  EXPECT_EQ(*read, bytes);
+  ASSERT_OK(store_->ReleaseLease("g", lease->id, 5 * kMs));
+  // Unleased, it goes down the next time, and comes back whole.
+  Demote(0, 6 * kMs);
+  Check();
+  auto got = Get("g", 7 * kMs);
+  ASSERT_OK(got.status());
+  EXPECT_EQ(*got, bytes);
+}
+
+TEST_F(ObjectTierTest, ARemoveMidPromotionWinsAndTheReservationGoesAtItsEnd) {
+  Open();
+  ASSERT_OK(PutByPlan("m", Pattern(2 * kMiB, 3), 0, 1 * kMs));
+  Demote(0, 2 * kMs);
+  EXPECT_EQ(store_->GetLocation("m", 3 * kMs).status().code(), Code::kUnavailable);
+  auto move = store_->BeginPromotion(0, 4 * kMs);
+  ASSERT_TRUE(move.has_value());
+  Check();
+  ASSERT_OK(store_->Remove("m", 5 * kMs));
+  Check();
+  // The store space stays reserved while the copy may write it: a producer
+  // opening now gets other space.
+  EXPECT_GT(Stats(0).payload_used, 0u);
+  EXPECT_FALSE(store_->FinishMove(*move, store_->CopyMove(*move), 6 * kMs));
+  Check();
+  EXPECT_EQ(Stats(0).payload_used, 0u);
+  EXPECT_EQ(Stats(0).host_used, 0u);
+  EXPECT_FALSE(Has("m"));
+}
+
+TEST_F(ObjectTierTest, AFullHostTierDropsItsOwnVictims) {
+  config_.host_tier = 2 * kPage;  // 4 MiB
+  Open();
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_OK(PutByPlan("h" + std::to_string(i), Pattern(kMiB, uint8_t(i)), 0, (1 + i) * kMs));
+    store_->RunTierWork((1 + i) * kMs);
+    Check();
+  }
+  const StoreDeviceStats s = Stats(0);
+  EXPECT_GT(s.host_evictions, 0u);
+  EXPECT_LE(s.host_used, s.host_capacity);
+  // The oldest went from the host tier; the newest is still in the store.
+  EXPECT_FALSE(Has("h0"));
+  auto newest = Get("h11", 50 * kMs);
+  ASSERT_OK(newest.status());
+  EXPECT_EQ(*newest, Pattern(kMiB, 11));
+}
+
+TEST_F(ObjectTierTest, HostTierObjectsLeaveOnRemoveAndPinsStayInTheStore) {
+  Open();
+  ASSERT_OK(PutByPlan("a", Pattern(kMiB, 1), 0, 1 * kMs));
+  ASSERT_OK(PutByPlan("pinned", Pattern(kMiB, 2), 0, 1 * kMs));
+  ASSERT_OK(store_->SetPin("pinned", ObjectPin::kHard));
+  Demote(0, 2 * kMs);
+  EXPECT_FALSE(store_->BeginDemotion(0, 3 * kMs).has_value());  // a hard pin never leaves the store
+  ASSERT_OK(store_->Remove("a", 4 * kMs));
+  Check();
+  EXPECT_EQ(Stats(0).host_objects, 0u);
+  EXPECT_EQ(Stats(0).host_used, 0u);
+}
+
+TEST_F(ObjectTierTest, AKillMidDemotionLosesNothingReady) {
+  char dir[] = "/tmp/nanokv_tier_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/objects";
+  Open();
+  ASSERT_OK(store_->StartJournal(path));
+  // Down first, so "d" lands past the host tier's first page: an offset a
+  // stale record could name in the store too.
+  ASSERT_OK(PutByPlan("filler", Pattern(2 * kMiB + 512, 1), 0, 1 * kMs));
+  Demote(0, 1 * kMs);
+  const auto bytes = Pattern(kMiB + 3, 4);
+  ASSERT_OK(PutByPlan("d", bytes, 0, 1 * kMs));
+  auto move = store_->BeginDemotion(0, 2 * kMs);
+  ASSERT_TRUE(move.has_value());
+  ASSERT_OK(store_->CopyMove(*move));
+  // Killed here, before FinishMove: the journal still vouches for the
+  // store's copy, whose header and bytes are untouched.
+  RecoveredStore found = WhatARestartFinds(path);
+  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  EXPECT_EQ(found.objects[0].key, "d");
+  auto base = store_->StoreBase(0);
+  ASSERT_OK(base.status());
+  std::vector<std::byte> in_store(bytes.size());
+  std::memcpy(in_store.data(), reinterpret_cast<const void*>(*base + found.objects[0].payload_offset), bytes.size());
+  EXPECT_EQ(in_store, bytes);
+  EXPECT_TRUE(store_->FinishMove(*move, Status::OK(), 3 * kMs));
+  Check();
+  // Down in the host tier it has no store slot: no record may name the one
+  // it left (a pin journals the object again), so a restart never reads it.
+  ASSERT_OK(store_->SetPin("d", ObjectPin::kSoft));
+  EXPECT_FALSE(Journaled(path, "d"));
+  EXPECT_TRUE(WhatARestartFinds(path).objects.empty());
+  // Back in the store it is journaled again, at its new slot and epoch.
+  EXPECT_EQ(store_->GetLocation("d", 4 * kMs).status().code(), Code::kUnavailable);
+  EXPECT_EQ(store_->RunTierWork(5 * kMs), 1u);
+  found = WhatARestartFinds(path);
+  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  auto located = store_->GetLocation("d", 6 * kMs);
+  ASSERT_OK(located.status());
+  EXPECT_EQ(found.objects[0].epoch, located->epoch);
+  store_.reset();  // a stop removes the journal
+  rmdir(dir);
+}
+
+TEST_F(ObjectTierTest, AHostTierLargerThanTheMachineIsRefusedNamingItsKey) {
+  config_.host_tier = uint64_t{1} << 60;
+  auto store = ObjectIndex::Create(*backend_, *node_, config_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(store.status().ToString().find("object_store.host_tier"), std::string::npos) << store.status().ToString();
+  EXPECT_OK(CheckHostTier(ObjectStoreConfig{}, 2));
+}
+
+}  // namespace
+}  // namespace nanokv::kvd
