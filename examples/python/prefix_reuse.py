@@ -56,7 +56,8 @@ def make_model(shape, bench):
     config = model_config(shape, bench)
     config._name_or_path = f"random-{shape}{'-8b' if bench else ''}"
     with torch.device("cuda:0"):
-        model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype, attn_implementation="sdpa")
+        # Built in float32 and converted: the dtype keyword changed name across transformers versions.
+        model = transformers.AutoModelForCausalLM.from_config(config).to(dtype)
     return model.eval()
 
 

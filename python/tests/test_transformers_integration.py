@@ -12,9 +12,8 @@ try:
     import numpy  # noqa: F401  (host-backend pages reach torch through numpy)
     import torch
     import transformers
-except ImportError as e:
+except ImportError:
     torch = None
-    MISSING = e.name
 
 
 @unittest.skipIf(torch is None, "torch, transformers or numpy is not installed")
@@ -30,7 +29,7 @@ class TransformersIntegrationTest(KvdTestCase):
         torch.manual_seed(7)
         config = transformers.LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-        self.model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
+        self.model = transformers.AutoModelForCausalLM.from_config(config).to(torch.float32).eval()
         self.client = self.attach("hf")
         self.store = nanokv.Objects(ipc_name=self.ipc)
         self.addCleanup(self.store.close)

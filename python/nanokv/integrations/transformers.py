@@ -58,6 +58,9 @@ class NanoKVLayer(DynamicLayer):
         self.tensor = client.tensor(2 * self.plane_pages * page, device=self.device.index or 0)
         self.mapped = 0  # pages mapped at the start of each plane
         self.length = 0
+        # Each plane's first page before torch sees its address (torch asks
+        # the driver about the pointer it imports).
+        self.reserve(1)
         self.k_plane, self.v_plane = (self._plane(i * self.plane_pages * page) for i in range(2))
         self.is_initialized = True
         self._expose()
