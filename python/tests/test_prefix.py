@@ -3,8 +3,9 @@ its keys are the SHA-256 chain computed here independently (so they are the
 same in every process, run and machine), a prefix stored by one process is
 found and loaded byte-exact by another, views read it in place, and hostile
 inputs (no tokens, a billion, ids beyond int32, planes that do not match the
-layout) are refused with errors naming them. Device memory is a KV tensor's
-pages, as on a GPU."""
+layout) are refused with errors naming them; on the cluster, a prefix one
+node's engine stored on another host is loaded byte-exact through a client
+of the other node. Device memory is a KV tensor's pages, as on a GPU."""
 import ctypes
 import hashlib
 import os
@@ -15,6 +16,7 @@ import textwrap
 import unittest
 
 from kvd_process import PAGE, KvdTestCase
+from test_cluster import ClusterCase
 
 LAYERS, PLANES, TOKEN_BYTES, CHUNK = 2, 4, 256, 16
 SPACE = dict(model="llama", dtype="bf16", layout="thd", salt="tenant-a")
@@ -156,6 +158,43 @@ class PrefixCacheTest(KvdTestCase):
         self.store.close()
         with self.assertRaises(ValueError):
             cache.lookup([1] * CHUNK)
+
+
+class PrefixCacheClusterTest(ClusterCase):
+    """The same API on the cluster: an engine on n0 stores its prompt's
+    chunks onto n1 (another host, over UCX); a cache on n1's engine finds
+    and loads them byte-exact."""
+    HOSTS = ("py-host-0", "py-host-1")
+
+    def test_two_nodes_share_a_prefix(self):
+        import nanokv
+        engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-prefix-cluster")
+        self.addCleanup(engine.close)
+        kv = engine.tensor(2 * PAGE)
+        kv.grow(1)
+        n = 40
+        size = n * TOKEN_BYTES
+        for p in range(PLANES):
+            engine.copy_to_device(kv.data_ptr + p * size, pattern(size, p))
+        planes = [memoryview((ctypes.c_uint8 * size).from_address(kv.data_ptr + p * size)) for p in range(PLANES)]
+        options = dict(SPACE, layers=LAYERS, token_bytes=TOKEN_BYTES, chunk_tokens=CHUNK)
+        writer = nanokv.PrefixCache(self.cluster, preferred_segment="n1", **options)
+        tokens = list(range(1000, 1000 + n))
+        self.assertEqual(writer.store(tokens, planes), 2)
+        where = self.cluster.get_location(writer.object_key(tokens, 1, 3))
+        self.assertEqual([r.node_id for r in where.replicas], ["n1"])
+        reader_cluster = nanokv.Cluster(masters=[self.address], node_id="n1", ipc_name=f"{self.ipc}_n1",
+                                        backend="host", host_id=self.HOSTS[1])
+        self.addCleanup(reader_cluster.close)
+        reader = nanokv.PrefixCache(reader_cluster, **options)
+        self.assertEqual(reader.lookup(tokens + [1, 2, 3]), 32)
+        # Into the second half of the tensor (device memory of this process on n0's kvd).
+        into = [memoryview((ctypes.c_uint8 * size).from_address(kv.data_ptr + (PLANES + p) * size))
+                for p in range(PLANES)]
+        self.assertEqual(reader.load(tokens, 32, into), 32)
+        for p in range(PLANES):
+            got = engine.copy_to_host(kv.data_ptr + (PLANES + p) * size, 32 * TOKEN_BYTES)
+            self.assertEqual(got, pattern(size, p)[:32 * TOKEN_BYTES], f"plane {p}")
 
 
 if __name__ == "__main__":
