@@ -165,6 +165,10 @@ SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_objects_torch_cuda \
 # nanokv.Cluster with cuda tensors between two nodes on the GPU.
 SKIP_MARK='skipped=' NANOKV_TEST_BACKEND=cuda step python_cluster_torch_cuda \
   python3 -m unittest discover -s python/tests -p 'test_cluster.py' -k test_torch_tensors_cross_nodes -v
+# Prefix reuse with transformers on cuda: Llama- and Qwen2-shaped random
+# models, NanoKVCache's greedy tokens against DynamicCache's, and a second
+# process loading the first one's prefix with the same tokens as a recompute.
+SKIP_MARK='prefix_reuse: SKIP:' step prefix_reuse_cuda python3 examples/python/prefix_reuse.py --kvd "$B/bin/kvd"
 
 # The same suites under the CUDA MPS control daemon: one
 # started here with private pipe and log directories, stopped (echo quit)
@@ -211,6 +215,10 @@ step object_pages_bench "$B/bin/object_pages_bench"
 # >= 0.8x each way), and a working set three times the store with and without it.
 step object_tier_bench "$B/bin/object_tier_bench" --backend cuda
 step object_plan_bench "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd"
+# Time to first token with an 8k prompt whose 7k prefix another process
+# stored, against recompute; the load's bandwidth against a device memcpy.
+SKIP_MARK='prefix_reuse: SKIP:' step prefix_reuse_bench python3 examples/python/prefix_reuse.py --bench \
+  --kvd "$B/bin/kvd" --json "$O/prefix_reuse_bench.json"
 step master_plan_bench "$B/bin/master_plan_bench" --kvd "$B/bin/kvd" --index 1000000,10000000
 step object_plan_bench_block "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --spin-us 0
 step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50

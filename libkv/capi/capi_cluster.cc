@@ -117,8 +117,8 @@ NANOKV_API int nanokv_cluster_close(nanokv_cluster_t* cluster) {
     NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
     if (c->children.load() > 0) {
       return Fail(Code::kFailedPrecondition, std::string(fn) + ": " + std::to_string(c->children.load()) +
-                                                 " plan(s) or pending put(s) made on it are still alive: "
-                                                 "free them first");
+                                                 " plan(s) or pending put(s) made on it are still alive "
+                                                 "(prefix caches count): free them first");
     }
     nanokv::capi::Unregister(c);
     delete c;

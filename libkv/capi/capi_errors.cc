@@ -144,6 +144,15 @@ nanokv_view* ViewOf(const char* function, const nanokv_view* handle) {
   return const_cast<nanokv_view*>(handle);
 }
 
+nanokv_prefix* PrefixOf(const char* function, const nanokv_prefix* handle) {
+  if (!IsLive(handle, Kind::kPrefix)) {
+    Fail(Code::kInvalidArgument,
+         std::string(function) + (handle == nullptr ? ": prefix cache is null" : ": unknown prefix cache handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_prefix*>(handle);
+}
+
 int Items(const std::vector<Status>& statuses, int* results) {
   bool noted = false;
   for (size_t i = 0; i < statuses.size(); ++i) {

@@ -19,6 +19,7 @@
 #include "nanokv/kv_tensor.h"
 #include "nanokv/nanokv.h"
 #include "nanokv/object_store.h"
+#include "nanokv/prefix_cache.h"
 #include "nanokv/status.h"
 
 struct nanokv_client {
@@ -74,10 +75,29 @@ struct nanokv_object_plan {
   nanokv::ObjectPlan plan;
 };
 
+// A prefix cache: a child of the store or the cluster it runs over (one of
+// the two owners is set), which must outlive it.
+struct nanokv_prefix {
+  nanokv_objects* objects = nullptr;
+  nanokv_cluster* cluster = nullptr;
+  std::unique_ptr<nanokv::PrefixCache> cache;
+};
+
 namespace nanokv::capi {
 
 // What the registry knows a pointer as.
-enum class Kind { kClient, kTensor, kCache, kCluster, kClusterPlan, kClusterPending, kObjects, kObjectPlan, kView };
+enum class Kind {
+  kClient,
+  kTensor,
+  kCache,
+  kCluster,
+  kClusterPlan,
+  kClusterPending,
+  kObjects,
+  kObjectPlan,
+  kView,
+  kPrefix
+};
 
 void Register(const void* handle, Kind kind);
 void Unregister(const void* handle);
@@ -98,6 +118,7 @@ nanokv_objects* ObjectsOf(const char* function, const nanokv_objects* handle);
 nanokv_object_plan* ObjectPlanOf(const char* function, const nanokv_object_plan* handle);
 nanokv_cluster_pending* PendingOf(const char* function, const nanokv_cluster_pending* handle);
 nanokv_view* ViewOf(const char* function, const nanokv_view* handle);
+nanokv_prefix* PrefixOf(const char* function, const nanokv_prefix* handle);
 
 // Views into view handles: views[i] a new handle where the item is a view,
 // else null; the items' codes in results[] (as Items).

@@ -83,8 +83,9 @@ NANOKV_API int nanokv_objects_close(nanokv_objects_t* store) {
   NANOKV_CAPI_BEGIN {
     NANOKV_CAPI_HANDLE(nanokv_objects, s, ObjectsOf, store);
     if (s->children.load() > 0) {
-      return Fail(Code::kFailedPrecondition, std::string(fn) + ": " + std::to_string(s->children.load()) +
-                                                 " plan(s) made on it are still alive: free them first");
+      return Fail(Code::kFailedPrecondition,
+                  std::string(fn) + ": " + std::to_string(s->children.load()) +
+                      " plan(s) made on it are still alive (prefix caches count): free them first");
     }
     nanokv::capi::Unregister(s);
     delete s;

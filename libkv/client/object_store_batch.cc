@@ -108,6 +108,24 @@ std::vector<Status> ObjectStore::BatchPutFromDevice(std::span<const DevicePut> i
   return out;
 }
 
+std::vector<Result<ObjectPlan>> ObjectStore::BatchGetLocation(std::span<const std::string> keys) {
+  std::vector<std::string_view> names(keys.begin(), keys.end());
+  std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(names, /*hold=*/false);
+  std::vector<std::pair<std::string_view, uint64_t>> leases;
+  std::vector<Result<ObjectPlan>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < leased.size(); ++i) {
+    if (!leased[i].ok()) {
+      out.push_back(leased[i].status());
+      continue;
+    }
+    leases.emplace_back(names[i], leased[i]->lease_id);
+    out.push_back(std::move(leased[i]->plan));
+  }
+  impl_->ReleaseBatch(leases);
+  return out;
+}
+
 std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const DeviceGet> items, void* stream) {
   std::vector<Result<uint64_t>> out;
   out.reserve(items.size());

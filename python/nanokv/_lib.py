@@ -156,6 +156,26 @@ class ObjectPlanInfo(ctypes.Structure):
                 ("state", ctypes.c_uint32)]
 
 
+class PrefixOptions(ctypes.Structure):
+    _fields_ = [
+        ("model", ctypes.c_char_p),
+        ("dtype", ctypes.c_char_p),
+        ("layout", ctypes.c_char_p),
+        ("salt", ctypes.c_char_p),
+        ("chunk_tokens", ctypes.c_uint32),
+        ("layers", ctypes.c_uint32),
+        ("planes_per_layer", ctypes.c_uint32),
+        ("token_bytes", ctypes.c_uint64),
+        ("preferred_device", ctypes.c_int),
+        ("preferred_segment", ctypes.c_char_p),
+        ("replica_num", ctypes.c_uint32),
+    ]
+
+
+class PrefixPlane(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("capacity_tokens", ctypes.c_uint64)]
+
+
 P = ctypes.c_void_p  # every handle is opaque
 c_char_p_p = ctypes.POINTER(ctypes.c_char_p)
 _WRITE = ctypes.POINTER(WriteOptions)
@@ -287,6 +307,19 @@ _PROTOTYPES = {
     "nanokv_objects_commit": [P, ctypes.c_int],
     "nanokv_objects_revoke": [P],
     "nanokv_objects_plan_free": [P],
+    "nanokv_prefix_options_init": [ctypes.POINTER(PrefixOptions)],
+    "nanokv_prefix_open_objects": [P, ctypes.POINTER(PrefixOptions), ctypes.POINTER(P)],
+    "nanokv_prefix_open_cluster": [P, ctypes.POINTER(PrefixOptions), ctypes.POINTER(P)],
+    "nanokv_prefix_close": [P],
+    "nanokv_prefix_object_key": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.c_size_t,
+                                 ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t],
+    "nanokv_prefix_lookup": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, c_u64_p],
+    "nanokv_prefix_store": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.POINTER(PrefixPlane),
+                            ctypes.c_size_t, ctypes.c_uint64, ctypes.c_void_p, c_u64_p],
+    "nanokv_prefix_load": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.c_uint64,
+                           ctypes.POINTER(PrefixPlane), ctypes.c_size_t, ctypes.c_void_p, c_u64_p],
+    "nanokv_prefix_views": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.c_uint64,
+                            ctypes.POINTER(P), ctypes.c_size_t, c_size_p],
     "nanokv_paged_append": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),
                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, c_int_p],
     "nanokv_paged_append_fp8": [ctypes.POINTER(AppendInput), ctypes.POINTER(PagedLayout),
@@ -335,7 +368,7 @@ def _load():
 lib, path = _load()
 lib.nanokv_abi_version.restype = ctypes.c_int
 # Before the prototypes: an older library lacks some of their functions.
-ABI_VERSION = 5
+ABI_VERSION = 6
 if lib.nanokv_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
         f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")

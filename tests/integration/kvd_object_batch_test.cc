@@ -1,5 +1,6 @@
 // The object store's batches and views through a real kvd: many leases in
-// one request (answered item by item, more keys than one request takes),
+// one request (answered item by item, more keys than one request takes, and
+// locations the same way),
 // loads into device memory byte-exact, the leases gone after; views that
 // read in place under a held lease, which ends with the view, with the
 // process that holds it, and counts against max_leases; plans made
@@ -89,6 +90,30 @@ TEST_F(KvdObjectBatchTest, ABatchGetAnswersEveryItemByteExactAndLeavesNoLease) {
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   for (const ObjectEntry& e : *listed) EXPECT_EQ(e.leases, 0u) << e.key;
   for (const std::string& key : keys) EXPECT_OK(store_->Remove(key));
+}
+
+TEST_F(KvdObjectBatchTest, ABatchLocationAnswersEveryKeyAndLeavesNoLease) {
+  StartWithStore();
+  // More keys than one lease request takes, a missing one among them.
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < wire::kMaxObjectBatch + 3; ++i) {
+    keys.push_back("loc:" + std::to_string(i));
+    if (i != 5) ASSERT_OK(store_->Put(keys.back(), ObjectPattern(100 + i, static_cast<uint8_t>(i)), 0));
+  }
+  auto located = store_->BatchGetLocation(keys);
+  ASSERT_EQ(located.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i == 5) {
+      EXPECT_EQ(located[i].status().code(), Code::kNotFound) << located[i].status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(located[i].ok()) << keys[i] << ": " << located[i].status().ToString();
+    EXPECT_EQ(located[i]->bytes_total, 100 + i);
+    EXPECT_EQ(located[i]->state, ObjectState::kReady);
+  }
+  auto listed = store_->List();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  for (const ObjectEntry& e : *listed) EXPECT_EQ(e.leases, 0u) << e.key;
 }
 
 TEST_F(KvdObjectBatchTest, AViewReadsInPlaceAndHoldsTheObjectUntilItGoes) {

@@ -169,6 +169,9 @@ class ObjectStore {
   Status Revoke(std::string_view key, uint32_t epoch);
   Status Remove(std::string_view key);
   Result<ObjectPlan> GetLocation(std::string_view key);
+  // GetLocation of many keys: leased and located in as few requests as kvd's
+  // replies fit, the leases released in one more. One result per key.
+  std::vector<Result<ObjectPlan>> BatchGetLocation(std::span<const std::string> keys);
   Result<ObjectLease> Lease(std::string_view key);
   Status ReleaseLease(std::string_view key, uint64_t lease_id);
   Status Pin(std::string_view key, ObjectPin pin);

@@ -1,0 +1,1 @@
+"""Engine integrations over nanokv; each imports its engine only when used."""
