@@ -109,20 +109,27 @@ std::vector<Status> ObjectStore::BatchPutFromDevice(std::span<const DevicePut> i
 }
 
 std::vector<Result<ObjectPlan>> ObjectStore::BatchGetLocation(std::span<const std::string> keys) {
-  std::vector<std::string_view> names(keys.begin(), keys.end());
-  std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(names, /*hold=*/false);
-  std::vector<std::pair<std::string_view, uint64_t>> leases;
   std::vector<Result<ObjectPlan>> out;
   out.reserve(keys.size());
-  for (size_t i = 0; i < leased.size(); ++i) {
-    if (!leased[i].ok()) {
-      out.push_back(leased[i].status());
-      continue;
+  // A lease request and its release per 64 keys: a batch holds at most one
+  // request's leases at a time, never object_store.max_leases (1024 by
+  // default) for a lookup of thousands of keys.
+  for (size_t first = 0; first < keys.size(); first += wire::kMaxObjectBatch) {
+    const size_t count = std::min<size_t>(keys.size() - first, wire::kMaxObjectBatch);
+    std::vector<std::string_view> names(keys.begin() + static_cast<std::ptrdiff_t>(first),
+                                        keys.begin() + static_cast<std::ptrdiff_t>(first + count));
+    std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(names, /*hold=*/false);
+    std::vector<std::pair<std::string_view, uint64_t>> leases;
+    for (size_t i = 0; i < leased.size(); ++i) {
+      if (!leased[i].ok()) {
+        out.push_back(leased[i].status());
+        continue;
+      }
+      leases.emplace_back(names[i], leased[i]->lease_id);
+      out.push_back(std::move(leased[i]->plan));
     }
-    leases.emplace_back(names[i], leased[i]->lease_id);
-    out.push_back(std::move(leased[i]->plan));
+    impl_->ReleaseBatch(leases);
   }
-  impl_->ReleaseBatch(leases);
   return out;
 }
 
@@ -131,10 +138,26 @@ std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const Devi
   out.reserve(items.size());
   std::vector<std::pair<std::string_view, uint64_t>> leases;
   std::vector<size_t> loading;  // items whose load was enqueued, to answer after the wait
+  // The leases keep the objects in place until their loads have run; then
+  // they go back. Past kHeldLeases the stream is waited for and what is
+  // held released, so a batch of thousands of objects never holds
+  // object_store.max_leases (1024 by default, per uid) and refuses its own
+  // tail (a prefix load of 2048 objects got 1024).
+  constexpr size_t kHeldLeases = 256;
+  auto settle = [&] {
+    Status finished = client::FinishTransfers(impl_->backend(), stream);
+    if (!finished.ok()) {
+      for (size_t i : loading) out[i] = finished;
+    }
+    impl_->ReleaseBatch(leases);
+    leases.clear();
+    loading.clear();
+  };
   // A lease request per 64 keys, each chunk's loads enqueued before the
   // next chunk's leases are asked for: the GPU copies one chunk while kvd
   // leases the next.
   for (size_t first = 0; first < items.size(); first += wire::kMaxObjectBatch) {
+    if (leases.size() >= kHeldLeases) settle();
     const size_t count = std::min<size_t>(items.size() - first, wire::kMaxObjectBatch);
     std::vector<std::string_view> keys;
     for (size_t i = first; i < first + count; ++i) keys.push_back(items[i].key);
@@ -179,12 +202,7 @@ std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const Devi
       }
     }
   }
-  // The leases keep the objects in place until every load has run.
-  Status finished = client::FinishTransfers(impl_->backend(), stream);
-  if (!finished.ok()) {
-    for (size_t i : loading) out[i] = finished;
-  }
-  impl_->ReleaseBatch(leases);
+  settle();
   return out;
 }
 
