@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/backend.h"
+#include "gpu/device_buffer.h"
 #include "nanokv/cluster_client.h"
 #include "nanokv/object_store.h"
 #include "tests/integration/cluster_processes.h"
@@ -79,6 +81,39 @@ class ClusterFixture : public ClusterProcesses {
   }
 
   ClusterClientOptions admin_;  // how the fixture itself asks the master (token, TLS)
+};
+
+// ClusterFixture with this process's own backend (the test's, host or
+// cuda) for device buffers the cluster's device calls read and write.
+class ClusterDeviceFixture : public ClusterFixture {
+ protected:
+  void SetUp() override {
+    ClusterFixture::SetUp();
+    auto opened = gpu::OpenBackend(Backend());
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    backend_ = std::move(opened).value();
+  }
+  void TearDown() override {
+    buffers_.clear();
+    ClusterFixture::TearDown();
+  }
+  // At least `bytes` of device memory on device 0, kept until the test
+  // ends (nullptr, with a failure, where none is had).
+  gpu::DeviceBuffer* NewBuffer(size_t bytes) {
+    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, bytes);
+    EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
+    if (!buffer.ok()) return nullptr;
+    buffers_.push_back(std::move(buffer).value());
+    return buffers_.back().get();
+  }
+  std::vector<std::byte> Read(const void* device, size_t bytes) {
+    std::vector<std::byte> out(bytes);
+    EXPECT_OK(backend_->Copy(out.data(), device, bytes, gpu::CopyKind::kDeviceToHost));
+    return out;
+  }
+
+  std::unique_ptr<gpu::Backend> backend_;
+  std::vector<std::unique_ptr<gpu::DeviceBuffer>> buffers_;
 };
 
 }  // namespace nanokv::testing

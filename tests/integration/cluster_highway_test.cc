@@ -21,19 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ClusterHighwayTest : public ClusterFixture {
+class ClusterHighwayTest : public ClusterDeviceFixture {
  protected:
-  void SetUp() override {
-    ClusterFixture::SetUp();
-    auto opened = gpu::OpenBackend(Backend());
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    backend_ = std::move(opened).value();
-  }
-  void TearDown() override {
-    buffers_.clear();
-    ClusterFixture::TearDown();
-  }
-
   // A master and two nodes; with `one_host`, both on one host and without
   // a transfer agent.
   void StartCluster(bool one_host, size_t store_pages = 16) {
@@ -55,18 +44,11 @@ class ClusterHighwayTest : public ClusterFixture {
     return at;
   }
   std::byte* Device(size_t bytes) {
-    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, bytes);
-    EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
-    if (!buffer.ok()) return nullptr;
-    auto* at = static_cast<std::byte*>((*buffer)->get());
-    EXPECT_OK(backend_->Fill(at, 0xEE, (*buffer)->size()));
-    buffers_.push_back(std::move(buffer).value());
+    gpu::DeviceBuffer* buffer = NewBuffer(bytes);
+    if (buffer == nullptr) return nullptr;
+    auto* at = static_cast<std::byte*>(buffer->get());
+    EXPECT_OK(backend_->Fill(at, 0xEE, buffer->size()));
     return at;
-  }
-  std::vector<std::byte> Read(const void* device, size_t bytes) {
-    std::vector<std::byte> out(bytes);
-    EXPECT_OK(backend_->Copy(out.data(), device, bytes, gpu::CopyKind::kDeviceToHost));
-    return out;
   }
 
   std::vector<DevicePut> Puts(const std::string& prefix, std::byte* src, size_t count, size_t bytes,
@@ -91,9 +73,6 @@ class ClusterHighwayTest : public ClusterFixture {
       EXPECT_EQ(Read(dst + i * bytes, bytes), Bytes(bytes, seed + static_cast<int>(i))) << gets[i].key;
     }
   }
-
-  std::unique_ptr<gpu::Backend> backend_;
-  std::vector<std::unique_ptr<gpu::DeviceBuffer>> buffers_;
 };
 
 TEST_F(ClusterHighwayTest, TwoNodesOfOneHostMoveBatchesThroughTheOtherKvdsPages) {

@@ -17,37 +17,17 @@
 namespace nanokv::testing {
 namespace {
 
-class ClusterTransferDeviceTest : public ClusterFixture {
+class ClusterTransferDeviceTest : public ClusterDeviceFixture {
  protected:
-  void SetUp() override {
-    ClusterFixture::SetUp();
-    auto opened = gpu::OpenBackend(Backend());
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    backend_ = std::move(opened).value();
-  }
-  void TearDown() override {
-    buffers_.clear();
-    ClusterFixture::TearDown();
-  }
   // `bytes` of device memory holding `fill` (or Bytes(bytes, seed) when seed >= 0).
   std::byte* Device(size_t bytes, int seed, std::byte fill = std::byte{0xEE}) {
-    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, bytes);
-    EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
-    if (!buffer.ok()) return nullptr;
-    auto* at = static_cast<std::byte*>((*buffer)->get());
+    gpu::DeviceBuffer* buffer = NewBuffer(bytes);
+    if (buffer == nullptr) return nullptr;
+    auto* at = static_cast<std::byte*>(buffer->get());
     const auto data = seed >= 0 ? Bytes(bytes, seed) : std::vector<std::byte>(bytes, fill);
     EXPECT_OK(backend_->Copy(at, data.data(), bytes, gpu::CopyKind::kHostToDevice));
-    buffers_.push_back(std::move(buffer).value());
     return at;
   }
-  std::vector<std::byte> Read(const void* device, size_t bytes) {
-    std::vector<std::byte> out(bytes);
-    EXPECT_OK(backend_->Copy(out.data(), device, bytes, gpu::CopyKind::kDeviceToHost));
-    return out;
-  }
-
-  std::unique_ptr<gpu::Backend> backend_;
-  std::vector<std::unique_ptr<gpu::DeviceBuffer>> buffers_;
 };
 
 TEST_F(ClusterTransferDeviceTest, DeviceBytesCrossNodesChunkByChunk) {

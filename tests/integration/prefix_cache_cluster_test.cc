@@ -19,19 +19,8 @@ constexpr uint32_t kLayers = 2;
 constexpr uint64_t kTokenBytes = 128;
 constexpr uint32_t kPlanes = kLayers * 2;
 
-class PrefixCacheClusterTest : public ClusterFixture {
+class PrefixCacheClusterTest : public ClusterDeviceFixture {
  protected:
-  void SetUp() override {
-    ClusterFixture::SetUp();
-    auto opened = gpu::OpenBackend(Backend());
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    backend_ = std::move(opened).value();
-  }
-  void TearDown() override {
-    buffers_.clear();
-    ClusterFixture::TearDown();
-  }
-
   static PrefixCacheOptions Options(const std::string& segment = "") {
     PrefixCacheOptions o;
     o.space = {.model = "qwen2", .dtype = "bf16", .layout = "thd", .salt = ""};
@@ -50,25 +39,19 @@ class PrefixCacheClusterTest : public ClusterFixture {
   std::vector<PrefixPlane> Planes(uint64_t tokens, bool patterned) {
     std::vector<PrefixPlane> planes;
     for (uint32_t p = 0; p < kPlanes; ++p) {
-      auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, tokens * kTokenBytes);
-      EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
-      if (!buffer.ok()) return {};
+      gpu::DeviceBuffer* buffer = NewBuffer(tokens * kTokenBytes);
+      if (buffer == nullptr) return {};
+      void* at = buffer->get();
       std::vector<std::byte> bytes = patterned ? Pattern(tokens, p) : std::vector<std::byte>(tokens * kTokenBytes);
-      EXPECT_OK(backend_->Copy((*buffer)->get(), bytes.data(), bytes.size(), gpu::CopyKind::kHostToDevice));
-      planes.push_back({(*buffer)->get(), tokens});
-      buffers_.push_back(std::move(buffer).value());
+      EXPECT_OK(backend_->Copy(at, bytes.data(), bytes.size(), gpu::CopyKind::kHostToDevice));
+      planes.push_back({at, tokens});
     }
     return planes;
   }
 
   std::vector<std::byte> Read(const PrefixPlane& plane, uint64_t tokens) {
-    std::vector<std::byte> out(tokens * kTokenBytes);
-    EXPECT_OK(backend_->Copy(out.data(), plane.base, out.size(), gpu::CopyKind::kDeviceToHost));
-    return out;
+    return ClusterDeviceFixture::Read(plane.base, tokens * kTokenBytes);
   }
-
-  std::unique_ptr<gpu::Backend> backend_;
-  std::vector<std::unique_ptr<gpu::DeviceBuffer>> buffers_;
 };
 
 TEST_F(PrefixCacheClusterTest, TwoNodesShareAPrefix) {
