@@ -82,7 +82,11 @@ class StreamFan {
  public:
   // A fork that failed (kInternal) leaves the fan on the caller's stream.
   static StreamFan Fork(const gpu::Backend& backend, void* stream, size_t items);
-  StreamFan(StreamFan&&) = default;
+  // The moved-from fan joins nothing.
+  StreamFan(StreamFan&& other) noexcept : stream_(other.stream_), ways_(other.ways_) {
+    for (int i = 0; i < ways_; ++i) forked_[i] = other.forked_[i];
+    other.ways_ = 0;
+  }
   StreamFan(const StreamFan&) = delete;
   StreamFan& operator=(const StreamFan&) = delete;
   ~StreamFan();  // joins if Join was not called (its error then logged)
