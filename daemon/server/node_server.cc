@@ -56,7 +56,7 @@ Status NodeServer::Setup() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, task_fd_, &ev) != 0) {
     return Status::FromErrno("epoll_ctl", errno, "task eventfd");
   }
-  for (int& fd : spare_fds_) {  // ShedOneConnection's
+  for (int& fd : spare_fds_) {  // AcceptOutOfFds's
     fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Status::FromErrno("open", errno, "/dev/null");
   }
@@ -128,6 +128,7 @@ Status NodeServer::Run() {
       const auto rings_until = Clock::now() + kRingSpin;
       while (!served && Clock::now() < rings_until) served = ServeRings();
     }
+    timeout_ms = ResumeAcceptingIfDue(timeout_ms);
     if (served || (timeout_ms != 0 && RingsAsleep())) timeout_ms = 0;
     int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
     RingsAwake();

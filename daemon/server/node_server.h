@@ -11,8 +11,8 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -155,9 +156,17 @@ class NodeServer {
   Status Admit(const ipc::PeerCredentials& peer) const;
   void Refuse(std::unique_ptr<Connection> c, const Status& why);
   void CloseExpiredRefusals(bool all_over_cap);
-  // Out of fds at accept: frees the spare fd, accepts one connection and
-  // closes it, so the listener stops being readable and the peer is told.
-  void ShedOneConnection();
+  // Out of fds at accept: frees the spare fds, accepts one connection and,
+  // unless it finds room after all (returned, to serve), tells the peer why
+  // and closes it, so the listener stops being readable. With no spare to
+  // free, pauses accepting (accepting_paused_) instead of spinning.
+  std::optional<ipc::Channel> AcceptOutOfFds();
+  // Reopens the spare fds that are missing; whether all are open.
+  bool RefillSpares();
+  void PauseAccepting();
+  // Re-arms the listener once the pause is over; the loop's timeout, cut
+  // to wake for that.
+  int ResumeAcceptingIfDue(int timeout_ms);
   void OnReadable(int fd);
   void Handle(Connection& c, const std::vector<std::byte>& data, std::vector<int>* fds);
   void HandleAttach(Connection& c, const wire::Message& m);
@@ -243,6 +252,9 @@ class NodeServer {
   // through a pipe: found by ASan/UBSan in CI, a false "invalid vptr").
   std::array<int, 3> spare_fds_{-1, -1, -1};
   uint64_t shed_connections_ = 0;
+  bool accepting_paused_ = false;
+  uint64_t accept_pauses_ = 0;
+  std::chrono::steady_clock::time_point accepting_resumes_;
   bool dirty_ = true;
   bool pages_held_at_stop_ = false;
 };

@@ -28,6 +28,9 @@ namespace {
 constexpr auto kRefusalGrace = std::chrono::seconds(2);
 constexpr size_t kMaxPendingRefusals = 128;
 
+// How long kvd stops accepting when it has no fd even to turn a peer away.
+constexpr auto kAcceptPause = std::chrono::milliseconds(20);
+
 // The refusal of a connection kvd closes at once because it is out of fds:
 // sent before the close, so the engine reads why (ipc::Call looks for it when
 // its send or receive finds the connection gone), not just a reset.
@@ -115,8 +118,12 @@ void NodeServer::Accept() {
   for (int i = 0; i < 64; ++i) {
     auto accepted = listener_.Accept();
     if (!accepted.ok()) {
-      ShedOneConnection();
-      continue;
+      auto room = AcceptOutOfFds();
+      if (!room.has_value()) {
+        if (accepting_paused_) return;
+        continue;  // one was shed; the next may find room
+      }
+      accepted = std::optional<ipc::Channel>(std::move(*room));
     }
     if (!accepted->has_value()) return;
     auto c = std::make_unique<Connection>();
@@ -196,27 +203,89 @@ void NodeServer::CloseExpiredRefusals(bool all_over_cap) {
   }
 }
 
-void NodeServer::ShedOneConnection() {
+bool NodeServer::RefillSpares() {
+  bool all = true;
+  for (int& spare : spare_fds_) {
+    if (spare < 0) spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    all = all && spare >= 0;
+  }
+  return all;
+}
+
+std::optional<ipc::Channel> NodeServer::AcceptOutOfFds() {
+  // Spares lost at an earlier shed (another thread took the fd meanwhile)
+  // that come back now mean the limit rose or fds were freed: the accept
+  // that failed may be tried again as usual.
+  bool had_all = std::all_of(spare_fds_.begin(), spare_fds_.end(), [](int fd) { return fd >= 0; });
+  if (!had_all && RefillSpares()) {
+    auto again = listener_.Accept();
+    if (again.ok() && again->has_value()) return std::move(**again);
+    if (again.ok()) return std::nullopt;  // nobody waits any more
+  }
   // Level-triggered epoll keeps reporting a listener with a queued connection
-  // kvd cannot accept: without this, the loop spins and the peer waits
-  // forever in the backlog. The spare fd makes room for one accept.
+  // kvd cannot accept: without this the loop spins and the peer waits
+  // forever in the backlog. The spare fds make room for one accept.
   for (int& spare : spare_fds_) {
     if (spare >= 0) close(spare);
     spare = -1;
   }
   int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd >= 0) {
-    TellOutOfFds(fd);
-    close(fd);
-    ++shed_connections_;
+  if (fd < 0) {
+    (void)RefillSpares();
+    if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) return std::nullopt;
+    // Not even a spare's room (other threads hold it): stop listening for
+    // a moment rather than spin on a listener that stays readable.
+    PauseAccepting();
+    return std::nullopt;
   }
-  for (int& spare : spare_fds_) spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Room for this connection and every spare again: the limit rose (an
+  // operator's prlimit) since the failed accept, so it is served.
+  if (RefillSpares()) return ipc::Channel(fd);
+  TellOutOfFds(fd);
+  close(fd);
+  (void)RefillSpares();
+  ++shed_connections_;
   // Once per 1000, so a storm does not flood the log.
   if (shed_connections_ % 1000 == 1) {
     spdlog::error("kvd: out of file descriptors: closed a new connection at once ({} so far); "
                   "raise kvd's open-file limit (LimitNOFILE) or lower max_connections",
                   shed_connections_);
   }
+  return std::nullopt;
+}
+
+void NodeServer::PauseAccepting() {
+  epoll_event ev{};
+  ev.events = 0;
+  ev.data.u64 = kListenerTag | static_cast<uint32_t>(listener_.fd());
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listener_.fd(), &ev) != 0) return;
+  // Once per 1000, as for sheds: a pause is retried every kAcceptPause.
+  if (accept_pauses_++ % 1000 == 0) {
+    spdlog::error(
+        "kvd: out of file descriptors, with none spare to turn a connection away: "
+        "not accepting for {} ms at a time ({} so far); raise kvd's open-file limit "
+        "(LimitNOFILE)",
+        kAcceptPause.count(), accept_pauses_);
+  }
+  accepting_paused_ = true;
+  accepting_resumes_ = std::chrono::steady_clock::now() + kAcceptPause;
+}
+
+int NodeServer::ResumeAcceptingIfDue(int timeout_ms) {
+  if (!accepting_paused_) return timeout_ms;
+  auto now = std::chrono::steady_clock::now();
+  if (now < accepting_resumes_) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(accepting_resumes_ - now).count();
+    return std::min(timeout_ms, static_cast<int>(left));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag | static_cast<uint32_t>(listener_.fd());
+  if (listener_.fd() >= 0 && epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listener_.fd(), &ev) != 0) {
+    spdlog::warn("kvd: epoll_ctl: {}", Status::FromErrno("epoll_ctl", errno, "listener").ToString());
+  }
+  accepting_paused_ = false;
+  return timeout_ms;
 }
 
 }  // namespace nanokv::kvd

@@ -30,6 +30,18 @@ size_t CountFds(pid_t pid) {
   return count;
 }
 
+// The lowest fd number kvd has free once its spare fds (/dev/null, above
+// stdio) are closed: as its limit, not even those make room for an accept.
+rlim_t LowestFdFreeWithoutSpares(pid_t pid) {
+  for (rlim_t n = 0;; ++n) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(n);
+    char target[256];
+    ssize_t len = readlink(path.c_str(), target, sizeof(target));
+    if (len < 0) return n;
+    if (n > 2 && std::string_view(target, static_cast<size_t>(len)) == "/dev/null") return n;
+  }
+}
+
 wire::Message AttachRequest(const std::string& tenant) {
   wire::Message m;
   m.set_request_id(1);
@@ -301,6 +313,35 @@ TEST_F(KvdLimitsTest, AnEngineRefusedForWantOfFdsIsToldWhichLimit) {
 
   ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, &old, nullptr), 0);
   served.clear();
+  ExpectKvdServes("after");
+}
+
+// With no fd even to turn a peer away (its spares closed make no room:
+// another thread took one), kvd stops accepting for a moment rather than
+// spin on a listener that stays readable, and once the limit is raised the
+// engine waiting in the backlog is served, not told kvd is out of fds.
+TEST_F(KvdLimitsTest, WithNoFdEvenToRefuseKvdPausesThenServesTheEngineThatWaited) {
+  rlimit old{}, low{};
+  StartKvdThenLowerItsLimit(0, &old, &low);
+  low.rlim_cur = LowestFdFreeWithoutSpares(kvd_.pid());
+  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, &low, nullptr), 0);
+
+  Result<std::unique_ptr<Client>> waited = Status::Internal("the engine did not finish attaching");
+  std::thread engine([&] { waited = Client::Attach(Options("waited")); });
+  EXPECT_TRUE(WaitFor([&] { return kvd_.Log().find("not accepting for") != std::string::npos; }, 20s)) << kvd_.Log();
+  std::this_thread::sleep_for(300ms);  // a spinning loop logs each failed accept meanwhile
+  const std::string log = kvd_.Log();
+  size_t lines = 0;
+  for (size_t at = log.find("out of file descriptors"); at != std::string::npos;
+       at = log.find("out of file descriptors", at + 1)) {
+    ++lines;
+  }
+  EXPECT_LE(lines, 2u) << "kvd spun on its listener:\n" << log;
+
+  ASSERT_EQ(prlimit(kvd_.pid(), RLIMIT_NOFILE, &old, nullptr), 0);
+  engine.join();
+  ASSERT_TRUE(waited.ok()) << waited.status().ToString();
+  waited->reset();
   ExpectKvdServes("after");
 }
 
