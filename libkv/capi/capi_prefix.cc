@@ -32,6 +32,7 @@ PrefixCacheOptions OptionsOf(const nanokv_prefix_options_t& o) {
   out.preferred_device = o.preferred_device;
   out.cluster_write.preferred_segment = Or(o.preferred_segment);
   out.cluster_write.replica_num = o.replica_num == 0 ? 1 : o.replica_num;
+  if (o.staging_bytes != 0) out.staging_bytes = o.staging_bytes;
   return out;
 }
 
@@ -125,7 +126,7 @@ NANOKV_API int nanokv_prefix_close(nanokv_prefix_t* cache) {
 }
 
 NANOKV_API int nanokv_prefix_object_key(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, size_t chunk,
-                                        uint32_t plane, char* out, size_t capacity) {
+                                        char* out, size_t capacity) {
   NANOKV_CAPI_BEGIN {
     NANOKV_CAPI_HANDLE(nanokv_prefix, p, PrefixOf, cache);
     NANOKV_CAPI_NOT_NULL(out);
@@ -133,12 +134,11 @@ NANOKV_API int nanokv_prefix_object_key(nanokv_prefix_t* cache, const int32_t* t
     if (Status s = TokensOf(fn, tokens, count, &t); !s.ok()) return Fail(s);
     auto keys = p->cache->ChunkKeys(t);
     if (!keys.ok()) return Fail(keys.status());
-    if (chunk >= keys->size() || plane >= p->cache->planes()) {
-      return Fail(Code::kInvalidArgument, std::string(fn) + ": chunk " + std::to_string(chunk) + " plane " +
-                                              std::to_string(plane) + " of " + std::to_string(keys->size()) +
-                                              " chunks of " + std::to_string(p->cache->planes()) + " planes");
+    if (chunk >= keys->size()) {
+      return Fail(Code::kInvalidArgument, std::string(fn) + ": chunk " + std::to_string(chunk) + " of " +
+                                              std::to_string(keys->size()) + " chunks");
     }
-    const std::string key = PrefixCache::ObjectKey((*keys)[chunk], plane);
+    const std::string key = PrefixCache::ObjectKey((*keys)[chunk]);
     if (key.size() + 1 > capacity) {
       return Fail(Code::kInvalidArgument, std::string(fn) + ": the key takes " + std::to_string(key.size() + 1) +
                                               " bytes, capacity is " + std::to_string(capacity));
@@ -206,9 +206,9 @@ NANOKV_API int nanokv_prefix_views(nanokv_prefix_t* cache, const int32_t* tokens
     std::span<const int32_t> t;
     if (Status s = TokensOf(fn, tokens, count, &t); !s.ok()) return Fail(s);
     const uint64_t chunks = n / p->cache->chunk_tokens();
-    if (chunks * p->cache->planes() > capacity) {
-      return Fail(Code::kInvalidArgument, std::string(fn) + ": " + std::to_string(chunks * p->cache->planes()) +
-                                              " views, room for " + std::to_string(capacity));
+    if (chunks > capacity) {
+      return Fail(Code::kInvalidArgument,
+                  std::string(fn) + ": " + std::to_string(chunks) + " views, room for " + std::to_string(capacity));
     }
     if (capacity > 0) NANOKV_CAPI_NOT_NULL(views);
     auto got = p->cache->Views(t, n);

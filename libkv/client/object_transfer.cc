@@ -61,6 +61,20 @@ std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem>
   return out;
 }
 
+Status CopyMany(gpu::Backend& backend, std::span<const kernels::Copy> copies, void* stream, bool wait) {
+  if (TransfersUseKernels(backend)) return CopyManyWithKernels(copies, stream, wait);
+  for (const kernels::Copy& c : copies) {
+    NANOKV_RETURN_IF_ERROR(backend.Copy(c.dst, c.src, c.bytes, gpu::CopyKind::kDeviceToDevice));
+  }
+  return Status::OK();
+}
+
+int BufferDevice(const gpu::Backend& backend, const void* buffer, int fallback) {
+  if (!TransfersUseKernels(backend)) return fallback;
+  Result<int> device = KernelPointerDevice(buffer);
+  return device.ok() && *device >= 0 ? *device : fallback;
+}
+
 Status FinishTransfers(const gpu::Backend& backend, void* stream) {
   return TransfersUseKernels(backend) && stream != nullptr ? SynchronizeKernels(stream) : Status::OK();
 }

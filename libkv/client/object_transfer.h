@@ -68,6 +68,15 @@ struct LoadItem {
   const ObjectPieces* object = nullptr;
 };
 std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem> items, void* stream, bool wait);
+// Separate copies between buffers devices reach (src[i] -> dst[i]): with
+// the kernels (kv_copy_many) in one launch per 128 on `stream`, else the
+// backend's device-to-device copies, which are done when this returns.
+// The scatter and gather of objects laid out unlike the caller's memory (a
+// prefix chunk of every layer's K and V). wait as above.
+Status CopyMany(gpu::Backend& backend, std::span<const kernels::Copy> copies, void* stream, bool wait);
+// This process's ordinal of the device `buffer` is on, where the kernels'
+// runtime can tell; else `fallback` (the host backend's buffers).
+int BufferDevice(const gpu::Backend& backend, const void* buffer, int fallback);
 // Waits for the transfers enqueued on `stream` without waiting (a no-op
 // where transfers copy).
 Status FinishTransfers(const gpu::Backend& backend, void* stream);
@@ -129,6 +138,8 @@ Status StoreWithKernels(const void* src, const ObjectPieces& object, void* strea
 Status LoadWithKernels(void* dst, const ObjectPieces& object, void* stream, bool wait);
 std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void* stream, bool wait);
 Status SynchronizeKernels(void* stream);
+Status CopyManyWithKernels(std::span<const kernels::Copy> copies, void* stream, bool wait);
+Result<int> KernelPointerDevice(const void* pointer);
 Result<void*> RecordKernelEvent(void* stream);
 Status WaitKernelEvent(void* event);
 void DestroyKernelEvent(void* event);

@@ -21,6 +21,12 @@ std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void*, 
 }
 
 Status SynchronizeKernels(void*) { return Status::OK(); }
+Status CopyManyWithKernels(std::span<const kernels::Copy>, void*, bool) {
+  return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
+}
+Result<int> KernelPointerDevice(const void*) {
+  return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
+}
 Result<void*> RecordKernelEvent(void*) { return static_cast<void*>(nullptr); }
 Status WaitKernelEvent(void*) { return Status::OK(); }
 void DestroyKernelEvent(void*) {}

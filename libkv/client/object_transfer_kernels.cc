@@ -186,6 +186,30 @@ std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void* s
   return out;
 }
 
+Status CopyManyWithKernels(std::span<const kernels::Copy> copies, void* stream, bool wait) {
+  if (copies.empty()) return wait && stream != nullptr ? kernels::Synchronize(stream) : Status::OK();
+  // A null stream is the current device's: the one the first buffer is on
+  // for the call (a stream names its device, which the caller chose).
+  int previous = -1;
+  if (stream == nullptr) {
+    NANOKV_ASSIGN_OR_RETURN(int current, kernels::CurrentDevice());
+    Result<int> device = kernels::PointerDevice(copies[0].dst);
+    if (device.ok() && *device >= 0 && *device != current) {
+      NANOKV_RETURN_IF_ERROR(kernels::SetCurrentDevice(*device));
+      previous = current;
+    }
+  }
+  Status copied = kernels::CopyMany(copies.data(), copies.size(), stream);
+  if (copied.ok() && (wait || stream == nullptr)) copied = kernels::Synchronize(stream);
+  if (previous >= 0) {
+    Status restored = kernels::SetCurrentDevice(previous);
+    if (!restored.ok()) spdlog::warn("nanokv objects: restoring device {}: {}", previous, restored.ToString());
+  }
+  return copied;
+}
+
+Result<int> KernelPointerDevice(const void* pointer) { return kernels::PointerDevice(pointer); }
+
 Status SynchronizeKernels(void* stream) { return kernels::Synchronize(stream); }
 Result<void*> RecordKernelEvent(void* stream) { return kernels::RecordEvent(stream); }
 Status WaitKernelEvent(void* event) { return kernels::WaitEvent(event); }

@@ -31,6 +31,8 @@ struct PrefixGet {
 class PrefixBackend {
  public:
   virtual ~PrefixBackend() = default;
+  // The device backend of this process's transfers ("cuda", "hip", "host").
+  virtual Result<std::string> DeviceBackendName() = 0;
   // Whether each key is READY, in one batched location call; an error only
   // when the store could not be asked at all.
   virtual Result<std::vector<bool>> Exists(const std::vector<std::string>& keys) = 0;

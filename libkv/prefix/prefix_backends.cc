@@ -34,6 +34,11 @@ class NodeBackend final : public PrefixBackend {
  public:
   NodeBackend(ObjectStore* store, int preferred_device) : store_(store), preferred_device_(preferred_device) {}
 
+  Result<std::string> DeviceBackendName() override {
+    NANOKV_ASSIGN_OR_RETURN(ObjectStoreInfo info, store_->Info());
+    return info.backend;
+  }
+
   Result<std::vector<bool>> Exists(const std::vector<std::string>& keys) override {
     std::vector<Result<ObjectPlan>> located = store_->BatchGetLocation(keys);
     NANOKV_RETURN_IF_ERROR(WholeCallFailure(located));
@@ -66,6 +71,8 @@ class NodeBackend final : public PrefixBackend {
 class ClusterBackend final : public PrefixBackend {
  public:
   ClusterBackend(ClusterClient* cluster, WriteOptions write) : cluster_(cluster), write_(std::move(write)) {}
+
+  Result<std::string> DeviceBackendName() override { return cluster_->DeviceBackendName(); }
 
   Result<std::vector<bool>> Exists(const std::vector<std::string>& keys) override {
     std::vector<Result<ObjectLocation>> located = cluster_->BatchGetLocation(keys);

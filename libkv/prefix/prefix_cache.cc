@@ -10,6 +10,7 @@
 
 #include "libkv/prefix/prefix_backend.h"
 #include "libkv/prefix/prefix_keys.h"
+#include "libkv/prefix/prefix_staging.h"
 
 namespace nanokv {
 namespace {
@@ -48,10 +49,32 @@ Status CheckOptions(const PrefixCacheOptions& o) {
   return Status::OK();
 }
 
+// The copies between chunk `chunk` of each plane and its part of a chunk's
+// object at `object` (into_planes: a load's scatter, else a store's gather).
+std::vector<kernels::Copy> PlaneCopies(const PrefixCacheOptions& options, std::span<const PrefixPlane> planes,
+                                       size_t chunk, std::byte* object, bool into_planes) {
+  const uint64_t chunk_bytes = uint64_t{options.chunk_tokens} * options.layout.token_bytes;
+  std::vector<kernels::Copy> copies;
+  copies.reserve(planes.size());
+  for (size_t p = 0; p < planes.size(); ++p) {
+    std::byte* plane = static_cast<std::byte*>(planes[p].base) + chunk * chunk_bytes;
+    std::byte* part = object + p * chunk_bytes;
+    if (into_planes)
+      copies.push_back({plane, part, chunk_bytes});
+    else
+      copies.push_back({part, plane, chunk_bytes});
+  }
+  return copies;
+}
+
 }  // namespace
 
-PrefixCache::PrefixCache(std::unique_ptr<PrefixBackend> backend, const PrefixCacheOptions& options, std::string seed)
-    : backend_(std::move(backend)), options_(options), seed_(std::move(seed)) {}
+PrefixCache::PrefixCache(std::unique_ptr<PrefixBackend> backend, const PrefixCacheOptions& options, std::string seed,
+                         std::string device_backend)
+    : backend_(std::move(backend)),
+      options_(options),
+      seed_(std::move(seed)),
+      staging_(std::make_unique<prefix::Staging>(std::move(device_backend))) {}
 
 PrefixCache::~PrefixCache() = default;
 
@@ -59,7 +82,9 @@ Result<std::unique_ptr<PrefixCache>> PrefixCache::Make(std::unique_ptr<PrefixBac
                                                        const PrefixCacheOptions& options) {
   NANOKV_RETURN_IF_ERROR(CheckOptions(options));
   std::string seed = prefix::ChainSeed(options.space, options.layout, options.chunk_tokens);
-  return std::unique_ptr<PrefixCache>(new PrefixCache(std::move(backend), options, std::move(seed)));
+  NANOKV_ASSIGN_OR_RETURN(std::string device_backend, backend->DeviceBackendName());
+  return std::unique_ptr<PrefixCache>(
+      new PrefixCache(std::move(backend), options, std::move(seed), std::move(device_backend)));
 }
 
 Result<std::unique_ptr<PrefixCache>> PrefixCache::OnNode(ObjectStore* store, const PrefixCacheOptions& options) {
@@ -108,31 +133,26 @@ Result<std::vector<std::string>> PrefixCache::ChunkKeys(std::span<const int32_t>
   return prefix::ChainKeys(seed_, tokens, options_.chunk_tokens);
 }
 
-std::string PrefixCache::ObjectKey(const std::string& chunk_key, uint32_t plane) {
-  return "kvp:" + chunk_key + ":" + std::to_string(plane);
+std::string PrefixCache::ObjectKey(const std::string& chunk_key) { return "kvc:" + chunk_key; }
+
+uint64_t PrefixCache::chunk_object_bytes() const {
+  return uint64_t{planes()} * options_.chunk_tokens * options_.layout.token_bytes;
 }
 
-std::vector<std::string> PrefixCache::ObjectKeys(const std::vector<std::string>& chunks, size_t first,
-                                                 size_t last) const {
-  std::vector<std::string> keys;
-  keys.reserve((last - first) * planes());
-  for (size_t c = first; c < last; ++c) {
-    for (uint32_t p = 0; p < planes(); ++p) keys.push_back(ObjectKey(chunks[c], p));
-  }
-  return keys;
+size_t PrefixCache::ChunksPerRound() const {
+  const uint64_t object = chunk_object_bytes();
+  return static_cast<size_t>(std::max<uint64_t>(1, options_.staging_bytes / object));
 }
 
 Result<uint64_t> PrefixCache::Lookup(std::span<const int32_t> tokens) {
   NANOKV_ASSIGN_OR_RETURN(std::vector<std::string> chunks, ChunkKeys(tokens));
   if (chunks.empty()) return uint64_t{0};
-  NANOKV_ASSIGN_OR_RETURN(std::vector<bool> present, backend_->Exists(ObjectKeys(chunks, 0, chunks.size())));
-  uint64_t hit = 0;
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    const auto first = present.begin() + static_cast<ptrdiff_t>(c * planes());
-    if (!std::all_of(first, first + planes(), [](bool p) { return p; })) break;
-    ++hit;
-  }
-  return hit * options_.chunk_tokens;
+  std::vector<std::string> keys;
+  keys.reserve(chunks.size());
+  for (const std::string& chunk : chunks) keys.push_back(ObjectKey(chunk));
+  NANOKV_ASSIGN_OR_RETURN(std::vector<bool> present, backend_->Exists(keys));
+  const auto hit = std::find(present.begin(), present.end(), false) - present.begin();
+  return static_cast<uint64_t>(hit) * options_.chunk_tokens;
 }
 
 Result<uint64_t> PrefixCache::Store(std::span<const int32_t> tokens, std::span<const PrefixPlane> kv, uint64_t start,
@@ -145,35 +165,38 @@ Result<uint64_t> PrefixCache::Store(std::span<const int32_t> tokens, std::span<c
   const size_t first = start / options_.chunk_tokens;
   if (first >= chunks.size()) return uint64_t{0};
   NANOKV_RETURN_IF_ERROR(CheckPlanes("store", kv, chunks.size() * uint64_t{options_.chunk_tokens}));
-  const uint64_t chunk_bytes = options_.chunk_tokens * options_.layout.token_bytes;
-  std::vector<PrefixPut> puts;
-  puts.reserve((chunks.size() - first) * planes());
-  for (size_t c = first; c < chunks.size(); ++c) {
-    for (uint32_t p = 0; p < planes(); ++p) {
-      const auto* base = static_cast<const std::byte*>(kv[p].base);
-      puts.push_back({ObjectKey(chunks[c], p), base + c * chunk_bytes, chunk_bytes});
-    }
-  }
-  std::vector<Status> done = backend_->Put(puts, stream);
+  const uint64_t object_bytes = chunk_object_bytes();
+  std::lock_guard lock(staging_->lock());
+  NANOKV_ASSIGN_OR_RETURN(
+      std::byte * scratch,
+      staging_->Reserve(kv[0].base, std::min(chunks.size() - first, ChunksPerRound()) * object_bytes));
   uint64_t written = 0;
-  Status first_error;
-  for (size_t c = 0; c * planes() < done.size(); ++c) {
-    const auto from = done.begin() + static_cast<ptrdiff_t>(c * planes());
-    // Written: some plane new, and every other one there already.
-    const bool stands =
-        std::all_of(from, from + planes(), [](const Status& s) { return s.ok() || s.code() == Code::kAlreadyExists; });
-    if (stands && std::any_of(from, from + planes(), [](const Status& s) { return s.ok(); })) ++written;
-  }
-  for (size_t i = 0; i < done.size(); ++i) {
-    // Stored already (another engine computed the same prefix): it stands.
-    if (done[i].ok() || done[i].code() == Code::kAlreadyExists) continue;
-    if (first_error.ok()) {
-      first_error =
-          Status(done[i].code(), "prefix cache store: chunk " + std::to_string(first + i / planes()) + " plane " +
-                                     std::to_string(i % planes()) + ": " + std::string(done[i].message()));
+  // A round: its chunks' planes gathered into the scratch (waited for: the
+  // put of another host reads it outside the stream), then put as one batch.
+  for (size_t round = first; round < chunks.size(); round += ChunksPerRound()) {
+    const size_t end = std::min(chunks.size(), round + ChunksPerRound());
+    std::vector<kernels::Copy> gather;
+    std::vector<PrefixPut> puts;
+    for (size_t c = round; c < end; ++c) {
+      std::byte* object = scratch + (c - round) * object_bytes;
+      std::vector<kernels::Copy> planes = PlaneCopies(options_, kv, c, object, /*into_planes=*/false);
+      gather.insert(gather.end(), planes.begin(), planes.end());
+      puts.push_back({ObjectKey(chunks[c]), object, object_bytes});
     }
+    Status gathered = staging_->Copy(gather, stream, /*wait=*/true);
+    if (!gathered.ok()) return Status(gathered.code(), "prefix cache store: " + std::string(gathered.message()));
+    std::vector<Status> done = backend_->Put(puts, stream);
+    Status failed;
+    for (size_t i = 0; i < done.size(); ++i) {
+      if (done[i].ok()) ++written;
+      // Stored already (another engine computed the same prefix): it stands.
+      if (done[i].ok() || done[i].code() == Code::kAlreadyExists || !failed.ok()) continue;
+      failed = Status(done[i].code(),
+                      "prefix cache store: chunk " + std::to_string(round + i) + ": " + std::string(done[i].message()));
+    }
+    // What was written stays; the rounds after are not tried.
+    if (!failed.ok()) return failed;
   }
-  if (!first_error.ok()) return first_error;
   return written;
 }
 
@@ -188,26 +211,30 @@ Result<uint64_t> PrefixCache::Load(std::span<const int32_t> tokens, uint64_t n, 
   const size_t count = n / options_.chunk_tokens;
   if (count == 0) return uint64_t{0};
   NANOKV_RETURN_IF_ERROR(CheckPlanes("load", into, n));
-  const uint64_t chunk_bytes = options_.chunk_tokens * options_.layout.token_bytes;
-  std::vector<PrefixGet> gets;
-  gets.reserve(count * planes());
-  for (size_t c = 0; c < count; ++c) {
-    for (uint32_t p = 0; p < planes(); ++p) {
-      auto* base = static_cast<std::byte*>(into[p].base);
-      gets.push_back({ObjectKey(chunks[c], p), base + c * chunk_bytes, chunk_bytes});
-    }
-  }
-  std::vector<Result<uint64_t>> got = backend_->Get(gets, stream);
-  // The prefix ends at the first chunk a plane of which is gone (evicted
-  // since the lookup) or is not a whole chunk.
+  const uint64_t object_bytes = chunk_object_bytes();
+  std::lock_guard lock(staging_->lock());
+  NANOKV_ASSIGN_OR_RETURN(std::byte * scratch,
+                          staging_->Reserve(into[0].base, std::min(count, ChunksPerRound()) * object_bytes));
+  // A round: its chunks got into the scratch as one batch, then scattered
+  // into the planes on the same stream (the next round's get is queued
+  // after the scatter, which the last round waits for).
   size_t loaded = 0;
-  for (; loaded < count; ++loaded) {
-    bool whole = true;
-    for (uint32_t p = 0; p < planes() && whole; ++p) {
-      const Result<uint64_t>& item = got[loaded * planes() + p];
-      whole = item.ok() && *item == chunk_bytes;
+  for (size_t round = 0; round < count && loaded == round; round += ChunksPerRound()) {
+    const size_t end = std::min(count, round + ChunksPerRound());
+    std::vector<PrefixGet> gets;
+    for (size_t c = round; c < end; ++c) {
+      gets.push_back({ObjectKey(chunks[c]), scratch + (c - round) * object_bytes, object_bytes});
     }
-    if (!whole) break;
+    std::vector<Result<uint64_t>> got = backend_->Get(gets, stream);
+    // The prefix ends at the first chunk gone since the lookup (or not whole).
+    std::vector<kernels::Copy> scatter;
+    for (size_t c = round; c < end && got[c - round].ok() && *got[c - round] == object_bytes; ++c, ++loaded) {
+      std::vector<kernels::Copy> planes = PlaneCopies(options_, into, c, scratch + (c - round) * object_bytes, true);
+      scatter.insert(scatter.end(), planes.begin(), planes.end());
+    }
+    const bool last = loaded < end || end == count;
+    Status scattered = staging_->Copy(scatter, stream, /*wait=*/last);
+    if (!scattered.ok()) return Status(scattered.code(), "prefix cache load: " + std::string(scattered.message()));
   }
   if (loaded < count) spdlog::debug("prefix cache: {} of {} chunks loaded (the rest went)", loaded, count);
   return loaded * uint64_t{options_.chunk_tokens};
@@ -220,15 +247,15 @@ Result<std::vector<ObjectView>> PrefixCache::Views(std::span<const int32_t> toke
                                    std::to_string(options_.chunk_tokens) + "-token chunks of the " +
                                    std::to_string(tokens.size()) + " tokens given");
   }
-  std::vector<std::string> keys = ObjectKeys(chunks, 0, n / options_.chunk_tokens);
+  std::vector<std::string> keys;
+  for (size_t c = 0; c < n / options_.chunk_tokens; ++c) keys.push_back(ObjectKey(chunks[c]));
   std::vector<Result<ObjectView>> got = backend_->Views(keys);
   std::vector<ObjectView> views;
   views.reserve(got.size());
   for (size_t i = 0; i < got.size(); ++i) {
     if (!got[i].ok()) {
-      return Status(got[i].status().code(), "prefix cache views: chunk " + std::to_string(i / planes()) + " plane " +
-                                                std::to_string(i % planes()) + ": " +
-                                                std::string(got[i].status().message()));
+      return Status(got[i].status().code(),
+                    "prefix cache views: chunk " + std::to_string(i) + ": " + std::string(got[i].status().message()));
     }
     views.push_back(std::move(got[i]).value());
   }

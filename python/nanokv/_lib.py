@@ -169,6 +169,7 @@ class PrefixOptions(ctypes.Structure):
         ("preferred_device", ctypes.c_int),
         ("preferred_segment", ctypes.c_char_p),
         ("replica_num", ctypes.c_uint32),
+        ("staging_bytes", ctypes.c_uint64),
     ]
 
 
@@ -312,7 +313,7 @@ _PROTOTYPES = {
     "nanokv_prefix_open_cluster": [P, ctypes.POINTER(PrefixOptions), ctypes.POINTER(P)],
     "nanokv_prefix_close": [P],
     "nanokv_prefix_object_key": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.c_size_t,
-                                 ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t],
+                                 ctypes.c_char_p, ctypes.c_size_t],
     "nanokv_prefix_lookup": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, c_u64_p],
     "nanokv_prefix_store": [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.POINTER(PrefixPlane),
                             ctypes.c_size_t, ctypes.c_uint64, ctypes.c_void_p, c_u64_p],
@@ -368,7 +369,7 @@ def _load():
 lib, path = _load()
 lib.nanokv_abi_version.restype = ctypes.c_int
 # Before the prototypes: an older library lacks some of their functions.
-ABI_VERSION = 6
+ABI_VERSION = 7
 if lib.nanokv_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
         f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")

@@ -55,7 +55,7 @@ class PrefixCache(OwnedHandle):
     _DESTROY = "nanokv_prefix_close"
 
     def __init__(self, store, model, layers, token_bytes, planes_per_layer=2, dtype="", layout="", salt="",
-                 chunk_tokens=256, preferred_device=-1, preferred_segment=None, replica_num=1):
+                 chunk_tokens=256, preferred_device=-1, preferred_segment=None, replica_num=1, staging_bytes=0):
         from nanokv.objects import Objects  # objects imports cluster; prefix sits above both
         o = _lib.PrefixOptions()
         call("nanokv_prefix_options_init", ctypes.byref(o))
@@ -67,6 +67,7 @@ class PrefixCache(OwnedHandle):
         o.preferred_device = fit(preferred_device, ctypes.c_int, "preferred_device")
         o.preferred_segment = _enc(preferred_segment)
         o.replica_num = fit(replica_num, ctypes.c_uint32, "replica_num")
+        o.staging_bytes = fit(staging_bytes, ctypes.c_uint64, "staging_bytes")  # 0: 256 MiB
         if isinstance(store, Objects):
             opener = "nanokv_prefix_open_objects"
         elif isinstance(store, Cluster):
@@ -83,11 +84,11 @@ class PrefixCache(OwnedHandle):
         self.planes = o.layers * o.planes_per_layer
         self._on_cluster = opener == "nanokv_prefix_open_cluster"
 
-    def object_key(self, tokens, chunk, plane):
-        """The object key of `plane` of chunk `chunk` of `tokens`."""
+    def object_key(self, tokens, chunk):
+        """The object key of chunk `chunk` of `tokens` (every plane of it)."""
         array, n = _tokens(tokens)
         out = ctypes.create_string_buffer(128)
-        call("nanokv_prefix_object_key", self.handle, array, n, chunk, plane, out, len(out))
+        call("nanokv_prefix_object_key", self.handle, array, n, chunk, out, len(out))
         return out.value.decode()
 
     def lookup(self, tokens):
@@ -137,14 +138,15 @@ class PrefixCache(OwnedHandle):
 
     def views(self, tokens, n):
         """The first n tokens' chunks read in place (ObjectView, read-only,
-        each under a lease until closed): chunk-major, planes within."""
+        each under a lease until closed): one per chunk, plane p of it at
+        byte p * chunk_tokens * token_bytes."""
         array, count = _tokens(tokens)
-        room = (fit(n, ctypes.c_uint64, "n") // self.chunk_tokens) * self.planes
+        room = fit(n, ctypes.c_uint64, "n") // self.chunk_tokens
         handles = (ctypes.c_void_p * max(room, 1))()
         made = ctypes.c_size_t()
         call("nanokv_prefix_views", self.handle, array, count, n, handles, room, ctypes.byref(made))
         return [views.ObjectView(ctypes.c_void_p(handles[i]), self.backend,
-                                 f"prefix chunk {i // self.planes} plane {i % self.planes}")
+                                 f"prefix chunk {i}")
                 for i in range(made.value)]
 
     def __repr__(self):

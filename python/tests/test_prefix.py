@@ -99,10 +99,10 @@ class PrefixCacheTest(KvdTestCase):
         want = chain(tokens)
         self.assertEqual(len(want), 3)
         for c, digest in enumerate(want):
-            self.assertEqual(cache.object_key(tokens, c, 3), f"kvp:{digest}:3")
+            self.assertEqual(cache.object_key(tokens, c), f"kvc:{digest}")
         other = self.cache(salt="tenant-b")
-        self.assertNotEqual(other.object_key(tokens, 0, 0), cache.object_key(tokens, 0, 0))
-        self.assertEqual(other.object_key(tokens, 0, 0), f"kvp:{chain(tokens, dict(SPACE, salt='tenant-b'))[0]}:0")
+        self.assertNotEqual(other.object_key(tokens, 0), cache.object_key(tokens, 0))
+        self.assertEqual(other.object_key(tokens, 0), f"kvc:{chain(tokens, dict(SPACE, salt='tenant-b'))[0]}")
 
     def test_a_prefix_stored_by_another_process_loads_byte_exact(self):
         n = 70  # four full chunks and a tail
@@ -121,14 +121,17 @@ class PrefixCacheTest(KvdTestCase):
             got = self.client.copy_to_host(self.kv.data_ptr + p * 80 * TOKEN_BYTES, 80 * TOKEN_BYTES)
             self.assertEqual(got[:48 * TOKEN_BYTES], pattern(n * TOKEN_BYTES, p)[:48 * TOKEN_BYTES], f"plane {p}")
             self.assertEqual(got[48 * TOKEN_BYTES:], b"\xee" * (32 * TOKEN_BYTES), f"plane {p}")
-        # Views: the same bytes in place, read-only, chunk-major.
+        # Views: the same bytes in place, read-only, a view per chunk with
+        # its planes end to end.
         views = cache.views(prompt, 32)
-        self.assertEqual(len(views), 2 * PLANES)
-        for i, view in enumerate(views):
-            chunk, plane = divmod(i, PLANES)
-            start = chunk * CHUNK * TOKEN_BYTES
-            self.assertEqual(ctypes.string_at(view.data_ptr, view.nbytes),
-                             pattern(n * TOKEN_BYTES, plane)[start:start + CHUNK * TOKEN_BYTES])
+        self.assertEqual(len(views), 2)
+        part = CHUNK * TOKEN_BYTES
+        for chunk, view in enumerate(views):
+            self.assertEqual(view.nbytes, PLANES * part)
+            data = ctypes.string_at(view.data_ptr, view.nbytes)
+            for plane in range(PLANES):
+                self.assertEqual(data[plane * part:(plane + 1) * part],
+                                 pattern(n * TOKEN_BYTES, plane)[chunk * part:(chunk + 1) * part], f"plane {plane}")
             view.close()
         # This process stores its own new chunks, from the hit on.
         self.assertEqual(cache.store(prompt, into, start=48), 2)
@@ -181,7 +184,7 @@ class PrefixCacheClusterTest(ClusterCase):
         writer = nanokv.PrefixCache(self.cluster, preferred_segment="n1", **options)
         tokens = list(range(1000, 1000 + n))
         self.assertEqual(writer.store(tokens, planes), 2)
-        where = self.cluster.get_location(writer.object_key(tokens, 1, 3))
+        where = self.cluster.get_location(writer.object_key(tokens, 1))
         self.assertEqual([r.node_id for r in where.replicas], ["n1"])
         reader_cluster = nanokv.Cluster(masters=[self.address], node_id="n1", ipc_name=f"{self.ipc}_n1",
                                         backend="host", host_id=self.HOSTS[1])

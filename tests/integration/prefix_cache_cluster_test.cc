@@ -73,7 +73,7 @@ TEST_F(PrefixCacheClusterTest, TwoNodesShareAPrefix) {
   EXPECT_EQ(*written, 3u);
   auto keys = (*writer)->ChunkKeys(prompt);
   ASSERT_TRUE(keys.ok());
-  EXPECT_EQ(Where(*c0, PrefixCache::ObjectKey((*keys)[1], 2)), std::vector<std::string>{"n1"});
+  EXPECT_EQ(Where(*c0, PrefixCache::ObjectKey((*keys)[1])), std::vector<std::string>{"n1"});
   // n1's engine: another prompt sharing the first 26 tokens hits 3 chunks
   // (24 tokens) and loads them byte-exact.
   std::vector<int32_t> next = prompt;
@@ -95,7 +95,7 @@ TEST_F(PrefixCacheClusterTest, TwoNodesShareAPrefix) {
   EXPECT_EQ(*(*reader)->Store(next, into, *loaded), 2u);
   EXPECT_EQ(*(*writer)->Lookup(next), 40u);
   // A middle chunk removed from the cluster: the prefix ends before it, on either node.
-  ASSERT_OK(c0->Remove(PrefixCache::ObjectKey((*keys)[1], 0)));
+  ASSERT_OK(c0->Remove(PrefixCache::ObjectKey((*keys)[1])));
   EXPECT_EQ(*(*reader)->Lookup(next), 8u);
   EXPECT_EQ(*(*writer)->Lookup(prompt), 8u);
 }

@@ -105,7 +105,7 @@ TEST_F(PrefixCacheTest, KeysAreAStableChainInsideTheNamespace) {
   ASSERT_EQ(keys->size(), 4u);
   EXPECT_EQ((*keys)[0], "99a97a1cb7b8781ac9d48c0673da2ee6542fef8d685ed72e7564e22d87e6be1b");
   EXPECT_EQ((*keys)[3], "82bb578bf9e791365289df60d4ebec928eae6691456c29ff1049e3f6d65b8d0c");
-  EXPECT_EQ(PrefixCache::ObjectKey((*keys)[0], 5), "kvp:" + (*keys)[0] + ":5");
+  EXPECT_EQ(PrefixCache::ObjectKey((*keys)[0]), "kvc:" + (*keys)[0]);
   // A chunk's key covers every token before and in it, none after.
   std::vector<int32_t> changed = tokens;
   changed[5] = 7;  // in chunk 1
@@ -165,18 +165,22 @@ TEST_F(PrefixCacheTest, StoreThenLoadIsByteExactForEveryPlane) {
     EXPECT_TRUE(std::memcmp(got.data(), want.data(), 16 * kTokenBytes) == 0) << "plane " << p;
     EXPECT_EQ(got[16 * kTokenBytes], std::byte{0xEE}) << "plane " << p;
   }
-  // Read in place: chunk-major, planes within, each a chunk of its plane.
+  // Read in place: a view per chunk, its planes end to end, each that
+  // chunk of its plane.
   auto views = cache->Views(tokens, 8);
   ASSERT_TRUE(views.ok()) << views.status().ToString();
-  ASSERT_EQ(views->size(), 2u * kPlanes);
-  for (size_t i = 0; i < views->size(); ++i) {
-    const size_t chunk = i / kPlanes;
-    const auto plane = static_cast<uint32_t>(i % kPlanes);
-    ASSERT_EQ((*views)[i].size(), kChunk * kTokenBytes);
-    std::vector<std::byte> in_place(kChunk * kTokenBytes);
-    ASSERT_OK(backend_->Copy(in_place.data(), (*views)[i].data(), in_place.size(), gpu::CopyKind::kDeviceToHost));
-    std::vector<std::byte> want = Pattern(18, 1, plane);
-    EXPECT_TRUE(std::memcmp(in_place.data(), want.data() + chunk * kChunk * kTokenBytes, in_place.size()) == 0) << i;
+  ASSERT_EQ(views->size(), 2u);
+  const uint64_t part = kChunk * kTokenBytes;
+  for (size_t chunk = 0; chunk < views->size(); ++chunk) {
+    ASSERT_EQ((*views)[chunk].size(), kPlanes * part);
+    ASSERT_EQ(cache->chunk_object_bytes(), kPlanes * part);
+    std::vector<std::byte> in_place(kPlanes * part);
+    ASSERT_OK(backend_->Copy(in_place.data(), (*views)[chunk].data(), in_place.size(), gpu::CopyKind::kDeviceToHost));
+    for (uint32_t p = 0; p < kPlanes; ++p) {
+      std::vector<std::byte> want = Pattern(18, 1, p);
+      EXPECT_TRUE(std::memcmp(in_place.data() + p * part, want.data() + chunk * part, part) == 0)
+          << "chunk " << chunk << " plane " << p;
+    }
   }
 }
 
@@ -202,9 +206,9 @@ TEST_F(PrefixCacheTest, TheLongestPrefixStopsAtTheFirstHole) {
   ASSERT_EQ(*cache->Store(tokens, kv, 0), 5u);
   auto keys = cache->ChunkKeys(tokens);
   ASSERT_TRUE(keys.ok());
-  // One plane of the middle chunk goes (kvctl evict of its key): the prefix
-  // is the two chunks before it, though chunks 3 and 4 are still stored.
-  ASSERT_OK(store_->Remove(PrefixCache::ObjectKey((*keys)[2], 3)));
+  // The middle chunk goes (kvctl evict of its key): the prefix is the two
+  // chunks before it, though chunks 3 and 4 are still stored.
+  ASSERT_OK(store_->Remove(PrefixCache::ObjectKey((*keys)[2])));
   EXPECT_EQ(*cache->Lookup(tokens), 8u);
   // Loading more than is there answers the prefix that is.
   std::vector<PrefixPlane> into = Planes(20, -1);
@@ -214,6 +218,33 @@ TEST_F(PrefixCacheTest, TheLongestPrefixStopsAtTheFirstHole) {
   // Stored again, the prefix is whole.
   EXPECT_EQ(*cache->Store(tokens, kv, 8), 1u);
   EXPECT_EQ(*cache->Lookup(tokens), 20u);
+}
+
+// A scratch of two chunks' objects: five chunks move in three rounds each
+// way (gather and put, get and scatter), byte-exact, and a hole in the
+// second round ends the load there without the third being got.
+TEST_F(PrefixCacheTest, ChunksMoveThroughASmallScratchInRounds) {
+  PrefixCacheOptions o = Options();
+  o.staging_bytes = 2 * kPlanes * kChunk * kTokenBytes;
+  auto cache = Cache(o);
+  ASSERT_NE(cache, nullptr);
+  const std::vector<int32_t> tokens = Tokens(20);
+  ASSERT_EQ(*cache->Store(tokens, Planes(20, 8), 0), 5u);
+  ASSERT_EQ(*cache->Lookup(tokens), 20u);
+  std::vector<PrefixPlane> into = Planes(20, -1, std::byte{0xEE});
+  ASSERT_EQ(*cache->Load(tokens, 20, into), 20u);
+  for (uint32_t p = 0; p < kPlanes; ++p) EXPECT_EQ(Read(into[p], 20), Pattern(20, 8, p)) << "plane " << p;
+
+  auto keys = cache->ChunkKeys(tokens);
+  ASSERT_TRUE(keys.ok());
+  ASSERT_OK(store_->Remove(PrefixCache::ObjectKey((*keys)[3])));  // the second round's second chunk
+  std::vector<PrefixPlane> again = Planes(20, -1, std::byte{0xEE});
+  ASSERT_EQ(*cache->Load(tokens, 20, again), 12u);
+  for (uint32_t p = 0; p < kPlanes; ++p) {
+    std::vector<std::byte> got = Read(again[p], 20), want = Pattern(20, 8, p);
+    EXPECT_TRUE(std::memcmp(got.data(), want.data(), 12 * kTokenBytes) == 0) << "plane " << p;
+    EXPECT_EQ(got[12 * kTokenBytes], std::byte{0xEE}) << "plane " << p << ": a chunk after the hole was written";
+  }
 }
 
 TEST_F(PrefixCacheTest, TheStoresEvictionEndsThePrefixWhereAChunkWent) {

@@ -38,6 +38,7 @@ typedef struct nanokv_prefix_options {
   int preferred_device;          /* node store: the device new chunks go to (-1: kvd's choice) */
   const char* preferred_segment; /* cluster: NULL or "": the master's choice */
   uint32_t replica_num;          /* cluster: 1 */
+  uint64_t staging_bytes;        /* device scratch a store or load moves chunks through; 0: 256 MiB */
 } nanokv_prefix_options_t;
 
 /* One plane of the engine's K/V: token t at base + t * token_bytes. */
@@ -53,10 +54,10 @@ NANOKV_API int nanokv_prefix_open_cluster(nanokv_cluster_t* cluster, const nanok
                                           nanokv_prefix_t** out);
 NANOKV_API int nanokv_prefix_close(nanokv_prefix_t* cache);
 
-/* The object key (NUL-terminated, at most 128 bytes with it) of plane
- * `plane` of chunk `chunk` of tokens[0, count). */
+/* The object key (NUL-terminated, at most 128 bytes with it) of chunk
+ * `chunk` of tokens[0, count): one object holds every plane of a chunk. */
 NANOKV_API int nanokv_prefix_object_key(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, size_t chunk,
-                                        uint32_t plane, char* out, size_t capacity);
+                                        char* out, size_t capacity);
 /* The leading tokens stored (whole chunks), one batched location call. */
 NANOKV_API int nanokv_prefix_lookup(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, uint64_t* hit_out);
 /* The full chunks from chunk start / chunk_tokens on, every plane, as one
@@ -69,9 +70,10 @@ NANOKV_API int nanokv_prefix_store(nanokv_prefix_t* cache, const int32_t* tokens
 NANOKV_API int nanokv_prefix_load(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, uint64_t n,
                                   const nanokv_prefix_plane_t* planes, size_t plane_count, void* stream,
                                   uint64_t* loaded_out);
-/* The first n tokens' chunks read in place: views[i] (chunk-major, planes
- * within), capacity of them at least n / chunk_tokens * planes; free each
- * with nanokv_view_free. *count_out: the views made. */
+/* The first n tokens' chunks read in place: views[i], one per chunk (plane
+ * p of it at p * chunk_tokens * token_bytes), capacity of them at least
+ * n / chunk_tokens; free each with nanokv_view_free. *count_out: the views
+ * made. */
 NANOKV_API int nanokv_prefix_views(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, uint64_t n,
                                    nanokv_view_t** views, size_t capacity, size_t* count_out);
 

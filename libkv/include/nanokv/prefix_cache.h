@@ -15,9 +15,15 @@
 // over every token before and in it, seeded with the namespace (model,
 // dtype, layout, salt) and the K/V layout, so two models, layouts or
 // tenants never share K/V by accident, and a key names the same chunk in
-// every process, run and machine. Each chunk is one object per plane (a
-// layer's K, a layer's V): "kvp:<64 hex>:<plane>". Eviction is the store's;
-// a chunk whose predecessor is gone is no hit (the prefix stops there).
+// every process, run and machine. Each chunk is one object, "kvc:<64 hex>",
+// holding every plane's part of it (each layer's K and V) end to end, plane
+// p at p * chunk_tokens * token_bytes: a prompt of 7k tokens on a model of
+// 32 layers is 28 objects, not 1,792 (each object costs requests to kvd
+// and the master, which per plane made a load 20x slower than its copies).
+// A store gathers the planes into device scratch and puts that; a load gets
+// into scratch and scatters (staging_bytes of it, kept by the cache).
+// Eviction is the store's; a chunk whose predecessor is gone is no hit (the
+// prefix stops there).
 //
 // The engine's K/V memory is given as planes (layers * planes_per_layer of
 // them, layer-major): token t of a plane at base + t * token_bytes, so a
@@ -70,6 +76,10 @@ struct PrefixCacheOptions {
   PrefixLayout layout;
   uint32_t chunk_tokens = 256;
   int preferred_device = -1;   // the node store's device for new chunks
+  // Device scratch a store or load moves its chunks through, that many
+  // bytes at a time (at least one chunk's object): memory of the planes'
+  // device, kept by the cache between calls.
+  uint64_t staging_bytes = uint64_t{256} << 20;
   WriteOptions cluster_write;  // the cluster's segment and replicas for new chunks
 };
 
@@ -82,6 +92,9 @@ struct PrefixPlane {
 
 // What the cache needs of a store (prefix/prefix_backend.h has the two).
 class PrefixBackend;
+namespace prefix {
+class Staging;  // its device scratch (prefix/prefix_staging.h)
+}  // namespace prefix
 
 class PrefixCache {
  public:
@@ -95,18 +108,19 @@ class PrefixCache {
 
   // The chain's hex digest of each full chunk of `tokens`, in order.
   Result<std::vector<std::string>> ChunkKeys(std::span<const int32_t> tokens) const;
-  // The object key of one plane of a chunk (a ChunkKeys digest).
-  static std::string ObjectKey(const std::string& chunk_key, uint32_t plane);
+  // The object key of a chunk (a ChunkKeys digest): every plane of it.
+  static std::string ObjectKey(const std::string& chunk_key);
 
   // How many leading tokens are stored (a multiple of chunk_tokens): the
-  // chunks whose every plane is READY, up to the first one that is not.
-  // One batched location call.
+  // chunks READY, up to the first one that is not. One batched location
+  // call.
   Result<uint64_t> Lookup(std::span<const int32_t> tokens);
   // Stores the full chunks of `tokens` from chunk start / chunk_tokens on
   // (those before were loaded, so they are stored), every plane, as one
-  // batch; a chunk already stored (by anyone) is left as it is. Answers the
-  // chunks written (a plane of them at least, the others there already). A failed item is the call's error (naming it)
-  // after the others were tried: what was written stays.
+  // batch per staging_bytes; a chunk already stored (by anyone) is left as
+  // it is. Answers the chunks written. A failed chunk is the call's error
+  // (naming it) after the others of its batch were tried: what was written
+  // stays, the batches after it are not tried.
   Result<uint64_t> Store(std::span<const int32_t> tokens, std::span<const PrefixPlane> kv, uint64_t start,
                          void* stream = nullptr);
   // Loads the first n tokens' chunks (n a multiple of chunk_tokens, at most
@@ -115,25 +129,30 @@ class PrefixCache {
   Result<uint64_t> Load(std::span<const int32_t> tokens, uint64_t n, std::span<const PrefixPlane> into,
                         void* stream = nullptr);
   // The first n tokens' chunks read in place, read-only (ObjectView, each
-  // under a lease until it goes): chunk-major, planes within a chunk.
+  // under a lease until it goes): a view per chunk, plane p of it at
+  // data() + p * chunk_tokens * token_bytes.
   Result<std::vector<ObjectView>> Views(std::span<const int32_t> tokens, uint64_t n);
 
   uint32_t chunk_tokens() const { return options_.chunk_tokens; }
   uint32_t planes() const { return options_.layout.layers * options_.layout.planes_per_layer; }
   const PrefixCacheOptions& options() const { return options_; }
+  // The bytes of a chunk's object: every plane's part of it.
+  uint64_t chunk_object_bytes() const;
 
  private:
-  PrefixCache(std::unique_ptr<PrefixBackend> backend, const PrefixCacheOptions& options, std::string seed);
+  PrefixCache(std::unique_ptr<PrefixBackend> backend, const PrefixCacheOptions& options, std::string seed,
+              std::string device_backend);
   static Result<std::unique_ptr<PrefixCache>> Make(std::unique_ptr<PrefixBackend> backend,
                                                    const PrefixCacheOptions& options);
   Status CheckTokens(const char* what, std::span<const int32_t> tokens) const;
   Status CheckPlanes(const char* what, std::span<const PrefixPlane> planes, uint64_t tokens) const;
-  // The object keys of chunks [first, last): chunk-major, planes within.
-  std::vector<std::string> ObjectKeys(const std::vector<std::string>& chunks, size_t first, size_t last) const;
+  // Chunks a round of a store or load moves through the scratch.
+  size_t ChunksPerRound() const;
 
   std::unique_ptr<PrefixBackend> backend_;
   PrefixCacheOptions options_;
   std::string seed_;  // the chain's seed: the namespace and the layout, hashed
+  std::unique_ptr<prefix::Staging> staging_;
 };
 
 }  // namespace nanokv
