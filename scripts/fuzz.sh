@@ -20,7 +20,7 @@ fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DNANOKV_FUZZ=ON \
   -DNANOKV_BUILD_TESTS=OFF -DNANOKV_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$jobs" --target fuzz_wire_decode fuzz_config_load fuzz_journal_decode fuzz_master_requests fuzz_master_credential fuzz_ring_entries fuzz_ring_doorbell \
-  fuzz_object_journal fuzz_transfer_headers
+  fuzz_object_journal fuzz_transfer_headers fuzz_announce_ring
 
 mkdir -p "$build/artifacts"
 status=0
@@ -52,6 +52,8 @@ run master_requests 65536
 run master_credential 512
 # The client's head, then a ring's cells (ipc::kRingDataBytes).
 run ring_entries 65544
+# A slab's bounds, then a v2 announce ring's records (8 of 320 bytes).
+run announce_ring 2572
 # One byte per thing a client does to its doorbell's end (seeds: the ring's).
 run ring_doorbell 512
 # A mode byte, then an object journal, or records and two 4 KiB header pages.

@@ -207,6 +207,9 @@ step object_put_get_bench_mps under_mps "$B/bin/object_put_get_bench" --kvd "$B/
 GPU_TESTS=. step paged_append_gpu "$B/bin/paged_append_gpu_test" --gtest_brief=1
 GPU_TESTS=. step object_pages_gpu "$B/bin/object_pages_gpu_test" --gtest_brief=1
 GPU_TESTS=. step stream_fan_gpu "$B/bin/stream_fan_gpu_test" --gtest_brief=1
+# v2 slabs: a kernel's threads allocate and announce through kvd's ring in
+# host memory while the host reads it (device-scope cursor, system-scope stamps).
+GPU_TESTS=. step slab_gpu "$B/bin/slab_gpu_test" --gtest_brief=1
 # The master's empty call by gRPC server API, against futex and TCP ping-pongs.
 step grpc_call_bench "$B/bin/grpc_call_bench" --calls 2000 --rounds 5
 step backend_ops_bench "$B/bin/backend_ops_bench" --backend cuda --pages 256 --rounds 5
@@ -292,7 +295,7 @@ unset SECTION
 
 echo
 for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
-         objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu stream_fan_gpu \
+         objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu stream_fan_gpu slab_gpu \
          engines_mps objects_mps restart_mps objects_restart_mps \
          cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda cluster_transfer_device_cuda \
          cluster_highway_cuda prefix_cuda prefix_cluster_cuda \

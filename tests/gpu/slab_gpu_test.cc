@@ -1,0 +1,95 @@
+// v2 slabs on a GPU (issue 34): a kernel's threads allocate objects in a
+// slab with device-scope atomics on a cursor in device memory and announce
+// them into kvd's ring in host memory (a sealed memfd, registered with the
+// driver), stamping each record with a release at system scope, while the
+// host reads the ring as kvd does (ipc/ring/announce_ring.h). Every object
+// is read once, in no overlap, and the ring (smaller than the batch) wraps.
+#include <xxhash.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ipc/ring/announce_ring.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/slab_producer.h"
+
+namespace nanokv::testing {
+namespace {
+
+TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
+  NANOKV_SKIP_WITHOUT_GPU();
+  constexpr int kBlocks = 32, kThreads = 64, kPerThread = 4;
+  constexpr int kItems = kBlocks * kThreads * kPerThread;  // 8192 through a ring of 256
+  constexpr uint64_t kPayload = uint64_t{64} << 20;
+  int fd = -1;
+  auto kvd = ipc::AnnounceRing::Create(256, {kPayload, kItems}, &fd);
+  ASSERT_TRUE(kvd.ok()) << kvd.status().ToString();
+  auto mapped = ipc::AnnounceRing::Attach(fd);  // the producer's mapping
+  close(fd);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  const size_t ring_bytes = ipc::AnnounceRing::FileBytes(256);
+  CUDA_ASSERT(cudaHostRegister(mapped->header(), ring_bytes, cudaHostRegisterMapped));
+  void* ring_device = nullptr;
+  CUDA_ASSERT(cudaHostGetDevicePointer(&ring_device, mapped->header(), 0));
+  auto* header = static_cast<device::AnnounceRingHeader*>(ring_device);
+  auto* records =
+      reinterpret_cast<device::AnnounceRecord*>(static_cast<char*>(ring_device) + sizeof(device::AnnounceRingHeader));
+
+  std::vector<char> keys(size_t{kItems} * 32);
+  std::vector<uint32_t> key_bytes(kItems);
+  std::vector<uint64_t> hashes(kItems), sizes(kItems);
+  for (int i = 0; i < kItems; ++i) {
+    const std::string key = "v2:item:" + std::to_string(i);
+    std::memcpy(&keys[size_t{static_cast<size_t>(i)} * 32], key.data(), key.size());
+    key_bytes[i] = static_cast<uint32_t>(key.size());
+    hashes[i] = XXH64(key.data(), key.size(), 0);
+    sizes[i] = 512 + static_cast<uint64_t>(i % 7) * 1000;
+  }
+  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_keys(keys.size()), d_key_bytes(kItems * 4), d_hashes(kItems * 8),
+      d_sizes(kItems * 8), d_counts(sizeof(SlabProducerCounts));
+  const device::SlabCursor cursor{0, kPayload, 0, kItems, 0, 256, 256};
+  CUDA_ASSERT(cudaMemcpy(d_cursor.get(), &cursor, sizeof(cursor), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), kItems * 4, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemset(d_counts.get(), 0, sizeof(SlabProducerCounts)));
+  cudaStream_t stream = nullptr;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ASSERT_EQ(LaunchSlabProducer(d_cursor.as<device::SlabCursor>(), header, records, d_keys.as<char>(),
+                               d_key_bytes.as<uint32_t>(), d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kPerThread,
+                               kBlocks, kThreads, d_counts.as<SlabProducerCounts>(), stream),
+            0);
+  // kvd's side: read while the kernel runs (the ring holds 256 of 8192).
+  std::map<std::string, ipc::AnnouncedObject> read;
+  for (;;) {
+    const bool finished = cudaStreamQuery(stream) == cudaSuccess;
+    auto got = kvd->Poll(64);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (auto& o : *got) ASSERT_TRUE(read.emplace(o.key, o).second) << o.key << " read twice";
+    if (finished && got->empty()) break;
+  }
+  CUDA_ASSERT(cudaStreamSynchronize(stream));
+  SlabProducerCounts counts{};
+  CUDA_ASSERT(cudaMemcpy(&counts, d_counts.get(), sizeof(counts), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(counts.stalled, 0u);
+  EXPECT_EQ(counts.spent, 0u);
+  EXPECT_EQ(counts.announced, static_cast<unsigned long long>(kItems));
+  ASSERT_EQ(read.size(), static_cast<size_t>(kItems));
+  for (int i = 0; i < kItems; ++i) {
+    auto it = read.find("v2:item:" + std::to_string(i));
+    ASSERT_NE(it, read.end()) << i;
+    EXPECT_EQ(it->second.bytes, sizes[i]);
+  }
+  EXPECT_EQ(kvd->consumed(), static_cast<uint64_t>(kItems));
+  CUDA_ASSERT(cudaStreamDestroy(stream));
+  CUDA_ASSERT(cudaHostUnregister(mapped->header()));
+}
+
+}  // namespace
+}  // namespace nanokv::testing
