@@ -50,4 +50,12 @@ Result<SmallFile> ReadSmallFile(const std::string& path, size_t max_bytes, const
   return file;
 }
 
+Result<std::string> ReadPemFile(const std::string& path, const std::string& what) {
+  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, 1 << 20, what));
+  if (file.text.find("-----BEGIN") == std::string::npos) {
+    return Status::InvalidArgument(what + ": " + path + " is not a PEM file (no -----BEGIN line)");
+  }
+  return std::move(file.text);
+}
+
 }  // namespace nanokv

@@ -32,6 +32,11 @@ struct SmallFile {
 Result<SmallFile> ReadSmallFile(const std::string& path, size_t max_bytes, const std::string& what,
                                 bool no_follow = false);
 
+// A PEM file (a certificate chain, a key, a CA bundle: a few KiB, at most
+// 1 MiB), as ReadSmallFile reads it; kInvalidArgument when it holds no
+// "-----BEGIN" (an empty file, a DER file, the wrong path).
+Result<std::string> ReadPemFile(const std::string& path, const std::string& what);
+
 }  // namespace nanokv
 
 #endif  // NANOKV_BASE_SMALL_FILE_H_

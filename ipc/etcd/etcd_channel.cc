@@ -15,11 +15,7 @@ namespace {
 constexpr size_t kMaxMessageBytes = 512;
 
 Result<std::string> ReadPem(const std::string& path, const char* what) {
-  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, 1 << 20, std::string("etcd: the ") + what));
-  if (file.text.empty()) {
-    return Status::InvalidArgument(std::string("etcd: the ") + what + " '" + path + "' is empty");
-  }
-  return std::move(file.text);
+  return ReadPemFile(path, std::string("etcd: the ") + what);
 }
 
 struct ParsedEndpoint {

@@ -12,15 +12,8 @@
 namespace nanokv::master {
 namespace {
 
-// A certificate chain of a few certificates is a few KiB.
-constexpr size_t kMaxPemBytes = 1 << 20;
-
 Result<std::string> ReadPem(const std::string& path, const char* what) {
-  NANOKV_ASSIGN_OR_RETURN(SmallFile file, ReadSmallFile(path, kMaxPemBytes, std::string("tls ") + what));
-  if (file.text.find("-----BEGIN") == std::string::npos) {
-    return Status::InvalidArgument(std::string("tls ") + what + ": " + path + " is not a PEM file");
-  }
-  return std::move(file.text);
+  return ReadPemFile(path, std::string("tls ") + what);
 }
 
 }  // namespace
