@@ -13,12 +13,11 @@
 
 #include "ipc/master/grpc_status.h"
 #include "ipc/master/master_checks.h"
-#include "ipc/master/token.h"
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
+#include "libkv/client/quiet_stdout.h"
 #include "libkv/cluster/cluster_client_impl.h"
 #include "libkv/cluster/cluster_put.h"
-#include "libkv/client/quiet_stdout.h"
 #include "nanokv/object_store.h"
 
 namespace nanokv {
@@ -73,10 +72,9 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const ClusterClien
   NANOKV_ASSIGN_OR_RETURN(auto connection,
                           cluster::MasterConnection::Create(options.masters, options.token_file, tls,
                                                             std::chrono::milliseconds(options.request_timeout_ms)));
-  std::string token;
-  if (!options.token_file.empty()) {
-    NANOKV_ASSIGN_OR_RETURN(token, master::ReadTokenFile(options.token_file));
-  }
+  // Read once, by the connection: a file rewritten between two reads must
+  // not give the master one token and the kvds another.
+  std::string token = connection->token();
   auto impl = std::make_unique<Impl>(std::move(options), std::move(connection), std::move(token));
   return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(impl)));
 }

@@ -35,6 +35,10 @@ class MasterConnection {
   // masters; the last answer's Status. *answered: the address that answered.
   Status Run(const Call& call, std::string* answered = nullptr);
 
+  // The cluster token read from the token file at Create ("" without one):
+  // the client proves it to other nodes' kvds too.
+  const std::string& token() const { return token_; }
+
  private:
   MasterConnection(std::vector<std::string> addresses, std::string token,
                    std::shared_ptr<grpc::ChannelCredentials> credentials, std::chrono::milliseconds timeout);
