@@ -241,6 +241,12 @@ std::optional<ipc::Channel> NodeServer::AcceptOutOfFds() {
   // Room for this connection and every spare again: the limit rose (an
   // operator's prlimit) since the failed accept, so it is served.
   if (RefillSpares()) return ipc::Channel(fd);
+  // No room: the spares are free again while the peer is told (what that
+  // opens, e.g. a sanitizer runtime's pipe, needs them), then taken back.
+  for (int& spare : spare_fds_) {
+    if (spare >= 0) close(spare);
+    spare = -1;
+  }
   TellOutOfFds(fd);
   close(fd);
   (void)RefillSpares();
