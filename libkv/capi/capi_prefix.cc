@@ -74,6 +74,14 @@ int Adopt(Result<std::unique_ptr<PrefixCache>> made, nanokv_objects* objects, na
   return NANOKV_OK;
 }
 
+// A block table's entries as a span; PrefixCache checks the count against
+// the chunks and planes before it reads one.
+Status BlocksOf(const char* fn, void* const* blocks, size_t count, std::span<void* const>* out) {
+  if (count > 0 && blocks == nullptr) return Status::InvalidArgument(std::string(fn) + ": blocks is null");
+  *out = std::span<void* const>(blocks, count);
+  return Status::OK();
+}
+
 }  // namespace
 
 extern "C" {
@@ -191,6 +199,40 @@ NANOKV_API int nanokv_prefix_load(nanokv_prefix_t* cache, const int32_t* tokens,
     std::vector<PrefixPlane> into;
     if (Status s = PlanesOf(fn, planes, plane_count, &into); !s.ok()) return Fail(s);
     auto loaded = p->cache->Load(t, n, into, stream);
+    if (!loaded.ok()) return Fail(loaded.status());
+    *loaded_out = *loaded;
+    return NANOKV_OK;
+  }
+  NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_prefix_store_blocks(nanokv_prefix_t* cache, const int32_t* tokens, size_t count,
+                                          void* const* blocks, size_t block_count, uint64_t start, void* stream,
+                                          uint64_t* written_out) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_prefix, p, PrefixOf, cache);
+    std::span<const int32_t> t;
+    if (Status s = TokensOf(fn, tokens, count, &t); !s.ok()) return Fail(s);
+    std::span<void* const> table;
+    if (Status s = BlocksOf(fn, blocks, block_count, &table); !s.ok()) return Fail(s);
+    auto written = p->cache->StoreBlocks(t, table, start, stream);
+    if (!written.ok()) return Fail(written.status());
+    if (written_out != nullptr) *written_out = *written;
+    return NANOKV_OK;
+  }
+  NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_prefix_load_blocks(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, uint64_t n,
+                                         void* const* blocks, size_t block_count, void* stream, uint64_t* loaded_out) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_prefix, p, PrefixOf, cache);
+    NANOKV_CAPI_NOT_NULL(loaded_out);
+    std::span<const int32_t> t;
+    if (Status s = TokensOf(fn, tokens, count, &t); !s.ok()) return Fail(s);
+    std::span<void* const> table;
+    if (Status s = BlocksOf(fn, blocks, block_count, &table); !s.ok()) return Fail(s);
+    auto loaded = p->cache->LoadBlocks(t, n, table, stream);
     if (!loaded.ok()) return Fail(loaded.status());
     *loaded_out = *loaded;
     return NANOKV_OK;

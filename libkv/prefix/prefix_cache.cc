@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -49,20 +50,20 @@ Status CheckOptions(const PrefixCacheOptions& o) {
   return Status::OK();
 }
 
-// The copies between chunk `chunk` of each plane and its part of a chunk's
-// object at `object` (into_planes: a load's scatter, else a store's gather).
-std::vector<kernels::Copy> PlaneCopies(const PrefixCacheOptions& options, std::span<const PrefixPlane> planes,
-                                       size_t chunk, std::byte* object, bool into_planes) {
-  const uint64_t chunk_bytes = uint64_t{options.chunk_tokens} * options.layout.token_bytes;
+// The copies between chunk `chunk`'s pieces (`at`) and its object at
+// `object`, plane p at p * chunk_bytes (into_pieces: a load's scatter, else
+// a store's gather).
+std::vector<kernels::Copy> PieceCopies(uint32_t planes, uint64_t chunk_bytes, const PrefixCache::PieceAddress& at,
+                                       size_t chunk, std::byte* object, bool into_pieces) {
   std::vector<kernels::Copy> copies;
-  copies.reserve(planes.size());
-  for (size_t p = 0; p < planes.size(); ++p) {
-    std::byte* plane = static_cast<std::byte*>(planes[p].base) + chunk * chunk_bytes;
+  copies.reserve(planes);
+  for (uint32_t p = 0; p < planes; ++p) {
+    std::byte* piece = at(chunk, p);
     std::byte* part = object + p * chunk_bytes;
-    if (into_planes)
-      copies.push_back({plane, part, chunk_bytes});
+    if (into_pieces)
+      copies.push_back({piece, part, chunk_bytes});
     else
-      copies.push_back({part, plane, chunk_bytes});
+      copies.push_back({part, piece, chunk_bytes});
   }
   return copies;
 }
@@ -155,23 +156,69 @@ Result<uint64_t> PrefixCache::Lookup(std::span<const int32_t> tokens) {
   return static_cast<uint64_t>(hit) * options_.chunk_tokens;
 }
 
+PrefixCache::PieceAddress PrefixCache::PlanePieces(std::span<const PrefixPlane> planes) const {
+  const uint64_t chunk_bytes = uint64_t{options_.chunk_tokens} * options_.layout.token_bytes;
+  return [planes, chunk_bytes](size_t chunk, uint32_t plane) {
+    return static_cast<std::byte*>(planes[plane].base) + chunk * chunk_bytes;
+  };
+}
+
+PrefixCache::PieceAddress PrefixCache::BlockPieces(std::span<void* const> blocks) const {
+  const uint32_t n = planes();
+  return [blocks, n](size_t chunk, uint32_t plane) { return static_cast<std::byte*>(blocks[chunk * n + plane]); };
+}
+
+Status PrefixCache::CheckBlocks(const char* what, std::span<void* const> blocks, size_t first, size_t chunks) const {
+  if (blocks.size() != chunks * planes()) {
+    return Status::InvalidArgument(std::string("prefix cache ") + what + ": " + std::to_string(blocks.size()) +
+                                   " blocks given, " + std::to_string(chunks) + " chunks of " +
+                                   std::to_string(planes()) + " planes need " + std::to_string(chunks * planes()));
+  }
+  for (size_t i = first * planes(); i < blocks.size(); ++i) {
+    if (blocks[i] == nullptr) {
+      return Status::InvalidArgument(std::string("prefix cache ") + what + ": block " + std::to_string(i) + " (chunk " +
+                                     std::to_string(i / planes()) + ", plane " + std::to_string(i % planes()) +
+                                     ") has no memory");
+    }
+  }
+  return Status::OK();
+}
+
 Result<uint64_t> PrefixCache::Store(std::span<const int32_t> tokens, std::span<const PrefixPlane> kv, uint64_t start,
                                     void* stream) {
   NANOKV_ASSIGN_OR_RETURN(std::vector<std::string> chunks, ChunkKeys(tokens));
+  NANOKV_ASSIGN_OR_RETURN(size_t first, FirstToStore(tokens, start));
+  if (first >= chunks.size()) return uint64_t{0};
+  NANOKV_RETURN_IF_ERROR(CheckPlanes("store", kv, chunks.size() * uint64_t{options_.chunk_tokens}));
+  return StoreChunks(chunks, first, PlanePieces(kv), kv[0].base, stream);
+}
+
+Result<uint64_t> PrefixCache::StoreBlocks(std::span<const int32_t> tokens, std::span<void* const> blocks,
+                                          uint64_t start, void* stream) {
+  NANOKV_ASSIGN_OR_RETURN(std::vector<std::string> chunks, ChunkKeys(tokens));
+  NANOKV_ASSIGN_OR_RETURN(size_t first, FirstToStore(tokens, start));
+  if (first >= chunks.size()) return uint64_t{0};
+  NANOKV_RETURN_IF_ERROR(CheckBlocks("store", blocks, first, chunks.size()));
+  return StoreChunks(chunks, first, BlockPieces(blocks), blocks[first * planes()], stream);
+}
+
+Result<size_t> PrefixCache::FirstToStore(std::span<const int32_t> tokens, uint64_t start) const {
   if (start > tokens.size()) {
     return Status::InvalidArgument("prefix cache store: start " + std::to_string(start) + " is past the " +
                                    std::to_string(tokens.size()) + " tokens");
   }
-  const size_t first = start / options_.chunk_tokens;
-  if (first >= chunks.size()) return uint64_t{0};
-  NANOKV_RETURN_IF_ERROR(CheckPlanes("store", kv, chunks.size() * uint64_t{options_.chunk_tokens}));
+  return static_cast<size_t>(start / options_.chunk_tokens);
+}
+
+Result<uint64_t> PrefixCache::StoreChunks(const std::vector<std::string>& chunks, size_t first, const PieceAddress& at,
+                                          const void* near, void* stream) {
   const uint64_t object_bytes = chunk_object_bytes();
+  const uint64_t chunk_bytes = uint64_t{options_.chunk_tokens} * options_.layout.token_bytes;
   std::lock_guard lock(staging_->lock());
-  NANOKV_ASSIGN_OR_RETURN(
-      std::byte * scratch,
-      staging_->Reserve(kv[0].base, std::min(chunks.size() - first, ChunksPerRound()) * object_bytes));
+  NANOKV_ASSIGN_OR_RETURN(std::byte * scratch,
+                          staging_->Reserve(near, std::min(chunks.size() - first, ChunksPerRound()) * object_bytes));
   uint64_t written = 0;
-  // A round: its chunks' planes gathered into the scratch (waited for: the
+  // A round: its chunks' pieces gathered into the scratch (waited for: the
   // put of another host reads it outside the stream), then put as one batch.
   for (size_t round = first; round < chunks.size(); round += ChunksPerRound()) {
     const size_t end = std::min(chunks.size(), round + ChunksPerRound());
@@ -179,8 +226,8 @@ Result<uint64_t> PrefixCache::Store(std::span<const int32_t> tokens, std::span<c
     std::vector<PrefixPut> puts;
     for (size_t c = round; c < end; ++c) {
       std::byte* object = scratch + (c - round) * object_bytes;
-      std::vector<kernels::Copy> planes = PlaneCopies(options_, kv, c, object, /*into_planes=*/false);
-      gather.insert(gather.end(), planes.begin(), planes.end());
+      std::vector<kernels::Copy> pieces = PieceCopies(planes(), chunk_bytes, at, c, object, /*into_pieces=*/false);
+      gather.insert(gather.end(), pieces.begin(), pieces.end());
       puts.push_back({ObjectKey(chunks[c]), object, object_bytes});
     }
     Status gathered = staging_->Copy(gather, stream, /*wait=*/true);
@@ -200,23 +247,44 @@ Result<uint64_t> PrefixCache::Store(std::span<const int32_t> tokens, std::span<c
   return written;
 }
 
+Result<size_t> PrefixCache::ChunksToLoad(const char* what, std::span<const int32_t> tokens, uint64_t n,
+                                         std::vector<std::string>* chunks) const {
+  NANOKV_ASSIGN_OR_RETURN(*chunks, ChunkKeys(tokens));
+  if (n % options_.chunk_tokens != 0 || n / options_.chunk_tokens > chunks->size()) {
+    return Status::InvalidArgument(std::string("prefix cache ") + what + ": " + std::to_string(n) +
+                                   " tokens is not a whole number of " + std::to_string(options_.chunk_tokens) +
+                                   "-token chunks of the " + std::to_string(tokens.size()) + " tokens given");
+  }
+  return static_cast<size_t>(n / options_.chunk_tokens);
+}
+
 Result<uint64_t> PrefixCache::Load(std::span<const int32_t> tokens, uint64_t n, std::span<const PrefixPlane> into,
                                    void* stream) {
-  NANOKV_ASSIGN_OR_RETURN(std::vector<std::string> chunks, ChunkKeys(tokens));
-  if (n % options_.chunk_tokens != 0 || n / options_.chunk_tokens > chunks.size()) {
-    return Status::InvalidArgument("prefix cache load: " + std::to_string(n) + " tokens is not a whole number of " +
-                                   std::to_string(options_.chunk_tokens) + "-token chunks of the " +
-                                   std::to_string(tokens.size()) + " tokens given");
-  }
-  const size_t count = n / options_.chunk_tokens;
+  std::vector<std::string> chunks;
+  NANOKV_ASSIGN_OR_RETURN(size_t count, ChunksToLoad("load", tokens, n, &chunks));
   if (count == 0) return uint64_t{0};
   NANOKV_RETURN_IF_ERROR(CheckPlanes("load", into, n));
+  return LoadChunks(chunks, count, PlanePieces(into), into[0].base, stream);
+}
+
+Result<uint64_t> PrefixCache::LoadBlocks(std::span<const int32_t> tokens, uint64_t n, std::span<void* const> blocks,
+                                         void* stream) {
+  std::vector<std::string> chunks;
+  NANOKV_ASSIGN_OR_RETURN(size_t count, ChunksToLoad("load", tokens, n, &chunks));
+  if (count == 0) return uint64_t{0};
+  NANOKV_RETURN_IF_ERROR(CheckBlocks("load", blocks, 0, count));
+  return LoadChunks(chunks, count, BlockPieces(blocks), blocks[0], stream);
+}
+
+Result<uint64_t> PrefixCache::LoadChunks(const std::vector<std::string>& chunks, size_t count, const PieceAddress& at,
+                                         const void* near, void* stream) {
   const uint64_t object_bytes = chunk_object_bytes();
+  const uint64_t chunk_bytes = uint64_t{options_.chunk_tokens} * options_.layout.token_bytes;
   std::lock_guard lock(staging_->lock());
   NANOKV_ASSIGN_OR_RETURN(std::byte * scratch,
-                          staging_->Reserve(into[0].base, std::min(count, ChunksPerRound()) * object_bytes));
+                          staging_->Reserve(near, std::min(count, ChunksPerRound()) * object_bytes));
   // A round: its chunks got into the scratch as one batch, then scattered
-  // into the planes on the same stream (the next round's get is queued
+  // into the pieces on the same stream (the next round's get is queued
   // after the scatter, which the last round waits for).
   size_t loaded = 0;
   for (size_t round = 0; round < count && loaded == round; round += ChunksPerRound()) {
@@ -229,8 +297,9 @@ Result<uint64_t> PrefixCache::Load(std::span<const int32_t> tokens, uint64_t n, 
     // The prefix ends at the first chunk gone since the lookup (or not whole).
     std::vector<kernels::Copy> scatter;
     for (size_t c = round; c < end && got[c - round].ok() && *got[c - round] == object_bytes; ++c, ++loaded) {
-      std::vector<kernels::Copy> planes = PlaneCopies(options_, into, c, scratch + (c - round) * object_bytes, true);
-      scatter.insert(scatter.end(), planes.begin(), planes.end());
+      std::vector<kernels::Copy> pieces =
+          PieceCopies(planes(), chunk_bytes, at, c, scratch + (c - round) * object_bytes, /*into_pieces=*/true);
+      scatter.insert(scatter.end(), pieces.begin(), pieces.end());
     }
     const bool last = loaded < end || end == count;
     Status scattered = staging_->Copy(scatter, stream, /*wait=*/last);
@@ -241,14 +310,10 @@ Result<uint64_t> PrefixCache::Load(std::span<const int32_t> tokens, uint64_t n, 
 }
 
 Result<std::vector<ObjectView>> PrefixCache::Views(std::span<const int32_t> tokens, uint64_t n) {
-  NANOKV_ASSIGN_OR_RETURN(std::vector<std::string> chunks, ChunkKeys(tokens));
-  if (n % options_.chunk_tokens != 0 || n / options_.chunk_tokens > chunks.size()) {
-    return Status::InvalidArgument("prefix cache views: " + std::to_string(n) + " tokens is not a whole number of " +
-                                   std::to_string(options_.chunk_tokens) + "-token chunks of the " +
-                                   std::to_string(tokens.size()) + " tokens given");
-  }
+  std::vector<std::string> chunks;
+  NANOKV_ASSIGN_OR_RETURN(size_t count, ChunksToLoad("views", tokens, n, &chunks));
   std::vector<std::string> keys;
-  for (size_t c = 0; c < n / options_.chunk_tokens; ++c) keys.push_back(ObjectKey(chunks[c]));
+  for (size_t c = 0; c < count; ++c) keys.push_back(ObjectKey(chunks[c]));
   std::vector<Result<ObjectView>> got = backend_->Views(keys);
   std::vector<ObjectView> views;
   views.reserve(got.size());

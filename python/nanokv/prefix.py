@@ -136,6 +136,44 @@ class PrefixCache(OwnedHandle):
         del keep
         return loaded.value
 
+    def _blocks(self, blocks, verb, writable, stream):
+        blocks = list(blocks)
+        buffers = [_buffers.resolve(b, self.backend, f"prefix {verb} block {i}", writable)
+                   for i, b in enumerate(blocks)]
+        part = self.chunk_tokens * self.token_bytes
+        for i, b in enumerate(buffers):
+            if b.nbytes < part:
+                raise NanoKVError(NanoKVError.INVALID_ARGUMENT,
+                                  f"InvalidArgument: prefix {verb}: block {i} holds {b.nbytes} bytes, a chunk of a "
+                                  f"plane is {part}")
+        out = (ctypes.c_void_p * max(len(buffers), 1))(*[b.ptr for b in buffers])
+        streams = {_buffers.stream_handle(stream)} if stream is not None else {b.stream for b in buffers if b.stream}
+        if self._on_cluster:
+            for s in streams:
+                _finish(self.backend, s)
+        queue = streams.pop() if len(streams) == 1 else 0
+        return buffers, out, len(buffers), _lib.address(queue or 0, "stream")
+
+    def store_blocks(self, tokens, blocks, start=0, stream=None):
+        """store() for a paged engine: blocks[c * planes + p] holds chunk c of
+        plane p (chunk_tokens tokens of it), for every full chunk of tokens."""
+        array, n = _tokens(tokens)
+        keep, table, count, s = self._blocks(blocks, "store", False, stream)
+        written = ctypes.c_uint64()
+        call("nanokv_prefix_store_blocks", self.handle, array, n, table, count, start, s, ctypes.byref(written))
+        del keep
+        return written.value
+
+    def load_blocks(self, tokens, n, blocks, stream=None):
+        """load() into a paged engine's blocks: blocks[c * planes + p] for the
+        first n // chunk_tokens chunks."""
+        array, count = _tokens(tokens)
+        keep, table, blocks_n, s = self._blocks(blocks, "load", True, stream)
+        loaded = ctypes.c_uint64()
+        call("nanokv_prefix_load_blocks", self.handle, array, count, n, table, blocks_n, s, ctypes.byref(loaded))
+        del keep
+        return loaded.value
+
     def views(self, tokens, n):
         """The first n tokens' chunks read in place (ObjectView, read-only,
         each under a lease until closed): one per chunk, plane p of it at

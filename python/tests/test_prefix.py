@@ -104,6 +104,38 @@ class PrefixCacheTest(KvdTestCase):
         self.assertNotEqual(other.object_key(tokens, 0), cache.object_key(tokens, 0))
         self.assertEqual(other.object_key(tokens, 0), f"kvc:{chain(tokens, dict(SPACE, salt='tenant-b'))[0]}")
 
+    def test_a_block_table_stores_what_planes_load_and_loads_into_blocks(self):
+        # A paged engine: each (chunk, plane) a block of its own, shuffled in the tensor.
+        part = CHUNK * TOKEN_BYTES
+        tokens = list(range(5000, 5000 + 2 * CHUNK + 3))
+        base = self.kv.data_ptr + (1 << 20)
+
+        def table(offset, stride):
+            return [memoryview((ctypes.c_uint8 * part).from_address(base + offset + ((i * stride) % 8) * part))
+                    for i in range(2 * PLANES)]
+
+        blocks = table(0, 3)
+        for c in range(2):
+            for p in range(PLANES):
+                self.client.copy_to_device(ctypes.addressof(ctypes.c_uint8.from_buffer(blocks[c * PLANES + p])),
+                                           pattern(2 * part, p)[c * part:(c + 1) * part])
+        cache = self.cache()
+        self.assertEqual(cache.store_blocks(tokens, blocks), 2)
+        self.assertEqual(cache.lookup(tokens), 2 * CHUNK)
+        into = self.planes(2 * CHUNK)
+        self.assertEqual(cache.load(tokens, 2 * CHUNK, into), 2 * CHUNK)
+        for p in range(PLANES):
+            got = self.client.copy_to_host(self.kv.data_ptr + p * 2 * part, 2 * part)
+            self.assertEqual(got, pattern(2 * part, p), f"plane {p}")
+        other = table(8 * part, 5)
+        self.assertEqual(cache.load_blocks(tokens, 2 * CHUNK, other), 2 * CHUNK)
+        for c in range(2):
+            for p in range(PLANES):
+                got = bytes(other[c * PLANES + p])
+                self.assertEqual(got, pattern(2 * part, p)[c * part:(c + 1) * part], f"chunk {c} plane {p}")
+        self.assertFails("7 blocks given, 2 chunks of 4 planes need 8", cache.load_blocks, tokens, 2 * CHUNK,
+                         other[:7])
+
     def test_a_prefix_stored_by_another_process_loads_byte_exact(self):
         n = 70  # four full chunks and a tail
         writer = subprocess.run([sys.executable, "-c", WRITER, self.ipc, str(n)], env=self.env,

@@ -247,6 +247,63 @@ TEST_F(PrefixCacheTest, ChunksMoveThroughASmallScratchInRounds) {
   }
 }
 
+// A paged engine's block table: every (chunk, plane) its own block, in a
+// pool in shuffled order. Blocks and planes name the same objects: what one
+// form stores the other loads, byte-exact.
+TEST_F(PrefixCacheTest, ABlockTableStoresAndLoadsTheSameChunksAsPlanes) {
+  auto cache = Cache();
+  ASSERT_NE(cache, nullptr);
+  const std::vector<int32_t> tokens = Tokens(13);  // three full chunks and a tail
+  const size_t chunks = 3, blocks_n = chunks * kPlanes;
+  const uint64_t part = kChunk * kTokenBytes;
+  auto pool = gpu::DeviceBuffer::Create(*backend_, 0, 2 * blocks_n * part);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto* base = static_cast<std::byte*>((*pool)->get());
+  std::vector<void*> table(blocks_n), other(blocks_n);
+  for (size_t i = 0; i < blocks_n; ++i) {
+    table[i] = base + ((i * 7) % blocks_n) * part;             // shuffled
+    other[i] = base + (blocks_n + (i * 5) % blocks_n) * part;  // another half, shuffled otherwise
+  }
+  // The blocks hold what planes of seed 9 would.
+  for (size_t c = 0; c < chunks; ++c) {
+    for (uint32_t p = 0; p < kPlanes; ++p) {
+      std::vector<std::byte> want = Pattern(13, 9, p);
+      ASSERT_OK(backend_->Copy(table[c * kPlanes + p], want.data() + c * part, part, gpu::CopyKind::kHostToDevice));
+    }
+  }
+  auto written = cache->StoreBlocks(tokens, table, 0);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(*written, 3u);
+  EXPECT_EQ(*cache->Lookup(tokens), 12u);
+  // Loaded as planes: the same bytes a plane store would have made.
+  std::vector<PrefixPlane> into = Planes(13, -1, std::byte{0xEE});
+  ASSERT_EQ(*cache->Load(tokens, 12, into), 12u);
+  for (uint32_t p = 0; p < kPlanes; ++p) {
+    std::vector<std::byte> got = Read(into[p], 13), want = Pattern(13, 9, p);
+    EXPECT_TRUE(std::memcmp(got.data(), want.data(), 12 * kTokenBytes) == 0) << "plane " << p;
+  }
+  // Loaded as blocks, into other blocks.
+  ASSERT_EQ(*cache->LoadBlocks(tokens, 8, std::span<void* const>(other.data(), 2 * kPlanes)), 8u);
+  for (size_t c = 0; c < 2; ++c) {
+    for (uint32_t p = 0; p < kPlanes; ++p) {
+      std::vector<std::byte> got(part), want = Pattern(13, 9, p);
+      ASSERT_OK(backend_->Copy(got.data(), other[c * kPlanes + p], part, gpu::CopyKind::kDeviceToHost));
+      EXPECT_TRUE(std::memcmp(got.data(), want.data() + c * part, part) == 0) << "chunk " << c << " plane " << p;
+    }
+  }
+  // A table of the wrong size, a null block where one is read.
+  auto refused = [](const auto& result, const std::string& says) {
+    EXPECT_EQ(result.status().code(), Code::kInvalidArgument) << result.status().ToString();
+    EXPECT_NE(result.status().ToString().find(says), std::string::npos) << result.status().ToString();
+  };
+  refused(cache->LoadBlocks(tokens, 8, table), "18 blocks given, 2 chunks of 6 planes need 12");
+  std::vector<void*> holed = table;
+  holed[kPlanes + 2] = nullptr;
+  refused(cache->StoreBlocks(tokens, holed, 0), "block 8 (chunk 1, plane 2) has no memory");
+  // From token 8: chunk 2 only (stored already, so none written); chunk 1's null block is not read.
+  EXPECT_EQ(*cache->StoreBlocks(tokens, holed, 8), 0u);
+}
+
 TEST_F(PrefixCacheTest, TheStoresEvictionEndsThePrefixWhereAChunkWent) {
   auto cache = Cache();
   ASSERT_NE(cache, nullptr);

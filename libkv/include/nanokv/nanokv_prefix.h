@@ -70,6 +70,15 @@ NANOKV_API int nanokv_prefix_store(nanokv_prefix_t* cache, const int32_t* tokens
 NANOKV_API int nanokv_prefix_load(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, uint64_t n,
                                   const nanokv_prefix_plane_t* planes, size_t plane_count, void* stream,
                                   uint64_t* loaded_out);
+/* Paged engines: store and load with a block table, blocks[c * planes + p]
+ * holding chunk c of plane p (nanokv::PrefixCache::StoreBlocks/LoadBlocks):
+ * every full chunk of the tokens for a store, the first n / chunk_tokens
+ * chunks for a load; block_count must be that many times planes. */
+NANOKV_API int nanokv_prefix_store_blocks(nanokv_prefix_t* cache, const int32_t* tokens, size_t count,
+                                          void* const* blocks, size_t block_count, uint64_t start, void* stream,
+                                          uint64_t* written_out);
+NANOKV_API int nanokv_prefix_load_blocks(nanokv_prefix_t* cache, const int32_t* tokens, size_t count, uint64_t n,
+                                         void* const* blocks, size_t block_count, void* stream, uint64_t* loaded_out);
 /* The first n tokens' chunks read in place: views[i], one per chunk (plane
  * p of it at p * chunk_tokens * token_bytes), capacity of them at least
  * n / chunk_tokens; free each with nanokv_view_free. *count_out: the views

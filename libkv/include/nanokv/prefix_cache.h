@@ -35,7 +35,9 @@
 #ifndef NANOKV_PREFIX_CACHE_H_
 #define NANOKV_PREFIX_CACHE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -128,6 +130,17 @@ class PrefixCache {
   // n, or fewer where a chunk went since the lookup (the prefix up to it).
   Result<uint64_t> Load(std::span<const int32_t> tokens, uint64_t n, std::span<const PrefixPlane> into,
                         void* stream = nullptr);
+  // Paged engines (a block table): Store and Load with one address per
+  // (chunk, plane) instead of a plane's base. blocks[c * planes() + p]
+  // holds chunk c of plane p (chunk_tokens tokens, token-major, as a plane's
+  // chunk is): for every full chunk of `tokens` (StoreBlocks; the entries of
+  // chunks before start's are not read and may be null) or for the first
+  // n / chunk_tokens chunks (LoadBlocks). With chunk_tokens the engine's
+  // block size, a block of each layer's K and V is one piece.
+  Result<uint64_t> StoreBlocks(std::span<const int32_t> tokens, std::span<void* const> blocks, uint64_t start,
+                               void* stream = nullptr);
+  Result<uint64_t> LoadBlocks(std::span<const int32_t> tokens, uint64_t n, std::span<void* const> blocks,
+                              void* stream = nullptr);
   // The first n tokens' chunks read in place, read-only (ObjectView, each
   // under a lease until it goes): a view per chunk, plane p of it at
   // data() + p * chunk_tokens * token_bytes.
@@ -138,6 +151,8 @@ class PrefixCache {
   const PrefixCacheOptions& options() const { return options_; }
   // The bytes of a chunk's object: every plane's part of it.
   uint64_t chunk_object_bytes() const;
+  // Where chunk `chunk` of plane `plane` lies in the engine's memory.
+  using PieceAddress = std::function<std::byte*(size_t chunk, uint32_t plane)>;
 
  private:
   PrefixCache(std::unique_ptr<PrefixBackend> backend, const PrefixCacheOptions& options, std::string seed,
@@ -148,6 +163,21 @@ class PrefixCache {
   Status CheckPlanes(const char* what, std::span<const PrefixPlane> planes, uint64_t tokens) const;
   // Chunks a round of a store or load moves through the scratch.
   size_t ChunksPerRound() const;
+
+  PieceAddress PlanePieces(std::span<const PrefixPlane> planes) const;
+  PieceAddress BlockPieces(std::span<void* const> blocks) const;
+  Status CheckBlocks(const char* what, std::span<void* const> blocks, size_t first, size_t chunks) const;
+  // The chunk a store from token `start` begins at.
+  Result<size_t> FirstToStore(std::span<const int32_t> tokens, uint64_t start) const;
+  // The chunks of a load or views of the first n tokens (*chunks: every full
+  // chunk's key).
+  Result<size_t> ChunksToLoad(const char* what, std::span<const int32_t> tokens, uint64_t n,
+                              std::vector<std::string>* chunks) const;
+  // The moves: `near` is memory of the pieces' device, for the scratch.
+  Result<uint64_t> StoreChunks(const std::vector<std::string>& chunks, size_t first, const PieceAddress& at,
+                               const void* near, void* stream);
+  Result<uint64_t> LoadChunks(const std::vector<std::string>& chunks, size_t count, const PieceAddress& at,
+                              const void* near, void* stream);
 
   std::unique_ptr<PrefixBackend> backend_;
   PrefixCacheOptions options_;

@@ -104,6 +104,24 @@ static void TestPrefix(nanokv_objects_t* store, nanokv_client_t* client, unsigne
   CHECK_FAILS(nanokv_prefix_views(cache, tokens, kTokens, 16, views, 1, &made), NANOKV_INVALID_ARGUMENT,
               "2 views, room for 1");
 
+  /* A block table (a paged engine's): chunk c of plane p at its own
+   * address; the first two chunks loaded into dst's planes as blocks. */
+  {
+    void* blocks[2 * kPlanes];
+    for (int c = 0; c < 2; ++c) {
+      for (int p = 0; p < kPlanes; ++p) blocks[c * kPlanes + p] = (unsigned char*)dst[p].base + (size_t)c * part;
+    }
+    CHECK_OK(nanokv_fill_device(client, dev + plane_bytes * kPlanes, 0, plane_bytes * kPlanes));
+    CHECK_OK(nanokv_prefix_load_blocks(cache, tokens, kTokens, 16, blocks, 2 * kPlanes, NULL, &loaded));
+    CHECK(loaded == 16);
+    CHECK_OK(nanokv_copy_to_host(client, got, dev + plane_bytes * kPlanes, plane_bytes * kPlanes));
+    for (int p = 0; p < kPlanes; ++p) CHECK(memcmp(got + p * plane_bytes, want + p * plane_bytes, 2 * part) == 0);
+    CHECK_FAILS(nanokv_prefix_load_blocks(cache, tokens, kTokens, 16, blocks, 3, NULL, &loaded),
+                NANOKV_INVALID_ARGUMENT, "3 blocks given, 2 chunks of 4 planes need 8");
+    CHECK_FAILS(nanokv_prefix_store_blocks(cache, tokens, kTokens, NULL, 16, 0, NULL, NULL), NANOKV_INVALID_ARGUMENT,
+                "blocks is null");
+  }
+
   /* Hostile: no tokens, a billion of them (refused on the count: the
    * pointer is never read), null pointers, planes that do not fit. */
   CHECK_FAILS(nanokv_prefix_lookup(cache, tokens, 0, &hit), NANOKV_INVALID_ARGUMENT, "no tokens");
