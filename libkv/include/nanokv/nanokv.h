@@ -70,7 +70,7 @@ extern "C" {
          same_host in nanokv_replica_t;                                       \
       6: the prefix cache (nanokv_prefix.h);                                  \
       7: a prefix chunk is one object of every plane (its key, its view),     \
-         staging_bytes in nanokv_prefix_options_t */
+         staging_bytes in nanokv_prefix_options_t, the block-table calls */
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;
