@@ -174,6 +174,9 @@ Status CheckHostTier(const ObjectStoreConfig& config, int devices);
 struct StoreRestart {
   JournaledStores previous;
   std::map<int, std::vector<AdoptPage>> pages;  // by device ordinal; Create takes every fd
+  // Its host tiers' memfds, by device ordinal and page number; Create takes
+  // every fd (object_index_restore.cc).
+  std::map<int, std::map<uint32_t, int>> host_pages;
 };
 
 class ObjectIndex {
@@ -317,6 +320,9 @@ class ObjectIndex {
   Result<uintptr_t> StoreBase(int device) const;
   // Every store page: (device ordinal, page id), in range order per device.
   std::vector<std::pair<int, PageId>> StorePages() const;
+  // Every host tier page (device ordinal, page number, its fd, which the
+  // host tier keeps), for the page keeper.
+  std::vector<std::tuple<int, PageId, int>> HostTierPages() const;
   // Whether `id` is one of the store's pages on `device`: the only pages
   // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
@@ -415,8 +421,10 @@ class ObjectIndex {
   // with what was adopted.
   Result<bool> TakePages(Device& device, uint32_t pages, std::vector<PageId>& taken, const JournaledStore* previous,
                          StoreRestart* restart);
-  // Rebuilds device d's index from its previous store (Create's comment).
-  Status Restore(size_t d, const JournaledStore& previous, uint64_t now_ns);
+  // Rebuilds device d's index from its previous store (Create's comment);
+  // `host_back`: its host tier came back whole (AddHostTier), so its
+  // host-tier objects may return.
+  Status Restore(size_t d, const JournaledStore& previous, uint64_t now_ns, bool host_back = false);
   // Puts one scanned object in the index: READY, or a write held until
   // `deadline_ns`. False (nothing changed) when its space cannot be had.
   bool RestoreObject(size_t d, const JournaledObject& found, bool ready, uint64_t now_ns, uint64_t deadline_ns);
@@ -453,8 +461,14 @@ class ObjectIndex {
   bool OverLowWatermark(size_t d) const;
   // A free header slot for `owner` without evicting; kResourceExhausted if none.
   Result<uint32_t> TakeFreeSlot(Device& device, uint32_t owner);
-  // Maps `device`'s host tier (object_store.host_tier bytes) and its space.
-  Status AddHostTier(Device& device);
+  // Maps `device`'s host tier (object_store.host_tier bytes) and its space:
+  // the previous kvd's (its memfds in `restart`, the same size) when
+  // `previous` had one, else fresh. True when the previous one came back.
+  Result<bool> AddHostTier(Device& device, const JournaledStore* previous = nullptr, StoreRestart* restart = nullptr);
+  // A move's object is journaled at its new place: a free record first,
+  // then the old one cleared (a kill in between leaves both, never neither).
+  void JournalMove(Device& device, Object* object);
+
   // Store space on device d when it has a host tier: its victims move down
   // on the tier worker, never dropped here, so a write finding no room
   // answers kUnavailable (ask again) while some victim can move.

@@ -75,7 +75,7 @@ class ObjectTierTest : public ObjectStoreTest {
       headers.emplace_back(kPage);
       std::memcpy(headers.back().data(), reinterpret_cast<const void*>(*base + uint64_t{page} * kPage), kPage);
     }
-    return ScanStore(previous, kPage, headers);
+    return ScanStore(previous, kPage, headers, /*host_tier_back=*/true);
   }
 };
 
@@ -272,29 +272,50 @@ TEST_F(ObjectTierTest, AKillMidDemotionLosesNothingReady) {
   ASSERT_OK(store_->CopyMove(*move));
   // Killed here, before FinishMove: the journal still vouches for the
   // store's copy, whose header and bytes are untouched.
+  // (The filler comes back from the host tier.)
   RecoveredStore found = WhatARestartFinds(path);
-  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
-  EXPECT_EQ(found.objects[0].key, "d");
+  ASSERT_EQ(found.objects.size(), 2u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  EXPECT_EQ(found.objects[0].key, "filler");
+  EXPECT_EQ(found.objects[0].tier, Tier::kHost);
+  EXPECT_EQ(found.objects[1].key, "d");
+  EXPECT_EQ(found.objects[1].tier, Tier::kGpu);
   auto base = store_->StoreBase(0);
   ASSERT_OK(base.status());
   std::vector<std::byte> in_store(bytes.size());
-  std::memcpy(in_store.data(), reinterpret_cast<const void*>(*base + found.objects[0].payload_offset), bytes.size());
+  std::memcpy(in_store.data(), reinterpret_cast<const void*>(*base + found.objects[1].payload_offset), bytes.size());
   EXPECT_EQ(in_store, bytes);
   EXPECT_TRUE(store_->FinishMove(*move, Status::OK(), 3 * kMs));
   Check();
-  // Down in the host tier it has no store slot: no record may name the one
-  // it left (a pin journals the object again), so a restart never reads it.
+  // Down in the host tier it is journaled there, with no store slot (a pin
+  // journals it again): a restart brings it back from the host tier, once.
   ASSERT_OK(store_->SetPin("d", ObjectPin::kSoft));
-  EXPECT_FALSE(Journaled(path, "d"));
-  EXPECT_TRUE(WhatARestartFinds(path).objects.empty());
+  EXPECT_TRUE(Journaled(path, "d"));
+  found = WhatARestartFinds(path);
+  ASSERT_EQ(found.objects.size(), 2u) << "d and the filler, both down";
+  for (const JournaledObject& object : found.objects) {
+    EXPECT_EQ(object.tier, Tier::kHost) << object.key;
+    EXPECT_EQ(object.slot, 0u) << object.key;
+    if (object.key == "d") {
+      EXPECT_EQ(object.payload_offset, move->target);
+      EXPECT_EQ(object.pin, ObjectPin::kSoft);
+    }
+  }
+  EXPECT_EQ(found.moves_cut, 0u) << "the store's record went once the host tier's was written";
   // Back in the store it is journaled again, at its new slot and epoch.
   EXPECT_EQ(store_->GetLocation("d", 4 * kMs).status().code(), Code::kUnavailable);
   EXPECT_EQ(store_->RunTierWork(5 * kMs), 1u);
   found = WhatARestartFinds(path);
-  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  ASSERT_EQ(found.objects.size(), 2u) << (found.reasons.empty() ? "" : found.reasons[0]);
   auto located = store_->GetLocation("d", 6 * kMs);
   ASSERT_OK(located.status());
-  EXPECT_EQ(found.objects[0].epoch, located->epoch);
+  size_t store_records = 0;
+  for (const JournaledObject& object : found.objects) {
+    if (object.tier != Tier::kGpu) continue;
+    ++store_records;
+    EXPECT_EQ(object.key, "d");
+    EXPECT_EQ(object.epoch, located->epoch);
+  }
+  EXPECT_EQ(store_records, 1u);
   store_.reset();  // a stop removes the journal
   rmdir(dir);
 }
