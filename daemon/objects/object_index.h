@@ -123,14 +123,17 @@ uint64_t KeyHash(std::string_view key);
 Status CheckKey(std::string_view key);
 
 // What happened to an object, for a listener (kvd's cluster node agent,
-// daemon/cluster/): READY at its commit, and each way an object goes.
+// daemon/cluster/): READY at its commit, a move between its device's tiers
+// (kMoved: `tier` and `epoch` are where it is now), and each way an object
+// goes.
 struct ObjectEvent {
-  enum class Kind { kReady, kRemoved, kEvicted, kReclaimed, kRevoked };
+  enum class Kind { kReady, kRemoved, kEvicted, kReclaimed, kRevoked, kMoved };
   Kind kind = Kind::kReady;
   std::string_view key;  // valid only during the call
   int device = 0;        // kvd's ordinal
   uint32_t epoch = 0;
   uint64_t bytes_total = 0;
+  Tier tier = Tier::kGpu;
 };
 
 struct StoreDeviceStats {
@@ -306,7 +309,8 @@ class ObjectIndex {
   // (removed, leased, or the copy failed: `copied` not OK).
   bool FinishMove(const TierMove& move, const Status& copied, uint64_t now_ns);
   // The tier worker's round: on every device, demotions while the store is
-  // over low_watermark, then the promotions gets asked for. Returns the
+  // over low_watermark (and one more for a write refused under it), then
+  // the promotions gets asked for. Returns the
   // objects moved.
   size_t RunTierWork(uint64_t now_ns);
   // Called (with the lock held: it must be quick) when a get finds an
@@ -413,6 +417,10 @@ class ObjectIndex {
     uint32_t host_objects = 0;
     uint64_t demotions = 0, promotions = 0, host_evictions = 0, gpu_hits = 0, host_hits = 0;
     std::set<Object*> wanted;  // host-tier objects a get asked for, to promote
+    // A write found no room (told "ask again"): the worker demotes one more
+    // victim even under low_watermark (owners' pages, a payload page made a
+    // header page or holes can refuse a write there).
+    bool room_wanted = false;
   };
 
   ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config);

@@ -14,7 +14,8 @@ void ObjectIndex::SetEventListener(std::function<void(const ObjectEvent&)> liste
 
 void ObjectIndex::Notify(const Object& object, ObjectEvent::Kind kind) {
   if (!listener_) return;
-  listener_(ObjectEvent{kind, object.key, devices_[object.device].ordinal, object.epoch, object.bytes_total});
+  listener_(
+      ObjectEvent{kind, object.key, devices_[object.device].ordinal, object.epoch, object.bytes_total, object.tier});
 }
 
 void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {

@@ -147,8 +147,9 @@ Result<uint64_t> ObjectIndex::AllocateOverHostTier(size_t d, uint64_t bytes, uin
   auto offset = device.payload->Allocate(owner, bytes);
   if (offset.ok()) return device.arena_pages * page_bytes_ + *offset;
   if (offset.status().code() != Code::kResourceExhausted) return offset.status();
-  if (tier_kick_) tier_kick_();
   const bool can_move = device.evictable.PickVictim([&](Object& o) { return table_.Leased(o, now_ns); }) != nullptr;
+  device.room_wanted = can_move;
+  if (tier_kick_) tier_kick_();
   if (can_move) {
     return Status::Unavailable("object store on device " + std::to_string(device.ordinal) + ": no room for " +
                                std::to_string(bytes) +
@@ -313,6 +314,7 @@ bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_
     ++device.demotions;
     device.host_order.Add(object);
     JournalMove(device, object);
+    Notify(*object, ObjectEvent::Kind::kMoved);
   } else {
     Status freed = device.host_space->Free(object->payload_offset);
     if (!freed.ok()) spdlog::error("object store host tier: {}", freed.ToString());
@@ -325,6 +327,7 @@ bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_
     ++device.promotions;
     device.evictable.Add(object);
     JournalMove(device, object);
+    Notify(*object, ObjectEvent::Kind::kMoved);
   }
   return true;
 }
@@ -338,7 +341,8 @@ size_t ObjectIndex::RunTierWork(uint64_t now_ns) {
     for (size_t round = 0; round < 4096; ++round) {
       {
         std::lock_guard lock(mu_);
-        if (!OverLowWatermark(d)) break;
+        // Under the mark, one move per refused write: the writer asks again.
+        if (!OverLowWatermark(d) && !std::exchange(devices_[d].room_wanted, false)) break;
       }
       auto move = BeginDemotion(ordinal, now_ns);
       if (!move) break;

@@ -130,6 +130,30 @@ TEST_F(ObjectTierTest, AWriteWithNoRoomWaitsForTheWorkerInsteadOfDropping) {
   Check();
 }
 
+// Under low_watermark a write can still find no room (here: larger than
+// what is free): told "ask again", it gets a move per ask until it fits,
+// not "ask again" for ever.
+TEST_F(ObjectTierTest, AWriteRefusedUnderTheLowWatermarkGetsRoomMadeForIt) {
+  Open();
+  // Filled to just under the mark, then a write larger than what is free.
+  uint64_t now = 1;
+  const double low = config_.low_watermark * static_cast<double>(Stats(0).payload_capacity);
+  for (int i = 0; static_cast<double>(Stats(0).payload_used + kMiB) < low; ++i) {
+    ASSERT_OK(PutByPlan("f" + std::to_string(i), Pattern(kMiB, uint8_t(i)), 0, ++now * kMs));
+  }
+  const auto big = Pattern(Stats(0).payload_capacity - Stats(0).payload_used + kMiB, 9);
+  Status put = PutByPlan("big", big, 0, now * kMs);
+  EXPECT_EQ(put.code(), Code::kUnavailable) << put.ToString();
+  for (int asks = 0; put.code() == Code::kUnavailable && asks < 8; ++asks) {
+    EXPECT_EQ(store_->RunTierWork(++now * kMs), 1u) << "one move per refused write";
+    put = PutByPlan("big", big, 0, ++now * kMs);
+  }
+  ASSERT_OK(put);
+  EXPECT_GT(Stats(0).demotions, 0u);
+  EXPECT_EQ(Stats(0).evictions, 0u);
+  Check();
+}
+
 TEST_F(ObjectTierTest, APromotedObjectIsReadyInTheStoreAtANewEpoch) {
   Open();
   const auto bytes = Pattern(3 * kMiB + 17, 5);  // spans pages, odd length
