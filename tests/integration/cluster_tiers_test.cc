@@ -4,7 +4,11 @@
 // the master's locate answers carry the tier and list GPU-store copies
 // before host-tier ones, its listing and its cluster view show them, and a
 // promotion's new epoch reaches the index (a later removal finds the copy).
+#include <signal.h>
+
 #include <chrono>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "tests/integration/cluster_fixture.h"
@@ -120,6 +124,59 @@ TEST_F(ClusterTiersTest, TheIndexKnowsEachCopysTierAndLocatePrefersTheGpuCopy) {
   ASSERT_OK(client->Remove("x"));
   EXPECT_EQ(client->GetLocation("x").status().code(), Code::kNotFound);
   EXPECT_EQ(n0->GetLocation("x").status().code(), Code::kNotFound);
+}
+
+// A node killed and started again brings both tiers back (its journal and
+// page keeper) and registers them with the master, each copy in its tier.
+TEST_F(ClusterTiersTest, ANodeRestartedAfterAKillReportsEachCopyInItsTier) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  object_store_extra_ = "  policy: fifo\n  host_tier: 32MiB\n";
+  ASSERT_NO_FATAL_FAILURE(StartNode(8));
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  {
+    auto n0 = Store(0);
+    ASSERT_NE(n0, nullptr);
+    for (int i = 0; i < 20; ++i) ASSERT_OK(PutRetried(*n0, "k" + std::to_string(i), Bytes(1 << 20, i)));
+  }
+  // The master's view of each key's tier, once it holds every key.
+  auto tiers = [&] {
+    std::map<std::string, bool> out;
+    auto listed = client->ListObjects();
+    if (!listed.ok()) return out;
+    for (const ObjectLocation& o : *listed) {
+      if (o.replicas.size() == 1) out[o.key] = o.replicas[0].host_tier;
+    }
+    return out;
+  };
+  // The node's own word: its listing.
+  auto node_tiers = [&] {
+    std::map<std::string, bool> out;
+    auto listed = Store(0)->List();
+    if (!listed.ok()) return out;
+    for (const ObjectEntry& e : *listed) out[e.key] = e.host_tier;
+    return out;
+  };
+  std::map<std::string, bool> before;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        before = node_tiers();
+        return before.size() == 20 && tiers() == before;
+      },
+      20s))
+      << "the master's tiers never matched the node's";
+  size_t down = 0;
+  for (const auto& [key, host] : before) down += host ? 1 : 0;
+  ASSERT_GT(down, 0u);
+  nodes_[0].process.Signal(SIGKILL);
+  nodes_[0].process.Wait(20s);
+  WaitNodeState("n0", "dead");
+  nodes_[0].process = Process::Start({KvdBinary(), "--config", nodes_[0].config}, {{"NANOKV_RUN_DIR", dir_.path()}},
+                                     dir_.path() + "/n0-again.log");
+  ASSERT_TRUE(nodes_[0].process.started());
+  WaitNodeState("n0", "alive");
+  EXPECT_EQ(node_tiers(), before) << "both tiers back on the node\n" << nodes_[0].process.Log();
+  EXPECT_TRUE(WaitFor([&] { return tiers() == before; }, 20s)) << "and in the master's index, each in its tier";
 }
 
 }  // namespace
