@@ -36,6 +36,12 @@ StoreRestart TakeOverStore(const std::string& run_dir, const std::string& ipc_na
   }
   std::set<std::tuple<int, PageId, uint32_t>> back;
   for (const KeptPage& page : kept) {
+    if (page.host) {
+      // A host tier's memfd: no pool page, nothing in the page journal.
+      auto [at, fresh] = restart.host_pages[page.device].emplace(page.id, page.fd);
+      if (!fresh) close(page.fd);  // a page twice: the first is kept
+      continue;
+    }
     back.insert({page.device, page.id, page.generation});
     restart.pages[page.device].push_back({page.id, page.generation, page.fd});
   }
@@ -80,6 +86,16 @@ std::unique_ptr<PageKeeper, KeeperStop> KeepStore(ObjectIndex& store, NodeState&
       spdlog::warn("kvd: page keeper: page {} of device {}: {}: the store's objects will not survive a kvd crash",
                    id, device, sent.ToString());
       return nullptr;  // stops it: a store kept in part is not recovered anyway
+    }
+  }
+  for (const auto& [device, id, fd] : store.HostTierPages()) {
+    Status sent = kept->KeepHost(device, id, fd);
+    if (!sent.ok()) {
+      spdlog::warn(
+          "kvd: page keeper: host tier page {} of device {}: {}: the store's objects will not survive a "
+          "kvd crash",
+          id, device, sent.ToString());
+      return nullptr;
     }
   }
   return kept;

@@ -33,7 +33,8 @@ std::string Ago(uint64_t ms) {
 std::string Places(const std::vector<Replica>& replicas) {
   std::string text;
   for (const Replica& r : replicas) {
-    text += (text.empty() ? "" : ",") + r.node_id + ":" + std::to_string(r.device);
+    // node:device, "(host)" for a copy in the host tier under that store.
+    text += (text.empty() ? "" : ",") + r.node_id + ":" + std::to_string(r.device) + (r.host_tier ? "(host)" : "");
   }
   return text;
 }
@@ -82,6 +83,7 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
             .Field("host_capacity_bytes", d.host_capacity_bytes)
             .Field("host_used_bytes", d.host_used_bytes)
             .Field("objects", d.objects)
+            .Field("host_objects", d.host_objects)
             .EndObject();
       }
       w.EndArray().EndObject();
@@ -115,13 +117,14 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
   std::sort(nodes.begin(), nodes.end(),
             [](const ClusterNodeStatus& a, const ClusterNodeStatus& b) { return a.node_id < b.node_id; });
   for (const ClusterNodeStatus& n : nodes) {
-    uint64_t capacity = 0, used = 0, host_capacity = 0, host_used = 0;
+    uint64_t capacity = 0, used = 0, host_capacity = 0, host_used = 0, host_objects = 0;
     std::string devices;
     for (const ClusterDeviceStatus& d : n.devices) {
       capacity += d.capacity_bytes;
       used += d.used_bytes;
       host_capacity += d.host_capacity_bytes;
       host_used += d.host_used_bytes;
+      host_objects += d.host_objects;
       devices += (devices.empty() ? "" : ",") + std::to_string(d.device) + (d.uuid.empty() ? "" : "=" + d.uuid);
     }
     Tint tint = n.state == "alive" ? Tint::kGood : n.state == "dead" ? Tint::kBad : Tint::kWarn;
@@ -132,7 +135,9 @@ std::string ClusterView(const ClusterStatus& s, bool json, bool colour) {
     table.AddRow({n.node_id, Cell(n.state, tint), Sanitize(n.path), data, devices, FormatBytes(used),
                   FormatBytes(capacity - used),
                   host_capacity == 0 ? "-" : FormatBytes(host_used) + " of " + FormatBytes(host_capacity),
-                  std::to_string(n.objects), n.state == "dead" ? "-" : Ago(n.heartbeat_age_ms) + " ago"});
+                  // OBJECTS: copies the index holds there, "(N host)" of them in the host tier.
+                  std::to_string(n.objects) + (host_objects == 0 ? "" : " (" + std::to_string(host_objects) + " host)"),
+                  n.state == "dead" ? "-" : Ago(n.heartbeat_age_ms) + " ago"});
   }
   return head + table.Render(colour);
 }
@@ -150,6 +155,7 @@ std::string ClusterObjectsView(const std::vector<ObjectLocation>& objects, bool 
             .Field("device", int64_t{r.device})
             .Field("device_uuid", r.device_uuid)
             .Field("epoch", r.epoch)
+            .Field("tier", r.host_tier ? "host" : "gpu")
             .EndObject();
       }
       w.EndArray().EndObject();

@@ -36,6 +36,10 @@ v1::ObjectEvent::Kind WireKind(ObjectEvent::Kind kind) {
     case ObjectEvent::Kind::kEvicted: return v1::ObjectEvent::EVICTED;
     case ObjectEvent::Kind::kReclaimed: return v1::ObjectEvent::RECLAIMED;
     case ObjectEvent::Kind::kRevoked: return v1::ObjectEvent::REVOKED;
+    // A READY of a copy the master has refreshes it (master.proto): so a
+    // master of before tiers takes a move as well.
+    case ObjectEvent::Kind::kMoved:
+      return v1::ObjectEvent::READY;
   }
   return v1::ObjectEvent::REMOVED;
 }
@@ -106,6 +110,7 @@ void NodeAgent::OnEvent(const ObjectEvent& event) {
     e.set_device(event.device);
     e.set_epoch(event.epoch);
     e.set_bytes_total(event.bytes_total);
+    e.set_tier(event.tier == Tier::kHost ? v1::HOST_TIER : v1::GPU_STORE);
   }
   std::lock_guard lock(mu_);  // so the beat thread cannot miss the wake-up
   wake_.notify_all();
@@ -179,6 +184,7 @@ Status NodeAgent::Register(Stream& stream, const std::string& address) {
       e->set_key(objects[i].key);
       e->set_device(objects[i].device);
       e->set_epoch(objects[i].epoch);
+      e->set_tier(objects[i].host_tier ? v1::HOST_TIER : v1::GPU_STORE);
       e->set_bytes_total(objects[i].bytes_total);
       ++ready;
     }

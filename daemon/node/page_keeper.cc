@@ -32,7 +32,7 @@ struct Message {
   uint32_t id;
   uint32_t generation;
 };
-enum Kind : uint32_t { kKeep = 1, kBye = 2, kTake = 3, kPage = 4, kEnd = 5 };
+enum Kind : uint32_t { kKeep = 1, kBye = 2, kTake = 3, kPage = 4, kEnd = 5, kKeepHost = 6, kHostPage = 7 };
 
 constexpr int kTakeTimeoutMs = 5000;  // a next kvd that connects but stalls
 
@@ -89,8 +89,8 @@ int RunKeeper(int pair, int listener, uint32_t wait_ms) {
     auto message = Receive(pair, &fd);
     if (!message.ok() || message->kind == 0) break;  // kvd is gone
     if (message->kind == kBye) return 0;  // exiting closes every fd: the pages go
-    if (message->kind == kKeep && fd >= 0) {
-      kept.push_back({message->device, message->id, message->generation, fd});
+    if ((message->kind == kKeep || message->kind == kKeepHost) && fd >= 0) {
+      kept.push_back({message->device, message->id, message->generation, fd, message->kind == kKeepHost});
     } else if (fd >= 0) {
       close(fd);
     }
@@ -114,7 +114,8 @@ int RunKeeper(int pair, int listener, uint32_t wait_ms) {
     }
     bool sent = true;
     for (const KeptPage& page : kept) {
-      sent = sent && Send(peer, Message{kPage, page.device, page.id, page.generation}, page.fd).ok();
+      const uint32_t kind = page.host ? kHostPage : kPage;
+      sent = sent && Send(peer, Message{kind, page.device, page.id, page.generation}, page.fd).ok();
     }
     sent = sent && Send(peer, Message{kEnd, 0, 0, 0}, -1).ok();
     if (sent) {
@@ -196,6 +197,11 @@ Status PageKeeper::Keep(int device, PageId id, uint32_t generation, int fd) {
   return Send(pair_, Message{kKeep, device, id, generation}, fd);
 }
 
+Status PageKeeper::KeepHost(int device, PageId id, int fd) {
+  if (pair_ < 0) return Status::FailedPrecondition("page keeper: stopped");
+  return Send(pair_, Message{kKeepHost, device, id, 0}, fd);
+}
+
 void PageKeeper::Stop() {
   if (pair_ < 0) return;
   (void)Send(pair_, Message{kBye, 0, 0, 0}, -1);
@@ -234,11 +240,11 @@ std::vector<KeptPage> PageKeeper::TakeOver(const std::string& path) {
       ended = true;
       break;
     }
-    if (message->kind != kPage || fd < 0) {
+    if ((message->kind != kPage && message->kind != kHostPage) || fd < 0) {
       if (fd >= 0) close(fd);
       continue;
     }
-    pages.push_back({message->device, message->id, message->generation, fd});
+    pages.push_back({message->device, message->id, message->generation, fd, message->kind == kHostPage});
   }
   close(socket_fd);
   if (!ended) spdlog::warn("kvd: the page keeper at {} stopped before handing every page back", path);

@@ -14,7 +14,9 @@
 // pipes) with one end of a socket pair and a listening socket at
 // <run dir>/<ipc>.keeper (kvd's directory: only kvd's uid may connect; the
 // keeper checks the peer's uid too). kvd sends it one fd per store page with
-// (device, id, generation). On a clean stop kvd says goodbye and the keeper
+// (device, id, generation), and one per page of each host tier (its memfds,
+// a kind of their own so a keeper of an older kvd drops them rather than
+// handing them back as store pages). On a clean stop kvd says goodbye and the keeper
 // exits, dropping the pages (a stop is a stop: the store goes with kvd).
 // When the pair closes without that (kill -9, a crash), the keeper waits up
 // to the recovery window for the next kvd, hands it every page, and exits
@@ -34,12 +36,15 @@
 
 namespace nanokv::kvd {
 
-// One page a keeper held: the caller owns fd.
+// One page a keeper held: the caller owns fd. `host`: a page of the host
+// tier under device `device`'s store (a memfd; `id` the tier's own page
+// number, no generation), else a store page of the pool.
 struct KeptPage {
   int device = 0;
   PageId id = 0;
   uint32_t generation = 0;
   int fd = -1;
+  bool host = false;
 };
 
 class PageKeeper {
@@ -57,6 +62,8 @@ class PageKeeper {
   // The keeper holds a copy of `fd` (the caller keeps its own) as page
   // (device, id, generation).
   Status Keep(int device, PageId id, uint32_t generation, int fd);
+  // The same for page `id` of device `device`'s host tier (a memfd).
+  Status KeepHost(int device, PageId id, int fd);
   // A clean stop: the keeper drops every page and exits (reaped here), and
   // its socket is removed.
   void Stop();

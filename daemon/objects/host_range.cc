@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,13 +21,35 @@ Status Errno(const std::string& what, int device) {
 
 }  // namespace
 
+Status HostRange::Reserve(uint32_t pages) {
+  reserved_ = size_t{pages} * page_bytes_;
+  void* base = mmap(nullptr, reserved_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return Errno("reserving " + std::to_string(reserved_) + " bytes", device_);
+  base_ = base;
+  return Status::OK();
+}
+
+Status HostRange::MapPage(uint32_t i) {
+  void* at = static_cast<char*>(base_) + size_t{i} * page_bytes_;
+  // Populated now: a demotion's copy then takes no page fault per 4 KiB.
+  if (mmap(at, page_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fds_[i], 0) == MAP_FAILED) {
+    return Errno("mapping page " + std::to_string(i), device_);
+  }
+  return Status::OK();
+}
+
+Status HostRange::Pin() {
+  if (backend_.name() != "host" && reserved_ > 0) {
+    NANOKV_RETURN_IF_ERROR(backend_.PinHost(base_, reserved_));
+    pinned_ = true;
+  }
+  return Status::OK();
+}
+
 Result<std::unique_ptr<HostRange>> HostRange::Create(gpu::Backend& backend, int device, uint32_t pages,
                                                      size_t page_bytes) {
   std::unique_ptr<HostRange> range(new HostRange(backend, device, page_bytes));
-  range->reserved_ = size_t{pages} * page_bytes;
-  void* base = mmap(nullptr, range->reserved_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return Errno("reserving " + std::to_string(range->reserved_) + " bytes", device);
-  range->base_ = base;
+  NANOKV_RETURN_IF_ERROR(range->Reserve(pages));
   for (uint32_t i = 0; i < pages; ++i) {
     int fd = memfd_create("nanokv-host-tier", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return Errno("memfd_create", device);
@@ -40,16 +63,33 @@ Result<std::unique_ptr<HostRange>> HostRange::Create(gpu::Backend& backend, int 
     // Sealed as the host backend's pages are: a peer holding the fd cannot
     // shrink it under kvd's mapping (a SIGBUS in kvd).
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return Errno("sealing", device);
-    void* at = static_cast<char*>(base) + size_t{i} * page_bytes;
-    // Populated now: a demotion's copy then takes no page fault per 4 KiB.
-    if (mmap(at, page_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
-      return Errno("mapping page " + std::to_string(i), device);
+    NANOKV_RETURN_IF_ERROR(range->MapPage(i));
+  }
+  NANOKV_RETURN_IF_ERROR(range->Pin());
+  return range;
+}
+
+Result<std::unique_ptr<HostRange>> HostRange::Adopt(gpu::Backend& backend, int device, std::vector<int> fds,
+                                                    size_t page_bytes) {
+  std::unique_ptr<HostRange> range(new HostRange(backend, device, page_bytes));
+  range->fds_ = std::move(fds);  // the range closes them, adopted or not
+  for (uint32_t i = 0; i < range->fds_.size(); ++i) range->ids_.push_back(i);
+  NANOKV_RETURN_IF_ERROR(range->Reserve(static_cast<uint32_t>(range->fds_.size())));
+  for (uint32_t i = 0; i < range->fds_.size(); ++i) {
+    // Handed back by the keeper, so checked as hostile input: a page of
+    // another size or unsealed could be cut under kvd's mapping (SIGBUS).
+    struct stat st {};
+    const int seals = fcntl(range->fds_[i], F_GET_SEALS);
+    const int needed = F_SEAL_SHRINK | F_SEAL_GROW;
+    if (fstat(range->fds_[i], &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != page_bytes ||
+        seals < 0 || (seals & needed) != needed) {
+      return Status::InvalidArgument("object_store.host_tier of device " + std::to_string(device) + ": page " +
+                                     std::to_string(i) + " handed back is not a sealed memfd of " +
+                                     std::to_string(page_bytes) + " bytes");
     }
+    NANOKV_RETURN_IF_ERROR(range->MapPage(i));
   }
-  if (backend.name() != "host" && range->reserved_ > 0) {
-    NANOKV_RETURN_IF_ERROR(backend.PinHost(base, range->reserved_));
-    range->pinned_ = true;
-  }
+  NANOKV_RETURN_IF_ERROR(range->Pin());
   return range;
 }
 

@@ -25,6 +25,12 @@ class HostRange final : public PayloadPlacement {
   // memory cannot be had, naming object_store.host_tier.
   static Result<std::unique_ptr<HostRange>> Create(gpu::Backend& backend, int device, uint32_t pages,
                                                    size_t page_bytes);
+  // The host tier a dead kvd left (its page keeper held the memfds):
+  // `fds[i]` is page i, taken whatever happens. kInvalidArgument naming the
+  // page when one is not a sealed memfd of `page_bytes`; the bytes in them
+  // are kept as they are.
+  static Result<std::unique_ptr<HostRange>> Adopt(gpu::Backend& backend, int device, std::vector<int> fds,
+                                                  size_t page_bytes);
   // Unpins and unmaps the range and closes the pages.
   ~HostRange() override;
 
@@ -43,6 +49,11 @@ class HostRange final : public PayloadPlacement {
   HostRange(gpu::Backend& backend, int device, size_t page_bytes)
       : backend_(backend), device_(device), page_bytes_(page_bytes) {}
   Status CheckSpan(uint64_t offset, size_t bytes) const;
+  // Reserves the range's addresses; MapPage maps page i (fds_[i]) there;
+  // Pin page-locks it where a GPU backend runs.
+  Status Reserve(uint32_t pages);
+  Status MapPage(uint32_t i);
+  Status Pin();
 
   gpu::Backend& backend_;
   const int device_;

@@ -68,6 +68,12 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
         }
         pages.clear();
       }
+      for (auto& [device, pages] : restart->host_pages) {
+        for (auto& [id, fd] : pages) {
+          if (fd >= 0) close(fd);
+        }
+        pages.clear();
+      }
     }
   } close_left{restart};
   if (!config.enabled()) return Status::InvalidArgument("object_store.size is 0: no store");
@@ -135,8 +141,11 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     NANOKV_ASSIGN_OR_RETURN(mapped.range, StoreRange::Map(backend, node, counts.device, std::move(taken)));
     // A fresh arena is zeroed; a restored one is written by Restore.
     if (!restoring) NANOKV_RETURN_IF_ERROR(mapped.range->Fill(0, 0, mapped.arena_pages * page));
-    if (config.host_tier != 0) NANOKV_RETURN_IF_ERROR(store->AddHostTier(mapped));
-    if (restoring) NANOKV_RETURN_IF_ERROR(store->Restore(store->devices_.size() - 1, *previous, now_ns));
+    bool host_back = false;
+    if (config.host_tier != 0) {
+      NANOKV_ASSIGN_OR_RETURN(host_back, store->AddHostTier(mapped, restoring ? previous : nullptr, restart));
+    }
+    if (restoring) NANOKV_RETURN_IF_ERROR(store->Restore(store->devices_.size() - 1, *previous, now_ns, host_back));
   }
   return store;
 }

@@ -123,14 +123,17 @@ uint64_t KeyHash(std::string_view key);
 Status CheckKey(std::string_view key);
 
 // What happened to an object, for a listener (kvd's cluster node agent,
-// daemon/cluster/): READY at its commit, and each way an object goes.
+// daemon/cluster/): READY at its commit, a move between its device's tiers
+// (kMoved: `tier` and `epoch` are where it is now), and each way an object
+// goes.
 struct ObjectEvent {
-  enum class Kind { kReady, kRemoved, kEvicted, kReclaimed, kRevoked };
+  enum class Kind { kReady, kRemoved, kEvicted, kReclaimed, kRevoked, kMoved };
   Kind kind = Kind::kReady;
   std::string_view key;  // valid only during the call
   int device = 0;        // kvd's ordinal
   uint32_t epoch = 0;
   uint64_t bytes_total = 0;
+  Tier tier = Tier::kGpu;
 };
 
 struct StoreDeviceStats {
@@ -174,6 +177,9 @@ Status CheckHostTier(const ObjectStoreConfig& config, int devices);
 struct StoreRestart {
   JournaledStores previous;
   std::map<int, std::vector<AdoptPage>> pages;  // by device ordinal; Create takes every fd
+  // Its host tiers' memfds, by device ordinal and page number; Create takes
+  // every fd (object_index_restore.cc).
+  std::map<int, std::map<uint32_t, int>> host_pages;
 };
 
 class ObjectIndex {
@@ -303,7 +309,8 @@ class ObjectIndex {
   // (removed, leased, or the copy failed: `copied` not OK).
   bool FinishMove(const TierMove& move, const Status& copied, uint64_t now_ns);
   // The tier worker's round: on every device, demotions while the store is
-  // over low_watermark, then the promotions gets asked for. Returns the
+  // over low_watermark (and one more for a write refused under it), then
+  // the promotions gets asked for. Returns the
   // objects moved.
   size_t RunTierWork(uint64_t now_ns);
   // Called (with the lock held: it must be quick) when a get finds an
@@ -317,6 +324,9 @@ class ObjectIndex {
   Result<uintptr_t> StoreBase(int device) const;
   // Every store page: (device ordinal, page id), in range order per device.
   std::vector<std::pair<int, PageId>> StorePages() const;
+  // Every host tier page (device ordinal, page number, its fd, which the
+  // host tier keeps), for the page keeper.
+  std::vector<std::tuple<int, PageId, int>> HostTierPages() const;
   // Whether `id` is one of the store's pages on `device`: the only pages
   // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
@@ -407,6 +417,10 @@ class ObjectIndex {
     uint32_t host_objects = 0;
     uint64_t demotions = 0, promotions = 0, host_evictions = 0, gpu_hits = 0, host_hits = 0;
     std::set<Object*> wanted;  // host-tier objects a get asked for, to promote
+    // A write found no room (told "ask again"): the worker demotes one more
+    // victim even under low_watermark (owners' pages, a payload page made a
+    // header page or holes can refuse a write there).
+    bool room_wanted = false;
   };
 
   ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectStoreConfig& config);
@@ -415,8 +429,10 @@ class ObjectIndex {
   // with what was adopted.
   Result<bool> TakePages(Device& device, uint32_t pages, std::vector<PageId>& taken, const JournaledStore* previous,
                          StoreRestart* restart);
-  // Rebuilds device d's index from its previous store (Create's comment).
-  Status Restore(size_t d, const JournaledStore& previous, uint64_t now_ns);
+  // Rebuilds device d's index from its previous store (Create's comment);
+  // `host_back`: its host tier came back whole (AddHostTier), so its
+  // host-tier objects may return.
+  Status Restore(size_t d, const JournaledStore& previous, uint64_t now_ns, bool host_back = false);
   // Puts one scanned object in the index: READY, or a write held until
   // `deadline_ns`. False (nothing changed) when its space cannot be had.
   bool RestoreObject(size_t d, const JournaledObject& found, bool ready, uint64_t now_ns, uint64_t deadline_ns);
@@ -453,8 +469,14 @@ class ObjectIndex {
   bool OverLowWatermark(size_t d) const;
   // A free header slot for `owner` without evicting; kResourceExhausted if none.
   Result<uint32_t> TakeFreeSlot(Device& device, uint32_t owner);
-  // Maps `device`'s host tier (object_store.host_tier bytes) and its space.
-  Status AddHostTier(Device& device);
+  // Maps `device`'s host tier (object_store.host_tier bytes) and its space:
+  // the previous kvd's (its memfds in `restart`, the same size) when
+  // `previous` had one, else fresh. True when the previous one came back.
+  Result<bool> AddHostTier(Device& device, const JournaledStore* previous = nullptr, StoreRestart* restart = nullptr);
+  // A move's object is journaled at its new place: a free record first,
+  // then the old one cleared (a kill in between leaves both, never neither).
+  void JournalMove(Device& device, Object* object);
+
   // Store space on device d when it has a host tier: its victims move down
   // on the tier worker, never dropped here, so a write finding no room
   // answers kUnavailable (ask again) while some victim can move.

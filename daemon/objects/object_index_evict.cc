@@ -14,7 +14,8 @@ void ObjectIndex::SetEventListener(std::function<void(const ObjectEvent&)> liste
 
 void ObjectIndex::Notify(const Object& object, ObjectEvent::Kind kind) {
   if (!listener_) return;
-  listener_(ObjectEvent{kind, object.key, devices_[object.device].ordinal, object.epoch, object.bytes_total});
+  listener_(
+      ObjectEvent{kind, object.key, devices_[object.device].ordinal, object.epoch, object.bytes_total, object.tier});
 }
 
 void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
@@ -194,10 +195,15 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
   std::vector<std::vector<bool>> slot_used(devices_.size());
   for (size_t d = 0; d < devices_.size(); ++d) slot_used[d].assign(devices_[d].slot_epochs.size(), false);
   TierCounts tiers(devices_.size());
+  std::vector<std::set<uint32_t>> records(devices_.size());
   for (const auto& [key, object] : table_.objects()) {
     std::string where = "object store: '" + key + "': ";
     if (object.key != key) return Status::Internal(where + "indexed under another key");
     const Device& device = devices_[object.device];
+    // One journal record each, in either tier (a move takes a new one).
+    if (object.record >= device.max_objects || !records[object.device].insert(object.record).second) {
+      return Status::Internal(where + "its journal record is out of range or shared");
+    }
     if (object.move.active || object.tier != Tier::kGpu) {
       NANOKV_RETURN_IF_ERROR(CheckTiers(object, slot_used[object.device], allocated[object.device], tiers));
       if (object.tier != Tier::kGpu) {
@@ -266,6 +272,10 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     }
     if (live[d] != device.objects || live[d] > device.max_objects) {
       return Status::Internal(where + "object count drifted");
+    }
+    if (live[d] + device.free_records.size() != device.max_objects) {
+      return Status::Internal(where + "journal records drifted (" + std::to_string(device.free_records.size()) +
+                              " free for " + std::to_string(live[d]) + " objects)");
     }
     NANOKV_RETURN_IF_ERROR(CheckHeaderPages(d));
     NANOKV_RETURN_IF_ERROR(CheckHostSpace(d, tiers));

@@ -36,6 +36,7 @@ Status ObjectIndex::StartJournal(const std::string& path) {
     layout.arena_pages = device.arena_pages;
     layout.slots_per_page = device.slots_per_page;
     layout.max_objects = device.max_objects;
+    layout.host_pages = device.host != nullptr ? static_cast<uint32_t>(device.host->pages().size()) : 0;
     layouts.push_back(std::move(layout));
   }
   NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<ObjectJournal> journal, ObjectJournal::Create(path, page_bytes_, layouts));
@@ -113,7 +114,10 @@ bool ObjectIndex::RestoreObject(size_t d, const JournaledObject& found, bool rea
                                 uint64_t deadline_ns) {
   Device& device = devices_[d];
   const uint64_t arena_bytes = uint64_t{device.arena_pages} * page_bytes_;
-  Status claimed = device.payload->Claim(found.owner, found.payload_offset - arena_bytes, found.bytes_total);
+  const bool host = found.tier == Tier::kHost;
+  // The host tier has one owner (object_index_tier.cc, AllocateHost).
+  Status claimed = host ? device.host_space->Claim(kOperator, found.payload_offset, found.bytes_total)
+                        : device.payload->Claim(found.owner, found.payload_offset - arena_bytes, found.bytes_total);
   if (!claimed.ok()) {
     spdlog::warn("object store: device {}: '{}' not recovered: {}", device.ordinal, found.key, claimed.ToString());
     return false;
@@ -134,12 +138,16 @@ bool ObjectIndex::RestoreObject(size_t d, const JournaledObject& found, bool rea
   object.pin = found.pin;
   object.owner = found.owner;
   object.restored_write = !ready;
+  object.tier = found.tier;
   object.record = device.free_records.back();
   device.free_records.pop_back();
-  device.slot_epochs[object.slot] = object.epoch;
+  if (!host) device.slot_epochs[object.slot] = object.epoch;
   table_.SeenSeq(found.seq);
   Object* live = table_.Insert(std::move(object));
-  if (ready) {
+  if (host) {
+    device.host_order.Add(live);
+    ++device.host_objects;
+  } else if (ready) {
     device.evictable.Add(live);
   } else {
     device.writing.insert({live->deadline_ns, live});
@@ -148,7 +156,7 @@ bool ObjectIndex::RestoreObject(size_t d, const JournaledObject& found, bool rea
   return true;
 }
 
-Status ObjectIndex::Restore(size_t d, const JournaledStore& previous, uint64_t now_ns) {
+Status ObjectIndex::Restore(size_t d, const JournaledStore& previous, uint64_t now_ns, bool host_back) {
   Device& device = devices_[d];
   // The header pages, as the producers left them: one copy each, at start.
   std::vector<std::vector<std::byte>> copies(previous.header_pages.size());
@@ -160,7 +168,7 @@ Status ObjectIndex::Restore(size_t d, const JournaledStore& previous, uint64_t n
       copies[h].clear();  // its objects are not vouched for
     }
   }
-  const RecoveredStore found = ScanStore(previous, page_bytes_, copies);
+  const RecoveredStore found = ScanStore(previous, page_bytes_, copies, host_back);
   // The header pages past the arena are header pages again, under the same
   // ordinals: records name their slots by them.
   for (size_t h = device.arena_pages; h < previous.header_pages.size(); ++h) {
@@ -184,6 +192,7 @@ Status ObjectIndex::Restore(size_t d, const JournaledStore& previous, uint64_t n
         ++refused;
         continue;
       }
+      if (object.tier == Tier::kHost) continue;  // no header slot
       ready_slot[object.slot] = ready;
       live_slot[object.slot] = true;
       owner[object.slot / device.slots_per_page] = object.owner;
@@ -227,11 +236,22 @@ Status ObjectIndex::Restore(size_t d, const JournaledStore& previous, uint64_t n
   device.recovered_bytes = found.bytes;
   device.recovered_writes = static_cast<uint32_t>(found.writes.size());
   device.refused_records = refused;
-  spdlog::info("object store: device {}: recovered {} objects ({} bytes), reclaimed {} ({} writes cut by the "
-               "restart held until write_timeout, {} refused now)",
-               device.ordinal, found.objects.size(), found.bytes, found.writes.size() + refused, found.writes.size(),
-               refused);
+  const auto in_host = std::count_if(found.objects.begin(), found.objects.end(),
+                                     [](const JournaledObject& o) { return o.tier == Tier::kHost; });
+  spdlog::info(
+      "object store: device {}: recovered {} objects ({} bytes; {} in the host tier), reclaimed {} ({} "
+      "writes cut by the restart held until write_timeout, {} refused now)",
+      device.ordinal, found.objects.size(), found.bytes, in_host, found.writes.size() + refused, found.writes.size(),
+      refused);
   for (const std::string& why : found.reasons) spdlog::info("object store: device {}: {}", device.ordinal, why);
+  if (found.host_dropped > 0) {
+    std::string keys;
+    for (const std::string& key : found.dropped) keys += (keys.empty() ? "'" : ", '") + key + "'";
+    spdlog::warn(
+        "object store: device {}: {} objects of the previous kvd's host tier are dropped, its host tier "
+        "not having come back whole (object_store.host_tier changed, or its pages were lost): {}{}",
+        device.ordinal, found.host_dropped, keys, found.host_dropped > found.dropped.size() ? ", ..." : "");
+  }
   return Status::OK();
 }
 

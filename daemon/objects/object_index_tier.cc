@@ -4,7 +4,11 @@
 // the invariant check.
 #include <sys/sysinfo.h>
 
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -27,19 +31,80 @@ Status CheckHostTier(const ObjectStoreConfig& config, int devices) {
   return Status::OK();
 }
 
-Status ObjectIndex::AddHostTier(Device& device) {
+Result<bool> ObjectIndex::AddHostTier(Device& device, const JournaledStore* previous, StoreRestart* restart) {
   const uint64_t pages = config_.host_tier / page_bytes_;
   if (pages == 0) {
     return Status::InvalidArgument("object_store.host_tier: " + std::to_string(config_.host_tier) +
                                    " bytes is less than one page (" + std::to_string(page_bytes_) + ")");
   }
-  NANOKV_ASSIGN_OR_RETURN(device.host,
-                          HostRange::Create(backend_, device.ordinal, static_cast<uint32_t>(pages), page_bytes_));
+  std::map<uint32_t, int> given;
+  if (restart != nullptr) given.swap(restart->host_pages[device.ordinal]);
+  bool back = false;
+  if (previous != nullptr && previous->host_pages != 0) {
+    // The previous host tier only whole and of the same size: its records
+    // name offsets in it.
+    const bool all = given.size() == pages && given.rbegin()->first == pages - 1;
+    if (previous->host_pages != pages) {
+      spdlog::warn(
+          "object store: device {}: object_store.host_tier changed ({} pages before the restart, {} now): "
+          "the previous host tier's objects are dropped",
+          device.ordinal, previous->host_pages, pages);
+    } else if (!all) {
+      spdlog::warn(
+          "object store: device {}: {} of the previous host tier's {} pages came back: its objects are "
+          "dropped",
+          device.ordinal, given.size(), pages);
+    } else {
+      std::vector<int> fds;
+      for (auto& [id, fd] : given) fds.push_back(std::exchange(fd, -1));
+      auto adopted = HostRange::Adopt(backend_, device.ordinal, std::move(fds), page_bytes_);
+      if (adopted.ok()) {
+        device.host = std::move(adopted).value();
+        back = true;
+      } else {
+        spdlog::warn("object store: device {}: the previous host tier is dropped: {}", device.ordinal,
+                     adopted.status().ToString());
+      }
+    }
+  }
+  for (auto& [id, fd] : given) {
+    if (fd >= 0) close(fd);  // not adopted: their memory goes
+  }
+  if (!back) {
+    NANOKV_ASSIGN_OR_RETURN(device.host,
+                            HostRange::Create(backend_, device.ordinal, static_cast<uint32_t>(pages), page_bytes_));
+  }
   NANOKV_ASSIGN_OR_RETURN(auto space, OwnedSpace::Create(pages * page_bytes_, page_bytes_, kPayloadAlignment));
   device.host_space.emplace(std::move(space));
   device.host_order = EvictionOrder(config_.policy);
-  spdlog::info("object store: device {}: a host tier of {} pages under the store", device.ordinal, pages);
-  return Status::OK();
+  spdlog::info("object store: device {}: a host tier of {} pages under the store{}", device.ordinal, pages,
+               back ? ", the previous kvd's" : "");
+  return back;
+}
+
+std::vector<std::tuple<int, PageId, int>> ObjectIndex::HostTierPages() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::tuple<int, PageId, int>> out;
+  for (const Device& device : devices_) {
+    if (device.host == nullptr) continue;
+    for (PageId id : device.host->pages()) out.emplace_back(device.ordinal, id, device.host->PageFd(id));
+  }
+  return out;
+}
+
+void ObjectIndex::JournalMove(Device& device, Object* object) {
+  if (device.free_records.empty()) {
+    // Every record in use (max_objects objects): rewritten in place, a
+    // window of one record's copy in which a kill loses the object.
+    table_.Journal(*object);
+    return;
+  }
+  const uint32_t old = object->record;
+  object->record = device.free_records.back();
+  device.free_records.pop_back();
+  table_.Journal(*object);
+  table_.ClearRecord(object->device, old);
+  device.free_records.push_back(old);
 }
 
 void ObjectIndex::SetTierKick(std::function<void()> kick) {
@@ -82,8 +147,9 @@ Result<uint64_t> ObjectIndex::AllocateOverHostTier(size_t d, uint64_t bytes, uin
   auto offset = device.payload->Allocate(owner, bytes);
   if (offset.ok()) return device.arena_pages * page_bytes_ + *offset;
   if (offset.status().code() != Code::kResourceExhausted) return offset.status();
-  if (tier_kick_) tier_kick_();
   const bool can_move = device.evictable.PickVictim([&](Object& o) { return table_.Leased(o, now_ns); }) != nullptr;
+  device.room_wanted = can_move;
+  if (tier_kick_) tier_kick_();
   if (can_move) {
     return Status::Unavailable("object store on device " + std::to_string(device.ordinal) + ": no room for " +
                                std::to_string(bytes) +
@@ -247,9 +313,8 @@ bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_
     ++device.host_objects;
     ++device.demotions;
     device.host_order.Add(object);
-    // Not journaled: a restart does not bring the host tier back yet, and
-    // the record must not name a store slot the object left.
-    table_.ClearRecord(move.d, object->record);
+    JournalMove(device, object);
+    Notify(*object, ObjectEvent::Kind::kMoved);
   } else {
     Status freed = device.host_space->Free(object->payload_offset);
     if (!freed.ok()) spdlog::error("object store host tier: {}", freed.ToString());
@@ -261,7 +326,8 @@ bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_
     --device.host_objects;
     ++device.promotions;
     device.evictable.Add(object);
-    table_.Journal(*object);
+    JournalMove(device, object);
+    Notify(*object, ObjectEvent::Kind::kMoved);
   }
   return true;
 }
@@ -275,7 +341,8 @@ size_t ObjectIndex::RunTierWork(uint64_t now_ns) {
     for (size_t round = 0; round < 4096; ++round) {
       {
         std::lock_guard lock(mu_);
-        if (!OverLowWatermark(d)) break;
+        // Under the mark, one move per refused write: the writer asks again.
+        if (!OverLowWatermark(d) && !std::exchange(devices_[d].room_wanted, false)) break;
       }
       auto move = BeginDemotion(ordinal, now_ns);
       if (!move) break;

@@ -22,7 +22,8 @@ namespace {
 
 // "NKVOJ001" read as a little-endian uint64.
 constexpr uint64_t kMagic = 0x3130304A4F564B4EULL;
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;        // 2: tiers (host_pages, a record's tier)
+constexpr uint32_t kOldestVersion = 1;  // no tiers: those fields are zero there
 constexpr uint64_t kHeaderBytes = 64;
 constexpr uint64_t kRowBytes = 64;
 constexpr uint32_t kMaxStorePages = 1u << 22;  // 8 TiB of 2 MiB pages
@@ -45,7 +46,8 @@ struct DeviceRow {
   uint32_t max_objects;
   uint32_t header_count;  // header pages in use: atomic, after the entry
   uint32_t last_epoch;    // atomic
-  uint8_t reserved[36];
+  uint32_t host_pages;    // the host tier's pages (version 2)
+  uint8_t reserved[32];
 };
 static_assert(sizeof(DeviceRow) == kRowBytes);
 
@@ -62,7 +64,8 @@ struct RecordBytes {
   uint16_t pin;
   char key[kMaxObjectKeyBytes];
   uint32_t flags;  // kCommitted; other bits zero
-  uint8_t reserved[12];
+  uint8_t tier;    // Tier (version 2)
+  uint8_t reserved[11];
 };
 constexpr uint32_t kCommitted = 1;
 static_assert(sizeof(RecordBytes) == ObjectJournal::kRecordBytes);
@@ -82,10 +85,22 @@ std::optional<std::string> RecordFault(const RecordBytes& r, const JournaledStor
       !ValidObjectKey(std::string_view(r.key, r.key_bytes))) {
     return "no valid key";
   }
-  if (r.slot >= store.header_pages.size() * uint64_t{store.slots_per_page}) return "slot past the header pages";
   if (r.epoch == 0) return "epoch 0";
   if (r.pin > static_cast<uint32_t>(kLastObjectPin)) return "no such pin";
   if ((r.flags & ~kCommitted) != 0) return "unknown flags";
+  if (r.tier > static_cast<uint8_t>(Tier::kHost)) return "no such tier " + std::to_string(r.tier);
+  if (r.tier == static_cast<uint8_t>(Tier::kHost)) {
+    // No header slot, and only what kvd finished moving down is recorded.
+    const uint64_t host_bytes = uint64_t{store.host_pages} * page_bytes;
+    if (store.host_pages == 0) return "in a host tier the device had not";
+    if (r.slot != 0) return "a host-tier record naming header slot " + std::to_string(r.slot);
+    if ((r.flags & kCommitted) == 0) return "a host-tier record never committed";
+    if (r.bytes_total == 0 || r.payload_offset >= host_bytes || r.bytes_total > host_bytes - r.payload_offset) {
+      return "payload outside the host tier";
+    }
+    return std::nullopt;
+  }
+  if (r.slot >= store.header_pages.size() * uint64_t{store.slots_per_page}) return "slot past the header pages";
   if (r.bytes_total == 0 || r.payload_offset < uint64_t{store.arena_pages} * page_bytes ||
       r.payload_offset >= store_bytes || r.bytes_total > store_bytes - r.payload_offset) {
     return "payload outside the payload space";
@@ -124,9 +139,9 @@ Result<JournaledStores> ObjectJournal::Decode(std::span<const std::byte> bytes) 
   if (bytes.size() < kHeaderBytes) return Bad("it is shorter than an object journal's header");
   std::memcpy(&header, bytes.data(), sizeof(header));
   if (header.magic != kMagic) return Bad("it is not an object journal (wrong magic)");
-  if (header.version != kVersion) {
-    return Bad("version " + std::to_string(header.version) + "; this kvd reads version " +
-               std::to_string(kVersion));
+  if (header.version < kOldestVersion || header.version > kVersion) {
+    return Bad("version " + std::to_string(header.version) + "; this kvd reads versions " +
+               std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   }
   if (header.device_count == 0 || header.device_count > ipc::kMaxDevices) {
     return Bad(std::to_string(header.device_count) + " devices (1 to " + std::to_string(ipc::kMaxDevices) + ")");
@@ -159,6 +174,10 @@ Result<JournaledStores> ObjectJournal::Decode(std::span<const std::byte> bytes) 
       return Bad(where + std::to_string(row.slots_per_page) + " slots a page, " +
                  std::to_string(row.max_objects) + " records are out of range");
     }
+    if (header.version < 2) row.host_pages = 0;  // reserved bytes there
+    if (row.host_pages > kMaxStorePages) {
+      return Bad(where + std::to_string(row.host_pages) + " host tier pages are out of range");
+    }
     counts.emplace_back(row.store_pages, row.max_objects);
   }
   const std::vector<Sections> sections = Place(counts);
@@ -178,6 +197,7 @@ Result<JournaledStores> ObjectJournal::Decode(std::span<const std::byte> bytes) 
     store.slots_per_page = row.slots_per_page;
     store.max_objects = row.max_objects;
     store.last_epoch = row.last_epoch;
+    store.host_pages = row.host_pages;
     store.pages.resize(row.store_pages);
     std::memcpy(store.pages.data(), bytes.data() + at.pages, 4 * size_t{row.store_pages});
     std::vector<uint32_t> sorted = store.pages;
@@ -201,17 +221,23 @@ Result<JournaledStores> ObjectJournal::Decode(std::span<const std::byte> bytes) 
       std::optional<std::string> fault;
       if (record.checksum != Checksum(record, d, r)) {
         fault = "checksum mismatch (torn)";
+      } else if (header.version < 2 && record.tier != 0) {
+        fault = "a tier in a journal of version 1";
       } else {
         fault = RecordFault(record, store, header.page_bytes);
       }
       if (fault) {
-        spdlog::warn("object journal: {}record {} skipped: {}", where, r, *fault);
+        // The key too, when it is one: an operator can tell which object went.
+        const std::string_view key(record.key, std::min<size_t>(record.key_bytes, kMaxObjectKeyBytes));
+        spdlog::warn("object journal: {}record {}{} skipped: {}", where, r,
+                     ValidObjectKey(key) ? " ('" + std::string(key.substr(0, 80)) + "')" : std::string(), *fault);
         ++store.bad_records;
         continue;
       }
       JournaledObject object;
       object.key.assign(record.key, record.key_bytes);
       object.committed = (record.flags & kCommitted) != 0;
+      object.tier = static_cast<Tier>(record.tier);
       object.slot = record.slot;
       object.epoch = record.epoch;
       object.owner = record.owner;
@@ -254,7 +280,7 @@ Result<std::unique_ptr<ObjectJournal>> ObjectJournal::Create(const std::string& 
   for (const Layout& layout : layouts) {
     if (layout.pages.size() < 2 || layout.pages.size() > kMaxStorePages || layout.arena_pages == 0 ||
         layout.arena_pages >= layout.pages.size() || layout.max_objects == 0 || layout.max_objects > kMaxRecords ||
-        layout.slots_per_page == 0) {
+        layout.slots_per_page == 0 || layout.host_pages > kMaxStorePages) {
       return Status::InvalidArgument("object journal: device " + std::to_string(layout.device) +
                                      ": a store layout out of the journal's range");
     }
@@ -281,6 +307,7 @@ Result<std::unique_ptr<ObjectJournal>> ObjectJournal::Create(const std::string& 
     row.slots_per_page = layout.slots_per_page;
     row.max_objects = layout.max_objects;
     row.header_count = layout.arena_pages;
+    row.host_pages = layout.host_pages;
     std::memcpy(journal->At(at.row), &row, sizeof(row));
     std::memcpy(journal->At(at.pages), layout.pages.data(), 4 * layout.pages.size());
     for (uint32_t h = 0; h < layout.arena_pages; ++h) std::memcpy(journal->At(at.headers + 4 * h), &h, 4);
@@ -348,6 +375,7 @@ void ObjectJournal::Record(size_t d, uint32_t record, const JournaledObject& obj
   fresh.key_bytes = static_cast<uint16_t>(std::min(object.key.size(), kMaxObjectKeyBytes));
   fresh.pin = static_cast<uint16_t>(object.pin);
   fresh.flags = object.committed ? kCommitted : 0;
+  fresh.tier = static_cast<uint8_t>(object.tier);
   std::memcpy(fresh.key, object.key.data(), fresh.key_bytes);
   fresh.checksum = Checksum(fresh, d, record);
   // Zeroed, then the body, then the checksum: a kill in between leaves a

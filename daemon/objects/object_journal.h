@@ -17,8 +17,17 @@
 // (object_recovery.h): the header tells the bytes are there, the record what
 // they are and whose.
 //
-// Format (version 1, little-endian): a 64-byte header, one 64-byte device
-// table row per device, then per device its page ids (u32 per store page),
+// Host-tier objects (object_store.host_tier) are recorded too, with their
+// tier: no header slot (slot 0), their payload offset in the device's host
+// tier, whose size in pages the device row keeps; a restart brings them
+// back from the host tier's memfds the page keeper held (no header vouches
+// for them: the host tier is kvd's memory alone, written by kvd's copies).
+// A move between tiers writes the object's new record into a free record
+// before it clears the old one, so a kill in between leaves both, never
+// neither, and the scan keeps one (object_recovery.h).
+//
+// Format (version 2, little-endian; version 1, without tiers, is read too):
+// a 64-byte header, one 64-byte device table row per device, then per device its page ids (u32 per store page),
 // its header page table (u32 store page index per header ordinal, as many
 // as store pages) and its records (kRecordBytes each, max_objects of them).
 // Sections are placed by the counts alone (no offsets are read from the
@@ -44,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/objects/payload_placement.h"
 #include "nanokv/object_header.h"
 #include "nanokv/status.h"
 
@@ -53,12 +63,13 @@ namespace nanokv::kvd {
 struct JournaledObject {
   std::string key;
   bool committed = false;       // kvd answered its commit: READY in kvd's index
-  uint32_t slot = 0;            // header slot: ordinal * slots_per_page + index
+  Tier tier = Tier::kGpu;       // where its bytes lie: the store or the host tier
+  uint32_t slot = 0;            // header slot: ordinal * slots_per_page + index (host tier: 0)
   uint32_t epoch = 0;
   uint32_t owner = 0;           // the producer's uid, or kvd's own callers
   ObjectPin pin = ObjectPin::kNone;
   uint64_t seq = 0;             // creation order (FIFO eviction)
-  uint64_t payload_offset = 0;  // in the store range
+  uint64_t payload_offset = 0;  // in the store range, or in the host tier
   uint64_t bytes_total = 0;
 };
 
@@ -69,6 +80,7 @@ struct JournaledStore {
   uint32_t slots_per_page = 0;
   uint32_t max_objects = 0;
   uint32_t last_epoch = 0;               // the last epoch kvd issued on it
+  uint32_t host_pages = 0;               // its host tier's pages (0: none)
   std::vector<uint32_t> pages;           // page ids, in store range order
   std::vector<uint32_t> header_pages;    // store page index by header ordinal
   std::vector<JournaledObject> objects;  // whole, in-range records
@@ -95,6 +107,7 @@ class ObjectJournal {
     uint32_t arena_pages = 0;
     uint32_t slots_per_page = 0;
     uint32_t max_objects = 0;  // records
+    uint32_t host_pages = 0;   // the host tier under the store, in pages
   };
 
   // What a journal's bytes say. kInvalidArgument naming the first fault of

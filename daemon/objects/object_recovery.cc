@@ -44,16 +44,26 @@ std::optional<std::string> HeaderFault(const JournaledObject& object, const Jour
 }  // namespace
 
 RecoveredStore ScanStore(const JournaledStore& store, uint64_t page_bytes,
-                         std::span<const std::vector<std::byte>> header_pages) {
+                         std::span<const std::vector<std::byte>> header_pages, bool host_tier_back) {
   RecoveredStore out;
   out.reclaimed = store.bad_records;
   out.last_epoch = store.last_epoch;
   std::vector<const JournaledObject*> order;
   for (const JournaledObject& object : store.objects) order.push_back(&object);
-  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
+  // Creation order; of one object's two records (a move cut by the kill),
+  // the host tier's first: it needs no header to vouch for it.
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) {
+    if (a->seq != b->seq) return a->seq < b->seq;
+    return a->tier == Tier::kHost && b->tier != Tier::kHost;
+  });
 
   std::unordered_set<uint64_t> header_index(store.header_pages.begin(), store.header_pages.end());
-  std::unordered_set<std::string> keys;
+  std::unordered_map<std::string, const JournaledObject*> keys;  // key -> its record taken
+  std::map<uint64_t, uint64_t> host_ranges;                      // the host tier's, offset -> end
+  std::set<std::pair<std::string, uint64_t>> twins;              // store records: (key, creation order)
+  for (const JournaledObject* object : order) {
+    if (object->tier == Tier::kGpu) twins.insert({object->key, object->seq});
+  }
   std::unordered_set<uint32_t> slots;
   std::map<uint64_t, uint64_t> ranges;                    // offset -> end (rounded), accepted
   std::unordered_map<uint64_t, uint32_t> page_owner;      // payload page index -> owner
@@ -67,14 +77,42 @@ RecoveredStore ScanStore(const JournaledStore& store, uint64_t page_bytes,
     const uint64_t end = (offset + object->bytes_total + kPayloadAlignment - 1) & ~(kPayloadAlignment - 1);
     const uint64_t first = offset / page_bytes, last = (offset + object->bytes_total - 1) / page_bytes;
     const uint32_t ordinal = object->slot / store.slots_per_page;
+    const bool host = object->tier == Tier::kHost;
+    if (auto taken = keys.find(object->key);
+        taken != keys.end() && taken->second->seq == object->seq && taken->second->tier != object->tier) {
+      ++out.moves_cut;  // the other half of a move: the object is back once, in the tier taken
+      why(*object, std::string("a move cut by the restart: kept in the ") + std::string(TierName(taken->second->tier)) +
+                       " tier only");
+      continue;
+    }
+    if (host && !host_tier_back) {
+      // A move cut by the kill: its store record (next) brings it back.
+      if (twins.contains({object->key, object->seq})) continue;
+      ++out.host_dropped;
+      if (out.dropped.size() < kReasonsKept) out.dropped.push_back(object->key.substr(0, 80));
+      continue;
+    }
     std::optional<std::string> fault;
     if (offset % kPayloadAlignment != 0) fault = "its payload is not 256-byte aligned";
-    if (!fault && (keys.contains(object->key) || slots.contains(object->slot))) {
+    if (!fault && (keys.contains(object->key) || (!host && slots.contains(object->slot)))) {
       fault = "its key or header slot came back already";
     }
+    std::map<uint64_t, uint64_t>& taken_ranges = host ? host_ranges : ranges;
     if (!fault) {
-      auto after = ranges.lower_bound(end);
-      if (after != ranges.begin() && std::prev(after)->second > offset) fault = "its payload overlaps another's";
+      auto after = taken_ranges.lower_bound(end);
+      if (after != taken_ranges.begin() && std::prev(after)->second > offset) fault = "its payload overlaps another's";
+    }
+    if (host) {
+      if (fault) {
+        ++out.reclaimed;
+        why(*object, *fault + " (host tier)");
+        continue;
+      }
+      keys.emplace(object->key, object);
+      host_ranges.emplace(offset, end);
+      out.bytes += object->bytes_total;
+      out.objects.push_back(*object);
+      continue;
     }
     for (uint64_t p = first; !fault && p <= last; ++p) {
       if (header_index.contains(p)) {
@@ -94,7 +132,7 @@ RecoveredStore ScanStore(const JournaledStore& store, uint64_t page_bytes,
       why(*object, *fault);
       continue;
     }
-    keys.insert(object->key);
+    keys.emplace(object->key, object);
     slots.insert(object->slot);
     ranges.emplace(offset, end);
     for (uint64_t p = first; p <= last; ++p) page_owner.emplace(p, object->owner);

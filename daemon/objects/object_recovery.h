@@ -20,6 +20,15 @@
 // seed's "reclaim non-READY after timeout"): its producer may still be
 // copying into that space through the mapping it has, so it must not go to
 // another object at once.
+//
+// A host-tier record (object_store.host_tier) has no header: the host tier
+// is kvd's own memory, written by kvd's copies only, and its record is
+// written once the bytes are there. It comes back READY when its host tier
+// came back whole and its range overlaps no earlier host-tier object's;
+// else it is dropped, named in `dropped`. A move between the tiers cut by
+// the kill leaves two records of one object (one creation order, both
+// tiers, both copies whole): the host tier's is kept, the other skipped,
+// so the object is in exactly one tier and counted once.
 #ifndef NANOKV_DAEMON_OBJECTS_OBJECT_RECOVERY_H_
 #define NANOKV_DAEMON_OBJECTS_OBJECT_RECOVERY_H_
 
@@ -43,12 +52,17 @@ struct RecoveredStore {
   // from now on is newer than every one a slot holds from kvd.
   uint32_t last_epoch = 0;
   std::vector<std::string> reasons;  // why, for the first few refused or not READY
+  uint32_t moves_cut = 0;            // the other record of a move cut by the kill, skipped
+  uint32_t host_dropped = 0;         // host-tier records whose tier did not come back
+  std::vector<std::string> dropped;  // their keys, the first few
 };
 
 // `header_pages[h]`: header page ordinal h's bytes (page_bytes each; a
 // shorter or missing page reclaims the objects whose slots it holds).
+// `host_tier_back`: the device's host tier came back whole (same size,
+// every page), so its records may return.
 RecoveredStore ScanStore(const JournaledStore& store, uint64_t page_bytes,
-                         std::span<const std::vector<std::byte>> header_pages);
+                         std::span<const std::vector<std::byte>> header_pages, bool host_tier_back = false);
 
 }  // namespace nanokv::kvd
 

@@ -143,17 +143,11 @@ Status ObjectTable::CheckLeases() const {
 
 void ObjectTable::Journal(const StoredObject& object) {
   if (journal_ == nullptr) return;
-  // The journal names store slots and offsets: a host-tier object has
-  // neither, and a restart does not bring the host tier back. Its record
-  // stays clear, so no restart reads a store slot it left.
-  if (object.tier != Tier::kGpu) {
-    journal_->Clear(object.device, object.record);
-    return;
-  }
   JournaledObject record;
   record.key = object.key;
   record.committed = object.state == ObjectState::kReady;
-  record.slot = object.slot;
+  record.tier = object.tier;
+  record.slot = object.tier == Tier::kGpu ? object.slot : 0;  // a host-tier object has no header slot
   record.epoch = object.epoch;
   record.owner = object.owner;
   record.pin = object.pin;

@@ -73,7 +73,7 @@ class ObjectTable {
   Status CheckLeases() const;
 
   // The object journal (nullptr until installed). Journal records `object`
-  // as it stands (a host-tier object: its record cleared); ClearRecord
+  // as it stands, in either tier, at its record; ClearRecord
   // forgets record `record` of device index `d`.
   void InstallJournal(std::unique_ptr<ObjectJournal> journal) { journal_ = std::move(journal); }
   ObjectJournal* journal() { return journal_.get(); }

@@ -203,6 +203,7 @@ Status CheckNodeMessage(const v1::NodeMessage& message) {
         if (!ValidObjectKey(e.key())) return Fault("events: a key breaks the key rule");
         NANOKV_RETURN_IF_ERROR(CheckDevice(e.device(), "events"));
         if (!v1::ObjectEvent::Kind_IsValid(e.kind())) return Fault("events: kind " + std::to_string(e.kind()));
+        if (!v1::CopyTier_IsValid(e.tier())) return Fault("events: tier " + std::to_string(e.tier()));
         if (e.kind() == v1::ObjectEvent::READY && (e.bytes_total() == 0 || e.bytes_total() > kMaxObjectBytes)) {
           return Fault("events: READY object of " + Num(e.bytes_total()) + " bytes");
         }

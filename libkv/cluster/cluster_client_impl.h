@@ -152,7 +152,8 @@ class ClusterClient::Impl {
       auto route = local ? routes.end() : routes.find(r.node_id());
       const bool same_host = route != routes.end() && SameHost(route->second);
       out.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(), local, same_host,
-                              same_host ? route->second.kvd_socket() : std::string()});
+                              same_host ? route->second.kvd_socket() : std::string(),
+                              r.tier() == master::v1::HOST_TIER});
     }
     if (out.replicas.empty()) return Status::ProtocolError("master: a location of '" + key + "' without copies");
     return out;

@@ -40,7 +40,8 @@ Result<ClusterStatus> ClusterClient::Cluster() {
                            impl_->PathTo(n.node_id(), n.route(), n.data_address())};
     for (const v1::DeviceStatus& d : n.devices()) {
       node.devices.push_back({d.device(), d.uuid(), d.capacity_bytes(), d.used_bytes(), d.high_watermark(),
-                              d.low_watermark(), d.objects(), d.host_capacity_bytes(), d.host_used_bytes()});
+                              d.low_watermark(), d.objects(), d.host_capacity_bytes(), d.host_used_bytes(),
+                              d.host_objects()});
     }
     out.nodes.push_back(std::move(node));
   }
@@ -64,7 +65,8 @@ Result<std::vector<ObjectLocation>> ClusterClient::ListObjects() {
         location.bytes_total = row.bytes_total();
         for (const v1::Replica& r : row.replicas()) {
           location.replicas.push_back({r.node_id(), r.data_address(), r.device(), r.device_uuid(), r.epoch(),
-                                       r.node_id() == node_id(), /*same_host=*/false, /*kvd_socket=*/{}});
+                                       r.node_id() == node_id(), /*same_host=*/false, /*kvd_socket=*/{},
+                                       r.tier() == v1::HOST_TIER});
         }
         out.push_back(std::move(location));
       }

@@ -13,17 +13,25 @@ std::string Quote(std::string_view key) { return "'" + std::string(key) + "'"; }
 
 uint64_t KeyHash(std::string_view key) { return XXH64(key.data(), key.size(), 0); }
 
-MasterIndex::MasterIndex() : counts_(new std::atomic<uint64_t>[kMaxNodes * kMaxNodeDevices]) {
+MasterIndex::MasterIndex()
+    : counts_(new std::atomic<uint64_t>[kMaxNodes * kMaxNodeDevices]),
+      host_counts_(new std::atomic<uint64_t>[kMaxNodes * kMaxNodeDevices]) {
   for (size_t i = 0; i < kShards; ++i) shards_.push_back(std::make_unique<Shard>());
-  for (size_t i = 0; i < kMaxNodes * kMaxNodeDevices; ++i) counts_[i].store(0, std::memory_order_relaxed);
+  for (size_t i = 0; i < kMaxNodes * kMaxNodeDevices; ++i) {
+    counts_[i].store(0, std::memory_order_relaxed);
+    host_counts_[i].store(0, std::memory_order_relaxed);
+  }
 }
 
 void MasterIndex::Count(const CopyRef& copy, int delta) {
-  auto& count = counts_[copy.node * kMaxNodeDevices + copy.device];
-  if (delta > 0) {
-    count.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    count.fetch_sub(1, std::memory_order_relaxed);
+  const size_t at = copy.node * kMaxNodeDevices + copy.device;
+  for (auto* count : {&counts_[at], copy.tier == kCopyInHostTier ? &host_counts_[at] : nullptr}) {
+    if (count == nullptr) continue;
+    if (delta > 0) {
+      count->fetch_add(1, std::memory_order_relaxed);
+    } else {
+      count->fetch_sub(1, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -40,7 +48,8 @@ void MasterIndex::AddCopyLocked(Shard& shard, std::string_view key, uint64_t has
   }
   if (!present) return;
   for (const CopyRef& old : before) {
-    if (old.node == copy.node && old.device != copy.device) {
+    // Counted where it is now: another device, or another tier (a move).
+    if (old.node == copy.node && (old.device != copy.device || old.tier != copy.tier)) {
       Count(old, -1);
       Count(copy, +1);
     }
@@ -273,20 +282,29 @@ void MasterIndex::Clear() {
     shard->writes.clear();
     shard->removing.clear();
   }
-  for (size_t i = 0; i < kMaxNodes * kMaxNodeDevices; ++i) counts_[i].store(0, std::memory_order_relaxed);
+  for (size_t i = 0; i < kMaxNodes * kMaxNodeDevices; ++i) {
+    counts_[i].store(0, std::memory_order_relaxed);
+    host_counts_[i].store(0, std::memory_order_relaxed);
+  }
 }
 
 Status MasterIndex::CheckInvariants() const {
-  std::vector<uint64_t> counted(kMaxNodes * kMaxNodeDevices, 0);
+  std::vector<uint64_t> counted(kMaxNodes * kMaxNodeDevices, 0), host_counted(counted.size(), 0);
   for (size_t s = 0; s < kShards; ++s) {
     const Shard& shard = *shards_[s];
     std::lock_guard lock(shard.mu);
     if (!shard.table.CheckInvariants()) return Status::Internal("index shard " + std::to_string(s) + " is malformed");
     size_t cursor = 0;
+    bool bad_tier = false;
     shard.table.ListFrom(&cursor, shard.table.size() + 1,
                          [&](std::string_view, uint64_t, const std::vector<CopyRef>& copies) {
-                           for (const CopyRef& c : copies) ++counted[c.node * kMaxNodeDevices + c.device];
+                           for (const CopyRef& c : copies) {
+                             ++counted[c.node * kMaxNodeDevices + c.device];
+                             if (c.tier == kCopyInHostTier) ++host_counted[c.node * kMaxNodeDevices + c.device];
+                             bad_tier = bad_tier || c.tier > kCopyInHostTier;
+                           }
                          });
+    if (bad_tier) return Status::Internal("index shard " + std::to_string(s) + " holds a copy of no known tier");
     for (const auto& [key, write] : shard.writes) {
       for (size_t i = 0; i < write.copies.size(); ++i) {
         for (size_t j = i + 1; j < write.copies.size(); ++j) {
@@ -303,6 +321,11 @@ Status MasterIndex::CheckInvariants() const {
       return Status::Internal("node " + std::to_string(i / kMaxNodeDevices) + " device " +
                               std::to_string(i % kMaxNodeDevices) + ": counted " + std::to_string(counted[i]) +
                               " copies, the index says " + std::to_string(counts_[i].load()));
+    }
+    if (host_counted[i] != host_counts_[i].load(std::memory_order_relaxed)) {
+      return Status::Internal("node " + std::to_string(i / kMaxNodeDevices) + " device " +
+                              std::to_string(i % kMaxNodeDevices) + ": counted " + std::to_string(host_counted[i]) +
+                              " host-tier copies, the index says " + std::to_string(host_counts_[i].load()));
     }
   }
   return Status::OK();

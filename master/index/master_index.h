@@ -12,7 +12,8 @@
 //
 // Invariants (CheckInvariants, run by the tests):
 //   1. each shard's table is well formed (ObjectTable::CheckInvariants);
-//   2. the per node+device counts equal the copies in the tables;
+//   2. the per node+device counts equal the copies in the tables, and the
+//      host-tier counts the copies there in the host tier (CopyRef::tier);
 //   3. a write's copies are on distinct nodes.
 #ifndef NANOKV_MASTER_INDEX_MASTER_INDEX_H_
 #define NANOKV_MASTER_INDEX_MASTER_INDEX_H_
@@ -67,7 +68,8 @@ class MasterIndex {
   void EndWrite(std::string_view key, uint64_t write_id);
 
   // ---- What nodes report ----
-  // A READY copy (an event, a commit, a node's snapshot). False, and
+  // A READY copy (an event, a commit, a node's snapshot), or one the node
+  // moved between its tiers (copy.tier, and a promotion's epoch). False, and
   // nothing added, when it would be a new copy on a node that holds
   // `node_limit` copies already (a copy it has is refreshed still).
   bool AddCopy(std::string_view key, uint64_t bytes_total, CopyRef copy, uint64_t node_limit = UINT64_MAX);
@@ -103,6 +105,10 @@ class MasterIndex {
   uint64_t copies_on(uint16_t node, uint8_t device) const {
     return counts_[node * kMaxNodeDevices + device].load(std::memory_order_relaxed);
   }
+  // Of those, the copies in the device's host tier (the node's last word).
+  uint64_t host_copies_on(uint16_t node, uint8_t device) const {
+    return host_counts_[node * kMaxNodeDevices + device].load(std::memory_order_relaxed);
+  }
   // The copies on `node`, every device.
   uint64_t copies_of(uint16_t node) const;
   size_t MemoryBytes() const;
@@ -133,7 +139,8 @@ class MasterIndex {
 
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> next_write_id_{1};
-  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // [node * kMaxNodeDevices + device]
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;       // [node * kMaxNodeDevices + device]
+  std::unique_ptr<std::atomic<uint64_t>[]> host_counts_;  // the same, host-tier copies only
 };
 
 }  // namespace nanokv::master

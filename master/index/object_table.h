@@ -31,10 +31,14 @@
 
 namespace nanokv::master {
 
+// Where a copy's bytes are on its node (v1::CopyTier's values).
+inline constexpr uint8_t kCopyInStore = 0;
+inline constexpr uint8_t kCopyInHostTier = 1;
+
 struct CopyRef {
   uint16_t node = 0;   // NodeRegistry's index
   uint8_t device = 0;  // kvd's ordinal on that node
-  uint8_t unused = 0;
+  uint8_t tier = 0;    // kCopyInStore or kCopyInHostTier
   uint32_t epoch = 0;
 };
 static_assert(sizeof(CopyRef) == 8);
@@ -45,8 +49,8 @@ class ObjectTable {
  public:
   ObjectTable();
 
-  // Adds the copy on (copy.node, copy.device), or refreshes its epoch if the
-  // node has one. True for a new copy. A key at kMaxCopies copies takes no
+  // Adds the copy on (copy.node, copy.device), or refreshes it (device,
+  // epoch, tier) if the node has one. True for a new copy. A key at kMaxCopies copies takes no
   // more (false).
   bool AddCopy(std::string_view key, uint64_t hash, uint64_t bytes_total, CopyRef copy);
   // Removes the node's copy of `key` (epoch 0: whatever its epoch, else only

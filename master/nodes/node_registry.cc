@@ -299,6 +299,8 @@ void NodeRegistry::RebuildStores() {
       view.used = d.used_bytes();
       view.routed = &node->routed[static_cast<size_t>(d.device())];
       view.high_watermark = d.high_watermark() > 0 ? d.high_watermark() : 1;
+      view.host_capacity = d.host_capacity_bytes();
+      view.host_used = std::min(d.host_used_bytes(), d.host_capacity_bytes());
       std::string seed = node->id + "/" + std::to_string(d.device());
       view.id_hash = XXH64(seed.data(), seed.size(), 0x6e616e6f6b76ull);
       stores->push_back(std::move(view));
@@ -388,6 +390,7 @@ void NodeRegistry::Describe(const MasterIndex& index, Clock::time_point now, v1:
       ds->set_host_used_bytes(d.host_used_bytes());
       uint64_t copies = index.copies_on(node->index, static_cast<uint8_t>(d.device()));
       ds->set_objects(copies);
+      ds->set_host_objects(index.host_copies_on(node->index, static_cast<uint8_t>(d.device())));
       objects += copies;
     }
     s->set_objects(objects);

@@ -71,6 +71,8 @@ struct StoreView {
   uint64_t used = 0;              // as last reported
   const std::atomic<uint64_t>* routed = nullptr;  // bytes planned there since that report
   double high_watermark = 1;
+  uint64_t host_capacity = 0;     // the host tier under the store (0: none)
+  uint64_t host_used = 0;         // as last reported
   uint64_t id_hash = 0;           // of node id and device: the rendezvous seed
 };
 

@@ -30,7 +30,11 @@ double StoreWeight(const StoreView& store) {
   const uint64_t routed = store.routed != nullptr ? store.routed->load(std::memory_order_relaxed) : 0;
   const double used = static_cast<double>(store.used + routed);
   const double free = std::max(0.0, capacity * store.high_watermark - used);
-  return free + capacity * 0.01 + 1;
+  // Room in the host tier under it counts too: its kvd demotes into it to
+  // make room in the store, so a store full over a host tier with room is
+  // not full (its writes wait for a move, never for a drop).
+  const double host_free = static_cast<double>(store.host_capacity - std::min(store.host_used, store.host_capacity));
+  return free + host_free + capacity * 0.01 + 1;
 }
 
 std::vector<size_t> RankStores(const std::vector<StoreView>& stores, uint64_t key_hash, const Segment& preferred,

@@ -4,8 +4,10 @@
 // every live store by weighted rendezvous hashing of the key: each store
 // scores weight / -ln(u), u a hash of (key, store) in (0, 1), highest first.
 // So keys spread over the stores in proportion to their weights, a store's
-// weight being its free space (below its high watermark, plus 1% of its
-// capacity so a full store still takes a share as it evicts); and when a
+// weight being its free space (below its high watermark, plus the room in
+// the host tier under it, plus 1% of its capacity so a full store still
+// takes a share as it evicts); a plan always names the GPU store, whose kvd
+// makes room by demoting into its host tier; and when a
 // node joins or leaves, only the keys whose best store changed move.
 //
 // Pure functions over a view of the stores: tested directly.
@@ -22,7 +24,8 @@
 namespace nanokv::master {
 
 // The routing weight of a store: free bytes below its high watermark (the
-// plans routed since its last report counted as used) + 1% of its capacity.
+// plans routed since its last report counted as used) + free bytes in its
+// host tier + 1% of its capacity.
 double StoreWeight(const StoreView& store);
 
 // Indexes into `stores` in the order to try for a key of `key_hash` and

@@ -81,6 +81,7 @@ bool ClusterMaster::Describe(const CopyRef& copy, v1::Replica* out) const {
   out->set_device(copy.device);
   out->set_device_uuid(place.device_uuid);
   out->set_epoch(copy.epoch);
+  out->set_tier(copy.tier == kCopyInHostTier ? v1::HOST_TIER : v1::GPU_STORE);
   return place.reachable;
 }
 
@@ -114,10 +115,13 @@ v1::LocateReply ClusterMaster::Locate(const v1::KeysRequest& request) const {
       location->clear_bytes_total();
       continue;
     }
-    // Nearest first: the caller's device, then its node, then the others.
+    // Copies in a GPU store before those in a host tier (a get of one
+    // waits while its kvd moves it up), then nearest first: the caller's
+    // device, then its node, then the others.
     auto distance = [&](const v1::Replica& r) {
-      if (r.node_id() != request.client_node()) return 2;
-      return !request.client_device_uuid().empty() && r.device_uuid() == request.client_device_uuid() ? 0 : 1;
+      const int tier = r.tier() == v1::HOST_TIER ? 3 : 0;
+      if (r.node_id() != request.client_node()) return tier + 2;
+      return tier + (!request.client_device_uuid().empty() && r.device_uuid() == request.client_device_uuid() ? 0 : 1);
     };
     std::stable_sort(location->mutable_replicas()->begin(), location->mutable_replicas()->end(),
                      [&](const v1::Replica& a, const v1::Replica& b) { return distance(a) < distance(b); });
@@ -215,7 +219,9 @@ Status ClusterMaster::OnNodeMessage(SessionRef session, v1::NodeMessage& message
       const std::string* first_refused = nullptr;
       nodes_.WithLiveSession(session, [&] {
         for (const v1::ObjectEvent& e : batch.events()) {
-          CopyRef copy{session.node, static_cast<uint8_t>(e.device()), 0, e.epoch()};
+          // A READY event of a copy the index has refreshes it: a move
+          // between the node's tiers says where it is now.
+          CopyRef copy{session.node, static_cast<uint8_t>(e.device()), static_cast<uint8_t>(e.tier()), e.epoch()};
           if (e.kind() != v1::ObjectEvent::READY) {
             index_.RemoveCopy(e.key(), session.node, e.epoch());
           } else if (!index_.AddCopy(e.key(), e.bytes_total(), copy, options_.max_objects_per_node)) {

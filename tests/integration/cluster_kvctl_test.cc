@@ -1,5 +1,7 @@
 // kvctl cluster, kvctl objects --cluster and kvctl evict --cluster against a
 // real master and kvds: tables, --json (parsed), exit codes.
+#include <thread>
+
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/kvctl_fixture.h"
 
@@ -103,6 +105,37 @@ TEST_F(ClusterKvctlTest, ClusterShowsEachNodesHostTier) {
   ASSERT_EQ(table.code, 0) << table.err;
   EXPECT_NE(table.out.find("HOST"), std::string::npos) << table.out;
   EXPECT_NE(TableRow(table.out, "n1").find("of 16.0 MiB"), std::string::npos) << table.out;
+
+  // n1's store fills: objects move down, and kvctl shows where each copy is.
+  auto store = Store(1);
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 14; ++i) {
+    Status put = store->Put("t" + std::to_string(i), Bytes(1 << 20, i));
+    for (int attempt = 0; put.code() == Code::kUnavailable && attempt < 2000; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      put = store->Put("t" + std::to_string(i), Bytes(1 << 20, i));
+    }
+    ASSERT_OK(put);
+  }
+  uint64_t down = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto parsed = JsonParser::Parse(Kvctl({"--master", address_, "--json", "cluster"}).out);
+        const Json* node = parsed ? FindByKey((*parsed)["nodes"], "node_id", "n1") : nullptr;
+        down = node != nullptr ? (*node)["devices"][0]["host_objects"].u64() : 0;
+        return down > 0;
+      },
+      std::chrono::seconds(20)))
+      << "the master never counted n1's host-tier copies";
+  table = Kvctl({"--master", address_, "cluster"});
+  EXPECT_NE(TableRow(table.out, "n1").find("(" + std::to_string(down) + " host)"), std::string::npos) << table.out;
+  Ran objects = Kvctl({"--master", address_, "objects", "--cluster"});
+  ASSERT_EQ(objects.code, 0) << objects.err;
+  EXPECT_NE(objects.out.find("n1:0(host)"), std::string::npos) << objects.out;
+  EXPECT_NE(objects.out.find("n1:0\n"), std::string::npos) << "and the store's copies\n" << objects.out;
+  Ran listed = Kvctl({"--master", address_, "--json", "objects", "--cluster"});
+  EXPECT_NE(listed.out.find("\"tier\":\"host\""), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("\"tier\":\"gpu\""), std::string::npos) << listed.out;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The page keeper (daemon/node/page_keeper.h) on its own, as kvd's binary
 // runs it: pages it was given outlive their sender and come back whole to
-// the next taker, once; a clean stop drops them; nobody coming within the
+// the next taker, once, a host tier's page told apart; a clean stop drops them; nobody coming within the
 // wait, it gives up; and a keeper's socket that is not a keeper's is
 // harmless to a taker.
 #include "daemon/node/page_keeper.h"
@@ -61,10 +61,20 @@ TEST_F(PageKeeperTest, PagesOutliveTheirSenderAndGoToTheNextTakerOnce) {
     ASSERT_OK((*keeper)->Keep(static_cast<int>(id % 2), id + 10, id + 100, fd));
     close(fd);  // the keeper's copy is the only one now
   }
+  // A host tier's page: told apart from the store's pages.
+  int host = Page('h');
+  ASSERT_OK((*keeper)->KeepHost(1, 0, host));
+  close(host);
   keeper->reset();  // the sender "dies": no goodbye
   std::vector<KeptPage> pages = PageKeeper::TakeOver(Path());
-  ASSERT_EQ(pages.size(), 3u);
+  ASSERT_EQ(pages.size(), 4u);
+  EXPECT_TRUE(pages[3].host);
+  EXPECT_EQ(pages[3].device, 1);
+  EXPECT_EQ(pages[3].id, 0u);
+  EXPECT_EQ(FirstByte(pages[3].fd), 'h');
+  close(pages[3].fd);
   for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(pages[i].host);
     EXPECT_EQ(pages[i].device, static_cast<int>(i % 2));
     EXPECT_EQ(pages[i].id, i + 10);
     EXPECT_EQ(pages[i].generation, i + 100);

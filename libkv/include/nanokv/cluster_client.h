@@ -98,6 +98,9 @@ struct Replica {
   bool local = false;
   bool same_host = false;
   std::string kvd_socket;
+  // In the host tier under its device's store: a get of it waits while its
+  // kvd moves it back up. Locations list GPU-store copies first.
+  bool host_tier = false;
 };
 
 // Where an object's READY copies are, nearest first: this process's device
@@ -167,6 +170,7 @@ struct ClusterDeviceStatus {
   uint64_t objects = 0;
   uint64_t host_capacity_bytes = 0;  // the host tier under the store (0: none)
   uint64_t host_used_bytes = 0;
+  uint64_t host_objects = 0;  // of `objects`, the copies in the host tier
 };
 
 struct ClusterNodeStatus {

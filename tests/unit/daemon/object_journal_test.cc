@@ -147,10 +147,11 @@ TEST_F(ObjectJournalTest, AForgedStructureIsRefusedNamingTheFault) {
     EXPECT_NE(decoded.status().message().find(fault), std::string::npos) << decoded.status().message();
   };
   const uint64_t zero64 = 0, huge = uint64_t{1} << 50;
-  const uint32_t two = 2, big = 1u << 30, zero = 0;
+  const uint32_t big = 1u << 30, zero = 0;
   const int32_t negative = -1;
   refused(0, &zero64, 8, "wrong magic");
-  refused(8, &two, 4, "version 2");
+  const uint32_t three = 3;
+  refused(8, &three, 4, "version 3");
   refused(12, &big, 4, "devices");
   refused(16, &zero64, 8, "page size");
   refused(24, &huge, 8, "bytes and says");

@@ -75,7 +75,7 @@ class ObjectTierTest : public ObjectStoreTest {
       headers.emplace_back(kPage);
       std::memcpy(headers.back().data(), reinterpret_cast<const void*>(*base + uint64_t{page} * kPage), kPage);
     }
-    return ScanStore(previous, kPage, headers);
+    return ScanStore(previous, kPage, headers, /*host_tier_back=*/true);
   }
 };
 
@@ -127,6 +127,30 @@ TEST_F(ObjectTierTest, AWriteWithNoRoomWaitsForTheWorkerInsteadOfDropping) {
   EXPECT_GT(store_->RunTierWork(21 * kMs), 0u);
   ASSERT_OK(PutByPlan("late", Pattern(kMiB, 42), 0, 22 * kMs));
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(Has("f" + std::to_string(i)));
+  Check();
+}
+
+// Under low_watermark a write can still find no room (here: larger than
+// what is free): told "ask again", it gets a move per ask until it fits,
+// not "ask again" for ever.
+TEST_F(ObjectTierTest, AWriteRefusedUnderTheLowWatermarkGetsRoomMadeForIt) {
+  Open();
+  // Filled to just under the mark, then a write larger than what is free.
+  uint64_t now = 1;
+  const double low = config_.low_watermark * static_cast<double>(Stats(0).payload_capacity);
+  for (int i = 0; static_cast<double>(Stats(0).payload_used + kMiB) < low; ++i) {
+    ASSERT_OK(PutByPlan("f" + std::to_string(i), Pattern(kMiB, uint8_t(i)), 0, ++now * kMs));
+  }
+  const auto big = Pattern(Stats(0).payload_capacity - Stats(0).payload_used + kMiB, 9);
+  Status put = PutByPlan("big", big, 0, now * kMs);
+  EXPECT_EQ(put.code(), Code::kUnavailable) << put.ToString();
+  for (int asks = 0; put.code() == Code::kUnavailable && asks < 8; ++asks) {
+    EXPECT_EQ(store_->RunTierWork(++now * kMs), 1u) << "one move per refused write";
+    put = PutByPlan("big", big, 0, ++now * kMs);
+  }
+  ASSERT_OK(put);
+  EXPECT_GT(Stats(0).demotions, 0u);
+  EXPECT_EQ(Stats(0).evictions, 0u);
   Check();
 }
 
@@ -272,29 +296,50 @@ TEST_F(ObjectTierTest, AKillMidDemotionLosesNothingReady) {
   ASSERT_OK(store_->CopyMove(*move));
   // Killed here, before FinishMove: the journal still vouches for the
   // store's copy, whose header and bytes are untouched.
+  // (The filler comes back from the host tier.)
   RecoveredStore found = WhatARestartFinds(path);
-  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
-  EXPECT_EQ(found.objects[0].key, "d");
+  ASSERT_EQ(found.objects.size(), 2u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  EXPECT_EQ(found.objects[0].key, "filler");
+  EXPECT_EQ(found.objects[0].tier, Tier::kHost);
+  EXPECT_EQ(found.objects[1].key, "d");
+  EXPECT_EQ(found.objects[1].tier, Tier::kGpu);
   auto base = store_->StoreBase(0);
   ASSERT_OK(base.status());
   std::vector<std::byte> in_store(bytes.size());
-  std::memcpy(in_store.data(), reinterpret_cast<const void*>(*base + found.objects[0].payload_offset), bytes.size());
+  std::memcpy(in_store.data(), reinterpret_cast<const void*>(*base + found.objects[1].payload_offset), bytes.size());
   EXPECT_EQ(in_store, bytes);
   EXPECT_TRUE(store_->FinishMove(*move, Status::OK(), 3 * kMs));
   Check();
-  // Down in the host tier it has no store slot: no record may name the one
-  // it left (a pin journals the object again), so a restart never reads it.
+  // Down in the host tier it is journaled there, with no store slot (a pin
+  // journals it again): a restart brings it back from the host tier, once.
   ASSERT_OK(store_->SetPin("d", ObjectPin::kSoft));
-  EXPECT_FALSE(Journaled(path, "d"));
-  EXPECT_TRUE(WhatARestartFinds(path).objects.empty());
+  EXPECT_TRUE(Journaled(path, "d"));
+  found = WhatARestartFinds(path);
+  ASSERT_EQ(found.objects.size(), 2u) << "d and the filler, both down";
+  for (const JournaledObject& object : found.objects) {
+    EXPECT_EQ(object.tier, Tier::kHost) << object.key;
+    EXPECT_EQ(object.slot, 0u) << object.key;
+    if (object.key == "d") {
+      EXPECT_EQ(object.payload_offset, move->target);
+      EXPECT_EQ(object.pin, ObjectPin::kSoft);
+    }
+  }
+  EXPECT_EQ(found.moves_cut, 0u) << "the store's record went once the host tier's was written";
   // Back in the store it is journaled again, at its new slot and epoch.
   EXPECT_EQ(store_->GetLocation("d", 4 * kMs).status().code(), Code::kUnavailable);
   EXPECT_EQ(store_->RunTierWork(5 * kMs), 1u);
   found = WhatARestartFinds(path);
-  ASSERT_EQ(found.objects.size(), 1u) << (found.reasons.empty() ? "" : found.reasons[0]);
+  ASSERT_EQ(found.objects.size(), 2u) << (found.reasons.empty() ? "" : found.reasons[0]);
   auto located = store_->GetLocation("d", 6 * kMs);
   ASSERT_OK(located.status());
-  EXPECT_EQ(found.objects[0].epoch, located->epoch);
+  size_t store_records = 0;
+  for (const JournaledObject& object : found.objects) {
+    if (object.tier != Tier::kGpu) continue;
+    ++store_records;
+    EXPECT_EQ(object.key, "d");
+    EXPECT_EQ(object.epoch, located->epoch);
+  }
+  EXPECT_EQ(store_records, 1u);
   store_.reset();  // a stop removes the journal
   rmdir(dir);
 }

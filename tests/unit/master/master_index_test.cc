@@ -219,5 +219,42 @@ TEST(MasterIndex, ANodeHoldsAtMostItsLimitOfCopies) {
   ASSERT_OK(index.CheckInvariants());
 }
 
+// Each copy's tier, as its node last said: a READY event of a copy the
+// index holds (a move between the node's tiers) refreshes its tier and
+// epoch, and the per-device host-tier counts follow every change.
+TEST(MasterIndex, ACopysTierFollowsItsMovesAndTheCountsStayExact) {
+  MasterIndex index;
+  auto in_tier = [](uint16_t node, uint8_t tier, uint32_t epoch) { return CopyRef{node, 0, tier, epoch}; };
+  ASSERT_TRUE(index.AddCopy("k", 10, in_tier(1, kCopyInStore, 5)));
+  ASSERT_TRUE(index.AddCopy("k", 10, in_tier(2, kCopyInStore, 6)));
+  EXPECT_EQ(index.host_copies_on(1, 0), 0u);
+  // Node 1 demotes its copy (same epoch), then promotes it (a new epoch).
+  ASSERT_TRUE(index.AddCopy("k", 10, in_tier(1, kCopyInHostTier, 5)));
+  EXPECT_EQ(index.copies_on(1, 0), 1u) << "the same copy, not a second";
+  EXPECT_EQ(index.host_copies_on(1, 0), 1u);
+  auto found = index.Find("k");
+  ASSERT_OK(found.status());
+  ASSERT_EQ(found->copies.size(), 2u);
+  EXPECT_EQ(found->copies[0].tier, kCopyInHostTier);
+  EXPECT_EQ(found->copies[1].tier, kCopyInStore);
+  ASSERT_OK(index.CheckInvariants());
+  ASSERT_TRUE(index.AddCopy("k", 10, in_tier(1, kCopyInStore, 9)));
+  EXPECT_EQ(index.host_copies_on(1, 0), 0u);
+  EXPECT_EQ(index.Find("k")->copies[0].epoch, 9u);
+  // Removed at its new epoch; a host-tier copy leaves its count with it,
+  // by an event or with its node.
+  index.RemoveCopy("k", 1, 9);
+  EXPECT_EQ(index.copies_on(1, 0), 0u);
+  ASSERT_TRUE(index.AddCopy("k", 10, in_tier(2, kCopyInHostTier, 6)));
+  ASSERT_TRUE(index.AddCopy("j", 10, in_tier(2, kCopyInHostTier, 7)));
+  EXPECT_EQ(index.host_copies_on(2, 0), 2u);
+  index.RemoveCopy("j", 2, 7);
+  EXPECT_EQ(index.host_copies_on(2, 0), 1u);
+  ASSERT_OK(index.CheckInvariants());
+  EXPECT_EQ(index.RemoveNode(2), 1u);
+  EXPECT_EQ(index.host_copies_on(2, 0), 0u);
+  ASSERT_OK(index.CheckInvariants());
+}
+
 }  // namespace
 }  // namespace nanokv::master

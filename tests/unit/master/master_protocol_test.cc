@@ -77,6 +77,11 @@ TEST(MasterChecks, RequestsAndNodeMessages) {
   EXPECT_EQ(CheckNodeMessage(events).code(), Code::kProtocolError) << "READY of 0 bytes";
   e->set_kind(v1::ObjectEvent::REMOVED);
   EXPECT_OK(CheckNodeMessage(events));
+  e->set_tier(v1::HOST_TIER);
+  EXPECT_OK(CheckNodeMessage(events));
+  e->set_tier(static_cast<v1::CopyTier>(7));
+  EXPECT_NE(CheckNodeMessage(events).ToString().find("events: tier 7"), std::string::npos) << "a tier that is none";
+  e->set_tier(v1::GPU_STORE);
   e->set_device(16);
   EXPECT_EQ(CheckNodeMessage(events).code(), Code::kProtocolError);
 

@@ -76,5 +76,30 @@ TEST(Router, AStoreJoiningMovesOnlyItsShare) {
   EXPECT_NEAR(moved, keys / 5, keys / 50);
 }
 
+// The host tier under a store counts: its kvd demotes into it to make
+// room, so a full store over a host tier with room still takes its share
+// of new writes (each plan names the GPU store), and more than a full one
+// without.
+TEST(Router, RoomInTheHostTierCountsAndAFullStoreOverItIsNotFull) {
+  StoreView full = Store(0, 0, 100 << 20, 100 << 20);
+  StoreView over_tier = full;
+  over_tier.host_capacity = 300 << 20;
+  over_tier.host_used = 100 << 20;
+  EXPECT_DOUBLE_EQ(StoreWeight(over_tier) - StoreWeight(full), double{200 << 20}) << "the host tier's free bytes";
+  StoreView empty = Store(1, 0, 100 << 20);
+  EXPECT_GT(StoreWeight(over_tier), StoreWeight(empty)) << "200 MiB of room below it against 95 MiB";
+  over_tier.host_used = 400 << 20;  // a report past its size counts as full, never negative
+  EXPECT_DOUBLE_EQ(StoreWeight(over_tier), StoreWeight(full));
+  // Keys spread by both tiers' room.
+  std::vector<StoreView> stores = {full, empty};
+  stores[0].host_capacity = 300 << 20;
+  stores[0].host_used = 100 << 20;
+  int to_full = 0;
+  for (int i = 0; i < 20'000; ++i)
+    to_full += RankStores(stores, KeyHash("h" + std::to_string(i)), Segment{}, 1)[0] == 0;
+  const double share = StoreWeight(stores[0]) / (StoreWeight(stores[0]) + StoreWeight(stores[1]));
+  EXPECT_NEAR(to_full, 20'000 * share, 20'000 * 0.03);
+}
+
 }  // namespace
 }  // namespace nanokv::master
