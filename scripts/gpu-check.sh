@@ -150,6 +150,9 @@ NANOKV_TEST_BACKEND=cuda step cluster_transfer_device_cuda "$B/bin/cluster_trans
 # The KV highway: batches on one kvd, two kvds of one host (their
 # pages mapped across kvds) and between hosts, the stream-ordered put.
 NANOKV_TEST_BACKEND=cuda step cluster_highway_cuda "$B/bin/cluster_highway_test" --gtest_brief=1
+# The host tier in the cluster: a demoted copy's tier at the master, the GPU
+# copy located first, a node killed with both tiers re-registering each.
+NANOKV_TEST_BACKEND=cuda step cluster_tiers_cuda "$B/bin/cluster_tiers_test" --gtest_brief=1
 # The prefix cache on cuda pages: chunks gathered into and scattered from
 # device scratch by kv_copy_many, on one node and across two.
 NANOKV_TEST_BACKEND=cuda step prefix_cuda "$B/bin/prefix_cache_test" --gtest_brief=1
@@ -298,7 +301,7 @@ for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda k
          objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu stream_fan_gpu slab_gpu \
          engines_mps objects_mps restart_mps objects_restart_mps \
          cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda cluster_transfer_device_cuda \
-         cluster_highway_cuda prefix_cuda prefix_cluster_cuda \
+         cluster_highway_cuda prefix_cuda prefix_cluster_cuda cluster_tiers_cuda \
          objects_2gpu ledger_2gpu engines_2gpu kv_cache_2gpu cross_gpu_ready_2gpu; do
   [[ -f "$O/$f.out" ]] && echo "$f: $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/$f.out" | tr '\n' ' ')"
 done
