@@ -226,16 +226,23 @@ std::optional<ObjectIndex::TierMove> ObjectIndex::BeginPromotion(int device, uin
     OwnedSpace& payload = *dev.payload;
     const uint64_t need = (object->bytes_total + kPayloadAlignment - 1) & ~(kPayloadAlignment - 1);
     const auto high = static_cast<uint64_t>(config_.high_watermark * static_cast<double>(payload.capacity()));
-    if (payload.allocated_bytes() + need > high) {
-      dev.wanted.insert(object);  // when demotion has made room
+    // No room (over the high mark, no free header slot, or no run of pages
+    // long enough): wanted again, and one demotion asked for even under the
+    // low mark. Else a store between the marks, or fragmented, never made
+    // room and the object's readers were told "ask again" for ever (found
+    // on cuda after a restart, KvdTierRestartTest).
+    auto no_room = [&] {
+      dev.wanted.insert(object);
+      dev.room_wanted = true;
       return std::nullopt;
-    }
+    };
+    if (payload.allocated_bytes() + need > high) return no_room();
     auto slot = TakeFreeSlot(dev, object->owner);
-    if (!slot.ok()) return std::nullopt;
+    if (!slot.ok()) return no_room();
     auto offset = payload.Allocate(object->owner, object->bytes_total);
     if (!offset.ok()) {
       FreeSlot(dev, *slot);
-      return std::nullopt;
+      return no_room();
     }
     TierMove move;
     move.key = object->key;

@@ -154,6 +154,34 @@ TEST_F(ObjectTierTest, AWriteRefusedUnderTheLowWatermarkGetsRoomMadeForIt) {
   Check();
 }
 
+// A host-tier object larger than the room the store has while it sits
+// under the low mark: its reads ask the worker for room, one demotion a
+// round, until it fits. Before, nothing demoted under the mark and the
+// reads were told "ask again" for ever.
+TEST_F(ObjectTierTest, APromotionWithNoRoomUnderTheLowWatermarkGetsRoomMadeForIt) {
+  Open();
+  uint64_t now = 1;
+  const auto big = Pattern(5 * kMiB + 5, 3);  // more than the marks are apart (0.9 - 0.5 of 10 MiB here)
+  ASSERT_OK(PutByPlan("big", big, 0, ++now * kMs));
+  Demote(0, ++now * kMs);
+  const double low = config_.low_watermark * static_cast<double>(Stats(0).payload_capacity);
+  for (int i = 0; static_cast<double>(Stats(0).payload_used + kMiB) < low; ++i) {
+    ASSERT_OK(PutByPlan("f" + std::to_string(i), Pattern(kMiB, uint8_t(i)), 0, ++now * kMs));
+  }
+  const double high = config_.high_watermark * static_cast<double>(Stats(0).payload_capacity);
+  ASSERT_GT(static_cast<double>(Stats(0).payload_used + big.size()), high)
+      << "the test needs a store with no room: used " << Stats(0).payload_used << " of " << Stats(0).payload_capacity
+      << ", host objects " << Stats(0).host_objects << ", demotions " << Stats(0).demotions;
+  Result<std::vector<std::byte>> got = Status::Unavailable("not asked");
+  for (int asks = 0; asks < 12 && !got.ok(); ++asks) got = Get("big", ++now * kMs);
+  ASSERT_OK(got.status());
+  EXPECT_EQ(*got, big);
+  EXPECT_GT(Stats(0).demotions, 1u);
+  EXPECT_EQ(Stats(0).promotions, 1u);
+  EXPECT_EQ(Stats(0).evictions, 0u);
+  Check();
+}
+
 TEST_F(ObjectTierTest, APromotedObjectIsReadyInTheStoreAtANewEpoch) {
   Open();
   const auto bytes = Pattern(3 * kMiB + 17, 5);  // spans pages, odd length
