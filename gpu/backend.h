@@ -157,6 +157,10 @@ class Backend {
   // The host backend has nothing to pin: OK. hip: OK, left pageable.
   virtual Status PinHost(void* /*host*/, size_t /*bytes*/) { return Status::OK(); }
   virtual void UnpinHost(void* /*host*/) {}
+  // PinHost of memory mapped read-only here (a reader's mapping of kvd's
+  // host tier): the driver must not ask to write it
+  // (CU_MEMHOSTREGISTER_READ_ONLY). Undo with UnpinHost.
+  virtual Status PinHostReadOnly(void* host, size_t bytes) { return PinHost(host, bytes); }
 
   // Copy and Fill calls made so far, counted by every implementation: work
   // on a device, which in kvd costs the engines on that GPU a context switch

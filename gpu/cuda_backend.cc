@@ -474,6 +474,14 @@ class CudaBackend final : public DriverBackend {
                      CU_MEMHOSTREGISTER_PORTABLE);
   }
 
+  Status PinHostReadOnly(void* host, size_t bytes) override {
+    if (devices_.empty()) return Status::FailedPrecondition("pinning host memory: no CUDA device");
+    ScopedContext scope(driver_);
+    NANOKV_RETURN_IF_ERROR(Enter(scope, 0));
+    return NANOKV_CU(driver_, cuMemHostRegister, fmt::format("{} read-only bytes at {}", bytes, host), host, bytes,
+                     CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_READ_ONLY);
+  }
+
   void UnpinHost(void* host) override {
     ScopedContext scope(driver_);
     Status unpinned = devices_.empty() ? Status::OK() : Enter(scope, 0);

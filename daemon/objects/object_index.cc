@@ -182,6 +182,7 @@ size_t ObjectIndex::PickDevice() const {
 
 ObjectPlan ObjectIndex::PlanOf(const Object& object) const {
   const Device& device = devices_[object.device];
+  if (object.tier == Tier::kHost) return HostPlanOf(object);
   ObjectPlan plan;
   plan.key = object.key;
   plan.key_hash = object.key_hash;
@@ -400,13 +401,13 @@ Result<ObjectPlan> ObjectIndex::GetLocation(std::string_view key, uint64_t now_n
   }
   Device& device = devices_[object->device];
   if (object->tier == Tier::kHost) {
-    // Plans name the store only: the object is moved back for the next get.
+    // Read where it is (the engine copies from the host tier's pages), and
+    // moved back into the store for the next get.
     ++device.host_hits;
     device.host_order.Touch(object, now_ns);
     device.wanted.insert(object);
     if (tier_kick_) tier_kick_();
-    return Status::Unavailable("object " + Quote(key) + " is in device " + std::to_string(device.ordinal) +
-                               "'s host tier: kvd is moving it back into the store; ask again");
+    return PlanOf(*object);
   }
   ++device.gpu_hits;
   device.evictable.Touch(object, now_ns);

@@ -237,9 +237,9 @@ class ObjectIndex {
   // `requester` (a uid) is neither the object's owner nor kOperator.
   Status Remove(std::string_view key, uint64_t now_ns, uint32_t requester = kOperator);
   // A READY object's location; updates last_access. kFailedPrecondition if
-  // it is not READY yet. An object in the host tier answers kUnavailable
-  // ("ask again") and is queued for promotion: a plan always names the
-  // device's store, never the host tier.
+  // it is not READY yet. An object in the host tier answers a plan naming
+  // the host tier's pages (ObjectPlan::tier) and is queued for promotion,
+  // so the next get reads it from the store.
   Result<ObjectPlan> GetLocation(std::string_view key, uint64_t now_ns);
 
   // Read leases: the object stays (no evict, no remove) until ReleaseLease
@@ -327,6 +327,10 @@ class ObjectIndex {
   // Every host tier page (device ordinal, page number, its fd, which the
   // host tier keeps), for the page keeper.
   std::vector<std::tuple<int, PageId, int>> HostTierPages() const;
+  // A new read-only fd of page `id` of `device`'s host tier (a sealed
+  // memfd): what a reader of a host-tier plan maps. The caller owns it.
+  // kNotFound for a device without a host tier or a page outside it.
+  Result<int> HostTierReadOnlyFd(int device, PageId id) const;
   // Whether `id` is one of the store's pages on `device`: the only pages
   // kvd hands out by an object_pages request.
   bool OwnsPage(int device, PageId id) const;
@@ -439,6 +443,8 @@ class ObjectIndex {
   Result<size_t> DeviceIndex(int device) const;
   size_t PickDevice() const;
   ObjectPlan PlanOf(const Object& object) const;
+  // A host-tier object's plan: its host-tier pages, no header.
+  ObjectPlan HostPlanOf(const Object& object) const;
   // kPermissionDenied for `what` ("commit", "revoke") of `object` by
   // `writer` unless it is the object's owner.
   Status CheckWriter(const Object& object, uint32_t writer, const char* what) const;

@@ -2,7 +2,12 @@
 // tier"): demotion of the store's eviction victims, promotion of what gets
 // ask for, eviction from the host tier by dropping, and the tiers' share of
 // the invariant check.
+#include <fcntl.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <map>
 #include <string>
@@ -90,6 +95,50 @@ std::vector<std::tuple<int, PageId, int>> ObjectIndex::HostTierPages() const {
     for (PageId id : device.host->pages()) out.emplace_back(device.ordinal, id, device.host->PageFd(id));
   }
   return out;
+}
+
+ObjectPlan ObjectIndex::HostPlanOf(const Object& object) const {
+  const Device& device = devices_[object.device];
+  ObjectPlan plan;
+  plan.key = object.key;
+  plan.key_hash = object.key_hash;
+  plan.device = device.ordinal;
+  plan.tier = ObjectTier::kHost;
+  plan.payload_offset = object.payload_offset;
+  plan.page_bytes = page_bytes_;
+  plan.bytes_total = object.bytes_total;
+  plan.epoch = object.epoch;
+  plan.state = object.state;
+  plan.store_bytes = device.host->bytes();
+  const std::vector<PageId>& pages = device.host->pages();
+  uint64_t at = object.payload_offset, left = object.bytes_total;
+  while (left > 0) {
+    const uint64_t in_page = at % page_bytes_;
+    const uint64_t take = std::min<uint64_t>(left, page_bytes_ - in_page);
+    plan.spans.push_back({pages[at / page_bytes_], static_cast<uint32_t>(in_page), static_cast<uint32_t>(take)});
+    at += take;
+    left -= take;
+  }
+  plan.n_pages = static_cast<uint32_t>(plan.spans.size());
+  return plan;
+}
+
+Result<int> ObjectIndex::HostTierReadOnlyFd(int device, PageId id) const {
+  NANOKV_ASSIGN_OR_RETURN(size_t d, DeviceIndex(device));
+  // devices_ and the host ranges are fixed after Create: no lock needed.
+  const HostRange* host = devices_[d].host.get();
+  const int fd = host != nullptr ? host->PageFd(id) : -1;
+  if (fd < 0) {
+    return Status::NotFound("page " + std::to_string(id) + " of device " + std::to_string(device) +
+                            " is not a host tier page");
+  }
+  // A new open file description that reads only: the reader cannot map the
+  // page writable, whatever it does with the fd.
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const int read_only = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (read_only < 0)
+    return Status::Internal("opening host tier page " + std::to_string(id) + " read-only: " + std::strerror(errno));
+  return read_only;
 }
 
 void ObjectIndex::JournalMove(Device& device, Object* object) {
@@ -217,9 +266,16 @@ std::optional<ObjectIndex::TierMove> ObjectIndex::BeginPromotion(int device, uin
   auto d = DeviceIndex(device);
   if (!d.ok() || !devices_[*d].host_space) return std::nullopt;
   Device& dev = devices_[*d];
-  while (!dev.wanted.empty()) {
-    Object* object = *dev.wanted.begin();
-    dev.wanted.erase(dev.wanted.begin());
+  // A leased one is being read in the host tier: it waits there (it stays
+  // wanted) until its readers are done, as its space cannot go under them.
+  for (auto it = dev.wanted.begin(); it != dev.wanted.end();) {
+    Object* object = *it;
+    if (object->tier == Tier::kHost && !object->move.active && object->state == ObjectState::kReady &&
+        table_.Leased(*object, now_ns)) {
+      ++it;
+      continue;
+    }
+    it = dev.wanted.erase(it);
     if (object->tier != Tier::kHost || object->move.active || object->state != ObjectState::kReady) continue;
     // Only into room the store has: promotion never evicts (demotion makes
     // room, so a promoted object, the last read, is not the next to go).
@@ -303,11 +359,13 @@ bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_
     }
     return false;
   }
-  // A reader leased the store's copy mid-demotion: it stays there.
-  if (!copied.ok() || (move.to == Tier::kHost && table_.Leased(*object, now_ns))) {
+  // A reader leased the copy being moved away (the store's mid-demotion,
+  // the host tier's mid-promotion: it reads there): it stays there.
+  if (!copied.ok() || table_.Leased(*object, now_ns)) {
     if (!copied.ok()) spdlog::warn("object store: moving '{}': {}", object->key, copied.ToString());
     ReleaseMove(object);
     OrderOf(*object).Add(object);
+    if (copied.ok() && move.to == Tier::kGpu) device.wanted.insert(object);  // once its readers are done
     return false;
   }
   if (move.to == Tier::kHost) {

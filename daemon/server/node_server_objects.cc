@@ -120,6 +120,24 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
     }
     case wire::Message::kObjectPages: {
       const auto& r = m.object_pages();
+      if (r.tier() != 0) {
+        // The host tier's pages: sealed memfds, read-only to every reader
+        // (the codec refuses a write of them).
+        for (uint32_t id : r.page_ids()) {
+          auto fd = store.HostTierReadOnlyFd(r.device(), id);
+          if (!fd.ok()) {
+            CloseFds(fds);
+            return SendError(c, rid, Status::PermissionDenied(std::string(fd.status().message())));
+          }
+          fds.push_back(*fd);
+        }
+        reply.mutable_object_pages_reply()->set_device(r.device());
+        *reply.mutable_object_pages_reply()->mutable_page_ids() = r.page_ids();
+        reply.mutable_object_pages_reply()->set_tier(r.tier());
+        Send(c, reply, fds);
+        CloseFds(fds);
+        return;
+      }
       for (uint32_t id : r.page_ids()) {
         // Only the store's own pages: never a tenant's, whatever id is asked.
         if (!store.OwnsPage(r.device(), id)) {

@@ -145,6 +145,12 @@ void TransferAgent::Impl::HandleGet(Incoming& in) {
   auto lease = store_.AcquireLease(request.key(), ObjectIndex::kOperator, now);
   if (!lease.ok()) return Reply(peer, ucx::kGetData, ucx::ReplyOf(request.request_id(), lease.status()));
   auto plan = store_.GetLocation(request.key(), now);
+  if (plan.ok() && plan->tier != ObjectTier::kGpu) {
+    // The agent reads the store only; the get queued the object's promotion.
+    plan = Status::Unavailable("object '" + request.key() +
+                               "' is in the host tier: kvd is moving it back into "
+                               "the store; ask again");
+  }
   Result<std::byte*> payload = plan.ok() ? PayloadOf(*plan) : Result<std::byte*>(plan.status());
   if (!payload.ok()) {
     (void)store_.ReleaseLease(request.key(), lease->id, now, ObjectIndex::kOperator);

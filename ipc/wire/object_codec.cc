@@ -26,6 +26,33 @@ Status Device(int32_t device, bool any_allowed, const char* where) {
   return Fault(std::string(where) + ": device " + std::to_string(device) + " out of range");
 }
 
+// A plan naming the host tier (tier 1): READY, no header, and its spans
+// the host tier's own page numbers in order, inside it (an engine maps
+// exactly the pages it names, by number: any other is a lie).
+Status HostTierPlan(const ObjectPlan& p) {
+  if (p.tier() > kLastObjectTier) {
+    return Fault("object_plan: tier " + std::to_string(p.tier()) + " (0 the store, 1 the host tier)");
+  }
+  if (p.tier() == static_cast<uint32_t>(ObjectTier::kGpu)) return Status::OK();
+  if (p.state() != static_cast<uint32_t>(ObjectState::kReady)) return Fault("object_plan: a host-tier plan not READY");
+  if (p.header_offset() != 0 || p.header_page() != 0 || p.write_secret() != 0) {
+    return Fault("object_plan: a host-tier plan names a header or a writer");
+  }
+  const uint64_t pages = p.store_bytes() / p.page_bytes();
+  uint64_t page = p.payload_offset() / p.page_bytes();
+  for (const ObjectSpan& s : p.spans()) {
+    if (s.page_id() >= pages || s.page_id() != page) {
+      return Fault("object_plan: host-tier page " + std::to_string(s.page_id()) + " out of range (expected " +
+                   std::to_string(page) + " of " + std::to_string(pages) + ")");
+    }
+    ++page;
+  }
+  if (!p.spans().empty() && p.spans(0).offset() != p.payload_offset() % p.page_bytes()) {
+    return Fault("object_plan: a host-tier span disagrees with payload_offset");
+  }
+  return Status::OK();
+}
+
 Status Plan(const ObjectPlan& p) {
   NANOKV_RETURN_IF_ERROR(Device(p.device(), false, "object_plan"));
   if (p.page_bytes() == 0) return Fault("object_plan: page_bytes 0");
@@ -50,7 +77,7 @@ Status Plan(const ObjectPlan& p) {
   if (p.state() > static_cast<uint32_t>(kLastObjectState)) {
     return Fault("object_plan: state " + std::to_string(p.state()));
   }
-  return Status::OK();
+  return HostTierPlan(p);
 }
 
 // A batch of 1..kMaxObjectBatch items, each checked by `item`.
@@ -129,6 +156,9 @@ Status CheckObjectBody(const Message& m) {
       int32_t device = m.body_case() == Message::kObjectPages ? m.object_pages().device()
                                                               : m.object_pages_reply().device();
       NANOKV_RETURN_IF_ERROR(Device(device, false, "object_pages"));
+      const uint32_t tier =
+          m.body_case() == Message::kObjectPages ? m.object_pages().tier() : m.object_pages_reply().tier();
+      if (tier > kLastObjectTier) return Fault("object_pages: tier " + std::to_string(tier));
       if (ids.empty()) return Fault("object_pages: no pages");
       if (static_cast<uint32_t>(ids.size()) > kMaxObjectPageFds) {
         return Fault("object_pages: more than " + std::to_string(kMaxObjectPageFds) + " pages");
@@ -136,6 +166,7 @@ Status CheckObjectBody(const Message& m) {
       if (m.body_case() == Message::kObjectPages) {
         // A write names the plan it writes; a read names none.
         const DevicePages& r = m.object_pages();
+        if (r.write() && r.tier() != 0) return Fault("object_pages: a write of host-tier pages");
         if (r.write()) return Key(r.plan_key(), "object_pages: the plan to write");
         if (!r.plan_key().empty() || r.plan_epoch() != 0 || r.write_secret() != 0) {
           return Fault("object_pages: a read names a plan");

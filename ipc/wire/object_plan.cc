@@ -22,6 +22,7 @@ void ToWirePlan(const nanokv::ObjectPlan& plan, const std::string& device_uuid, 
   out->set_store_bytes(plan.store_bytes);
   out->set_header_page(plan.header_page);
   out->set_write_secret(plan.write_secret);
+  out->set_tier(static_cast<uint32_t>(plan.tier));
 }
 
 nanokv::ObjectPlan FromWirePlan(std::string_view key, const ObjectPlan& in) {
@@ -41,6 +42,7 @@ nanokv::ObjectPlan FromWirePlan(std::string_view key, const ObjectPlan& in) {
   plan.store_bytes = in.store_bytes();
   plan.header_page = in.header_page();
   plan.write_secret = in.write_secret();
+  plan.tier = static_cast<ObjectTier>(in.tier());  // range-checked by Decode (object_codec.cc)
   return plan;
 }
 

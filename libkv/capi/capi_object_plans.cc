@@ -59,6 +59,7 @@ NANOKV_API int nanokv_objects_plan_info(const nanokv_object_plan_t* plan, nanokv
     out->epoch = p->plan.epoch;
     out->bytes_total = p->plan.bytes_total;
     out->state = static_cast<uint32_t>(p->plan.state);
+    out->tier = static_cast<uint32_t>(p->plan.tier);
     return NANOKV_OK;
   } NANOKV_CAPI_END;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -194,6 +195,11 @@ Status ObjectStore::CopyOut(const ObjectPlan& plan, std::span<std::byte> out) {
                                    " bytes of room for an object of " + std::to_string(plan.bytes_total));
   }
   NANOKV_ASSIGN_OR_RETURN(void* src, PayloadPointer(plan));
+  if (plan.tier == ObjectTier::kHost) {
+    // kvd's host memory, mapped read-only here: host to host.
+    std::memcpy(out.data(), src, plan.bytes_total);
+    return Status::OK();
+  }
   return impl_->backend().Copy(out.data(), src, plan.bytes_total, gpu::CopyKind::kDeviceToHost);
 }
 

@@ -84,6 +84,18 @@ Result<client::ObjectPieces> ObjectStore::Impl::Pieces(const ObjectPlan& plan) {
   pieces.epoch = plan.epoch;
   pieces.writing = WritingHeaderOf(plan, SteadyNowNs());
   pieces.access = AccessOf(local_device);
+  if (plan.tier == ObjectTier::kHost) {
+    // Host memory: copied, a segment per page (each page's mapping is
+    // registered with the driver on its own).
+    pieces.host_tier = true;
+    NANOKV_ASSIGN_OR_RETURN(pieces.payload, Pointer(plan, false, /*begin=*/false));
+    auto* at = static_cast<std::byte*>(pieces.payload);
+    for (const ObjectSpan& span : plan.spans) {
+      pieces.segments.push_back({at, span.length});
+      at += span.length;
+    }
+    return pieces;
+  }
   // The transfer writes the header itself (client::StoreObject).
   NANOKV_ASSIGN_OR_RETURN(pieces.payload, Pointer(plan, false, /*begin=*/false));
   NANOKV_ASSIGN_OR_RETURN(void* header, Pointer(plan, true, /*begin=*/false));

@@ -21,11 +21,12 @@
 
 #include "base/clocks.h"
 #include "gpu/backend.h"
+#include "ipc/ring/ring_transport.h"
 #include "ipc/rpc/call.h"
 #include "ipc/uds/channel.h"
-#include "ipc/ring/ring_transport.h"
 #include "ipc/uds/channel_transport.h"
 #include "ipc/wire/codec.h"
+#include "libkv/client/host_tier_mappings.h"
 #include "libkv/client/object_mappings.h"
 #include "libkv/client/object_transfer.h"
 #include "nanokv/object_store.h"
@@ -63,6 +64,7 @@ class ObjectStore::Impl {
   // hung kvd would make a destructor wait on.
   ~Impl() {
     mappings_.reset();
+    host_tier_.reset();
     if (doorbell_ >= 0) close(doorbell_);
   }
 
@@ -123,6 +125,12 @@ class ObjectStore::Impl {
   // a kernel is about to (PutFromDevice).
   Result<void*> Pointer(const ObjectPlan& plan, bool header, bool begin = true) {
     std::lock_guard lock(call_mu_);
+    if (plan.tier == ObjectTier::kHost) {
+      // The host tier: kvd's host memory, read-only here, no header.
+      if (header) return Status::FailedPrecondition("object " + plan.key + " is in the host tier: it has no header");
+      NANOKV_ASSIGN_OR_RETURN(uintptr_t base, MapHostTierLocked(plan));
+      return reinterpret_cast<void*>(base + plan.payload_offset);
+    }
     NANOKV_ASSIGN_OR_RETURN(uintptr_t base, MapLocked(plan));
     if (begin && plan.state == ObjectState::kWriting) {
       auto* at = reinterpret_cast<ObjectHeader*>(base + plan.header_offset);
@@ -192,6 +200,19 @@ class ObjectStore::Impl {
     if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.status().ToString());
   }
 
+  Result<uintptr_t> MapHostTierLocked(const ObjectPlan& plan) {
+    auto fetch = [this](int device, const std::vector<uint32_t>& pages) -> Result<std::vector<int>> {
+      wire::Message request;
+      wire::DevicePages* r = request.mutable_object_pages();
+      r->set_device(device);
+      r->set_tier(static_cast<uint32_t>(ObjectTier::kHost));
+      for (uint32_t page : pages) r->add_page_ids(page);
+      std::vector<int> fds;
+      NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
+      return fds;
+    };
+    return host_tier_->Map(plan, fetch);
+  }
   Result<uintptr_t> MapLocked(const ObjectPlan& plan) {
     NoteDeviceLocked(plan.device, plan.device_uuid);  // a plan from elsewhere (the master) carries it too
     NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
@@ -220,6 +241,7 @@ class ObjectStore::Impl {
   void SetBackend(std::unique_ptr<gpu::Backend> backend) {
     backend_ = std::move(backend);
     mappings_ = std::make_unique<client::ObjectMappings>(*backend_, access_devices_);
+    host_tier_ = std::make_unique<client::HostTierMappings>(*backend_);
   }
 
   // Notes the uuid kvd gave with a plan of its device `device`.
@@ -244,7 +266,7 @@ class ObjectStore::Impl {
 
   size_t mapped_pages() const {
     std::lock_guard lock(call_mu_);
-    return mappings_->mapped_pages();
+    return mappings_->mapped_pages() + host_tier_->mapped_pages();
   }
 
  private:
@@ -291,6 +313,7 @@ class ObjectStore::Impl {
   int doorbell_ = -1;                       // the ring's doorbell (its write end)
   std::unique_ptr<gpu::Backend> backend_;
   std::unique_ptr<client::ObjectMappings> mappings_;  // GUARDED_BY(call_mu_); made with the backend
+  std::unique_ptr<client::HostTierMappings> host_tier_;  // GUARDED_BY(call_mu_); made with the backend
   uint32_t timeout_ms_;
   uint32_t spin_us_;
   bool defer_lease_release_;

@@ -50,6 +50,12 @@ std::vector<Result<ObjectView>> ObjectStore::BatchView(std::span<const std::stri
     holder->key = keys[i];
     holder->lease_id = leased[i]->lease_id;
     const ObjectPlan& plan = leased[i]->plan;
+    if (plan.tier == ObjectTier::kHost) {
+      // A view is the object's device pages; the get queued its promotion.
+      out.push_back(Status::Unavailable("view of " + keys[i] +
+                                        ": it is in the host tier; kvd is moving it back into the store, ask again"));
+      continue;
+    }
     // A READY plan maps into the read range, read-only (ObjectMappings).
     Result<void*> data = impl_->Pointer(plan, /*header=*/false, /*begin=*/false);
     Result<int> device = data.ok() ? impl_->LocalDevice(plan.device) : Result<int>(data.status());

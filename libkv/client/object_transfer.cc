@@ -42,15 +42,29 @@ Status PublishByCopy(gpu::Backend& backend, ObjectHeader* at) {
   return backend.Copy(&at->state, &ready, sizeof(ready), gpu::CopyKind::kHostToDevice);
 }
 
+Status LoadFromHostTier(gpu::Backend& backend, void* dst, const ObjectPieces& object) {
+  // Synchronous copies: the pages are host memory (pinned where a GPU
+  // backend runs), the lease ends once this returns.
+  auto* out = static_cast<std::byte*>(dst);
+  for (const kernels::Segment& segment : object.segments) {
+    NANOKV_RETURN_IF_ERROR(backend.Copy(out, segment.ptr, segment.bytes, gpu::CopyKind::kHostToDevice));
+    out += segment.bytes;
+  }
+  return Status::OK();
+}
+
 Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream, bool wait) {
   if (dst == nullptr) return Status::InvalidArgument("get to device: null destination");
+  if (object.host_tier) return LoadFromHostTier(backend, dst, object);
   if (TransfersUseKernelsOn(backend, object.device)) return LoadWithKernels(dst, object, stream, wait);
   return backend.Copy(dst, object.payload, object.bytes, gpu::CopyKind::kDeviceToDevice);
 }
 
 std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem> items, void* stream, bool wait) {
   bool kernels = TransfersUseKernels(backend);
-  for (const LoadItem& item : items) kernels = kernels && item.object != nullptr && KernelsFitDevice(item.object->device);
+  for (const LoadItem& item : items) {
+    kernels = kernels && item.object != nullptr && !item.object->host_tier && KernelsFitDevice(item.object->device);
+  }
   if (kernels && items.size() > 1) return LoadManyWithKernels(items, stream, wait);
   std::vector<Status> out;
   out.reserve(items.size());

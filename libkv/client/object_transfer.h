@@ -27,6 +27,9 @@ struct ObjectPieces {
   uint32_t epoch = 0;
   ObjectHeader writing{};                   // the header to begin with (WritingHeaderOf)
   std::vector<int> access;                  // devices that reach the pages here
+  // In kvd's host tier (mapped read-only here, no header): loaded by the
+  // backend's host-to-device copies, a segment per page, never a kernel.
+  bool host_tier = false;
 };
 
 // Whether Store/Load below launch kernels on `backend` (else they copy).
@@ -60,6 +63,9 @@ Result<bool> StoreObject(gpu::Backend& backend, const void* src, const ObjectPie
                          bool wait = true);
 // The object's pages -> dst; returns once the bytes are there (wait as above).
 Status LoadObject(gpu::Backend& backend, void* dst, const ObjectPieces& object, void* stream, bool wait = true);
+// A host-tier object's pages -> dst by the backend's host-to-device
+// copies, one per page; returns once the bytes are there.
+Status LoadFromHostTier(gpu::Backend& backend, void* dst, const ObjectPieces& object);
 // Several objects' loads (a batch get): with the kernels, those whose
 // object and destination share devices in one launch per 128; else each as
 // LoadObject. One status per item; wait as above.

@@ -153,7 +153,7 @@ class ObjectsOptions(ctypes.Structure):
 
 class ObjectPlanInfo(ctypes.Structure):
     _fields_ = [("device", ctypes.c_int), ("epoch", ctypes.c_uint32), ("bytes_total", ctypes.c_uint64),
-                ("state", ctypes.c_uint32)]
+                ("state", ctypes.c_uint32), ("tier", ctypes.c_uint32)]
 
 
 class PrefixOptions(ctypes.Structure):
@@ -373,7 +373,7 @@ def _load():
 lib, path = _load()
 lib.nanokv_abi_version.restype = ctypes.c_int
 # Before the prototypes: an older library lacks some of their functions.
-ABI_VERSION = 7
+ABI_VERSION = 8
 if lib.nanokv_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
         f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")

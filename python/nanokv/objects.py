@@ -26,8 +26,9 @@ from nanokv._lib import call, fit
 from nanokv.cluster import _GET_GUESS, _enc, _get_bytes, _keys, _outcomes
 from nanokv.errors import NanoKVError
 
-PlanInfo = namedtuple("PlanInfo", "device epoch bytes_total state")
+PlanInfo = namedtuple("PlanInfo", "device epoch bytes_total state tier")
 _STATES = {1: "RESERVED", 2: "WRITING", 3: "READY"}
+_TIERS = {0: "gpu", 1: "host"}
 
 
 class ObjectPlan(OwnedHandle):
@@ -45,7 +46,8 @@ class ObjectPlan(OwnedHandle):
     def info(self):
         out = _lib.ObjectPlanInfo()
         call("nanokv_objects_plan_info", self.handle, ctypes.byref(out))
-        return PlanInfo(out.device, out.epoch, out.bytes_total, _STATES.get(out.state, str(out.state)))
+        return PlanInfo(out.device, out.epoch, out.bytes_total, _STATES.get(out.state, str(out.state)),
+                        _TIERS.get(out.tier, str(out.tier)))
 
     @property
     def payload(self):

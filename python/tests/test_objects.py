@@ -195,6 +195,7 @@ class ObjectsTest(KvdTestCase):
         plan.close()
         located = self.store.get_location("py:plan")
         self.assertEqual(located.info.state, "READY")
+        self.assertEqual(located.info.tier, "gpu")
         self.assertEqual(ctypes.string_at(located.payload, len(data)), data)
         revoked = self.store.open_for_write("py:revoked", 64)
         revoked.revoke()

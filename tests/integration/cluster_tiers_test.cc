@@ -102,17 +102,20 @@ TEST_F(ClusterTiersTest, TheIndexKnowsEachCopysTierAndLocatePrefersTheGpuCopy) {
       10s))
       << "n0's host-tier copies counted per device";
 
-  // A get on n0 brings it back up at a new epoch, which the index follows:
-  // n0's copy is a GPU copy again, the nearest, and a removal finds it.
+  // A get on n0 reads the host tier's copy at once and brings it back up
+  // at a new epoch, which the index follows: n0's copy is a GPU copy again,
+  // the nearest, and a removal finds it.
   auto got = n0->Get("x");
-  for (int attempt = 0; !got.ok() && got.status().code() == Code::kUnavailable && attempt < 2000; ++attempt) {
-    std::this_thread::sleep_for(5ms);
-    got = n0->Get("x");
-  }
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, bytes);
-  auto here = n0->GetLocation("x");
-  ASSERT_TRUE(here.ok()) << here.status().ToString();
+  Result<ObjectPlan> here = Status::Internal("not located");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        here = n0->GetLocation("x");
+        return here.ok() && here->tier == ObjectTier::kGpu;
+      },
+      20s))
+      << "n0's copy never came back up: " << here.status().ToString();
   ASSERT_TRUE(WaitFor(
       [&] {
         auto copy = CopyOn(*client, "x", "n0");

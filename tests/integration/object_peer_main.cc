@@ -8,15 +8,20 @@
 //   object_peer remove <ipc_name> <key> 0 0                 remove the object
 //   object_peer view <ipc_name> <key> <bytes> <seed>        a view of the object, its
 //       bytes compared, then "viewing" on stdout and a sleep until killed
+//   object_peer read-hold <ipc_name> <key> <bytes> <seed>   a reader's lease and
+//       plan, half the bytes read and compared, then "reading <tier>" on stdout and
+//       a sleep until killed (a reader killed mid-read)
 //   object_peer scribble <ipc_name> <key> <bytes> <seed>    writes through the READY
 //       object's mapping, which is a reader's (read-only): host stores a byte by
 //       hand (SIGSEGV expected); elsewhere the backend copies one in (refused
 //       expected: exit 20)
 // Exit 0 on success; 1 with the reason on stderr.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -107,12 +112,30 @@ int Scribble(nanokv::ObjectStore& store, const std::string& backend_name, const 
   return 20;
 }
 
+int ReadAndHold(nanokv::ObjectStore& store, const std::string& key, const std::vector<std::byte>& data) {
+  auto lease = store.Lease(key);
+  if (!lease.ok()) return Failed("lease", lease.status());
+  auto plan = store.GetLocation(key);
+  if (!plan.ok()) return Failed("locate", plan.status());
+  auto payload = store.PayloadPointer(*plan);
+  if (!payload.ok()) return Failed("map", payload.status());
+  const size_t half = std::min(data.size(), static_cast<size_t>(plan->bytes_total)) / 2;
+  if (std::memcmp(*payload, data.data(), half) != 0) {
+    std::fprintf(stderr, "read-hold: the first half differs from the pattern\n");
+    return 1;
+  }
+  std::printf("reading %s\n", plan->tier == nanokv::ObjectTier::kHost ? "host" : "gpu");
+  std::fflush(stdout);
+  for (;;) pause();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: object_peer put|get|put-device|get-device|scribble|remove|view <ipc_name> <key> "
-                         "<bytes> <seed>\n");
+    std::fprintf(stderr,
+                 "usage: object_peer put|get|put-device|get-device|scribble|remove|view|read-hold <ipc_name> <key> "
+                 "<bytes> <seed>\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -129,6 +152,7 @@ int main(int argc, char** argv) {
   if (mode == "put-device" || mode == "get-device") {
     return RunDevice(**store, options.backend, mode == "put-device", key, data);
   }
+  if (mode == "read-hold") return ReadAndHold(**store, key, data);
   if (mode == "scribble") return Scribble(**store, options.backend, key);
   if (mode == "put") {
     nanokv::Status put = (*store)->Put(key, data, 0);

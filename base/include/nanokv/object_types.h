@@ -24,6 +24,12 @@ struct ObjectSpan {
   uint32_t length = 0;
 };
 
+// Which memory a plan's pages are: the device's store (GPU pages, with a
+// header) or the host tier under it (kvd's sealed host memfds, no header:
+// read with a plain copy; ARCHITECTURE.md, "The host tier").
+enum class ObjectTier : uint8_t { kGpu = 0, kHost = 1 };
+inline constexpr uint32_t kLastObjectTier = 1;
+
 // Where an object lives on its device. Offsets are bytes into the device's
 // *store range*: its store pages back to back, the header arena first, so
 // the page of range offset x is number x / page_bytes.
@@ -52,6 +58,10 @@ struct ObjectPlan {
   // kvd for write fds of its pages (kvd cannot tell which process the master
   // gave it to); 0 for a plan opened over kvd's socket (its uid's) or a locate's.
   uint64_t write_secret = 0;
+  // kHost: spans name the host tier's pages (0.. in its range order),
+  // offsets are into the host tier (store_bytes its size), and there is no
+  // header (header_offset and header_page 0). Only READY plans are.
+  ObjectTier tier = ObjectTier::kGpu;
 };
 
 // The header a producer writes for `plan` before its payload (state

@@ -47,6 +47,8 @@ typedef struct nanokv_object_plan_info {
   uint32_t epoch;
   uint64_t bytes_total;
   uint32_t state;                /* 1 RESERVED, 2 WRITING, 3 READY (nanokv/object_header.h) */
+  uint32_t tier;                 /* where the copy is: 0 the device's store, 1 kvd's host tier (host
+                                    memory, read-only: the payload is a host address, no header) */
 } nanokv_object_plan_info_t;
 
 /* The C++ defaults (ipc "nanokv", 60 s, spin 50 us, ring on). */

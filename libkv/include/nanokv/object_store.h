@@ -168,6 +168,9 @@ class ObjectStore {
   Status Commit(std::string_view key, uint32_t epoch, bool published_on_device = false);
   Status Revoke(std::string_view key, uint32_t epoch);
   Status Remove(std::string_view key);
+  // Where the READY object's copy is: plan.tier says which tier (kHost:
+  // kvd's host memory, PayloadPointer a read-only host address, no header;
+  // the locate queues it for promotion back into the store).
   Result<ObjectPlan> GetLocation(std::string_view key);
   // GetLocation of many keys: leased and located in as few requests as kvd's
   // replies fit, the leases released in one more. One result per key.

@@ -5,6 +5,9 @@
 #ifndef NANOKV_TESTS_UNIT_DAEMON_OBJECT_STORE_FIXTURE_H_
 #define NANOKV_TESTS_UNIT_DAEMON_OBJECT_STORE_FIXTURE_H_
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <memory>
 #include <span>
@@ -116,10 +119,33 @@ class ObjectStoreTest : public ::testing::Test {
   // REQUIRES: `key` is leased.
   Result<std::vector<std::byte>> CopyOut(const std::string& key, uint64_t now_ns) {
     NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, store_->GetLocation(key, now_ns));
+    if (plan.tier == ObjectTier::kHost) return CopyOutOfHostTier(plan);
     NANOKV_ASSIGN_OR_RETURN(uintptr_t base, store_->StoreBase(plan.device));
     std::vector<std::byte> out(plan.bytes_total);
     NANOKV_RETURN_IF_ERROR(backend_->Copy(out.data(), reinterpret_cast<const void*>(base + plan.payload_offset),
                                           out.size(), gpu::CopyKind::kDeviceToHost));
+    return out;
+  }
+
+  // As an engine reads a host-tier plan: each span's page by the read-only
+  // fd kvd hands out, mapped PROT_READ (a writable shared map is refused).
+  Result<std::vector<std::byte>> CopyOutOfHostTier(const ObjectPlan& plan) {
+    std::vector<std::byte> out;
+    for (const ObjectSpan& span : plan.spans) {
+      NANOKV_ASSIGN_OR_RETURN(int fd, store_->HostTierReadOnlyFd(plan.device, span.page_id));
+      void* writable = mmap(nullptr, plan.page_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (writable != MAP_FAILED) {
+        munmap(writable, plan.page_bytes);
+        close(fd);
+        return Status::Internal("a host tier page mapped writable by a reader");
+      }
+      void* page = mmap(nullptr, plan.page_bytes, PROT_READ, MAP_SHARED, fd, 0);
+      close(fd);
+      if (page == MAP_FAILED) return Status::Internal("mapping a host tier page failed");
+      const auto* at = static_cast<const std::byte*>(page) + span.offset;
+      out.insert(out.end(), at, at + span.length);
+      munmap(page, plan.page_bytes);
+    }
     return out;
   }
 

@@ -171,5 +171,66 @@ TEST(ObjectCodec, RejectsOutOfRangeFields) {
   })));
 }
 
+// A plan naming the host tier: READY, its spans the tier's own page
+// numbers in order inside it, no header. libkv decodes every plan so:
+// anything else is a fault before a page is asked for or mapped.
+ObjectPlan GoodHostPlan() {
+  ObjectPlan p = GoodPlan();
+  p.set_tier(1);
+  p.set_header_offset(0);
+  p.set_header_page(0);
+  p.set_payload_offset(4096 + 100);
+  p.mutable_spans(0)->set_page_id(1);
+  p.mutable_spans(0)->set_offset(100);
+  p.mutable_spans(0)->set_length(3996);
+  p.mutable_spans(1)->set_page_id(2);
+  p.mutable_spans(1)->set_length(1004);
+  p.set_state(3);  // READY
+  return p;
+}
+
+TEST(ObjectCodec, RefusesHostilePlansOfTheHostTier) {
+  auto plan = [](auto change) {
+    return With([&](Message& m) {
+      *m.mutable_object_lease_reply()->mutable_plan() = GoodHostPlan();
+      change(*m.mutable_object_lease_reply()->mutable_plan());
+    });
+  };
+  auto says = [](const Status& status, const std::string& what) {
+    return status.code() == Code::kProtocolError && status.message().find(what) != std::string::npos;
+  };
+  EXPECT_TRUE(plan([](ObjectPlan&) {}).ok()) << plan([](ObjectPlan&) {}).ToString();
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.set_tier(2); }), "tier 2"));
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.set_tier(0xffffffffu); }), "tier"));
+  // A page past the tier, or another than the offset says.
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.mutable_spans(1)->set_page_id(3); }), "out of range"));
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.mutable_spans(1)->set_page_id(7); }), "out of range"));
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.mutable_spans(0)->set_page_id(0); }), "out of range"));
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.mutable_spans(0)->set_offset(0); }), "payload_offset"));
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.set_state(1); }), "not READY"));
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.set_header_offset(64); }), "header"));
+  EXPECT_TRUE(says(plan([](ObjectPlan& p) { p.set_write_secret(5); }), "writer"));
+  // Host-tier page fds are read-only: a write of them is refused, and so is a tier out of range.
+  EXPECT_TRUE(With([](Message& m) {
+                m.mutable_object_pages()->set_device(0);
+                m.mutable_object_pages()->add_page_ids(1);
+                m.mutable_object_pages()->set_tier(1);
+              }).ok());
+  EXPECT_TRUE(says(With([](Message& m) {
+                     m.mutable_object_pages()->set_device(0);
+                     m.mutable_object_pages()->add_page_ids(1);
+                     m.mutable_object_pages()->set_tier(1);
+                     m.mutable_object_pages()->set_write(true);
+                     m.mutable_object_pages()->set_plan_key("k");
+                   }),
+                   "a write of host-tier pages"));
+  EXPECT_TRUE(says(With([](Message& m) {
+                     m.mutable_object_pages_reply()->set_device(0);
+                     m.mutable_object_pages_reply()->add_page_ids(1);
+                     m.mutable_object_pages_reply()->set_tier(9);
+                   }),
+                   "tier 9"));
+}
+
 }  // namespace
 }  // namespace nanokv::wire
