@@ -231,8 +231,9 @@ std::optional<ipc::Channel> NodeServer::AcceptOutOfFds() {
   }
   int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
+    const int error = errno;  // before RefillSpares' opens overwrite it
     (void)RefillSpares();
-    if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) return std::nullopt;
+    if (error == EAGAIN || error == EINTR || error == ECONNABORTED) return std::nullopt;
     // Not even a spare's room (other threads hold it): stop listening for
     // a moment rather than spin on a listener that stays readable.
     PauseAccepting();
