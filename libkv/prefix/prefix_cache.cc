@@ -284,8 +284,8 @@ Result<uint64_t> PrefixCache::LoadChunks(const std::vector<std::string>& chunks,
   NANOKV_ASSIGN_OR_RETURN(std::byte * scratch,
                           staging_->Reserve(near, std::min(count, ChunksPerRound()) * object_bytes));
   // A round: its chunks got into the scratch as one batch, then scattered
-  // into the pieces on the same stream (the next round's get is queued
-  // after the scatter, which the last round waits for).
+  // into the pieces, waited for: the next round's get writes the scratch,
+  // and a chunk in the host tier is copied there outside any stream.
   size_t loaded = 0;
   for (size_t round = 0; round < count && loaded == round; round += ChunksPerRound()) {
     const size_t end = std::min(count, round + ChunksPerRound());
@@ -301,8 +301,7 @@ Result<uint64_t> PrefixCache::LoadChunks(const std::vector<std::string>& chunks,
           PieceCopies(planes(), chunk_bytes, at, c, scratch + (c - round) * object_bytes, /*into_pieces=*/true);
       scatter.insert(scatter.end(), pieces.begin(), pieces.end());
     }
-    const bool last = loaded < end || end == count;
-    Status scattered = staging_->Copy(scatter, stream, /*wait=*/last);
+    Status scattered = staging_->Copy(scatter, stream, /*wait=*/true);
     if (!scattered.ok()) return Status(scattered.code(), "prefix cache load: " + std::string(scattered.message()));
   }
   if (loaded < count) spdlog::debug("prefix cache: {} of {} chunks loaded (the rest went)", loaded, count);
