@@ -98,14 +98,9 @@ class PrefixCache(OwnedHandle):
         call("nanokv_prefix_lookup", self.handle, array, n, ctypes.byref(hit))
         return hit.value
 
-    def _planes(self, planes, verb, writable, stream):
-        planes = list(planes)
-        buffers = [_buffers.resolve(p, self.backend, f"prefix {verb} plane {i}", writable)
-                   for i, p in enumerate(planes)]
-        out = (_lib.PrefixPlane * max(len(buffers), 1))()
-        for i, b in enumerate(buffers):
-            out[i].base = b.ptr
-            out[i].capacity_tokens = b.nbytes // self.token_bytes
+    def _queue(self, buffers, stream):
+        """The stream the call's copies go on: `stream`, else the buffers' one
+        stream (0 when they name none or several)."""
         streams = {_buffers.stream_handle(stream)} if stream is not None else {b.stream for b in buffers if b.stream}
         # The cluster's copies to other hosts run outside any stream: what
         # was queued on the buffers must be done before they start.
@@ -113,7 +108,16 @@ class PrefixCache(OwnedHandle):
             for s in streams:
                 _finish(self.backend, s)
         queue = streams.pop() if len(streams) == 1 else 0
-        return buffers, out, len(buffers), _lib.address(queue or 0, "stream")
+        return _lib.address(queue or 0, "stream")
+
+    def _planes(self, planes, verb, writable, stream):
+        buffers = [_buffers.resolve(p, self.backend, f"prefix {verb} plane {i}", writable)
+                   for i, p in enumerate(planes)]
+        out = (_lib.PrefixPlane * max(len(buffers), 1))()
+        for i, b in enumerate(buffers):
+            out[i].base = b.ptr
+            out[i].capacity_tokens = b.nbytes // self.token_bytes
+        return buffers, out, len(buffers), self._queue(buffers, stream)
 
     def store(self, tokens, planes, start=0, stream=None):
         """Stores the full chunks from chunk start // chunk_tokens on (the
@@ -137,7 +141,6 @@ class PrefixCache(OwnedHandle):
         return loaded.value
 
     def _blocks(self, blocks, verb, writable, stream):
-        blocks = list(blocks)
         buffers = [_buffers.resolve(b, self.backend, f"prefix {verb} block {i}", writable)
                    for i, b in enumerate(blocks)]
         part = self.chunk_tokens * self.token_bytes
@@ -147,12 +150,7 @@ class PrefixCache(OwnedHandle):
                                   f"InvalidArgument: prefix {verb}: block {i} holds {b.nbytes} bytes, a chunk of a "
                                   f"plane is {part}")
         out = (ctypes.c_void_p * max(len(buffers), 1))(*[b.ptr for b in buffers])
-        streams = {_buffers.stream_handle(stream)} if stream is not None else {b.stream for b in buffers if b.stream}
-        if self._on_cluster:
-            for s in streams:
-                _finish(self.backend, s)
-        queue = streams.pop() if len(streams) == 1 else 0
-        return buffers, out, len(buffers), _lib.address(queue or 0, "stream")
+        return buffers, out, len(buffers), self._queue(buffers, stream)
 
     def store_blocks(self, tokens, blocks, start=0, stream=None):
         """store() for a paged engine: blocks[c * planes + p] holds chunk c of
