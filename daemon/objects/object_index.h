@@ -247,18 +247,20 @@ class ObjectIndex {
   // kResourceExhausted (naming object_store.max_leases) when `holder` (the
   // client's uid) holds max_leases unexpired leases already. Expired leases
   // of every object are pruned first, so they never count or pile up.
-  // `held_by` (a connection's serial, not 0): a held lease, with no
-  // lease_ttl (expires_ns UINT64_MAX), until released or
-  // ReleaseHeldLeases(held_by): a view of the object in a live process.
-  Result<LeaseExpiry> AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns,
-                                   uint64_t held_by = 0);
+  // `connection` (a connection's serial; 0: none): its close ends the
+  // lease (EndConnectionLeases), so a reader killed mid-copy holds nothing.
+  // kHeld (with a connection): no lease_ttl (expires_ns UINT64_MAX), a view
+  // of the object in a live process.
+  enum class LeaseTerm { kTimed, kHeld };
+  Result<LeaseExpiry> AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns, uint64_t connection = 0,
+                                   LeaseTerm term = LeaseTerm::kTimed);
   // kNotFound for an unknown key or lease id (already released or expired).
   // `holder`: the releaser's uid; only the lease's holder (or kOperator)
   // may end it, kPermissionDenied otherwise (a reader's lease is what keeps
   // its object's space from reuse while it copies).
   Status ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder = kOperator);
-  // Ends every lease held by connection `held_by` (it closed). Returns how many.
-  size_t ReleaseHeldLeases(uint64_t held_by);
+  // Ends every lease of `connection` (it closed), timed or held. Returns how many.
+  size_t EndConnectionLeases(uint64_t connection);
   // kPermissionDenied when `requester` is neither the owner nor kOperator.
   Status SetPin(std::string_view key, ObjectPin pin, uint32_t requester = kOperator);
   // The plan of a write in progress (RESERVED/WRITING) at `epoch`, for kvd's

@@ -12,7 +12,7 @@ std::string Quote(std::string_view key) { return "'" + std::string(key.substr(0,
 }  // namespace
 
 Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns,
-                                              uint64_t held_by) {
+                                              uint64_t connection, LeaseTerm term) {
   std::lock_guard lock(mu_);
   table_.PruneLeases(now_ns);
   Object* object = table_.Find(key);
@@ -21,7 +21,8 @@ Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t hol
     return Status::FailedPrecondition("lease of " + Quote(key) + ": it is " +
                                       ObjectStateName(object->state) + ", not READY");
   }
-  NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease, table_.AddLease(*object, holder, now_ns, held_by));
+  NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease,
+                          table_.AddLease(*object, holder, now_ns, connection, term == LeaseTerm::kHeld));
   OrderOf(*object).Touch(object, now_ns);
   return lease;
 }
@@ -33,9 +34,9 @@ Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64
   return table_.ReleaseLease(*object, lease_id, now_ns, holder);
 }
 
-size_t ObjectIndex::ReleaseHeldLeases(uint64_t held_by) {
+size_t ObjectIndex::EndConnectionLeases(uint64_t connection) {
   std::lock_guard lock(mu_);
-  return table_.ReleaseHeldLeases(held_by);
+  return table_.EndConnectionLeases(connection);
 }
 
 size_t ObjectIndex::lease_count() const {

@@ -43,10 +43,10 @@ void ObjectTable::ForgetLease(uint64_t id) {
   if (record == leases_.end()) return;
   auto count = leases_per_holder_.find(record->second.holder);
   if (count != leases_per_holder_.end() && --count->second == 0) leases_per_holder_.erase(count);
-  if (record->second.held_by != 0) {
-    auto held = held_leases_.find(record->second.held_by);
-    if (held != held_leases_.end() && held->second.erase(id) != 0 && held->second.empty()) {
-      held_leases_.erase(held);
+  if (record->second.connection != 0) {
+    auto listed = connection_leases_.find(record->second.connection);
+    if (listed != connection_leases_.end() && listed->second.erase(id) != 0 && listed->second.empty()) {
+      connection_leases_.erase(listed);
     }
   }
   leases_.erase(record);
@@ -64,21 +64,20 @@ void ObjectTable::PruneLeases(uint64_t now_ns) {
   }
 }
 
-Result<LeaseExpiry> ObjectTable::AddLease(StoredObject& object, uint32_t holder, uint64_t now_ns, uint64_t held_by) {
-  auto held = leases_per_holder_.find(holder);
-  if (held != leases_per_holder_.end() && held->second >= config_.max_leases) {
+Result<LeaseExpiry> ObjectTable::AddLease(StoredObject& object, uint32_t holder, uint64_t now_ns, uint64_t connection,
+                                          bool held) {
+  auto count = leases_per_holder_.find(holder);
+  if (count != leases_per_holder_.end() && count->second >= config_.max_leases) {
     return Status::ResourceExhausted("lease of " + Quote(object.key) + ": uid " + std::to_string(holder) + " holds " +
-                                     std::to_string(held->second) +
+                                     std::to_string(count->second) +
                                      " read leases, the most object_store.max_leases allows; "
                                      "release some, or wait for them to expire (lease_ttl)");
   }
   LeaseExpiry lease{next_lease_++, now_ns + static_cast<uint64_t>(config_.lease_ttl.count()) * 1'000'000};
-  if (held_by != 0) {
-    lease = {next_held_lease_++, UINT64_MAX};
-    held_leases_[held_by].insert(lease.id);
-  }
+  if (held && connection != 0) lease = {next_held_lease_++, UINT64_MAX};
+  if (connection != 0) connection_leases_[connection].insert(lease.id);
   object.leases.emplace(lease.id, lease.expires_ns);
-  leases_.emplace(lease.id, LeaseRecord{&object, holder, held_by});
+  leases_.emplace(lease.id, LeaseRecord{&object, holder, connection});
   ++leases_per_holder_[holder];
   return lease;
 }
@@ -99,16 +98,16 @@ Status ObjectTable::ReleaseLease(StoredObject& object, uint64_t lease_id, uint64
   return Status::OK();
 }
 
-size_t ObjectTable::ReleaseHeldLeases(uint64_t held_by) {
-  auto held = held_leases_.find(held_by);
-  if (held == held_leases_.end()) return 0;
-  std::set<uint64_t> ids = std::move(held->second);
-  held_leases_.erase(held);
+size_t ObjectTable::EndConnectionLeases(uint64_t connection) {
+  auto listed = connection_leases_.find(connection);
+  if (listed == connection_leases_.end()) return 0;
+  std::set<uint64_t> ids = std::move(listed->second);
+  connection_leases_.erase(listed);
   for (uint64_t id : ids) {
     auto record = leases_.find(id);
     if (record == leases_.end()) continue;
     record->second.object->leases.erase(id);
-    record->second.held_by = 0;  // its connection's set is gone already
+    record->second.connection = 0;  // its connection's set is gone already
     ForgetLease(id);
   }
   return ids.size();

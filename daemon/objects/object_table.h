@@ -8,7 +8,9 @@
 // all, so id order is expiry order: pruning pops from the front. Held
 // leases (no expiry: a view in a live process) take ids from
 // kFirstHeldLease up, after every timed one, so they never stop a prune
-// short of an expired lease. A lease loop cannot grow kvd without bound:
+// short of an expired lease. A lease taken over a connection is also listed
+// under it, so the connection's close ends it however long it had left: an
+// engine killed mid-read holds nothing (EndConnectionLeases). A lease loop cannot grow kvd without bound:
 // expired leases are pruned before every acquire (unbounded, 308k acquires
 // in 15 s took kvd from 11 to 30 MB).
 //
@@ -58,14 +60,16 @@ class ObjectTable {
   bool Leased(StoredObject& object, uint64_t now_ns);
   // Drops expired leases of every object, oldest first.
   void PruneLeases(uint64_t now_ns);
-  // A new lease on READY `object` for `holder` (a uid): timed (lease_ttl),
-  // or held by connection `held_by` when not 0. kResourceExhausted naming
+  // A new lease on READY `object` for `holder` (a uid), ended by the close
+  // of `connection` (a serial; 0: none) and, unless `held` (which needs a
+  // connection), by lease_ttl. kResourceExhausted naming
   // object_store.max_leases when `holder` holds that many already.
-  Result<LeaseExpiry> AddLease(StoredObject& object, uint32_t holder, uint64_t now_ns, uint64_t held_by);
+  Result<LeaseExpiry> AddLease(StoredObject& object, uint32_t holder, uint64_t now_ns, uint64_t connection, bool held);
   // kNotFound when `lease_id` is not held on `object`; kPermissionDenied
   // when it is another uid's and `holder` is not kKvdCallers.
   Status ReleaseLease(StoredObject& object, uint64_t lease_id, uint64_t now_ns, uint32_t holder);
-  size_t ReleaseHeldLeases(uint64_t held_by);
+  // Ends every lease of `connection` (it closed). Returns how many.
+  size_t EndConnectionLeases(uint64_t connection);
   size_t lease_count() const { return leases_.size(); }
   size_t lease_count(uint32_t holder) const;
   // Every object's leases are in the lease list under it, and the holder
@@ -93,12 +97,12 @@ class ObjectTable {
   struct LeaseRecord {
     StoredObject* object;
     uint32_t holder;
-    uint64_t held_by = 0;  // the connection of a held lease, else 0
+    uint64_t connection = 0;  // whose close ends the lease, else 0
   };
   static constexpr uint64_t kFirstHeldLease = uint64_t{1} << 63;
   uint64_t next_held_lease_ = kFirstHeldLease;
   std::map<uint64_t, LeaseRecord> leases_;
-  std::unordered_map<uint64_t, std::set<uint64_t>> held_leases_;  // connection -> its held lease ids
+  std::unordered_map<uint64_t, std::set<uint64_t>> connection_leases_;  // connection -> its lease ids
   std::unordered_map<uint32_t, uint32_t> leases_per_holder_;
   std::unique_ptr<ObjectJournal> journal_;
 };

@@ -396,7 +396,7 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
     if (--counted->second == 0) per_process_.erase(counted);
   }
   ObjectPeerGone(c);
-  if (objects_ != nullptr) objects_->ReleaseHeldLeases(c.serial);  // its views end with it
+  if (objects_ != nullptr) objects_->EndConnectionLeases(c.serial);  // its views and gets end with it
   if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   if (c.doorbell.valid()) {  // closed with the connection
     if (!c.bell_muted) ListenToDoorbell(c, false);

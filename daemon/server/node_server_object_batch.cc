@@ -1,7 +1,7 @@
 // kvd's answers to the object store's batch requests: leases on many
 // objects in one message (a batch get, views) and their release. Each item
 // is answered as its single request would be; a held lease (a view) lives
-// until released or its connection closes (ReleaseHeldLeases at the close).
+// until released or its connection closes (EndConnectionLeases at the close).
 #include <spdlog/spdlog.h>
 
 #include "base/clocks.h"
@@ -50,7 +50,8 @@ void NodeServer::HandleObjectBatch(Connection& c, const wire::Message& m) {
   size_t room = kReplyRoom;
   for (const std::string& key : r.keys()) {
     wire::ObjectLeaseItem item;
-    auto lease = store.AcquireLease(key, c.peer.uid, now, r.hold() ? c.serial : 0);
+    auto lease = store.AcquireLease(key, c.peer.uid, now, c.serial,
+                                    r.hold() ? ObjectIndex::LeaseTerm::kHeld : ObjectIndex::LeaseTerm::kTimed);
     auto plan = lease.ok() ? store.GetLocation(key, now) : Result<ObjectPlan>(lease.status());
     if (lease.ok() && !plan.ok()) (void)store.ReleaseLease(key, lease->id, now);
     if (plan.ok()) {

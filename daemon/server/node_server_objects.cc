@@ -104,7 +104,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         Status released = store.ReleaseLease(r.release_key(), r.release_lease_id(), now, peer);
         if (!released.ok()) spdlog::debug("kvd: lease release with an acquire: {}", released.ToString());
       }
-      auto lease = store.AcquireLease(r.key(), c.peer.uid, now);
+      auto lease = store.AcquireLease(r.key(), c.peer.uid, now, c.serial);
       if (!lease.ok()) return SendError(c, rid, lease.status());
       if (r.locate()) {
         auto plan = store.GetLocation(r.key(), now);

@@ -52,6 +52,34 @@ TEST_F(ObjectStoreTest, OnlyTheHolderOrTheOperatorEndsALease) {
   Check();
 }
 
+// Issue 32 item 4: a reader killed mid-read kept its object leased (from
+// eviction, demotion and remove) for the rest of lease_ttl. Every lease
+// taken over a connection, timed or held, ends at its close; one that
+// expires or is released first is forgotten by the connection too.
+TEST_F(ObjectStoreTest, AConnectionsCloseEndsItsTimedAndHeldLeases) {
+  Open();
+  PutMany("o", 3, kMiB);
+  constexpr uint64_t kConnection = 7;
+  ASSERT_TRUE(store_->AcquireLease("o0", kHolder, kMs, kConnection).ok());
+  ASSERT_TRUE(store_->AcquireLease("o1", kHolder, kMs, kConnection, ObjectIndex::LeaseTerm::kHeld).ok());
+  auto released = store_->AcquireLease("o2", kHolder, kMs, kConnection);
+  ASSERT_TRUE(released.ok());
+  ASSERT_OK(store_->ReleaseLease("o2", released->id, kMs, kHolder));
+  ASSERT_TRUE(store_->AcquireLease("o2", kHolder, kMs, /*connection=*/8).ok()) << "another connection's";
+  EXPECT_EQ(store_->Remove("o0", 2 * kMs).code(), Code::kFailedPrecondition) << "leased, well inside lease_ttl";
+  EXPECT_EQ(store_->EndConnectionLeases(kConnection), 2u);
+  EXPECT_EQ(store_->lease_count(kHolder), 1u) << "connection 8's lease stands";
+  ASSERT_OK(store_->Remove("o0", 2 * kMs));
+  ASSERT_OK(store_->Remove("o1", 2 * kMs));
+  EXPECT_EQ(store_->Remove("o2", 2 * kMs).code(), Code::kFailedPrecondition);
+  // Expired before its connection closed: gone from both lists.
+  const uint64_t later = 2 * kMs + static_cast<uint64_t>(config_.lease_ttl.count()) * kMs;
+  EXPECT_EQ(store_->Reclaim(later), 0u);
+  EXPECT_EQ(store_->lease_count(), 0u);
+  EXPECT_EQ(store_->EndConnectionLeases(8), 0u);
+  Check();
+}
+
 // Issue 19 item 12: remove was anyone's.
 TEST_F(ObjectStoreTest, OnlyTheProducersUidOrTheOperatorRemoves) {
   Open();
