@@ -399,19 +399,23 @@ Result<ObjectPlan> ObjectIndex::GetLocation(std::string_view key, uint64_t now_n
     return Status::FailedPrecondition("object " + Quote(key) + " is " +
                                       ObjectStateName(object->state) + ", not READY yet");
   }
-  Device& device = devices_[object->device];
-  if (object->tier == Tier::kHost) {
+  return LocateLocked(*object, now_ns);
+}
+
+ObjectPlan ObjectIndex::LocateLocked(Object& object, uint64_t now_ns) {
+  Device& device = devices_[object.device];
+  if (object.tier == Tier::kHost) {
     // Read where it is (the engine copies from the host tier's pages), and
     // moved back into the store for the next get.
     ++device.host_hits;
-    device.host_order.Touch(object, now_ns);
-    device.wanted.insert(object);
+    device.host_order.Touch(&object, now_ns);
+    device.wanted.insert(&object);
     if (tier_kick_) tier_kick_();
-    return PlanOf(*object);
+    return PlanOf(object);
   }
   ++device.gpu_hits;
-  device.evictable.Touch(object, now_ns);
-  return PlanOf(*object);
+  device.evictable.Touch(&object, now_ns);
+  return PlanOf(object);
 }
 
 Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin, uint32_t requester) {

@@ -2,6 +2,8 @@
 // the table keeps them (object_table.h).
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "daemon/objects/object_index.h"
 
 namespace nanokv::kvd {
@@ -11,9 +13,9 @@ std::string Quote(std::string_view key) { return "'" + std::string(key.substr(0,
 
 }  // namespace
 
-Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns,
-                                              uint64_t connection, LeaseTerm term) {
-  std::lock_guard lock(mu_);
+Result<std::pair<ObjectIndex::Object*, LeaseExpiry>> ObjectIndex::LeaseLocked(std::string_view key, uint32_t holder,
+                                                                              uint64_t now_ns, uint64_t connection,
+                                                                              LeaseTerm term) {
   table_.PruneLeases(now_ns);
   Object* object = table_.Find(key);
   if (object == nullptr) return Status::NotFound("lease of " + Quote(key) + ": no such object");
@@ -23,8 +25,22 @@ Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t hol
   }
   NANOKV_ASSIGN_OR_RETURN(LeaseExpiry lease,
                           table_.AddLease(*object, holder, now_ns, connection, term == LeaseTerm::kHeld));
-  OrderOf(*object).Touch(object, now_ns);
-  return lease;
+  return std::pair{object, lease};
+}
+
+Result<LeaseExpiry> ObjectIndex::AcquireLease(std::string_view key, uint32_t holder, uint64_t now_ns,
+                                              uint64_t connection, LeaseTerm term) {
+  std::lock_guard lock(mu_);
+  NANOKV_ASSIGN_OR_RETURN(auto leased, LeaseLocked(key, holder, now_ns, connection, term));
+  OrderOf(*leased.first).Touch(leased.first, now_ns);
+  return leased.second;
+}
+
+Result<ObjectIndex::LeasedLocation> ObjectIndex::LeaseAndLocate(std::string_view key, uint32_t holder, uint64_t now_ns,
+                                                                uint64_t connection, LeaseTerm term) {
+  std::lock_guard lock(mu_);
+  NANOKV_ASSIGN_OR_RETURN(auto leased, LeaseLocked(key, holder, now_ns, connection, term));
+  return LeasedLocation{leased.second, LocateLocked(*leased.first, now_ns)};  // touches it
 }
 
 Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder) {
@@ -32,6 +48,19 @@ Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64
   Object* object = table_.Find(key);
   if (object == nullptr) return Status::NotFound("release of a lease on " + Quote(key) + ": no such object");
   return table_.ReleaseLease(*object, lease_id, now_ns, holder);
+}
+
+size_t ObjectIndex::ReleaseLeases(std::span<const uint64_t> lease_ids, uint64_t now_ns, uint32_t holder) {
+  std::lock_guard lock(mu_);
+  size_t released = 0;
+  for (uint64_t id : lease_ids) {
+    Status done = table_.ReleaseLeaseById(id, now_ns, holder);
+    if (done.ok())
+      ++released;
+    else
+      spdlog::debug("object store: a batch release: {}", done.ToString());
+  }
+  return released;
 }
 
 size_t ObjectIndex::EndConnectionLeases(uint64_t connection) {

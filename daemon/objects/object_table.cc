@@ -98,6 +98,15 @@ Status ObjectTable::ReleaseLease(StoredObject& object, uint64_t lease_id, uint64
   return Status::OK();
 }
 
+Status ObjectTable::ReleaseLeaseById(uint64_t lease_id, uint64_t now_ns, uint32_t holder) {
+  auto record = leases_.find(lease_id);
+  if (record == leases_.end()) {
+    return Status::NotFound("lease " + std::to_string(lease_id) +
+                            " is not held (released, or expired after lease_ttl)");
+  }
+  return ReleaseLease(*record->second.object, lease_id, now_ns, holder);
+}
+
 size_t ObjectTable::EndConnectionLeases(uint64_t connection) {
   auto listed = connection_leases_.find(connection);
   if (listed == connection_leases_.end()) return 0;

@@ -68,6 +68,9 @@ class ObjectTable {
   // kNotFound when `lease_id` is not held on `object`; kPermissionDenied
   // when it is another uid's and `holder` is not kKvdCallers.
   Status ReleaseLease(StoredObject& object, uint64_t lease_id, uint64_t now_ns, uint32_t holder);
+  // ReleaseLease by id alone (the lease list knows its object): a batch's
+  // release. kNotFound when not held (released, expired, unknown).
+  Status ReleaseLeaseById(uint64_t lease_id, uint64_t now_ns, uint32_t holder);
   // Ends every lease of `connection` (it closed). Returns how many.
   size_t EndConnectionLeases(uint64_t connection);
   size_t lease_count() const { return leases_.size(); }

@@ -226,7 +226,8 @@ void NodeServer::OnReadable(int fd) {
 void NodeServer::Handle(Connection& c, const std::vector<std::byte>& data,
                         std::vector<int>* fds) {
   RequestTimer timed(metrics_);  // latency and refusals for /metrics, when on
-  wire::Message m;
+  MessageArena arena(request_block_);
+  wire::Message& m = *arena.Make<wire::Message>();
   Status decoded = wire::Decode(data, &m);
   if (!decoded.ok()) return Fault(c, m.request_id(), decoded);
   timed.SetKind(m.body_case());

@@ -24,8 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "daemon/node/node_state.h"
 #include "daemon/config/group_config.h"
+#include "daemon/node/node_state.h"
+#include "daemon/server/message_arena.h"
 #include "ipc/proto/nanokv.pb.h"
 #include "ipc/ring/doorbell.h"
 #include "ipc/ring/request_ring.h"
@@ -257,6 +258,8 @@ class NodeServer {
   std::chrono::steady_clock::time_point accepting_resumes_;
   bool dirty_ = true;
   bool pages_held_at_stop_ = false;
+  ArenaBlock request_block_;  // each request's decoded message (Handle)
+  ArenaBlock reply_block_;    // a batch's reply (HandleObjectBatch)
 };
 
 }  // namespace nanokv::kvd

@@ -2,10 +2,9 @@
 // objects in one message (a batch get, views) and their release. Each item
 // is answered as its single request would be; a held lease (a view) lives
 // until released or its connection closes (EndConnectionLeases at the close).
-#include <spdlog/spdlog.h>
-
 #include "base/clocks.h"
 #include "daemon/objects/object_index.h"
+#include "daemon/server/message_arena.h"
 #include "daemon/server/node_server.h"
 #include "ipc/uds/channel.h"
 #include "ipc/wire/object_plan.h"
@@ -31,17 +30,13 @@ void NodeServer::HandleObjectBatch(Connection& c, const wire::Message& m) {
   }
   ObjectIndex& store = *objects_;
   const uint64_t now = SteadyNowNs();
-  wire::Message reply;
+  MessageArena arena(reply_block_);
+  wire::Message& reply = *arena.Make<wire::Message>();
   reply.set_request_id(rid);
   if (m.body_case() == wire::Message::kObjectReleaseBatch) {
-    const uint32_t peer = ObjectPeer(c.peer);
-    uint32_t released = 0;
-    for (const wire::ObjectLeaseRef& ref : m.object_release_batch().leases()) {
-      Status done = store.ReleaseLease(ref.key(), ref.lease_id(), now, peer);
-      if (done.ok()) ++released;
-      else spdlog::debug("kvd: a batch release: {}", done.ToString());
-    }
-    reply.mutable_object_release_batch_reply()->set_released(released);
+    const auto& ids = m.object_release_batch().lease_ids();
+    const size_t released = store.ReleaseLeases({ids.data(), static_cast<size_t>(ids.size())}, now, ObjectPeer(c.peer));
+    reply.mutable_object_release_batch_reply()->set_released(static_cast<uint32_t>(released));
     Send(c, reply);
     return;
   }
@@ -49,28 +44,26 @@ void NodeServer::HandleObjectBatch(Connection& c, const wire::Message& m) {
   wire::ObjectLeaseBatchReply* out = reply.mutable_object_lease_batch_reply();
   size_t room = kReplyRoom;
   for (const std::string& key : r.keys()) {
-    wire::ObjectLeaseItem item;
-    auto lease = store.AcquireLease(key, c.peer.uid, now, c.serial,
-                                    r.hold() ? ObjectIndex::LeaseTerm::kHeld : ObjectIndex::LeaseTerm::kTimed);
-    auto plan = lease.ok() ? store.GetLocation(key, now) : Result<ObjectPlan>(lease.status());
-    if (lease.ok() && !plan.ok()) (void)store.ReleaseLease(key, lease->id, now);
-    if (plan.ok()) {
-      item.set_lease_id(lease->id);
-      item.set_ttl_ms(TtlMs(lease->expires_ns, now));
-      wire::ToWirePlan(*plan, DeviceUuid(plan->device), item.mutable_plan());
+    wire::ObjectLeaseItem& item = *out->add_items();  // on the arena: built in place
+    auto leased = store.LeaseAndLocate(key, c.peer.uid, now, c.serial,
+                                       r.hold() ? ObjectIndex::LeaseTerm::kHeld : ObjectIndex::LeaseTerm::kTimed);
+    if (leased.ok()) {
+      item.set_lease_id(leased->lease.id);
+      item.set_ttl_ms(TtlMs(leased->lease.expires_ns, now));
+      wire::ToWirePlan(leased->plan, DeviceUuid(leased->plan.device), item.mutable_plan());
     } else {
-      item.set_code(static_cast<uint32_t>(plan.status().code()));
-      item.set_message(std::string(plan.status().message().substr(0, 512)));
+      item.set_code(static_cast<uint32_t>(leased.status().code()));
+      item.set_message(std::string(leased.status().message().substr(0, 512)));
     }
     // A reply holds what fits one datagram; the client asks again for the
     // rest (a plan of many pages is kilobytes). The first item always fits.
     const size_t bytes = item.ByteSizeLong() + 8;
-    if (out->items_size() > 0 && bytes > room) {
-      if (lease.ok() && plan.ok()) (void)store.ReleaseLease(key, lease->id, now);
+    if (out->items_size() > 1 && bytes > room) {
+      if (leased.ok()) (void)store.ReleaseLease(key, leased->lease.id, now);
+      out->mutable_items()->RemoveLast();
       break;
     }
     room -= std::min(room, bytes);
-    *out->add_items() = std::move(item);
   }
   Send(c, reply);
 }

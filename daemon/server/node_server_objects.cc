@@ -104,18 +104,20 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         Status released = store.ReleaseLease(r.release_key(), r.release_lease_id(), now, peer);
         if (!released.ok()) spdlog::debug("kvd: lease release with an acquire: {}", released.ToString());
       }
-      auto lease = store.AcquireLease(r.key(), c.peer.uid, now, c.serial);
-      if (!lease.ok()) return SendError(c, rid, lease.status());
+      LeaseExpiry lease;
       if (r.locate()) {
-        auto plan = store.GetLocation(r.key(), now);
-        if (!plan.ok()) {
-          (void)store.ReleaseLease(r.key(), lease->id, now);
-          return SendError(c, rid, plan.status());
-        }
-        wire::ToWirePlan(*plan, DeviceUuid(plan->device), reply.mutable_object_lease_reply()->mutable_plan());
+        auto leased = store.LeaseAndLocate(r.key(), c.peer.uid, now, c.serial);
+        if (!leased.ok()) return SendError(c, rid, leased.status());
+        lease = leased->lease;
+        wire::ToWirePlan(leased->plan, DeviceUuid(leased->plan.device),
+                         reply.mutable_object_lease_reply()->mutable_plan());
+      } else {
+        auto acquired = store.AcquireLease(r.key(), c.peer.uid, now, c.serial);
+        if (!acquired.ok()) return SendError(c, rid, acquired.status());
+        lease = *acquired;
       }
-      reply.mutable_object_lease_reply()->set_lease_id(lease->id);
-      reply.mutable_object_lease_reply()->set_ttl_ms(Ms(lease->expires_ns, now));
+      reply.mutable_object_lease_reply()->set_lease_id(lease.id);
+      reply.mutable_object_lease_reply()->set_ttl_ms(Ms(lease.expires_ns, now));
       break;
     }
     case wire::Message::kObjectPages: {

@@ -40,7 +40,10 @@ Status RingTransport::Send(std::span<const std::byte> message, std::span<const i
 Result<Transport::Received> RingTransport::LookAtSocket(std::vector<std::byte>* message,
                                                         std::vector<int>* fds) {
   ChannelTransport socket(channel_);
-  return socket.Receive(message, fds, Clock::now());  // a deadline already past: one look
+  // A deadline already past: one look.
+  NANOKV_ASSIGN_OR_RETURN(Received received, socket.Receive(&socket_buffer_, fds, Clock::now()));
+  if (received == Received::kMessage) message->assign(socket_buffer_.begin(), socket_buffer_.end());
+  return received;
 }
 
 Result<Transport::Received> RingTransport::Receive(std::vector<std::byte>* message,

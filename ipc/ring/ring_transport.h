@@ -38,6 +38,9 @@ class RingTransport final : public Transport {
   Channel& channel_;
   int doorbell_;
   unsigned looks_ = 0;  // a spinning caller looks at the socket now and then
+  // The socket's receive buffer (a datagram's limit), kept between looks:
+  // a fresh one per call was a 64 KiB allocation and fill in every reply's wait.
+  std::vector<std::byte> socket_buffer_;
 };
 
 }  // namespace nanokv::ipc

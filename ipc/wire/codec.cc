@@ -163,10 +163,18 @@ bool ValidDeviceUuid(const std::string& uuid) {
   return true;
 }
 
-std::vector<std::byte> Encode(Message message) {
-  message.set_version(kWireVersion);
-  std::vector<std::byte> out(message.ByteSizeLong());
-  message.SerializeToArray(out.data(), static_cast<int>(out.size()));
+std::vector<std::byte> Encode(const Message& message) {
+  if (message.version() != 0 && message.version() != kWireVersion) {
+    Message restamped = message;
+    restamped.set_version(0);
+    return Encode(restamped);
+  }
+  Message version;
+  version.set_version(kWireVersion);
+  const size_t head = version.ByteSizeLong();
+  std::vector<std::byte> out(head + message.ByteSizeLong());
+  version.SerializeToArray(out.data(), static_cast<int>(head));
+  message.SerializeToArray(out.data() + head, static_cast<int>(out.size() - head));
   return out;
 }
 

@@ -26,8 +26,11 @@ inline constexpr size_t kMaxDeviceUuidBytes = 64;
 // datagram may carry, so a kvd near its fd limit takes a few at a time.
 inline constexpr uint32_t kMaxAdoptPages = 64;
 
-// Serializes `message` (version is set to kWireVersion).
-std::vector<std::byte> Encode(Message message);
+// Serializes `message` as of kWireVersion, without copying it (a reply of
+// 64 plans is kilobytes): the version goes first as a message of its own,
+// and a parser merges concatenated messages. A message that names another
+// version is copied and restamped.
+std::vector<std::byte> Encode(const Message& message);
 
 // Parses and validates one datagram. kProtocolError names the fault.
 Status Decode(std::span<const std::byte> data, Message* out);

@@ -15,7 +15,8 @@ inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in o
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
 inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectInfoReply (the segment's rows)
 inline constexpr int kMaxObjectStoreOwners = 128;      // owners listed per device in one ObjectInfoReply
-inline constexpr int kMaxObjectBatch = 64;             // keys of one lease batch, leases of one release batch
+inline constexpr int kMaxObjectBatch = 64;             // keys of one lease batch
+inline constexpr int kMaxReleaseBatch = 4096;          // lease ids of one release batch (32 KiB)
 
 // Whether the body is one of the object store's messages.
 bool IsObjectBody(Message::BodyCase body);

@@ -2,6 +2,7 @@
 // a held lease, from the node's store (nanokv_objects_view) or from a copy
 // on this host through the cluster (nanokv_cluster_view), and the view
 // handle's accessors.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,32 @@ NANOKV_API int nanokv_view_free(nanokv_view_t* view) {
     delete v;  // the view's going ends its lease
     return NANOKV_OK;
   } NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_view_free_batch(nanokv_view_t* const* views, size_t count) {
+  NANOKV_CAPI_BEGIN {
+    if (views == nullptr && count > 0) return Fail(Status::InvalidArgument("nanokv_view_free_batch: views is null"));
+    std::vector<nanokv_view*> handles;
+    for (size_t i = 0; i < count; ++i) {
+      if (views[i] == nullptr) continue;
+      NANOKV_CAPI_HANDLE(nanokv_view, v, ViewOf, views[i]);
+      if (std::find(handles.begin(), handles.end(), v) != handles.end()) {
+        return Fail(Status::InvalidArgument("nanokv_view_free_batch: views[" + std::to_string(i) +
+                                            "] is named twice; nothing freed"));
+      }
+      handles.push_back(v);
+    }
+    std::vector<ObjectView> ending;
+    ending.reserve(handles.size());
+    for (nanokv_view* v : handles) {
+      nanokv::capi::Unregister(v);
+      ending.push_back(std::move(v->view));
+      delete v;
+    }
+    ObjectView::ReleaseAll(ending);
+    return NANOKV_OK;
+  }
+  NANOKV_CAPI_END;
 }
 
 }  // extern "C"

@@ -62,15 +62,12 @@ std::vector<Result<LeasedPlan>> ObjectStore::Impl::LeaseBatch(std::span<const st
   return out;
 }
 
-void ObjectStore::Impl::ReleaseBatch(std::span<const std::pair<std::string_view, uint64_t>> leases) {
-  for (size_t first = 0; first < leases.size(); first += wire::kMaxObjectBatch) {
+void ObjectStore::Impl::ReleaseBatch(std::span<const uint64_t> lease_ids) {
+  for (size_t first = 0; first < lease_ids.size(); first += wire::kMaxReleaseBatch) {
     wire::Message m;
-    const size_t last = std::min(leases.size(), first + wire::kMaxObjectBatch);
-    for (size_t i = first; i < last; ++i) {
-      wire::ObjectLeaseRef* ref = m.mutable_object_release_batch()->add_leases();
-      ref->set_key(std::string(leases[i].first));
-      ref->set_lease_id(leases[i].second);
-    }
+    const size_t last = std::min(lease_ids.size(), first + wire::kMaxReleaseBatch);
+    m.mutable_object_release_batch()->mutable_lease_ids()->Add(lease_ids.begin() + static_cast<std::ptrdiff_t>(first),
+                                                               lease_ids.begin() + static_cast<std::ptrdiff_t>(last));
     Result<wire::Message> reply = Call(std::move(m));
     if (!reply.ok()) spdlog::debug("nanokv objects: lease releases: {}", reply.status().ToString());
   }
@@ -131,13 +128,13 @@ std::vector<Result<ObjectPlan>> ObjectStore::BatchGetLocation(std::span<const st
     std::vector<std::string_view> names(keys.begin() + static_cast<std::ptrdiff_t>(first),
                                         keys.begin() + static_cast<std::ptrdiff_t>(first + count));
     std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(names, /*hold=*/false);
-    std::vector<std::pair<std::string_view, uint64_t>> leases;
+    std::vector<uint64_t> leases;
     for (size_t i = 0; i < leased.size(); ++i) {
       if (!leased[i].ok()) {
         out.push_back(leased[i].status());
         continue;
       }
-      leases.emplace_back(names[i], leased[i]->lease_id);
+      leases.push_back(leased[i]->lease_id);
       out.push_back(std::move(leased[i]->plan));
     }
     impl_->ReleaseBatch(leases);
@@ -148,7 +145,7 @@ std::vector<Result<ObjectPlan>> ObjectStore::BatchGetLocation(std::span<const st
 std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const DeviceGet> items, void* stream) {
   std::vector<Result<uint64_t>> out;
   out.reserve(items.size());
-  std::vector<std::pair<std::string_view, uint64_t>> leases;
+  std::vector<uint64_t> leases;
   std::vector<size_t> loading;  // items whose load was enqueued, to answer after the wait
   // The leases keep the objects in place until their loads have run; then
   // they go back. Past kHeldLeases the stream is waited for and what is
@@ -184,7 +181,7 @@ std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const Devi
         continue;
       }
       const ObjectPlan& plan = leased[k]->plan;
-      leases.emplace_back(items[i].key, leased[k]->lease_id);
+      leases.push_back(leased[k]->lease_id);
       if (items[i].dst == nullptr) {
         out.push_back(Status::InvalidArgument("get of " + plan.key + " to a null address"));
         continue;

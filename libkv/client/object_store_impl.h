@@ -164,7 +164,7 @@ class ObjectStore::Impl {
   std::vector<Result<LeasedPlan>> LeaseBatch(std::span<const std::string_view> keys, bool hold);
   // Ends leases in as few requests as fit; a failure is only logged (the
   // leases end with lease_ttl, or the connection, anyway).
-  void ReleaseBatch(std::span<const std::pair<std::string_view, uint64_t>> leases);
+  void ReleaseBatch(std::span<const uint64_t> lease_ids);
   // The plan's pages mapped here, as the transfers see them: its device
   // and the devices given access, as this process numbers them.
   Result<client::ObjectPieces> Pieces(const ObjectPlan& plan);

@@ -2,8 +2,10 @@
 // pages mapped read-only here under a held lease, which the view ends when
 // it goes. The view keeps the store's Impl (its connection and mappings)
 // alive, so it may outlive the ObjectStore.
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "libkv/client/object_store_impl.h"
@@ -18,8 +20,7 @@ struct ObjectView::Holder {
 
   ~Holder() {
     if (store == nullptr || lease_id == 0) return;
-    std::pair<std::string_view, uint64_t> lease{key, lease_id};
-    store->ReleaseBatch({&lease, 1});
+    store->ReleaseBatch({&lease_id, 1});
   }
 };
 
@@ -29,6 +30,20 @@ ObjectView::ObjectView(std::unique_ptr<Holder> holder, const void* data, uint64_
 ObjectView::ObjectView(ObjectView&&) noexcept = default;
 ObjectView& ObjectView::operator=(ObjectView&&) noexcept = default;
 ObjectView::~ObjectView() = default;
+
+void ObjectView::ReleaseAll(std::span<ObjectView> views) {
+  std::map<ObjectStore::Impl*, std::vector<uint64_t>> leases;  // by the store they came from
+  std::vector<std::unique_ptr<Holder>> holders;                // kept until the releases are sent
+  for (ObjectView& view : views) {
+    if (view.holder_ == nullptr) continue;
+    if (view.holder_->store != nullptr && view.holder_->lease_id != 0) {
+      leases[view.holder_->store.get()].push_back(std::exchange(view.holder_->lease_id, 0));
+    }
+    holders.push_back(std::move(view.holder_));
+    view = ObjectView();
+  }
+  for (const auto& [store, ids] : leases) store->ReleaseBatch(ids);
+}
 
 const std::string& ObjectView::key() const {
   static const std::string none;

@@ -17,7 +17,7 @@ from nanokv.cache import KVCache, CacheView  # noqa: F401
 from nanokv.memory import CudaArray  # noqa: F401
 from nanokv import kernels  # noqa: F401
 from nanokv.cluster import Cluster, ClusterPlan, Location, PendingPuts, Replica  # noqa: F401
-from nanokv.views import ObjectView  # noqa: F401
+from nanokv.views import ObjectView, close_views  # noqa: F401
 from nanokv.objects import Objects, ObjectPlan, PlanInfo  # noqa: F401
 from nanokv.prefix import PrefixCache  # noqa: F401
 

@@ -279,6 +279,7 @@ _PROTOTYPES = {
     "nanokv_view_size": [P, c_u64_p],
     "nanokv_view_device": [P, c_int_p],
     "nanokv_view_free": [P],
+    "nanokv_view_free_batch": [ctypes.POINTER(P), ctypes.c_size_t],
     "nanokv_objects_options_init": [ctypes.POINTER(ObjectsOptions)],
     "nanokv_objects_open": [ctypes.POINTER(ObjectsOptions), ctypes.POINTER(P)],
     "nanokv_objects_close": [P],

@@ -159,6 +159,21 @@ class ObjectView:
         return f"nanokv.ObjectView({self.key!r}, {self.nbytes} bytes, {self.backend} device {self.device}, {state})"
 
 
+def close_views(views):
+    """close() of every view in `views` (closed ones, and what is not a view:
+    None, a view_batch's errors, skipped) in one request to kvd per store,
+    where closing each is a request: the views of a request's K/V end in
+    one round trip. Only after the GPU work reading them finished."""
+    handles = []
+    for view in views:
+        if not isinstance(view, ObjectView) or view._handle is None:
+            continue
+        handles.append(view._handle)
+        view._handle = None
+    if handles:
+        call("nanokv_view_free_batch", (ctypes.c_void_p * len(handles))(*handles), len(handles))
+
+
 def make_views(fn, handle, keys, backend):
     """Views of `keys` through the C batch call `fn` (handle, keys, count,
     views, results): a list of ObjectView or NanoKVError."""

@@ -222,8 +222,9 @@ class ObjectsTest(KvdTestCase):
         self.assertEqual(views[1].code, E.NOT_FOUND)
         self.store.close()  # the views stay
         self.assertEqual(ctypes.string_at(views[0].data_ptr, len(data)), data)
-        view.close()
-        views[0].close()
+        self.nanokv.close_views([view, views[0], views[1], None])  # one request; views[1] is an error
+        self.assertTrue(view.closed and views[0].closed)
+        self.nanokv.close_views([view])  # closed already: nothing sent
         with self.nanokv.Objects(ipc_name=self.ipc) as store:
             store.remove("py:view")
             self.assertFails(E.NOT_FOUND, "", store.view, "py:view")

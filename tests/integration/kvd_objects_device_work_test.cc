@@ -167,5 +167,57 @@ TEST_F(KvdDeviceWorkTest, AGetIsOneRequest) {
   ASSERT_OK(writer->Remove("k1"));
 }
 
+// A batch get of 130 objects is three lease requests (64 keys each) and one
+// release (leases named by id alone); 130 views from two stores end in one
+// release request per store with ObjectView::ReleaseAll, where each view's
+// going is a request.
+TEST_F(KvdDeviceWorkTest, ABatchGetAndItsViewsEndTheirLeasesInOneReleasePerStore) {
+  StartWithStore();
+  auto store = OpenStore();
+  auto other = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_NE(other, nullptr);
+  constexpr size_t kObjects = 130;
+  constexpr size_t kBytes = 1000;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < kObjects; ++i) {
+    keys.push_back("many:" + std::to_string(i));
+    ASSERT_OK(store->Put(keys.back(), ObjectPattern(kBytes, static_cast<uint8_t>(i))));
+  }
+  auto backend = gpu::OpenBackend(Backend());
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto buffer = gpu::DeviceBuffer::Create(**backend, 0, kObjects * kBytes);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+  auto* base = static_cast<std::byte*>((*buffer)->get());
+  std::vector<ObjectStore::DeviceGet> items;
+  for (size_t i = 0; i < kObjects; ++i) items.push_back({keys[i], base + i * kBytes, kBytes});
+  const double leases = Requests("object_lease_batch"), releases = Requests("object_release_batch");
+  for (const auto& got : store->BatchGetToDevice(items)) ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::vector<std::byte> back(kObjects * kBytes);
+  ASSERT_OK((*backend)->Copy(back.data(), base, back.size(), gpu::CopyKind::kDeviceToHost));
+  for (size_t i : {size_t{0}, size_t{64}, kObjects - 1}) {
+    EXPECT_EQ(std::vector<std::byte>(back.begin() + i * kBytes, back.begin() + (i + 1) * kBytes),
+              ObjectPattern(kBytes, static_cast<uint8_t>(i)));
+  }
+  EXPECT_EQ(Requests("object_lease_batch") - leases, 3);
+  EXPECT_EQ(Requests("object_release_batch") - releases, 1);
+
+  std::vector<ObjectView> views;
+  for (size_t i = 0; i < kObjects; ++i) {
+    auto view = (i % 2 == 0 ? store : other)->View(keys[i]);
+    ASSERT_TRUE(view.ok()) << view.status().ToString();
+    views.push_back(std::move(*view));
+  }
+  views.emplace_back();  // an empty one is skipped
+  EXPECT_EQ(store->Remove(keys[0]).code(), Code::kFailedPrecondition) << "viewed";
+  const double before = Requests("object_release_batch");
+  ObjectView::ReleaseAll(views);
+  EXPECT_EQ(Requests("object_release_batch") - before, 2) << "one per store";
+  for (const ObjectView& view : views) EXPECT_EQ(view.data(), nullptr);
+  for (const std::string& key : keys) EXPECT_OK(store->Remove(key));
+  views.clear();  // already ended: nothing more is sent
+  EXPECT_EQ(Requests("object_release_batch") - before, 2);
+}
+
 }  // namespace
 }  // namespace nanokv::testing

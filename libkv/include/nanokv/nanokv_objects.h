@@ -131,6 +131,9 @@ NANOKV_API int nanokv_view_device(const nanokv_view_t* view, int* device_out);
 /* Ends the lease (one request to kvd) and frees the handle: only after the
  * GPU work reading the bytes finished. */
 NANOKV_API int nanokv_view_free(nanokv_view_t* view);
+/* nanokv_view_free of `count` views (NULL entries skipped) in one request
+ * to kvd per store they came from, not one each. */
+NANOKV_API int nanokv_view_free_batch(nanokv_view_t* const* views, size_t count);
 
 #ifdef __cplusplus
 }  /* extern "C" */

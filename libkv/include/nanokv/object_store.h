@@ -136,6 +136,12 @@ class ObjectView {
   int device() const { return device_; }
   const std::string& key() const;
 
+  // Ends every view in `views` (each is left empty) with one release
+  // request per store they came from, where each view's going would send
+  // one: 128 views of a request's K/V end in one round trip. Empty views
+  // are skipped. Only after the GPU work reading them finished.
+  static void ReleaseAll(std::span<ObjectView> views);
+
   struct Holder;  // the lease and the store's mappings (object_store_views.cc)
   ObjectView(std::unique_ptr<Holder> holder, const void* data, uint64_t bytes, int device);
 

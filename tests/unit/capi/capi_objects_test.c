@@ -325,8 +325,15 @@ static void TestViews(nanokv_objects_t* store) {
   CHECK(data != NULL && memcmp(data, in, 1000) == 0);
   CHECK_FAILS(nanokv_objects_remove(store, keys[0]), NANOKV_FAILED_PRECONDITION, "");
   CHECK_OK(nanokv_view_free(late));
-  CHECK_OK(nanokv_view_free(views[0]));
-  CHECK_OK(nanokv_view_free(views[2]));
+  /* The batch's views end together (NULL entries skipped); a handle named
+   * twice, or one not a view, frees nothing. */
+  nanokv_view_t* twice[2] = {views[0], views[0]};
+  CHECK_FAILS(nanokv_view_free_batch(twice, 2), NANOKV_INVALID_ARGUMENT, "named twice");
+  nanokv_view_t* stranger[2] = {views[0], (nanokv_view_t*)store};
+  CHECK_FAILS(nanokv_view_free_batch(stranger, 2), NANOKV_INVALID_ARGUMENT, "unknown view handle");
+  CHECK_FAILS(nanokv_objects_remove(store, keys[0]), NANOKV_FAILED_PRECONDITION, "");
+  CHECK_OK(nanokv_view_free_batch(views, 3)); /* views[1] is NULL: its key was absent */
+  CHECK_OK(nanokv_view_free_batch(NULL, 0));
   CHECK_OK(nanokv_objects_remove_batch(store, keys, 3, results));
   CHECK(results[0] == NANOKV_OK && results[2] == NANOKV_OK);
   /* Refusals, each naming its fault. */

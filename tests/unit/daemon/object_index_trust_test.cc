@@ -80,6 +80,23 @@ TEST_F(ObjectStoreTest, AConnectionsCloseEndsItsTimedAndHeldLeases) {
   Check();
 }
 
+// A batch release names leases by id alone: only the holder's (or the
+// operator's) end, an unknown or expired id is no fault, just not counted.
+TEST_F(ObjectStoreTest, ABatchReleaseByIdEndsOnlyTheHoldersLeases) {
+  Open();
+  PutMany("o", 2, kMiB);
+  auto a = store_->AcquireLease("o0", kHolder, kMs);
+  auto b = store_->AcquireLease("o1", kHolder + 1, kMs);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<uint64_t> ids = {a->id, b->id, 424242};
+  EXPECT_EQ(store_->ReleaseLeases(ids, kMs, kHolder), 1u) << "o1's lease is another uid's";
+  ASSERT_OK(store_->Remove("o0", kMs));
+  EXPECT_EQ(store_->Remove("o1", kMs).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(store_->ReleaseLeases(ids, kMs, ObjectIndex::kOperator), 1u);
+  ASSERT_OK(store_->Remove("o1", kMs));
+  Check();
+}
+
 // Issue 19 item 12: remove was anyone's.
 TEST_F(ObjectStoreTest, OnlyTheProducersUidOrTheOperatorRemoves) {
   Open();

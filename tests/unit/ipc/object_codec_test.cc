@@ -189,6 +189,40 @@ ObjectPlan GoodHostPlan() {
   return p;
 }
 
+// A release batch names leases by id alone, up to kMaxReleaseBatch: a
+// hostile peer cannot make kvd walk more, and an empty one is a fault.
+TEST(ObjectCodec, AReleaseBatchTakesOneToKMaxReleaseBatchIds) {
+  auto release = [](int ids) {
+    return With([&](Message& m) {
+      m.mutable_object_release_batch();
+      for (int i = 0; i < ids; ++i) m.mutable_object_release_batch()->add_lease_ids(uint64_t{1} << 63 | i);
+    });
+  };
+  EXPECT_TRUE(release(1).ok());
+  EXPECT_TRUE(release(kMaxReleaseBatch).ok());
+  EXPECT_EQ(release(0).code(), Code::kProtocolError);
+  Status over = release(kMaxReleaseBatch + 1);
+  EXPECT_EQ(over.code(), Code::kProtocolError);
+  EXPECT_NE(over.message().find("object_release_batch"), std::string::npos) << over.ToString();
+}
+
+// Encode stamps the version without copying the message: a message that
+// names another version is restamped, and one decoded again is equal.
+TEST(ObjectCodec, EncodeStampsTheVersionOfAnyMessage) {
+  Message m;
+  m.set_request_id(9);
+  m.mutable_object_release_batch()->add_lease_ids(5);
+  for (uint32_t version : {0u, kWireVersion, kWireVersion + 7}) {
+    m.set_version(version);
+    Message out;
+    ASSERT_TRUE(Decode(Encode(m), &out).ok()) << version;
+    EXPECT_EQ(out.version(), kWireVersion);
+    EXPECT_EQ(out.request_id(), 9u);
+    ASSERT_EQ(out.object_release_batch().lease_ids_size(), 1);
+    EXPECT_EQ(out.object_release_batch().lease_ids(0), 5u);
+  }
+}
+
 TEST(ObjectCodec, RefusesHostilePlansOfTheHostTier) {
   auto plan = [](auto change) {
     return With([&](Message& m) {
