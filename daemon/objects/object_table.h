@@ -10,9 +10,9 @@
 // kFirstHeldLease up, after every timed one, so they never stop a prune
 // short of an expired lease. A lease taken over a connection is also listed
 // under it, so the connection's close ends it however long it had left: an
-// engine killed mid-read holds nothing (EndConnectionLeases). A lease loop cannot grow kvd without bound:
-// expired leases are pruned before every acquire (unbounded, 308k acquires
-// in 15 s took kvd from 11 to 30 MB).
+// engine killed mid-read holds nothing (EndConnectionLeases). A lease loop
+// cannot grow kvd without bound: expired leases are pruned before every
+// acquire (unbounded, 308k acquires in 15 s took kvd from 11 to 30 MB).
 //
 // Not thread-safe: the store's mutex guards it.
 #ifndef NANOKV_DAEMON_OBJECTS_OBJECT_TABLE_H_
