@@ -284,7 +284,8 @@ class ObjectIndex {
   // the reservation and FinishMove then does nothing, and a lease taken
   // meanwhile cancels a demotion (its reader reads the store's copy), so
   // no race loses an object or its bytes. Moves run on kvd's tier worker
-  // (tier_worker.h), never on the request loop.
+  // (tier_worker.h), never on the request loop, and copy on the device's
+  // tier stream (Device::tier_stream), never the default stream.
   struct TierMove {
     std::string key;
     size_t d = 0;        // device index
@@ -304,6 +305,8 @@ class ObjectIndex {
   // A host-tier object of `device` a get asked for, on its way back when
   // the store has room under high_watermark without evicting; nullopt if none.
   std::optional<TierMove> BeginPromotion(int device, uint64_t now_ns);
+  // Queues the move's copies on its device's tier stream (a promotion's
+  // READY header after its bytes) and waits for them.
   Status CopyMove(const TierMove& move);
   // True when the object switched tier; false when the move was cancelled
   // (removed, leased, or the copy failed: `copied` not OK).
@@ -416,6 +419,10 @@ class ObjectIndex {
     uint64_t recovered_bytes = 0;
     // The host tier under the store (object_store.host_tier); null: none.
     std::unique_ptr<HostRange> host;
+    // The stream the tier worker's copies to and from it run on (CopyMove),
+    // non-blocking: they never wait for kvd's other device work (the
+    // transfer agent's) nor make it wait. Destroyed with the index.
+    gpu::StreamHandle tier_stream;
     std::optional<OwnedSpace> host_space;
     EvictionOrder host_order{EvictionPolicy::kLru};
     uint32_t host_objects = 0;

@@ -81,6 +81,7 @@ Result<bool> ObjectIndex::AddHostTier(Device& device, const JournaledStore* prev
   }
   NANOKV_ASSIGN_OR_RETURN(auto space, OwnedSpace::Create(pages * page_bytes_, page_bytes_, kPayloadAlignment));
   device.host_space.emplace(std::move(space));
+  NANOKV_ASSIGN_OR_RETURN(device.tier_stream, backend_.CreateStream(device.ordinal));
   device.host_order = EvictionOrder(config_.policy);
   spdlog::info("object store: device {}: a host tier of {} pages under the store{}", device.ordinal, pages,
                back ? ", the previous kvd's" : "");
@@ -329,14 +330,22 @@ std::optional<ObjectIndex::TierMove> ObjectIndex::BeginPromotion(int device, uin
 }
 
 Status ObjectIndex::CopyMove(const TierMove& move) {
-  // Unlocked: devices_ and the ranges are fixed after Create, and what the
-  // move reads and writes is reserved until FinishMove.
+  // Unlocked: devices_, the ranges and the streams are fixed after Create,
+  // and what the move reads and writes is reserved until FinishMove.
   Device& device = devices_[move.d];
   auto* host = reinterpret_cast<std::byte*>(device.host->base());
-  if (move.to == Tier::kHost) return device.range->Read(move.from, host + move.target, move.bytes);
-  // READY only after every byte, as a producer publishes.
-  NANOKV_RETURN_IF_ERROR(device.range->Write(move.target, host + move.from, move.bytes));
-  return device.range->Write(move.header_offset, &move.header, sizeof(move.header));
+  const gpu::StreamHandle stream = device.tier_stream;
+  Status queued = move.to == Tier::kHost ? device.range->Read(move.from, host + move.target, move.bytes, stream)
+                                         : device.range->Write(move.target, host + move.from, move.bytes, stream);
+  // READY only after every byte, as a producer publishes: the stream runs
+  // its copies in order.
+  if (queued.ok() && move.to == Tier::kGpu) {
+    queued = device.range->Write(move.header_offset, &move.header, sizeof(move.header), stream);
+  }
+  // Waited for even when a copy was refused: one queued before may still
+  // be writing the reservation that FinishMove frees.
+  Status done = backend_.SyncStream(stream);
+  return queued.ok() ? done : queued;
 }
 
 bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_t now_ns) {
