@@ -67,6 +67,14 @@ struct DeviceInfo {
 
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
+// An opaque stream handle (CreateStream), as PageHandle: meaningful only to
+// the backend that made it, in the process that made it; 0 is never valid.
+struct StreamHandle {
+  uint64_t value = 0;
+  bool valid() const { return value != 0; }
+  friend bool operator==(StreamHandle, StreamHandle) = default;
+};
+
 // What SetAccess gives: read-write, or read only (cuda's
 // CU_MEM_ACCESS_FLAGS_PROT_READ, hip's hipMemAccessFlagsProtRead, host's
 // PROT_READ). A write through a read-only mapping faults: SIGSEGV on host, a
@@ -151,6 +159,36 @@ class Backend {
   // Synchronous fill of device memory with a byte value.
   virtual Status Fill(void* dst, uint8_t value, size_t bytes) = 0;
 
+  // Streams: an ordered queue of copies on one device, for a thread whose
+  // copies must neither wait behind the process's other device work nor
+  // make it wait (kvd's tier worker beside its transfer agent). Copy and
+  // Fill run on the legacy default stream, which every blocking stream of
+  // the context waits for and which waits for them; a stream made here is
+  // non-blocking (CU_STREAM_NON_BLOCKING, hipStreamNonBlocking), so its
+  // copies and theirs overlap. Host: a queue of copies of its own, run at
+  // SyncStream, so code that forgets to wait sees stale bytes in CI too.
+  //
+  // A new stream on `device`. kNotFound for an ordinal outside
+  // [0, device_count()).
+  virtual Result<StreamHandle> CreateStream(int device) = 0;
+  // Queues a copy of `bytes` on `stream`, after the copies queued there
+  // before. Checked now as Copy checks (kInvalidArgument, kPermissionDenied
+  // into a read-only mapping or one without access), and the stream's device
+  // must have access to the device ends (kPermissionDenied: it runs the
+  // copy). kNotFound for a stream this backend does not hold. Done only once
+  // SyncStream(stream) returns OK: until then both ends must stay live and
+  // mapped, and the source unchanged (a GPU may read it late).
+  virtual Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) = 0;
+  // Waits for every copy queued on `stream`; another process sees their
+  // bytes once it returns. A copy's failure after it was queued (a GPU's
+  // fault; on host, memory unmapped meanwhile) comes back here. kNotFound
+  // for a stream this backend does not hold.
+  virtual Status SyncStream(StreamHandle stream) = 0;
+  // Ends `stream`: copies still queued complete first (as cuStreamDestroy
+  // lets them), and the handle is invalid from then on. kNotFound for a
+  // stream this backend does not hold (destroyed already, say).
+  virtual Status DestroyStream(StreamHandle stream) = 0;
+
   // Page-locks `bytes` of host memory at `host` for every device, so copies
   // to and from it run at the bus's speed rather than through the driver's
   // bounce buffers (cuMemHostRegister); UnpinHost before the memory is freed.
@@ -162,17 +200,25 @@ class Backend {
   // (CU_MEMHOSTREGISTER_READ_ONLY). Undo with UnpinHost.
   virtual Status PinHostReadOnly(void* host, size_t bytes) { return PinHost(host, bytes); }
 
-  // Copy and Fill calls made so far, counted by every implementation: work
-  // on a device, which in kvd costs the engines on that GPU a context switch
-  // each way (~150 us on an H100). kvd serves requests without any (issue
-  // 15); its /metrics shows the count.
+  // Copy, Fill and CopyAsync calls made so far, counted by every
+  // implementation: work on a device, which in kvd costs the engines on that
+  // GPU a context switch each way (~150 us on an H100). kvd serves requests
+  // without any (issue 15); its /metrics shows the count.
   uint64_t device_work_calls() const { return device_work_calls_.load(std::memory_order_relaxed); }
+  // Of those, the CopyAsync calls: the device work that ran on a stream of
+  // its caller's rather than the legacy default stream.
+  uint64_t stream_copy_calls() const { return stream_copy_calls_.load(std::memory_order_relaxed); }
 
  protected:
   void CountDeviceWork() { device_work_calls_.fetch_add(1, std::memory_order_relaxed); }
+  void CountStreamCopy() {
+    CountDeviceWork();
+    stream_copy_calls_.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   std::atomic<uint64_t> device_work_calls_{0};
+  std::atomic<uint64_t> stream_copy_calls_{0};
 };
 
 struct HostBackendOptions {

@@ -47,15 +47,19 @@ constexpr int kMaxDevices = VmmRegistry::kMaxDevices;
 // current ABI (cuMemcpyHtoD -> cuMemcpyHtoD_v2); the Driver members follow the
 // macro, so decltype and the member agree, while #name stays the base name
 // that cuGetProcAddress wants.
-#define NANOKV_CUDA_ENTRY_POINTS(X)                                                         \
+// (By hand: clang-format staircases a list of X()s.)
+// clang-format off
+#define NANOKV_CUDA_ENTRY_POINTS(X)                                                      \
   X(cuGetErrorName) X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) \
-  X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)    \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)    \
-  X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemGetAllocationGranularity) X(cuMemCreate)     \
-  X(cuMemRelease) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)       \
-  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
-  X(cuMemGetAccess) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8)         \
-  X(cuMemHostRegister) X(cuMemHostUnregister)
+  X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)  \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)   \
+  X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemGetAllocationGranularity) X(cuMemCreate)    \
+  X(cuMemRelease) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)      \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) \
+  X(cuMemGetAccess) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8)        \
+  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuStreamCreate) X(cuStreamSynchronize)   \
+  X(cuStreamDestroy) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)
+// clang-format on
 
 struct Driver {
 #define NANOKV_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -115,6 +119,8 @@ Status CheckCuda(const Driver& driver, CUresult result, const char* call, Contex
 CUdeviceptr DevicePointer(const void* pointer) {
   return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(pointer));
 }
+
+CUstream StreamOf(uint64_t stream) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream)); }
 
 template <typename Fn>
 Status ResolveEntryPoint(decltype(&::cuGetProcAddress) get_proc, const char* symbol, Fn* slot) {
@@ -497,6 +503,49 @@ class CudaBackend final : public DriverBackend {
                                      value, bytes));
     // cuMemsetD8 is asynchronous to the host for device memory.
     return NANOKV_CU(driver_, cuCtxSynchronize, fmt::format("after a fill at {}", dst));
+  }
+
+  // Streams live in the device's primary context, entered for each call as
+  // for Memcpy: the caller's own context stays as it was.
+  Result<uint64_t> StreamCreate(int device) override {
+    ScopedContext scope(driver_);
+    NANOKV_RETURN_IF_ERROR(Enter(scope, device));
+    CUstream stream = nullptr;
+    // Non-blocking: it neither waits for the legacy default stream (Memcpy's,
+    // and every cuMemcpy of this process's) nor makes it wait.
+    NANOKV_RETURN_IF_ERROR(
+        NANOKV_CU(driver_, cuStreamCreate, fmt::format("device {}", device), &stream, CU_STREAM_NON_BLOCKING));
+    if (stream == nullptr) return Status::Internal("cuStreamCreate returned the null stream");
+    return uint64_t{reinterpret_cast<uintptr_t>(stream)};
+  }
+
+  Status MemcpyAsync(int device, void* dst, const void* src, size_t bytes, CopyKind kind, uint64_t stream) override {
+    ScopedContext scope(driver_);
+    NANOKV_RETURN_IF_ERROR(Enter(scope, device));
+    auto what = [&] { return fmt::format("{} bytes {} -> {} on stream {:#x}", bytes, src, dst, stream); };
+    // Queued only: the bytes are there once StreamSynchronize returns.
+    switch (kind) {
+      case CopyKind::kHostToDevice:
+        return NANOKV_CU(driver_, cuMemcpyHtoDAsync, what(), DevicePointer(dst), src, bytes, StreamOf(stream));
+      case CopyKind::kDeviceToHost:
+        return NANOKV_CU(driver_, cuMemcpyDtoHAsync, what(), dst, DevicePointer(src), bytes, StreamOf(stream));
+      case CopyKind::kDeviceToDevice:
+        return NANOKV_CU(driver_, cuMemcpyDtoDAsync, what(), DevicePointer(dst), DevicePointer(src), bytes,
+                         StreamOf(stream));
+    }
+    return Status::InvalidArgument("CopyAsync: unknown copy kind");
+  }
+
+  Status StreamSynchronize(int device, uint64_t stream) override {
+    ScopedContext scope(driver_);
+    NANOKV_RETURN_IF_ERROR(Enter(scope, device));
+    return NANOKV_CU(driver_, cuStreamSynchronize, fmt::format("stream {:#x}", stream), StreamOf(stream));
+  }
+
+  Status StreamDestroy(int device, uint64_t stream) override {
+    ScopedContext scope(driver_);
+    NANOKV_RETURN_IF_ERROR(Enter(scope, device));
+    return NANOKV_CU(driver_, cuStreamDestroy, fmt::format("stream {:#x}", stream), StreamOf(stream));
   }
 
   // --- contexts ---

@@ -216,6 +216,69 @@ Status DriverBackend::Fill(void* dst, uint8_t value, size_t bytes) {
   return Memset(device, dst, value, bytes);
 }
 
+Result<StreamHandle> DriverBackend::CreateStream(int device) {
+  NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+  NANOKV_RETURN_IF_ERROR(ReadyDevice(device).status());
+  NANOKV_ASSIGN_OR_RETURN(uint64_t native, StreamCreate(device));
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_stream_++;
+  streams_[id] = {device, native};
+  return StreamHandle{id};
+}
+
+Status DriverBackend::CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) {
+  CountStreamCopy();
+  Stream held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_ASSIGN_OR_RETURN(held, FindStreamLocked("CopyAsync", stream));
+    if (bytes == 0) return Status::OK();
+    if (dst == nullptr || src == nullptr) return Status::InvalidArgument("CopyAsync: null address");
+    // Copy's checks, and the stream's device must reach the device ends: it
+    // runs the copy (Copy may pick any device with access; a stream cannot).
+    if (kind != CopyKind::kDeviceToHost) {
+      NANOKV_RETURN_IF_ERROR(registry_.CheckSpan("CopyAsync", dst, bytes, /*write=*/true, held.device).status());
+    }
+    if (kind != CopyKind::kHostToDevice) {
+      NANOKV_RETURN_IF_ERROR(registry_.CheckSpan("CopyAsync", src, bytes, /*write=*/false, held.device).status());
+    }
+  }
+  return MemcpyAsync(held.device, dst, src, bytes, kind, held.native);
+}
+
+Status DriverBackend::SyncStream(StreamHandle stream) {
+  Stream held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_ASSIGN_OR_RETURN(held, FindStreamLocked("SyncStream", stream));
+  }
+  return StreamSynchronize(held.device, held.native);
+}
+
+Status DriverBackend::DestroyStream(StreamHandle stream) {
+  Stream held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    NANOKV_ASSIGN_OR_RETURN(held, FindStreamLocked("DestroyStream", stream));
+    streams_.erase(stream.value);
+  }
+  Status status = StreamDestroy(held.device, held.native);
+  if (!status.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_[stream.value] = held;
+  }
+  return status;
+}
+
+Result<DriverBackend::Stream> DriverBackend::FindStreamLocked(const char* call, StreamHandle stream) const {
+  auto it = streams_.find(stream.value);
+  if (it == streams_.end()) {
+    return Status::NotFound(
+        fmt::format("{}: no stream handle {} (never created here, or destroyed)", call, stream.value));
+  }
+  return it->second;
+}
+
 Result<int> DriverBackend::CopyDevice(const char* call, const void* dst, const void* src,
                                       size_t bytes, CopyKind kind) {
   int device = -1;
@@ -232,6 +295,7 @@ void DriverBackend::ReleaseEverything() {
     if (!status.ok()) spdlog::warn("nanokv: {} teardown: {}", name(), status.ToString());
   };
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, stream] : streams_) log(StreamDestroy(stream.device, stream.native));
   for (const auto& [address, mapping] : registry_.mappings()) {
     log(MemUnmap(mapping.device, address, mapping.size));
   }

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 
 #include "gpu/backend.h"
 #include "gpu/vmm_registry.h"
@@ -48,6 +49,10 @@ class DriverBackend : public Backend {
   Status Unmap(uintptr_t address, size_t size) final;
   Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind) final;
   Status Fill(void* dst, uint8_t value, size_t bytes) final;
+  Result<StreamHandle> CreateStream(int device) final;
+  Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) final;
+  Status SyncStream(StreamHandle stream) final;
+  Status DestroyStream(StreamHandle stream) final;
 
  protected:
   // `vendor` names the devices in messages ("CUDA", "HIP"); a literal.
@@ -98,16 +103,35 @@ class DriverBackend : public Backend {
   // Synchronous: another process sees the bytes once these return.
   virtual Status Memcpy(int device, void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
   virtual Status Memset(int device, void* dst, uint8_t value, size_t bytes) = 0;
+  // A new stream on `device` that never synchronises with the legacy
+  // default stream (Memcpy's and Memset's): the driver's handle, never 0.
+  virtual Result<uint64_t> StreamCreate(int device) = 0;
+  // Queues a copy on `stream` (StreamCreate's on `device`) and returns.
+  virtual Status MemcpyAsync(int device, void* dst, const void* src, size_t bytes, CopyKind kind, uint64_t stream) = 0;
+  // Returns once every copy queued on `stream` is done.
+  virtual Status StreamSynchronize(int device, uint64_t stream) = 0;
+  virtual Status StreamDestroy(int device, uint64_t stream) = 0;
 
  private:
+  struct Stream {
+    int device = 0;
+    uint64_t native = 0;  // the driver's handle
+  };
   Result<PageHandle> ImportFromFd(int fd, int device, size_t size);
   // The device whose context runs a copy or fill (VmmRegistry::CopyDevice).
   Result<int> CopyDevice(const char* call, const void* dst, const void* src, size_t bytes,
                          CopyKind kind);
+  // The stream behind `stream`; kNotFound naming `call` when we hold none.
+  // REQUIRES: mu_ held.
+  Result<Stream> FindStreamLocked(const char* call, StreamHandle stream) const;
 
   const char* const vendor_;
   std::mutex mu_;
   VmmRegistry registry_;  // pages, ranges, mappings; GUARDED_BY(mu_)
+  // Streams by our own number, not the driver's handle: a destroyed
+  // stream's handle stays refused even where the driver reuses its address.
+  std::unordered_map<uint64_t, Stream> streams_;  // GUARDED_BY(mu_)
+  uint64_t next_stream_ = 1;                      // GUARDED_BY(mu_); 0 is never a handle
 };
 
 }  // namespace nanokv::gpu

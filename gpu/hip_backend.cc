@@ -77,14 +77,19 @@ constexpr auto kVmmSupportedAttribute = static_cast<hipDeviceAttribute_t>(89);
 #endif
 
 // Entry points whose header prototype matches the runtime we require.
-#define NANOKV_HIP_ENTRY_POINTS(X)                                                            \
-  X(hipGetErrorName) X(hipInit) X(hipGetDeviceCount) X(hipGetDevice) X(hipSetDevice)        \
-  X(hipDeviceGetAttribute) X(hipDeviceGetName) X(hipDeviceGetUuid) X(hipDeviceTotalMem)    \
-  X(hipDeviceSynchronize)                                                                    \
-  X(hipMemGetInfo) X(hipMemRelease) X(hipMemExportToShareableHandle)                        \
-  X(hipMemImportFromShareableHandle) X(hipMemAddressReserve) X(hipMemAddressFree)           \
-  X(hipMemMap) X(hipMemUnmap) X(hipMemSetAccess) X(hipMemGetAccess) X(hipMemcpyHtoD)        \
-  X(hipMemcpyDtoH) X(hipMemcpyDtoD) X(hipMemsetD8)
+// (By hand: clang-format staircases a list of X()s.)
+// clang-format off
+#define NANOKV_HIP_ENTRY_POINTS(X)                                                        \
+  X(hipGetErrorName) X(hipInit) X(hipGetDeviceCount) X(hipGetDevice) X(hipSetDevice)      \
+  X(hipDeviceGetAttribute) X(hipDeviceGetName) X(hipDeviceGetUuid) X(hipDeviceTotalMem)   \
+  X(hipDeviceSynchronize)                                                                 \
+  X(hipMemGetInfo) X(hipMemRelease) X(hipMemExportToShareableHandle)                      \
+  X(hipMemImportFromShareableHandle) X(hipMemAddressReserve) X(hipMemAddressFree)         \
+  X(hipMemMap) X(hipMemUnmap) X(hipMemSetAccess) X(hipMemGetAccess) X(hipMemcpyHtoD)      \
+  X(hipMemcpyDtoH) X(hipMemcpyDtoD) X(hipMemsetD8) X(hipStreamCreateWithFlags)            \
+  X(hipStreamSynchronize) X(hipStreamDestroy) X(hipMemcpyHtoDAsync) X(hipMemcpyDtoHAsync) \
+  X(hipMemcpyDtoDAsync)
+// clang-format on
 
 struct Runtime {
 #define NANOKV_HIP_DECLARE(name) decltype(&::name) name = nullptr;
@@ -151,6 +156,8 @@ void* AddressPointer(uintptr_t address) { return reinterpret_cast<void*>(address
 hipMemGenericAllocationHandle_t HandleOf(uint64_t page) {
   return reinterpret_cast<hipMemGenericAllocationHandle_t>(static_cast<uintptr_t>(page));
 }
+
+hipStream_t StreamOf(uint64_t stream) { return reinterpret_cast<hipStream_t>(static_cast<uintptr_t>(stream)); }
 
 template <typename Fn>
 Status ResolveSymbol(void* library, const char* symbol, Fn* slot) {
@@ -512,6 +519,50 @@ class HipBackend final : public DriverBackend {
                                       bytes));
     // hipMemsetD8 may run asynchronously to the host.
     return NANOKV_HIP(runtime_, hipDeviceSynchronize, fmt::format("after a fill at {}", dst));
+  }
+
+  // A stream belongs to the device current when it was made; each call
+  // enters that device as Memcpy does and puts the caller's back.
+  Result<uint64_t> StreamCreate(int device) override {
+    ScopedDevice scope(runtime_);
+    NANOKV_RETURN_IF_ERROR(scope.Enter(device));
+    hipStream_t stream = nullptr;
+    // Non-blocking: it neither waits for the null stream (Memcpy's) nor
+    // makes it wait.
+    NANOKV_RETURN_IF_ERROR(NANOKV_HIP(runtime_, hipStreamCreateWithFlags, fmt::format("device {}", device), &stream,
+                                      hipStreamNonBlocking));
+    if (stream == nullptr) return Status::Internal("hipStreamCreateWithFlags returned the null stream");
+    return uint64_t{reinterpret_cast<uintptr_t>(stream)};
+  }
+
+  Status MemcpyAsync(int device, void* dst, const void* src, size_t bytes, CopyKind kind, uint64_t stream) override {
+    ScopedDevice scope(runtime_);
+    NANOKV_RETURN_IF_ERROR(scope.Enter(device));
+    auto what = [&] { return fmt::format("{} bytes {} -> {} on stream {:#x}", bytes, src, dst, stream); };
+    // hipMemcpyHtoDAsync takes a non-const source it only reads.
+    void* source = const_cast<void*>(src);
+    // Queued only: the bytes are there once StreamSynchronize returns.
+    switch (kind) {
+      case CopyKind::kHostToDevice:
+        return NANOKV_HIP(runtime_, hipMemcpyHtoDAsync, what(), dst, source, bytes, StreamOf(stream));
+      case CopyKind::kDeviceToHost:
+        return NANOKV_HIP(runtime_, hipMemcpyDtoHAsync, what(), dst, source, bytes, StreamOf(stream));
+      case CopyKind::kDeviceToDevice:
+        return NANOKV_HIP(runtime_, hipMemcpyDtoDAsync, what(), dst, source, bytes, StreamOf(stream));
+    }
+    return Status::InvalidArgument("CopyAsync: unknown copy kind");
+  }
+
+  Status StreamSynchronize(int device, uint64_t stream) override {
+    ScopedDevice scope(runtime_);
+    NANOKV_RETURN_IF_ERROR(scope.Enter(device));
+    return NANOKV_HIP(runtime_, hipStreamSynchronize, fmt::format("stream {:#x}", stream), StreamOf(stream));
+  }
+
+  Status StreamDestroy(int device, uint64_t stream) override {
+    ScopedDevice scope(runtime_);
+    NANOKV_RETURN_IF_ERROR(scope.Enter(device));
+    return NANOKV_HIP(runtime_, hipStreamDestroy, fmt::format("stream {:#x}", stream), StreamOf(stream));
   }
 
   Library library_;  // must outlive every use of runtime_

@@ -22,6 +22,9 @@
 //              mapping of the same shared memory)
 //   release  = close the fd, or unmap the anchor (mappings keep the memory,
 //              as cuMemRelease does)
+//   stream   = a queue of checked copies, run in order at SyncStream (or
+//              DestroyStream): the latest a GPU may run them, so a caller
+//              that reads before it waits sees stale bytes here too
 //
 // The rules are enforced with the record the GPU backends keep (VmmRegistry),
 // so host refuses what CUDA refuses, with the same codes and messages.
@@ -42,6 +45,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -343,10 +347,7 @@ class HostBackend final : public Backend {
     CountDeviceWork();
     if (bytes == 0) return Status::OK();
     if (dst == nullptr || src == nullptr) return Status::InvalidArgument("Copy: null address");
-    bool dst_device = kind != CopyKind::kDeviceToHost;
-    bool src_device = kind != CopyKind::kHostToDevice;
-    if (dst_device) NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Copy", dst, bytes, /*write=*/true));
-    if (src_device) NANOKV_RETURN_IF_ERROR(CheckDeviceMemory("Copy", src, bytes));
+    NANOKV_RETURN_IF_ERROR(CheckCopy("Copy", {dst, src, bytes, kind}));
     std::memmove(dst, src, bytes);
     return Status::OK();
   }
@@ -360,7 +361,100 @@ class HostBackend final : public Backend {
     return Status::OK();
   }
 
+  Result<StreamHandle> CreateStream(int device) override {
+    NANOKV_RETURN_IF_ERROR(CheckDevice(device));
+    MutexLock lock(streams_mu_);
+    // Numbers never reused: a destroyed stream's handle stays refused.
+    const uint64_t id = next_stream_++;
+    streams_[id] = std::make_shared<Stream>(device);
+    return StreamHandle{id};
+  }
+
+  Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) override {
+    CountStreamCopy();
+    NANOKV_ASSIGN_OR_RETURN(std::shared_ptr<Stream> queue, FindStream("CopyAsync", stream));
+    if (bytes == 0) return Status::OK();
+    if (dst == nullptr || src == nullptr) return Status::InvalidArgument("CopyAsync: null address");
+    const QueuedCopy copy{dst, src, bytes, kind};
+    NANOKV_RETURN_IF_ERROR(CheckCopy("CopyAsync", copy, queue->device));
+    MutexLock lock(queue->mu);
+    queue->copies.push_back(copy);
+    return Status::OK();
+  }
+
+  Status SyncStream(StreamHandle stream) override {
+    NANOKV_ASSIGN_OR_RETURN(std::shared_ptr<Stream> queue, FindStream("SyncStream", stream));
+    return RunQueued(*queue);
+  }
+
+  Status DestroyStream(StreamHandle stream) override {
+    std::shared_ptr<Stream> queue;
+    {
+      MutexLock lock(streams_mu_);
+      auto it = streams_.find(stream.value);
+      if (it == streams_.end()) return NoStream("DestroyStream", stream);
+      queue = std::move(it->second);
+      streams_.erase(it);
+    }
+    return RunQueued(*queue);  // as cuStreamDestroy: what was queued still runs
+  }
+
  private:
+  // A copy whose ends CheckCopy has seen.
+  struct QueuedCopy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+    CopyKind kind;
+  };
+  // A stream: copies queued on one device, run in order by RunQueued.
+  struct Stream {
+    explicit Stream(int on) : device(on) {}
+    const int device;
+    Mutex mu;  // held while the copies run, so each runs once and in order
+    std::vector<QueuedCopy> copies NANOKV_GUARDED_BY(mu);
+  };
+
+  static Status NoStream(const char* call, StreamHandle stream) {
+    return Status::NotFound(std::string(call) + ": no stream handle " + std::to_string(stream.value) +
+                            " (never created here, or destroyed)");
+  }
+
+  Result<std::shared_ptr<Stream>> FindStream(const char* call, StreamHandle stream) {
+    MutexLock lock(streams_mu_);
+    auto it = streams_.find(stream.value);
+    if (it == streams_.end()) return NoStream(call, stream);
+    return it->second;
+  }
+
+  // Runs what `stream` has queued, in order, each copy checked again: its
+  // memory may have been unmapped since (a GPU would fault, and the fault
+  // ends the context's work; memmove would crash this process). The first
+  // failure is returned and the copies after it are dropped, as on a GPU.
+  // Lock order: a stream's mu before Live().mu and any backend's mu_.
+  Status RunQueued(Stream& stream) {
+    MutexLock lock(stream.mu);
+    std::vector<QueuedCopy> copies = std::move(stream.copies);
+    stream.copies.clear();
+    for (const QueuedCopy& copy : copies) {
+      NANOKV_RETURN_IF_ERROR(CheckCopy("SyncStream", copy, stream.device));
+      std::memmove(copy.dst, copy.src, copy.bytes);
+    }
+    return Status::OK();
+  }
+
+  // The device ends of a copy (CheckDeviceMemory), which `runner` (a
+  // stream's device; -1: any device) must have access to.
+  Status CheckCopy(const char* call, const QueuedCopy& copy, int runner = -1) {
+    if (copy.kind != CopyKind::kDeviceToHost) {
+      NANOKV_RETURN_IF_ERROR(CheckDeviceMemory(call, copy.dst, copy.bytes, /*write=*/true, runner));
+    }
+    if (copy.kind != CopyKind::kHostToDevice) {
+      NANOKV_RETURN_IF_ERROR(CheckDeviceMemory(call, copy.src, copy.bytes, /*write=*/false, runner));
+    }
+    return Status::OK();
+  }
+
   struct Page {
     int fd;  // the memfd of a page created here; -1 for an imported one
     size_t size;
@@ -420,11 +514,10 @@ class HostBackend final : public Backend {
   // copy anywhere else faults (and the fault is sticky); here it would write
   // wherever the pointer says, so it is refused as the GPU would refuse it.
   // Lock order: Live().mu before any backend's mu_, never the other way.
-  Status CheckDeviceMemory(const char* call, const void* pointer, size_t bytes, bool write = false) {
+  Status CheckDeviceMemory(const char* call, const void* pointer, size_t bytes, bool write = false, int runner = -1) {
     {
       MutexLock lock(mu_);
-      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span,
-                              registry_.CheckSpan(call, pointer, bytes, write));
+      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span, registry_.CheckSpan(call, pointer, bytes, write, runner));
       if (span.ours) return Status::OK();
     }
     LiveBackends& live = Live();
@@ -432,8 +525,7 @@ class HostBackend final : public Backend {
     for (HostBackend* other : live.backends) {
       if (other == this) continue;
       MutexLock lock(other->mu_);
-      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span,
-                              other->registry_.CheckSpan(call, pointer, bytes, write));
+      NANOKV_ASSIGN_OR_RETURN(VmmRegistry::Span span, other->registry_.CheckSpan(call, pointer, bytes, write, runner));
       if (span.ours) return Status::OK();
     }
     return Status::InvalidArgument(
@@ -449,6 +541,9 @@ class HostBackend final : public Backend {
   std::unordered_map<uint64_t, Page> pages_ NANOKV_GUARDED_BY(mu_);
   VmmRegistry registry_ NANOKV_GUARDED_BY(mu_);               // ranges, mappings
   std::vector<size_t> created_bytes_ NANOKV_GUARDED_BY(mu_);  // per device
+  Mutex streams_mu_;                                          // a lock of its own: RunQueued's checks take mu_
+  uint64_t next_stream_ NANOKV_GUARDED_BY(streams_mu_) = 1;   // 0 is never a handle
+  std::unordered_map<uint64_t, std::shared_ptr<Stream>> streams_ NANOKV_GUARDED_BY(streams_mu_);
 };
 
 }  // namespace

@@ -201,8 +201,8 @@ void VmmRegistry::RestoreMappings(const TakenMappings& taken) {
   mappings_.insert(taken.begin(), taken.end());
 }
 
-Result<VmmRegistry::Span> VmmRegistry::CheckSpan(const char* call, const void* pointer,
-                                                 size_t bytes, bool write) const {
+Result<VmmRegistry::Span> VmmRegistry::CheckSpan(const char* call, const void* pointer, size_t bytes, bool write,
+                                                 int runner) const {
   const uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
   uintptr_t end = 0;
   if (!SpanEnd(address, bytes, &end)) return WrapsAround(call, address, bytes);
@@ -238,6 +238,10 @@ Result<VmmRegistry::Span> VmmRegistry::CheckSpan(const char* call, const void* p
     if (span.device < 0) span.device = it->second.device;
     span.access &= it->second.access;
     cursor = it->first + it->second.size;
+  }
+  if (runner >= 0 && (runner >= kMaxDevices || (span.access & (uint64_t{1} << runner)) == 0)) {
+    return Status::PermissionDenied(
+        fmt::format("{}: device {} runs the copy but has no access to {}+{}", call, runner, Hex(address), bytes));
   }
   return span;
 }

@@ -153,13 +153,15 @@ class VmmRegistry {
   // manage) and is not checked. Errors: kInvalidArgument when the span runs
   // past its range or meets a hole, kPermissionDenied at a mapping without
   // access, or, when `write`, at a read-only one (a GPU would fault there).
+  // `runner` >= 0: the device that must run the copy (a stream's, which
+  // cannot hand it to another): kPermissionDenied unless it has access.
   struct Span {
     bool ours = false;    // inside one of our ranges
     int device = -1;      // the first mapping's page's device
     uint64_t access = 0;  // devices that may access every byte of it
   };
-  Result<Span> CheckSpan(const char* call, const void* pointer, size_t bytes,
-                         bool write = false) const;
+  Result<Span> CheckSpan(const char* call, const void* pointer, size_t bytes, bool write = false,
+                         int runner = -1) const;
   // The device to run a copy on, checking the ends `kind` says are device
   // memory (a fill is kHostToDevice with src null): one with access to both
   // ends, preferring an end's own device. -1 when neither end is in our

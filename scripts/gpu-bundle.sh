@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-bins=(nanokv_selfcheck backend_conformance_test backend_peer driver_backend_test kvd
+bins=(nanokv_selfcheck backend_conformance_test backend_stream_test backend_stream_gpu_test backend_peer
+      driver_backend_test kvd
       nanokv_example_engine kvd_engines_test kvd_protocol_test backend_ops_bench
       page_pool_bench grant_bench controller_test kvctl_test kvctl
       paged_append_gpu_test object_pages_gpu_test stream_fan_gpu_test paged_append_bench object_pages_bench

@@ -110,6 +110,10 @@ check_limits() {
 }
 step check_limits check_limits
 GPU_TESTS='/cuda$' step conformance "$B/bin/backend_conformance_test" --gtest_brief=1
+# Streams (what kvd's tier worker copies on): their semantics on cuda, and
+# that they run while the legacy default stream is held up (non-blocking).
+GPU_TESTS='/cuda$' step backend_stream "$B/bin/backend_stream_test" --gtest_brief=1
+GPU_TESTS=. step backend_stream_gpu "$B/bin/backend_stream_gpu_test" --gtest_brief=1
 GPU_TESTS='^CudaDeviceTest\.' step driver_backend "$B/bin/driver_backend_test" --gtest_brief=1
 # With NANOKV_TEST_BACKEND=cuda every test of these suites is a GPU test.
 export GPU_TESTS=.
@@ -299,7 +303,7 @@ fi
 unset SECTION
 
 echo
-for f in conformance driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
+for f in conformance backend_stream backend_stream_gpu driver_backend engines_cuda protocol_cuda controller_cuda kvctl_cuda \
          objects_cuda restart_cuda kv_cache_cuda limits_cuda recycle_cuda client_cuda refusals_cuda paged_append_gpu object_pages_gpu stream_fan_gpu slab_gpu \
          engines_mps objects_mps restart_mps objects_restart_mps \
          cluster_transfer_cuda cluster_transfer_faults_cuda cluster_transfer_big_cuda cluster_transfer_device_cuda \

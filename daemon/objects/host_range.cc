@@ -108,13 +108,15 @@ Status HostRange::CheckSpan(uint64_t offset, size_t bytes) const {
   return Status::OK();
 }
 
-Status HostRange::Read(uint64_t offset, void* host, size_t bytes) const {
+// Host memory to host memory: nothing for a device to do, so a copy asked
+// for on a stream is done at once (done by SyncStream, as promised).
+Status HostRange::Read(uint64_t offset, void* host, size_t bytes, gpu::StreamHandle /*stream*/) const {
   NANOKV_RETURN_IF_ERROR(CheckSpan(offset, bytes));
   std::memcpy(host, static_cast<const char*>(base_) + offset, bytes);
   return Status::OK();
 }
 
-Status HostRange::Write(uint64_t offset, const void* host, size_t bytes) {
+Status HostRange::Write(uint64_t offset, const void* host, size_t bytes, gpu::StreamHandle /*stream*/) {
   NANOKV_RETURN_IF_ERROR(CheckSpan(offset, bytes));
   std::memcpy(static_cast<char*>(base_) + offset, host, bytes);
   return Status::OK();

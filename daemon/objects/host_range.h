@@ -39,8 +39,8 @@ class HostRange final : public PayloadPlacement {
   size_t page_bytes() const override { return page_bytes_; }
   const std::vector<PageId>& pages() const override { return ids_; }
   uintptr_t base() const override { return reinterpret_cast<uintptr_t>(base_); }
-  Status Read(uint64_t offset, void* host, size_t bytes) const override;
-  Status Write(uint64_t offset, const void* host, size_t bytes) override;
+  Status Read(uint64_t offset, void* host, size_t bytes, gpu::StreamHandle stream = {}) const override;
+  Status Write(uint64_t offset, const void* host, size_t bytes, gpu::StreamHandle stream = {}) override;
   Status Fill(uint64_t offset, uint8_t value, size_t bytes) override;
   // The fd of page `id` (not a copy: the range keeps it); -1 if none.
   int PageFd(PageId id) const { return id < fds_.size() ? fds_[id] : -1; }

@@ -155,6 +155,12 @@ ObjectIndex::ObjectIndex(gpu::Backend& backend, NodeState& node, const ObjectSto
 
 ObjectIndex::~ObjectIndex() {
   table_.RemoveJournal();
+  for (Device& device : devices_) {
+    if (!device.tier_stream.valid()) continue;
+    // Nothing is queued: every CopyMove waited for its copies.
+    Status s = backend_.DestroyStream(device.tier_stream);
+    if (!s.ok()) spdlog::warn("object store: device {}: destroying the tier stream: {}", device.ordinal, s.ToString());
+  }
   // Unmapped before the pages go back to the pool.
   for (Device& device : devices_) device.range.reset();
   if (tenant_ != 0) {

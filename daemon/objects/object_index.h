@@ -48,8 +48,9 @@
 // and the placement of each device's bytes (payload_placement.h: the store
 // range, store_range.h; the host tier under it, host_range.h). This class
 // composes them: the plan API, header slots and page owners
-// (object_index_headers.cc), restart (object_index_restore.cc), moves
-// between the tiers (object_index_tier.cc).
+// (object_index_headers.cc), restart (object_index_restore.cc), the host
+// tier (object_index_tier.cc) and moves between the tiers
+// (object_index_moves.cc).
 //
 // Invariants (CheckInvariants() verifies them; tests call it after each step):
 //   1. READY objects are immutable: nothing but state (-> DEAD) and the
@@ -290,16 +291,18 @@ class ObjectIndex {
   // bytes freed. (kvctl evict.)
   Result<uint64_t> Evict(int device, uint64_t bytes, uint64_t now_ns);
 
-  // The host tier (object_store.host_tier; object_index_tier.cc). A move
-  // between tiers is three steps: Begin (under the lock: pick the object,
-  // reserve space at the target, mark it moving), CopyMove (without the
-  // lock: the bytes, and a promotion's READY header), FinishMove (under the
-  // lock: the object switches tier and its old space is freed). The object
-  // stays readable where it is until FinishMove; a remove meanwhile frees
-  // the reservation and FinishMove then does nothing, and a lease taken
-  // meanwhile cancels a demotion (its reader reads the store's copy), so
-  // no race loses an object or its bytes. Moves run on kvd's tier worker
-  // (tier_worker.h), never on the request loop.
+  // The host tier (object_store.host_tier; object_index_tier.cc, its moves
+  // object_index_moves.cc). A move between tiers is three steps: Begin
+  // (under the lock: pick the object, reserve space at the target, mark it
+  // moving), CopyMove (without the lock: the bytes, and a promotion's READY
+  // header), FinishMove (under the lock: the object switches tier and its
+  // old space is freed). The object stays readable where it is until
+  // FinishMove; a remove meanwhile frees the reservation and FinishMove
+  // then does nothing, and a lease taken meanwhile cancels a demotion (its
+  // reader reads the store's copy), so no race loses an object or its
+  // bytes. Moves run on kvd's tier worker (tier_worker.h), never on the
+  // request loop, and copy on the device's tier stream
+  // (Device::tier_stream), never the default stream.
   struct TierMove {
     std::string key;
     size_t d = 0;        // device index
@@ -319,6 +322,8 @@ class ObjectIndex {
   // A host-tier object of `device` a get asked for, on its way back when
   // the store has room under high_watermark without evicting; nullopt if none.
   std::optional<TierMove> BeginPromotion(int device, uint64_t now_ns);
+  // Queues the move's copies on its device's tier stream (a promotion's
+  // READY header after its bytes) and waits for them.
   Status CopyMove(const TierMove& move);
   // True when the object switched tier; false when the move was cancelled
   // (removed, leased, or the copy failed: `copied` not OK).
@@ -431,6 +436,10 @@ class ObjectIndex {
     uint64_t recovered_bytes = 0;
     // The host tier under the store (object_store.host_tier); null: none.
     std::unique_ptr<HostRange> host;
+    // The stream the tier worker's copies to and from it run on (CopyMove),
+    // non-blocking: they never wait for kvd's other device work (the
+    // transfer agent's) nor make it wait. Destroyed with the index.
+    gpu::StreamHandle tier_stream;
     std::optional<OwnedSpace> host_space;
     EvictionOrder host_order{EvictionPolicy::kLru};
     uint32_t host_objects = 0;

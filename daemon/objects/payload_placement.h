@@ -9,7 +9,8 @@
 //
 // kvd's own copies through a placement are rare by design: start-up
 // (zeroing the header arena), a restart (reading header pages back), a
-// payload page made a header page, and tests. Engines move the payload.
+// payload page made a header page, the tier worker's moves (on a stream of
+// its own), and tests. Engines move the payload.
 #ifndef NANOKV_DAEMON_OBJECTS_PAYLOAD_PLACEMENT_H_
 #define NANOKV_DAEMON_OBJECTS_PAYLOAD_PLACEMENT_H_
 
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "daemon/node/page_types.h"
+#include "gpu/backend.h"
 #include "nanokv/status.h"
 
 namespace nanokv::kvd {
@@ -47,10 +49,14 @@ class PayloadPlacement {
   virtual uintptr_t base() const = 0;
   size_t bytes() const { return pages().size() * page_bytes(); }
 
-  // Synchronous copies between the range at `offset` and host memory, and a
-  // fill of the range. kInvalidArgument for bytes outside the range.
-  virtual Status Read(uint64_t offset, void* host, size_t bytes) const = 0;
-  virtual Status Write(uint64_t offset, const void* host, size_t bytes) = 0;
+  // Copies between the range at `offset` and host memory, and a fill of the
+  // range. kInvalidArgument for bytes outside the range. Synchronous without
+  // `stream`; with one (the caller's, gpu::Backend::CreateStream) a copy is
+  // queued there, in order with the stream's other copies, and done only
+  // once the caller's SyncStream returns: `host` must stay live (and, for a
+  // Write, unchanged) until then.
+  virtual Status Read(uint64_t offset, void* host, size_t bytes, gpu::StreamHandle stream = {}) const = 0;
+  virtual Status Write(uint64_t offset, const void* host, size_t bytes, gpu::StreamHandle stream = {}) = 0;
   virtual Status Fill(uint64_t offset, uint8_t value, size_t bytes) = 0;
 };
 

@@ -57,14 +57,18 @@ Status StoreRange::CheckSpan(uint64_t offset, size_t bytes) const {
   return Status::OK();
 }
 
-Status StoreRange::Read(uint64_t offset, void* host, size_t bytes) const {
+Status StoreRange::Read(uint64_t offset, void* host, size_t bytes, gpu::StreamHandle stream) const {
   NANOKV_RETURN_IF_ERROR(CheckSpan(offset, bytes));
-  return backend_.Copy(host, reinterpret_cast<const void*>(base_ + offset), bytes, gpu::CopyKind::kDeviceToHost);
+  const auto* device = reinterpret_cast<const void*>(base_ + offset);
+  if (stream.valid()) return backend_.CopyAsync(host, device, bytes, gpu::CopyKind::kDeviceToHost, stream);
+  return backend_.Copy(host, device, bytes, gpu::CopyKind::kDeviceToHost);
 }
 
-Status StoreRange::Write(uint64_t offset, const void* host, size_t bytes) {
+Status StoreRange::Write(uint64_t offset, const void* host, size_t bytes, gpu::StreamHandle stream) {
   NANOKV_RETURN_IF_ERROR(CheckSpan(offset, bytes));
-  return backend_.Copy(reinterpret_cast<void*>(base_ + offset), host, bytes, gpu::CopyKind::kHostToDevice);
+  auto* device = reinterpret_cast<void*>(base_ + offset);
+  if (stream.valid()) return backend_.CopyAsync(device, host, bytes, gpu::CopyKind::kHostToDevice, stream);
+  return backend_.Copy(device, host, bytes, gpu::CopyKind::kHostToDevice);
 }
 
 Status StoreRange::Fill(uint64_t offset, uint8_t value, size_t bytes) {

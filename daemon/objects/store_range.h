@@ -30,8 +30,8 @@ class StoreRange final : public PayloadPlacement {
   size_t page_bytes() const override { return page_bytes_; }
   const std::vector<PageId>& pages() const override { return pages_; }
   uintptr_t base() const override { return base_; }
-  Status Read(uint64_t offset, void* host, size_t bytes) const override;
-  Status Write(uint64_t offset, const void* host, size_t bytes) override;
+  Status Read(uint64_t offset, void* host, size_t bytes, gpu::StreamHandle stream = {}) const override;
+  Status Write(uint64_t offset, const void* host, size_t bytes, gpu::StreamHandle stream = {}) override;
   Status Fill(uint64_t offset, uint8_t value, size_t bytes) override;
 
  private:

@@ -44,7 +44,7 @@ struct StoredObject {
   // the store range), or the host tier under it (payload_offset in the
   // host range; no header slot).
   Tier tier = Tier::kGpu;
-  // A move between tiers under way (object_index_tier.cc): space reserved
+  // A move between tiers under way (object_index_moves.cc): space reserved
   // at the other tier while the bytes are copied. The object stays
   // readable where it is, and out of the eviction orders, until the move
   // ends.

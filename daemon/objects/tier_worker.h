@@ -1,6 +1,8 @@
 // kvd's tier worker: the thread that moves objects between each device's
 // store and the host tier under it (ObjectIndex::RunTierWork), so no copy
-// of a move ever runs on the request loop. It wakes when a write takes a
+// of a move ever runs on the request loop. Its copies go on each device's
+// tier stream, non-blocking (ObjectIndex::CopyMove), so they never queue
+// behind kvd's other device work nor hold it up. It wakes when a write takes a
 // store past low_watermark or a get finds an object in the host tier (the
 // index's tier kick), and every 100 ms besides.
 #ifndef NANOKV_DAEMON_OBJECTS_TIER_WORKER_H_

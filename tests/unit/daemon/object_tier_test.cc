@@ -221,6 +221,37 @@ TEST_F(ObjectTierTest, APromotedObjectIsReadyInTheStoreAtANewEpoch) {
   EXPECT_EQ(Stats(0).host_used, 0u);
 }
 
+// Issue 32: a move copies on the tier worker's own stream (non-blocking,
+// so it neither waits for kvd's other device work nor holds it up), the
+// READY header queued after the bytes and both waited for before the move
+// finishes. The host backend runs a stream's copies only at SyncStream, so
+// a move that did not wait would read back stale bytes here.
+TEST_F(ObjectTierTest, AMoveCopiesOnTheTierStreamAndWaitsForIt) {
+  Open();
+  const auto bytes = Pattern(2 * kMiB + 5, 9);
+  ASSERT_OK(PutByPlan("s", bytes, 0, 1 * kMs));
+  const uint64_t streamed = backend_->stream_copy_calls();
+  uint64_t work = backend_->device_work_calls();
+  Demote(0, 2 * kMs);
+  EXPECT_EQ(backend_->stream_copy_calls() - streamed, 1u) << "the bytes, down";
+  EXPECT_EQ(backend_->device_work_calls() - work, 1u) << "nothing on the default stream besides";
+  auto down = GetUnderLease("s", 3 * kMs);  // from the host tier; asks for its promotion
+  ASSERT_OK(down.status());
+  EXPECT_TRUE(*down == bytes) << "the demotion finished before its copy ran";
+  work = backend_->device_work_calls();
+  EXPECT_EQ(store_->RunTierWork(4 * kMs), 1u);
+  EXPECT_EQ(backend_->stream_copy_calls() - streamed, 3u) << "the bytes, then their READY header, up";
+  EXPECT_EQ(backend_->device_work_calls() - work, 2u) << "nothing on the default stream besides";
+  Check();
+  auto located = store_->GetLocation("s", 5 * kMs);
+  ASSERT_OK(located.status());
+  EXPECT_EQ(located->tier, ObjectTier::kGpu);
+  EXPECT_EQ(HeaderOnDevice(*located).state, static_cast<uint32_t>(ObjectState::kReady));
+  auto got = GetUnderLease("s", 6 * kMs);
+  ASSERT_OK(got.status());
+  EXPECT_TRUE(*got == bytes) << "the promotion finished before its copy ran";
+}
+
 TEST_F(ObjectTierTest, ARemoveMidDemotionWinsAndFreesBothTiers) {
   Open();
   ASSERT_OK(PutByPlan("r", Pattern(kMiB, 1), 0, 1 * kMs));

@@ -156,6 +156,12 @@ class CreateFailingBackend final : public gpu::Backend {
   Status Fill(void* dst, uint8_t value, size_t bytes) override {
     return inner_.Fill(dst, value, bytes);
   }
+  Result<gpu::StreamHandle> CreateStream(int device) override { return inner_.CreateStream(device); }
+  Status CopyAsync(void* dst, const void* src, size_t bytes, gpu::CopyKind kind, gpu::StreamHandle stream) override {
+    return inner_.CopyAsync(dst, src, bytes, kind, stream);
+  }
+  Status SyncStream(gpu::StreamHandle stream) override { return inner_.SyncStream(stream); }
+  Status DestroyStream(gpu::StreamHandle stream) override { return inner_.DestroyStream(stream); }
 
  private:
   gpu::Backend& inner_;

@@ -261,6 +261,92 @@ TEST_F(HostBackendTest, RangesAreFreedWholeAndOnlyWhenEmpty) {
   EXPECT_EQ(b().ReserveRange(kGran, 3 * 4096).status().code(), Code::kInvalidArgument);
 }
 
+// A stream's copies run at SyncStream, the latest a GPU may run them: a
+// caller that reads before it waits sees stale bytes here too, in CI.
+TEST_F(HostBackendTest, AStreamsCopiesLandAtSyncStreamAndNotBefore) {
+  auto base = b().ReserveRange(kGran, 0);
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(base.ok() && page.ok());
+  ASSERT_TRUE(b().Map(*base, kGran, *page).ok());
+  int devices[] = {0};
+  ASSERT_TRUE(b().SetAccess(*base, kGran, devices).ok());
+  auto stream = b().CreateStream(0);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  volatile uint8_t* p = reinterpret_cast<uint8_t*>(*base);
+  void* device = reinterpret_cast<void*>(*base);
+  const std::vector<uint8_t> first(4096, 0xab), second(4096, 0xcd);
+  ASSERT_TRUE(b().CopyAsync(device, first.data(), first.size(), CopyKind::kHostToDevice, *stream).ok());
+  EXPECT_EQ(p[0], 0) << "queued, not run";
+  ASSERT_TRUE(b().Copy(device, second.data(), 1, CopyKind::kHostToDevice).ok());
+  EXPECT_EQ(p[0], 0xcd) << "Copy waits for no stream";
+  ASSERT_TRUE(b().SyncStream(*stream).ok());
+  EXPECT_EQ(p[0], 0xab);
+  EXPECT_EQ(p[4095], 0xab);
+  // As cuStreamDestroy: what was queued still runs.
+  ASSERT_TRUE(b().CopyAsync(device, second.data(), second.size(), CopyKind::kHostToDevice, *stream).ok());
+  ASSERT_TRUE(b().DestroyStream(*stream).ok());
+  EXPECT_EQ(p[4095], 0xcd);
+  EXPECT_TRUE(b().Unmap(*base, kGran).ok());
+  EXPECT_TRUE(b().FreeRange(*base, kGran).ok());
+  EXPECT_TRUE(b().ReleasePage(*page).ok());
+}
+
+// Memory unmapped between CopyAsync and SyncStream: a GPU faults there (and
+// the fault ends the context's work); here the sync fails and drops the
+// stream's queue, never writing into the hole.
+TEST_F(HostBackendTest, MemoryUnmappedBeforeTheSyncFailsTheSyncNotTheProcess) {
+  auto base = b().ReserveRange(kGran, 0);
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(base.ok() && page.ok());
+  ASSERT_TRUE(b().Map(*base, kGran, *page).ok());
+  int devices[] = {0};
+  ASSERT_TRUE(b().SetAccess(*base, kGran, devices).ok());
+  auto stream = b().CreateStream(0);
+  ASSERT_TRUE(stream.ok());
+  void* device = reinterpret_cast<void*>(*base);
+  const std::vector<uint8_t> data(64, 0x5a);
+  ASSERT_TRUE(b().CopyAsync(device, data.data(), data.size(), CopyKind::kHostToDevice, *stream).ok());
+  ASSERT_TRUE(b().CopyAsync(device, data.data(), data.size(), CopyKind::kHostToDevice, *stream).ok());
+  ASSERT_TRUE(b().Unmap(*base, kGran).ok());
+  Status synced = b().SyncStream(*stream);
+  EXPECT_EQ(synced.code(), Code::kInvalidArgument) << synced.ToString();
+  EXPECT_NE(synced.message().find("not mapped"), std::string::npos) << synced.ToString();
+  ASSERT_TRUE(b().Map(*base, kGran, *page).ok());
+  ASSERT_TRUE(b().SetAccess(*base, kGran, devices).ok());
+  EXPECT_TRUE(b().SyncStream(*stream).ok()) << "the failed queue was dropped";
+  EXPECT_EQ(reinterpret_cast<volatile uint8_t*>(*base)[0], 0) << "nothing of it ran";
+  EXPECT_TRUE(b().DestroyStream(*stream).ok());
+  EXPECT_TRUE(b().Unmap(*base, kGran).ok());
+  EXPECT_TRUE(b().FreeRange(*base, kGran).ok());
+  EXPECT_TRUE(b().ReleasePage(*page).ok());
+}
+
+// A stream is one device's, and that device runs its copies: it needs
+// access to the device ends, where Copy would pick any device that has it.
+TEST_F(HostBackendTest, AStreamsDeviceMustHaveAccessToWhatItCopies) {
+  auto base = b().ReserveRange(kGran, 0);
+  auto page = b().CreatePage(0, kGran);
+  ASSERT_TRUE(base.ok() && page.ok());
+  ASSERT_TRUE(b().Map(*base, kGran, *page).ok());
+  int zero[] = {0};
+  ASSERT_TRUE(b().SetAccess(*base, kGran, zero).ok());
+  auto on_one = b().CreateStream(1);
+  ASSERT_TRUE(on_one.ok());
+  uint8_t byte = 1;
+  void* device = reinterpret_cast<void*>(*base);
+  Status refused = b().CopyAsync(device, &byte, 1, CopyKind::kHostToDevice, *on_one);
+  EXPECT_EQ(refused.code(), Code::kPermissionDenied) << refused.ToString();
+  EXPECT_NE(refused.message().find("device 1 runs the copy"), std::string::npos) << refused.ToString();
+  EXPECT_TRUE(b().Copy(device, &byte, 1, CopyKind::kHostToDevice).ok()) << "Copy runs it on device 0";
+  int both[] = {0, 1};
+  ASSERT_TRUE(b().SetAccess(*base, kGran, both).ok());
+  EXPECT_TRUE(b().CopyAsync(&byte, device, 1, CopyKind::kDeviceToHost, *on_one).ok());
+  EXPECT_TRUE(b().DestroyStream(*on_one).ok());
+  EXPECT_TRUE(b().Unmap(*base, kGran).ok());
+  EXPECT_TRUE(b().FreeRange(*base, kGran).ok());
+  EXPECT_TRUE(b().ReleasePage(*page).ok());
+}
+
 TEST(HostBackendOpen, ByNameAndEnvironment) {
   auto host = OpenBackend("host");
   ASSERT_TRUE(host.ok());
