@@ -16,6 +16,11 @@ inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 G
 inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectInfoReply (the segment's rows)
 inline constexpr int kMaxObjectStoreOwners = 128;      // owners listed per device in one ObjectInfoReply
 inline constexpr int kMaxObjectBatch = 64;             // keys of one lease batch, leases of one release batch
+// A slab's payload pages (their write fds go in its reply with the header
+// page's and the ring's): kvd grants no more.
+inline constexpr uint32_t kMaxSlabPayloadPages = kMaxObjectPageFds;
+inline constexpr uint32_t kMaxSlabRingRecords = 1u << 16;  // ipc::AnnounceRing::kMaxRecords
+inline constexpr uint32_t kMaxSlabHeaderSlots = 1u << 24;  // object_store.max_objects' bound
 
 // Whether the body is one of the object store's messages.
 bool IsObjectBody(Message::BodyCase body);
