@@ -135,6 +135,52 @@ TEST_F(KvdSlabsTest, PutsAskKvdNothingAndAnotherClientGetsThemByteExact) {
   EXPECT_TRUE(kvd_.Running());
 }
 
+// Two producers' threads put in their own slabs at once while a third
+// slab's ring carries a forged record: only that slab ends.
+TEST_F(KvdSlabsTest, RacingProducersAndAForgedAnnounceThatPoisonsOnlyItsSlab) {
+  StartWithStore();
+  auto backend = OpenTestBackend();
+  ASSERT_NE(backend, nullptr);
+  auto a = OpenStore(), b = OpenStore(), liar = OpenStore(), reader = OpenStore();
+  ASSERT_TRUE(a && b && liar && reader);
+  auto slab_a = a->AcquireSlab(0, kPage, 64, 64), slab_b = b->AcquireSlab(1, kPage, 64, 64);
+  auto forged = liar->AcquireSlab(0, kPage, 8, 8);
+  ASSERT_OK(slab_a.status());
+  ASSERT_OK(slab_b.status());
+  ASSERT_OK(forged.status());
+  // A record past its slab's payload, stamped as a real one.
+  device::SlabAllocation at{};
+  ASSERT_EQ(device::AllocateInSlab((*forged)->cursor(), (*forged)->ring(), 256, &at), device::SlabCode::kOk);
+  at.payload_offset = 64 * kPage;
+  ASSERT_EQ(device::Announce((*forged)->ring(), *(*forged)->cursor(), at, 256, ObjectSlab::KeyHash("forged"),
+                             (*forged)->epoch(at.header_slot), "forged", 6),
+            device::SlabCode::kOk);
+  auto run = [&](ObjectSlab& slab, const std::string& prefix) {
+    for (int i = 0; i < 40; ++i) {
+      Status put = SlabPut(slab, *backend, prefix + std::to_string(i), ObjectPattern(2000 + i, uint8_t(i)));
+      for (int tries = 0; !put.ok() && tries < 5000; ++tries) {  // the ring is full until kvd's loop reads it
+        std::this_thread::sleep_for(1ms);
+        put = SlabPut(slab, *backend, prefix + std::to_string(i), ObjectPattern(2000 + i, uint8_t(i)));
+      }
+    }
+  };
+  std::thread ta([&] { run(**slab_a, "a:"); }), tb([&] { run(**slab_b, "b:"); });
+  ta.join();
+  tb.join();
+  for (int i = 0; i < 40; ++i) {
+    for (const char* prefix : {"a:", "b:"}) {
+      auto got = GetSoon(*reader, prefix + std::to_string(i));
+      ASSERT_OK(got.status());
+      EXPECT_EQ(*got, ObjectPattern(2000 + i, uint8_t(i)));
+    }
+  }
+  EXPECT_EQ(WaitMetric("nanokv_object_store_slabs_poisoned_total", 1), 1);
+  EXPECT_EQ(WaitMetric("nanokv_object_store_slabs", 2), 2);
+  EXPECT_EQ(reader->Get("forged").status().code(), Code::kNotFound);
+  EXPECT_EQ((*forged)->Release().code(), Code::kNotFound);  // kvd ended it
+  EXPECT_TRUE(kvd_.Running());
+}
+
 TEST_F(KvdSlabsTest, AProducerThatDiesLeavesOnlyWhatItAnnounced) {
   StartWithStore();
   Process peer =
