@@ -384,6 +384,7 @@ int Main(int argc, char** argv) {
     if (metrics) {  // what /metrics reads that the segment does not hold
       metrics->PublishServer(server.connection_count(), server.shed_connections(), (*backend)->device_work_calls());
       if (objects) metrics->PublishObjects(objects->Stats());
+      if (objects) metrics->PublishSlabs(objects->slab_counters());
     }
   });
   // With `master:`, the node's session with the cluster master

@@ -155,6 +155,29 @@ int main(int argc, char** argv) {
     e->set_message("device 0 is full: 1 of its 8 pages are held after recycle");
     e->set_retry_after_forget(true);
   }
+  {
+    ObjectSlabRequest* r = add("object_slab").mutable_object_slab();
+    r->set_device(0);
+    r->set_payload_bytes(64u << 20);
+    r->set_header_slots(1024);
+    r->set_ring_records(256);
+  }
+  {
+    ObjectSlabReply* r = add("object_slab_reply").mutable_object_slab_reply();
+    r->set_slab_id(1);
+    r->set_payload_offset(2u << 20);
+    r->set_payload_bytes(2u << 20);
+    r->set_header_offset(0);
+    r->set_header_slots(1024);
+    r->set_first_epoch(7);
+    r->set_ring_records(256);
+    r->set_ttl_ms(60000);
+    r->set_page_bytes(2u << 20);
+    r->set_store_bytes(8u << 20);
+    r->set_header_page(3);
+    r->add_payload_pages(4);
+  }
+  add("object_slab_release").mutable_object_slab_release()->set_slab_id(1);
   for (auto& [name, message] : seeds) {
     if (!Write(dir, name, std::move(message))) {
       std::fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());

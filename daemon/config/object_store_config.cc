@@ -55,6 +55,12 @@ Status ParseObjectStoreConfig(const YamlField& field, ObjectStoreConfig* out) {
     } else if (name == "max_leases") {
       NANOKV_ASSIGN_OR_RETURN(int64_t n, value.Integer(1, 1 << 20));
       c.max_leases = static_cast<uint32_t>(n);
+    } else if (name == "slab_ttl") {
+      NANOKV_ASSIGN_OR_RETURN(c.slab_ttl,
+                              value.Duration(std::chrono::milliseconds(1), std::chrono::hours(24), "[1ms, 24h]"));
+    } else if (name == "max_slabs") {
+      NANOKV_ASSIGN_OR_RETURN(int64_t n, value.Integer(1, 4096));
+      c.max_slabs = static_cast<uint32_t>(n);
     } else if (name == "host_tier") {
       NANOKV_ASSIGN_OR_RETURN(std::string text, value.Scalar());
       auto bytes = ParseBytes(text);
@@ -64,7 +70,7 @@ Status ParseObjectStoreConfig(const YamlField& field, ObjectStoreConfig* out) {
       return field.At(entry.first, value.key())
           .Bad(
               "unknown key (size, high_watermark, low_watermark, policy, lease_ttl, write_timeout, "
-              "max_objects, max_leases, host_tier)");
+              "max_objects, max_leases, slab_ttl, max_slabs, host_tier)");
     }
   }
   if (c.low_watermark > c.high_watermark) {

@@ -28,6 +28,14 @@ struct ObjectStoreConfig {
   // Read leases one client uid may hold at once (expired ones do not count):
   // without a bound a loop of acquires grows kvd without end.
   uint32_t max_leases = 1024;
+  // v2 slabs (issue 34, object_index.h "Slabs"): a slab kvd granted and its
+  // producer did not release ends by itself after this (what it never
+  // announced goes back): a producer that hangs without closing its
+  // connection cannot hold store space for good.
+  std::chrono::milliseconds slab_ttl{60000};
+  // Slabs one uid may hold at once, per store: each holds payload and
+  // header slots nobody else can use until it ends.
+  uint32_t max_slabs = 16;
   // Per device: bytes of kvd-owned host memory under the device's store
   // (the host tier, object_index.h). READY objects the store evicts move
   // there instead of going; 0: no host tier, eviction drops.

@@ -107,6 +107,7 @@
 #include "daemon/objects/object_table.h"
 #include "daemon/objects/owned_space.h"
 #include "daemon/objects/payload_placement.h"
+#include "daemon/objects/slab_table.h"
 #include "daemon/objects/stored_object.h"
 #include "gpu/backend.h"
 #include "nanokv/object_header.h"
@@ -391,6 +392,25 @@ class ObjectIndex {
   // Leases held (expired ones not yet pruned included), all holders or one.
   size_t lease_count() const;
   size_t lease_count(uint32_t holder) const;
+
+  // v2 slabs (issue 34; object_index_slabs.cc says what a slab holds and
+  // how it is counted). GrantSlab: kInvalidArgument for sizes out of range;
+  // kNotFound for an unknown device; kResourceExhausted naming
+  // object_store.max_slabs, max_objects or high_watermark. `held_by`: the
+  // asking connection's serial.
+  Result<SlabGrant> GrantSlab(const SlabRequest& request, uint32_t owner, uint64_t held_by, uint64_t now_ns);
+  // Ends slab `id` after reading its ring once more (what was announced
+  // stands). kNotFound for an unknown id; kPermissionDenied when
+  // `requester` (a uid, or kOperator) is not its owner.
+  Status ReleaseSlab(uint64_t id, uint32_t requester, uint64_t now_ns);
+  // Ends every slab connection `held_by` holds (it closed). Returns how many.
+  size_t ReleaseHeldSlabs(uint64_t held_by, uint64_t now_ns);
+  // Reads every slab's ring (at most `max_records` records each) and
+  // indexes what it announces; ends slabs past slab_ttl and poisoned ones.
+  // Returns the objects indexed. kvd's loop calls it every turn.
+  size_t PollSlabs(uint64_t now_ns, size_t max_records = kSlabPollRecords);
+  static constexpr size_t kSlabPollRecords = 256;
+  SlabCounters slab_counters() const;
   TenantId tenant() const { return tenant_; }
 
  private:
@@ -434,6 +454,7 @@ class ObjectIndex {
     std::vector<uint32_t> free_records;  // object journal records, a stack
     uint32_t recovered_objects = 0, recovered_writes = 0, refused_records = 0;
     uint64_t recovered_bytes = 0;
+    uint32_t slab_slots = 0;  // header slots slabs hold and have not announced
     // The host tier under the store (object_store.host_tier); null: none.
     std::unique_ptr<HostRange> host;
     // The stream the tier worker's copies to and from it run on (CopyMove),
@@ -579,6 +600,21 @@ class ObjectIndex {
     uint32_t slot;
   };
   std::vector<Orphan> orphans_;
+  SlabTable slabs_;
+
+  // object_index_slabs.cc. REQUIRES: mu_ held.
+  // Indexes one announced object of `slab`; an error poisons the slab.
+  Status AdoptAnnounced(GrantedSlab& slab, const ipc::AnnouncedObject& announced, uint64_t now_ns);
+  // Reads `slab`'s ring (at most `max` records); false when it is poisoned.
+  bool ReadRing(GrantedSlab& slab, size_t max, uint64_t now_ns);
+  // Gives back what `slab` never announced and forgets it.
+  void EndSlab(uint64_t id, const char* why);
+  // Header slots for a slab: `count` consecutive ones in a header page of
+  // `owner`'s taken whole. The first slot, or kResourceExhausted.
+  Result<uint32_t> TakeSlabSlots(Device& device, uint32_t owner, uint32_t count);
+  // The slabs' share of CheckInvariants: their payload in `allocated`,
+  // their slots in `slot_used`, per device index.
+  Status CheckSlabs(std::vector<uint64_t>& allocated, std::vector<std::vector<bool>>& slot_used) const;
 };
 
 }  // namespace nanokv::kvd

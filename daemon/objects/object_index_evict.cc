@@ -257,6 +257,8 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     }
   }
   NANOKV_RETURN_IF_ERROR(table_.CheckLeases());
+  // Slab space: objects' + slabs' + free == the payload (checked below).
+  NANOKV_RETURN_IF_ERROR(CheckSlabs(allocated, slot_used));
   for (size_t d = 0; d < devices_.size(); ++d) {
     const Device& device = devices_[d];
     std::string where = "object store device " + std::to_string(device.ordinal) + ": ";

@@ -103,7 +103,7 @@ Result<uint32_t> ObjectIndex::AllocateSlot(size_t d, uint32_t owner, uint64_t no
   Device& device = devices_[d];
   for (;;) {
     Status short_of;
-    if (device.objects >= device.max_objects) {
+    if (device.objects + device.slab_slots >= device.max_objects) {
       short_of = Status::ResourceExhausted("all " + std::to_string(device.max_objects) +
                                            " header slots in use (object_store.max_objects)");
     } else {
@@ -113,7 +113,7 @@ Result<uint32_t> ObjectIndex::AllocateSlot(size_t d, uint32_t owner, uint64_t no
     }
     // Out of slots, the host tier's victim goes first (it holds a journal
     // record, so it counts); it frees no page, so not for a header page.
-    const bool slots_full = device.objects >= device.max_objects;
+    const bool slots_full = device.objects + device.slab_slots >= device.max_objects;
     if (!(slots_full && EvictHostOne(d, now_ns)) && !EvictOne(d, now_ns)) {
       return Status::ResourceExhausted("object store on device " + std::to_string(device.ordinal) + ": " +
                                        std::string(short_of.message()) + ", and nothing evictable");
@@ -233,6 +233,9 @@ Status ObjectIndex::CheckHeaderPages(size_t d) const {
   }
   for (const Orphan& orphan : orphans_) {
     if (orphan.d == d && orphan.to == Tier::kGpu) ++live[orphan.slot / device.slots_per_page];
+  }
+  for (const auto& [id, slab] : slabs_.all()) {
+    if (slab->d == d) live[slab->first_slot / device.slots_per_page] += slab->slots_left;
   }
   for (const auto& [holder, pages] : holds_) {
     for (const auto& [held_d, index] : pages) {

@@ -170,6 +170,18 @@ std::vector<std::pair<uint64_t, uint64_t>> OffsetAllocator::LargestFree(size_t n
   return out;
 }
 
+Status OffsetAllocator::Split(uint64_t offset, uint64_t at) {
+  auto live = live_.find(offset);
+  if (live == live_.end() || at <= offset || at >= offset + live->second || at % alignment_ != 0) {
+    return Status::FailedPrecondition("offset allocator: no live range at " + std::to_string(offset) + " to cut at " +
+                                      std::to_string(at));
+  }
+  const uint64_t end = offset + live->second;
+  live->second = at - offset;
+  live_.emplace(at, end - at);
+  return Status::OK();
+}
+
 uint64_t OffsetAllocator::LengthAt(uint64_t offset) const {
   auto it = live_.find(offset);
   return it == live_.end() ? 0 : it->second;

@@ -80,6 +80,10 @@ class OffsetAllocator {
   // kInvalidArgument as Give (offset unaligned, empty, past the capacity);
   // kFailedPrecondition unless the range lies inside one free range.
   Status AllocateAt(uint64_t offset, uint64_t bytes);
+  // The live range starting at `offset` becomes two, cut at `at` (aligned,
+  // strictly inside it): a v2 slab's range giving an announced object a
+  // range of its own (object_index_slabs.cc). kFailedPrecondition otherwise.
+  Status Split(uint64_t offset, uint64_t at);
 
   uint64_t alignment() const { return alignment_; }
   uint64_t capacity() const { return capacity_; }

@@ -137,6 +137,20 @@ Status OwnedSpace::Free(uint64_t offset) {
   return Status::OK();
 }
 
+Status OwnedSpace::Split(uint64_t offset, uint64_t at) {
+  auto live = live_.find(offset);
+  if (live == live_.end()) {
+    return Status::FailedPrecondition("owned space: no live range starts at " + std::to_string(offset));
+  }
+  const Live range = live->second;
+  NANOKV_RETURN_IF_ERROR(arenas_[range.owner].space->Split(offset, at));
+  live->second.length = at - offset;
+  live_.emplace(at, Live{range.owner, offset + range.length - at});
+  // The page the cut falls in is touched by both halves now.
+  if (at % page_bytes_ != 0) (void)Touch(at, 1, +1);
+  return Status::OK();
+}
+
 void OwnedSpace::MakeIdle(uint64_t page) {
   if (idle_.insert(page).second) {
     ++arenas_[page_[page].owner].idle;

@@ -68,6 +68,10 @@ class OwnedSpace {
   Result<uint64_t> Allocate(uint32_t owner, uint64_t bytes);
   // kFailedPrecondition for an offset no live range starts at.
   Status Free(uint64_t offset);
+  // The live range at `offset` becomes two, cut at `at` (aligned, inside
+  // it), both its owner's: a v2 slab handing an announced object its own
+  // range. kFailedPrecondition otherwise.
+  Status Split(uint64_t offset, uint64_t at);
   // The rounded length of the live range at `offset`; 0 if none.
   uint64_t LengthAt(uint64_t offset) const;
   // The owner of page `page` (index in this space); nullopt when it is in

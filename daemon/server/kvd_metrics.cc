@@ -40,6 +40,8 @@ constexpr RequestKind kRequestKinds[] = {
     {wire::Message::kObjectInfo, "object_info"},
     {wire::Message::kObjectLeaseBatch, "object_lease_batch"},
     {wire::Message::kObjectReleaseBatch, "object_release_batch"},
+    {wire::Message::kObjectSlab, "object_slab"},
+    {wire::Message::kObjectSlabRelease, "object_slab_release"},
 };
 
 std::string Ordinal(int device) { return std::to_string(device); }
@@ -106,6 +108,16 @@ KvdMetrics::KvdMetrics(ops::Registry& registry, std::string ipc_name, const std:
           "and records refused), by device.", on);
       if (host_tier) AddTierSeries(registry, device, s);
     }
+    slabs_granted_ = &registry.AddCounter("nanokv_object_store_slabs_granted_total",
+                                          "v2 slabs granted to producers (ObjectSlabRequest).");
+    slab_objects_ = &registry.AddCounter("nanokv_object_store_slab_objects_total",
+                                         "Objects indexed READY from slabs' announce rings.");
+    slabs_poisoned_ =
+        &registry.AddCounter("nanokv_object_store_slabs_poisoned_total",
+                             "Slabs ended because their announce ring broke a rule (a forged or torn record).");
+    slabs_expired_ =
+        &registry.AddCounter("nanokv_object_store_slabs_expired_total", "Slabs ended by object_store.slab_ttl.");
+    slabs_live_ = &registry.AddGauge("nanokv_object_store_slabs", "Slabs granted and not ended.");
   }
   connections_accepted_ = &registry.AddCounter("nanokv_connections_accepted_total",
                                                "Connections to kvd's socket admitted.");
@@ -202,6 +214,15 @@ void KvdMetrics::PublishObjects(const std::vector<StoreDeviceStats>& stats) {
     s.gpu_hits->Set(d.gpu_hits);
     s.host_hits->Set(d.host_hits);
   }
+}
+
+void KvdMetrics::PublishSlabs(const SlabCounters& slabs) {
+  if (slabs_granted_ == nullptr) return;
+  slabs_granted_->Set(slabs.granted);
+  slab_objects_->Set(slabs.announced);
+  slabs_poisoned_->Set(slabs.poisoned);
+  slabs_expired_->Set(slabs.expired);
+  slabs_live_->Set(static_cast<double>(slabs.live));
 }
 
 void KvdMetrics::AddTierSeries(ops::Registry& registry, int device, StoreSeries& s) {

@@ -69,6 +69,7 @@ class KvdMetrics {
   // here so the metrics thread never reads a backend that main has freed.
   void PublishServer(size_t connections, uint64_t shed_connections, uint64_t device_work_calls);
   void PublishObjects(const std::vector<StoreDeviceStats>& stats);
+  void PublishSlabs(const SlabCounters& slabs);
 
  private:
   friend class RequestTimer;
@@ -83,7 +84,7 @@ class KvdMetrics {
   const std::string ipc_name_;
   size_t other_ = 0;                           // the "other" kind's index
   int share_kind_ = -1;                        // share's index: its pages count as shared
-  std::array<uint8_t, 64> kind_by_case_{};     // body case -> kind index
+  std::array<uint8_t, 128> kind_by_case_{};    // body case -> kind index
   std::vector<std::string> kind_names_;
   std::vector<ops::Histogram*> latency_;       // by kind
   // Refusals by kind and code: atomics of their own, written out only where
@@ -116,6 +117,12 @@ class KvdMetrics {
   // The host tier's series of device `device` (kvd_metrics.cc).
   static void AddTierSeries(ops::Registry& registry, int device, StoreSeries& s);
   std::array<StoreSeries, kDeviceSlots> store_{};
+  // v2 slabs (nullptr without an object store).
+  ops::Counter* slabs_granted_ = nullptr;
+  ops::Counter* slab_objects_ = nullptr;
+  ops::Counter* slabs_poisoned_ = nullptr;
+  ops::Counter* slabs_expired_ = nullptr;
+  ops::Gauge* slabs_live_ = nullptr;
   ops::Counter* connections_accepted_;
   ops::Counter* connections_shed_;
   ops::Counter* device_work_calls_;

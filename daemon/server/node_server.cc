@@ -80,6 +80,7 @@ Status NodeServer::Run() {
   constexpr auto kHeartbeat = std::chrono::seconds(1);
   constexpr auto kReclaimGap = std::chrono::milliseconds(100);
   constexpr auto kRingSpin = std::chrono::microseconds(2);
+  constexpr int kSlabPollGapMs = 1;
   auto last_publish = Clock::now() - kHeartbeat;
   const auto recovery_ends = Clock::now() + std::chrono::milliseconds(options_.recovery_window_ms);
   if (node_.recovering_pages() > 0) {
@@ -110,11 +111,26 @@ Status NodeServer::Run() {
       if (objects_->Reclaim(SteadyNowNs()) > 0) dirty_ = true;
       next_reclaim = Clock::now() + kReclaimGap;
     }
+    // v2 slabs' announce rings: read every turn, and the loop sleeps at most
+    // kSlabPollGap while a slab is live. A producer is a kernel that rings
+    // no doorbell (an eventfd write per put would be a host call per put,
+    // which slabs exist to avoid), so a put becomes readable by key within
+    // about kSlabPollGap; before that a get answers kNotFound, as for an
+    // object not put yet. A poll is a lock and a host load per live slab.
+    bool slabs_live = false;
+    if (objects_ != nullptr) {
+      if (objects_->PollSlabs(SteadyNowNs()) > 0) dirty_ = true;
+      const size_t live = objects_->slab_counters().live;
+      if (live != live_slabs_) dirty_ = true;  // one ended (expired, poisoned): /metrics says so
+      live_slabs_ = live;
+      slabs_live = live > 0;
+    }
     auto since = Clock::now() - last_publish;
     int timeout_ms = 250;
     if (dirty_) {
       timeout_ms = since >= kPublishGap ? 0 : 1 + static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kPublishGap - since).count());
     }
+    if (slabs_live) timeout_ms = std::min(timeout_ms, kSlabPollGapMs);
     if (options_.busy_poll_us != 0 && Clock::now() < poll_until) timeout_ms = 0;
     // Rings are looked at every turn (a busy-polling kvd sees a request
     // without any wake-up); before sleeping each is marked so that its
@@ -396,6 +412,8 @@ void NodeServer::CloseConnection(int fd, const std::string& reason) {
   } else if (auto counted = per_process_.find(c.peer.pid); counted != per_process_.end()) {
     if (--counted->second == 0) per_process_.erase(counted);
   }
+  // Its slabs end (what it announced stands), then its uid's held pages.
+  if (objects_ != nullptr) objects_->ReleaseHeldSlabs(c.serial, SteadyNowNs());
   ObjectPeerGone(c);
   if (objects_ != nullptr) objects_->EndConnectionLeases(c.serial);  // its views and gets end with it
   if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);

@@ -183,6 +183,8 @@ class NodeServer {
   void HandleObject(Connection& c, const wire::Message& m);
   // Lease and release batches (node_server_object_batch.cc).
   void HandleObjectBatch(Connection& c, const wire::Message& m);
+  // v2 slabs' grant and release (node_server_slabs.cc).
+  void HandleSlab(Connection& c, const wire::Message& m);
   // Who a peer is to the object store when it acts on others' objects
   // (remove, pin, evict, a lease's release): its uid, or kOperator for root
   // and kvd's uid. A plan's own acts go by its plan's writer's uid alone
@@ -248,6 +250,7 @@ class NodeServer {
   std::deque<Refusal> refusals_;           // oldest first; some may be closed already
   size_t refused_open_ = 0;                // refused connections still open
   uint64_t next_serial_ = 1;
+  size_t live_slabs_ = 0;  // v2 slabs at the last loop turn
   // /dev/null, given up when out of fds: one for the accept, the rest for
   // what telling that peer why may open (a sanitizer runtime checks memory
   // through a pipe: found by ASan/UBSan in CI, a false "invalid vptr").

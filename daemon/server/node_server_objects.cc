@@ -50,6 +50,9 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
     // Right call, wrong kvd: not "unavailable", which clients read as "kvd is gone".
     return SendError(c, rid, Status::FailedPrecondition("kvd runs no object store (object_store.size is 0)"));
   }
+  if (m.body_case() == wire::Message::kObjectSlab || m.body_case() == wire::Message::kObjectSlabRelease) {
+    return HandleSlab(c, m);
+  }
   ObjectIndex& store = *objects_;
   uint64_t now = SteadyNowNs();
   // `peer` for what the operator may do to anyone's object (remove, pin,

@@ -136,6 +136,9 @@ Status CheckBody(const Message& m) {
     case Message::kObjectLeaseBatchReply:
     case Message::kObjectReleaseBatch:
     case Message::kObjectReleaseBatchReply:
+    case Message::kObjectSlab:
+    case Message::kObjectSlabReply:
+    case Message::kObjectSlabRelease:
       return CheckObjectBody(m);  // ipc/wire/object_codec.cc
     case Message::BODY_NOT_SET:
       return Fault("message has no body (or one this version does not know)");

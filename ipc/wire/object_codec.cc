@@ -90,6 +90,46 @@ Status Batch(int items, const char* where, Check item, int most = kMaxObjectBatc
   return Status::OK();
 }
 
+bool PowerOfTwo(uint32_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+Status SlabSizes(uint32_t header_slots, uint32_t ring_records, const char* where) {
+  if (header_slots == 0 || header_slots > kMaxSlabHeaderSlots) {
+    return Fault(std::string(where) + ": " + std::to_string(header_slots) + " header slots");
+  }
+  if (ring_records < 2 || ring_records > kMaxSlabRingRecords || !PowerOfTwo(ring_records)) {
+    return Fault(std::string(where) + ": a ring of " + std::to_string(ring_records) +
+                 " records is not a power of two in [2, " + std::to_string(kMaxSlabRingRecords) + "]");
+  }
+  return Status::OK();
+}
+
+Status SlabReply(const ObjectSlabReply& r) {
+  NANOKV_RETURN_IF_ERROR(Device(r.device(), false, "object_slab_reply"));
+  NANOKV_RETURN_IF_ERROR(SlabSizes(r.header_slots(), r.ring_records(), "object_slab_reply"));
+  if (!ValidDeviceUuid(r.device_uuid())) return Fault("object_slab_reply: a bad device uuid");
+  if (r.slab_id() == 0 || r.page_bytes() == 0 || r.payload_bytes() == 0) {
+    return Fault("object_slab_reply: slab id, page_bytes or payload_bytes 0");
+  }
+  // Overflow-safe: each term is checked against store_bytes before the sum.
+  const uint64_t store = r.store_bytes();
+  if (r.payload_offset() > store || r.payload_bytes() > store - r.payload_offset() || r.header_offset() > store ||
+      uint64_t{r.header_slots()} * sizeof(ObjectHeader) > store - r.header_offset()) {
+    return Fault("object_slab_reply: payload or header slots outside the store range");
+  }
+  const uint64_t first = r.payload_offset() / r.page_bytes();
+  const uint64_t last = (r.payload_offset() + r.payload_bytes() - 1) / r.page_bytes();
+  if (static_cast<uint64_t>(r.payload_pages_size()) != last - first + 1 ||
+      static_cast<uint32_t>(r.payload_pages_size()) > kMaxSlabPayloadPages) {
+    return Fault("object_slab_reply: " + std::to_string(r.payload_pages_size()) +
+                 " payload pages for its range (at most " + std::to_string(kMaxSlabPayloadPages) + ")");
+  }
+  if (r.header_offset() / r.page_bytes() !=
+      (r.header_offset() + uint64_t{r.header_slots()} * sizeof(ObjectHeader) - 1) / r.page_bytes()) {
+    return Fault("object_slab_reply: header slots across pages");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CheckObjectPlan(const ObjectPlan& plan) { return Plan(plan); }
@@ -109,6 +149,8 @@ bool IsObjectRequest(Message::BodyCase body) {
     case Message::kObjectInfo:
     case Message::kObjectLeaseBatch:
     case Message::kObjectReleaseBatch:
+    case Message::kObjectSlab:
+    case Message::kObjectSlabRelease:
       return true;
     default:
       return false;
@@ -116,11 +158,11 @@ bool IsObjectRequest(Message::BodyCase body) {
 }
 
 bool IsObjectBody(Message::BodyCase body) {
-  return IsObjectRequest(body) || body == Message::kObjectPlan ||
-         body == Message::kObjectLeaseReply || body == Message::kObjectPagesReply ||
-         body == Message::kObjectListReply || body == Message::kObjectEvictReply ||
-         body == Message::kObjectAck || body == Message::kObjectInfoReply ||
-         body == Message::kObjectLeaseBatchReply || body == Message::kObjectReleaseBatchReply;
+  return IsObjectRequest(body) || body == Message::kObjectPlan || body == Message::kObjectLeaseReply ||
+         body == Message::kObjectPagesReply || body == Message::kObjectListReply ||
+         body == Message::kObjectEvictReply || body == Message::kObjectAck || body == Message::kObjectInfoReply ||
+         body == Message::kObjectLeaseBatchReply || body == Message::kObjectReleaseBatchReply ||
+         body == Message::kObjectSlabReply;
 }
 
 Status CheckObjectBody(const Message& m) {
@@ -221,6 +263,17 @@ Status CheckObjectBody(const Message& m) {
       return Batch(
           m.object_release_batch().lease_ids_size(), "object_release_batch", [](int) { return Status::OK(); },
           kMaxReleaseBatch);
+    case Message::kObjectSlab: {
+      const ObjectSlabRequest& r = m.object_slab();
+      NANOKV_RETURN_IF_ERROR(Device(r.device(), false, "object_slab"));
+      if (r.payload_bytes() == 0) return Fault("object_slab: 0 payload bytes");
+      return SlabSizes(r.header_slots(), r.ring_records(), "object_slab");
+    }
+    case Message::kObjectSlabReply:
+      return SlabReply(m.object_slab_reply());
+    case Message::kObjectSlabRelease:
+      if (m.object_slab_release().slab_id() == 0) return Fault("object_slab_release: slab id 0");
+      return Status::OK();
     case Message::kObjectInfo:
     case Message::kObjectList:
     case Message::kObjectEvictReply:

@@ -17,6 +17,11 @@ inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectI
 inline constexpr int kMaxObjectStoreOwners = 128;      // owners listed per device in one ObjectInfoReply
 inline constexpr int kMaxObjectBatch = 64;             // keys of one lease batch
 inline constexpr int kMaxReleaseBatch = 4096;          // lease ids of one release batch (32 KiB)
+// A slab's payload pages (their write fds go in its reply with the header
+// page's and the ring's): kvd grants no more.
+inline constexpr uint32_t kMaxSlabPayloadPages = kMaxObjectPageFds;
+inline constexpr uint32_t kMaxSlabRingRecords = 1u << 16;  // ipc::AnnounceRing::kMaxRecords
+inline constexpr uint32_t kMaxSlabHeaderSlots = 1u << 24;  // object_store.max_objects' bound
 
 // Whether the body is one of the object store's messages.
 bool IsObjectBody(Message::BodyCase body);

@@ -15,6 +15,9 @@
 //       object's mapping, which is a reader's (read-only): host stores a byte by
 //       hand (SIGSEGV expected); elsewhere the backend copies one in (refused
 //       expected: exit 20)
+//   object_peer slab-abandon <ipc_name> <key> <bytes> <seed>  a v2 slab on device 0:
+//       <key> put and announced, <key>:untold put and not, then "abandoned" on
+//       stdout and an exit with the slab never released (a producer that dies)
 // Exit 0 on success; 1 with the reason on stderr.
 #include <algorithm>
 #include <cstdio>
@@ -26,9 +29,10 @@
 #include <unistd.h>
 
 #include "gpu/backend.h"
-#include "nanokv/object_store.h"
 #include "gpu/device_buffer.h"
+#include "nanokv/object_store.h"
 #include "tests/integration/object_pattern.h"
+#include "tests/integration/slab_producer.h"
 
 namespace {
 
@@ -133,9 +137,10 @@ int ReadAndHold(nanokv::ObjectStore& store, const std::string& key, const std::v
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr,
-                 "usage: object_peer put|get|put-device|get-device|scribble|remove|view|read-hold <ipc_name> <key> "
-                 "<bytes> <seed>\n");
+    std::fprintf(
+        stderr,
+        "usage: object_peer put|get|put-device|get-device|scribble|remove|view|read-hold|slab-abandon <ipc_name> <key> "
+        "<bytes> <seed>\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -154,6 +159,18 @@ int main(int argc, char** argv) {
   }
   if (mode == "read-hold") return ReadAndHold(**store, key, data);
   if (mode == "scribble") return Scribble(**store, options.backend, key);
+  if (mode == "slab-abandon") {
+    auto copier = nanokv::gpu::OpenBackend(options.backend);
+    if (!copier.ok()) return Failed("open backend", copier.status());
+    auto slab = (*store)->AcquireSlab(0, 4 * bytes + 4096, 8, 8);
+    if (!slab.ok()) return Failed("slab", slab.status());
+    nanokv::Status put = nanokv::testing::SlabPut(**slab, **copier, key, data);
+    if (put.ok()) put = nanokv::testing::SlabPut(**slab, **copier, key + ":untold", data, /*announce=*/false);
+    if (!put.ok()) return Failed("slab put", put);
+    std::printf("abandoned\n");
+    std::fflush(stdout);
+    _exit(0);  // no release, no destructor: the connection just closes
+  }
   if (mode == "put") {
     nanokv::Status put = (*store)->Put(key, data, 0);
     return put.ok() ? 0 : Failed("put", put);

@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nanokv/device/slab.h"
 #include "nanokv/object_header.h"
 #include "nanokv/object_types.h"
 #include "nanokv/status.h"
@@ -150,6 +151,51 @@ class ObjectView {
   const void* data_ = nullptr;
   uint64_t bytes_ = 0;
   int device_ = 0;
+};
+
+// A v2 slab (issue 34; nanokv/device/slab.h): a range of kvd's store a
+// producer allocates objects in itself, with no request to kvd per put.
+//   auto slab = store->AcquireSlab(/*device=*/0, 64 << 20, 1024, 256);
+//   device::SlabAllocation at;
+//   AllocateInSlab((*slab)->cursor(), (*slab)->ring(), n, &at);   // or kRingFull / kSlabFull
+//   ... n bytes at payload() + at.payload_offset ...
+//   ... then ReadyHeader(at, n, key) stored at header(at.header_slot) ...
+//   Announce(ring(), *cursor(), at, n, KeyHash(key), epoch(at.header_slot), key, key_bytes);
+// kvd reads the ring on its loop (within about a millisecond) and the
+// object is READY by key, the producer's as a committed one. The pages are
+// mapped read-write here; the cursor is in this process's host memory (a
+// kernel's producer copies it to its device and allocates there). The slab
+// ends at Release (one request; what was announced stands, the rest goes
+// back), its destructor, kvd's object_store.slab_ttl, or this store's
+// connection closing. Move-only; it keeps its store's connection alive.
+class ObjectSlab {
+ public:
+  ObjectSlab(ObjectSlab&&) noexcept;
+  ObjectSlab& operator=(ObjectSlab&&) noexcept;
+  ObjectSlab(const ObjectSlab&) = delete;
+  ObjectSlab& operator=(const ObjectSlab&) = delete;
+  ~ObjectSlab();  // Release, if not yet (a failure is logged)
+  Status Release();
+
+  uint64_t id() const;
+  int device() const;  // kvd's ordinal
+  uint64_t payload_bytes() const;
+  uint32_t header_slots() const;
+  device::SlabCursor* cursor();
+  device::AnnounceRing ring() const;
+  void* payload() const;  // the slab's first payload byte
+  ObjectHeader* header(uint32_t slot) const;
+  uint32_t epoch(uint32_t slot) const;  // what slot `slot`'s header and announce carry
+  // The READY header of `bytes` at `at` keyed `key`: what the producer
+  // stores in header(at.header_slot) after the object's bytes.
+  ObjectHeader ReadyHeader(const device::SlabAllocation& at, uint64_t bytes, std::string_view key) const;
+  static uint64_t KeyHash(std::string_view key);  // xxhash64, seed 0 (ObjectHeader::key_hash)
+
+  struct Holder;  // the grant, the mappings and the store (object_slab.cc)
+  explicit ObjectSlab(std::unique_ptr<Holder> holder);
+
+ private:
+  std::unique_ptr<Holder> holder_;
 };
 
 class ObjectStore {
@@ -276,6 +322,14 @@ class ObjectStore {
   // (object_store.max_leases): a view is one of them until destroyed.
   Result<ObjectView> View(std::string_view key);
   std::vector<Result<ObjectView>> BatchView(std::span<const std::string> keys);
+
+  // A v2 slab (ObjectSlab) on kvd's device `device`: payload_bytes of
+  // payload (at most 63 store pages), header_slots objects (at most one
+  // header page's), an announce ring of ring_records records (a power of
+  // two, 2-65536). kResourceExhausted names the limit kvd holds to
+  // (object_store.max_slabs, max_objects, high_watermark).
+  Result<std::unique_ptr<ObjectSlab>> AcquireSlab(int device, uint64_t payload_bytes, uint32_t header_slots,
+                                                  uint32_t ring_records);
 
   // kvctl objects / evict.
   Result<std::vector<ObjectEntry>> List();

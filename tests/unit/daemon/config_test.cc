@@ -374,6 +374,8 @@ object_store:
   lease_ttl: 2s
   write_timeout: 500ms
   max_objects: 1000
+  slab_ttl: 2m
+  max_slabs: 4
   host_tier: 64MiB
 )",
                                "o.yaml");
@@ -387,6 +389,8 @@ object_store:
   EXPECT_EQ(o.lease_ttl.count(), 2000);
   EXPECT_EQ(o.write_timeout.count(), 500);
   EXPECT_EQ(o.max_objects, 1000u);
+  EXPECT_EQ(o.slab_ttl.count(), 120000);
+  EXPECT_EQ(o.max_slabs, 4u);
   EXPECT_EQ(o.host_tier, uint64_t{64} << 20);
   EXPECT_EQ(none->object_store.host_tier, 0u);  // no host tier unless asked for
 }
@@ -404,6 +408,9 @@ TEST(ConfigObjectStore, ErrorsNameFileLineAndKey) {
       {"object_store:\n  high_watermark: 0.5\n  low_watermark: 0.8\n", "object_store: low_watermark"},
       {"object_store: 4GiB\n", "o.yaml:1: object_store: expected a mapping"},
       {"object_store:\n  host_tier: 10%\n", "o.yaml:2: object_store.host_tier:"},
+      {"object_store:\n  slab_ttl: 0\n", "o.yaml:2: object_store.slab_ttl:"},
+      {"object_store:\n  slab_ttl: 2d\n", "o.yaml:2: object_store.slab_ttl:"},
+      {"object_store:\n  max_slabs: 0\n", "o.yaml:2: object_store.max_slabs:"},
   };
   for (const Case& c : cases) {
     auto config = LoadConfigText(c.text, "o.yaml");

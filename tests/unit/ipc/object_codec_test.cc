@@ -223,6 +223,71 @@ TEST(ObjectCodec, EncodeStampsTheVersionOfAnyMessage) {
   }
 }
 
+ObjectSlabReply GoodSlabReply() {
+  ObjectSlabReply r;
+  r.set_slab_id(1);
+  r.set_device(0);
+  r.set_payload_offset(4096 + 256);
+  r.set_payload_bytes(2 * 4096);
+  r.set_header_offset(64);
+  r.set_header_slots(8);
+  r.set_first_epoch(5);
+  r.set_ring_records(16);
+  r.set_page_bytes(4096);
+  r.set_store_bytes(4 * 4096);
+  r.set_header_page(3);
+  for (uint32_t id : {7u, 8u, 9u}) r.add_payload_pages(id);
+  return r;
+}
+
+TEST(ObjectCodec, SlabMessagesAreRangeChecked) {
+  auto fault = [](const Status& s) { return s.code() == Code::kProtocolError; };
+  auto request = [](int32_t device, uint64_t bytes, uint32_t slots, uint32_t records) {
+    return With([&](Message& m) {
+      ObjectSlabRequest* r = m.mutable_object_slab();
+      r->set_device(device);
+      r->set_payload_bytes(bytes);
+      r->set_header_slots(slots);
+      r->set_ring_records(records);
+    });
+  };
+  EXPECT_TRUE(request(0, 1 << 20, 64, 256).ok());
+  EXPECT_TRUE(IsObjectRequest(Message::kObjectSlab));
+  EXPECT_TRUE(IsObjectRequest(Message::kObjectSlabRelease));
+  EXPECT_TRUE(IsObjectBody(Message::kObjectSlabReply));
+  EXPECT_FALSE(IsObjectRequest(Message::kObjectSlabReply));
+  EXPECT_TRUE(fault(request(-1, 1 << 20, 64, 256)));  // a slab names its device
+  EXPECT_TRUE(fault(request(static_cast<int32_t>(kMaxDevices), 1 << 20, 64, 256)));
+  EXPECT_TRUE(fault(request(0, 0, 64, 256)));
+  EXPECT_TRUE(fault(request(0, 1 << 20, 0, 256)));
+  EXPECT_TRUE(fault(request(0, 1 << 20, kMaxSlabHeaderSlots + 1, 256)));
+  EXPECT_TRUE(fault(request(0, 1 << 20, 64, 0)));
+  EXPECT_TRUE(fault(request(0, 1 << 20, 64, 1)));
+  EXPECT_TRUE(fault(request(0, 1 << 20, 64, 384)));  // not a power of two
+  EXPECT_TRUE(fault(request(0, 1 << 20, 64, kMaxSlabRingRecords * 2)));
+  EXPECT_TRUE(With([](Message& m) { m.mutable_object_slab_release()->set_slab_id(3); }).ok());
+  EXPECT_TRUE(fault(With([](Message& m) { m.mutable_object_slab_release(); })));
+
+  auto reply = [](auto change) {
+    return With([&](Message& m) {
+      ObjectSlabReply r = GoodSlabReply();
+      change(r);
+      *m.mutable_object_slab_reply() = r;
+    });
+  };
+  EXPECT_TRUE(reply([](ObjectSlabReply&) {}).ok());
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_slab_id(0); })));
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_page_bytes(0); })));
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_payload_offset(UINT64_MAX - 10); })));  // overflow
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_payload_bytes(4 * 4096); })));          // past the store
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_header_offset(4 * 4096 - 64); })));
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_header_offset(4096 - 64); })));  // across a page
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_header_slots(UINT32_MAX); })));
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.add_payload_pages(10); })));  // pages disagree with the range
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_ring_records(12); })));
+  EXPECT_TRUE(fault(reply([](ObjectSlabReply& r) { r.set_device_uuid(std::string(1, '\x01')); })));
+}
+
 TEST(ObjectCodec, RefusesHostilePlansOfTheHostTier) {
   auto plan = [](auto change) {
     return With([&](Message& m) {
