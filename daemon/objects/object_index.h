@@ -441,6 +441,9 @@ class ObjectIndex {
   Status CheckWriter(const Object& object, uint32_t writer, const char* what) const;
 
   // REQUIRES: mu_ held, for all below.
+  // A move of `object` (on device index `d`) to `target` in tier `to`,
+  // from where it is now; a promotion adds its header.
+  static TierMove MoveOf(const Object& object, size_t d, Tier to, uint64_t target);
   // GetLocation of an object found READY.
   ObjectPlan LocateLocked(Object& object, uint64_t now_ns);
   // AcquireLease of `key`, after pruning expired leases.

@@ -45,6 +45,18 @@ void ObjectIndex::OrphanMove(const Object& object) {
   orphans_.push_back({object.device, object.move.to, object.move.offset, object.move.slot});
 }
 
+ObjectIndex::TierMove ObjectIndex::MoveOf(const Object& object, size_t d, Tier to, uint64_t target) {
+  TierMove move;
+  move.key = object.key;
+  move.d = d;
+  move.epoch = object.epoch;
+  move.to = to;
+  move.from = object.payload_offset;
+  move.target = target;
+  move.bytes = object.bytes_total;
+  return move;
+}
+
 std::optional<ObjectIndex::TierMove> ObjectIndex::BeginDemotion(int device, uint64_t now_ns) {
   std::lock_guard lock(mu_);
   auto d = DeviceIndex(device);
@@ -60,15 +72,7 @@ std::optional<ObjectIndex::TierMove> ObjectIndex::BeginDemotion(int device, uint
   }
   dev.evictable.Remove(victim);
   victim->move = {true, Tier::kHost, *target, 0, 0};
-  TierMove move;
-  move.key = victim->key;
-  move.d = *d;
-  move.epoch = victim->epoch;
-  move.to = Tier::kHost;
-  move.from = victim->payload_offset;
-  move.target = *target;
-  move.bytes = victim->bytes_total;
-  return move;
+  return MoveOf(*victim, *d, Tier::kHost, *target);
 }
 
 std::optional<ObjectIndex::TierMove> ObjectIndex::BeginPromotion(int device, uint64_t now_ns) {
@@ -110,14 +114,7 @@ std::optional<ObjectIndex::TierMove> ObjectIndex::BeginPromotion(int device, uin
       FreeSlot(dev, *slot);
       return no_room();
     }
-    TierMove move;
-    move.key = object->key;
-    move.d = *d;
-    move.epoch = object->epoch;
-    move.to = Tier::kGpu;
-    move.from = object->payload_offset;
-    move.target = dev.arena_pages * page_bytes_ + *offset;
-    move.bytes = object->bytes_total;
+    TierMove move = MoveOf(*object, *d, Tier::kGpu, dev.arena_pages * page_bytes_ + *offset);
     move.header_offset = HeaderOffset(dev, *slot);
     const uint32_t epoch = NextEpoch(dev);
     dev.slot_epochs[*slot] = epoch;
