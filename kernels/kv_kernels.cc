@@ -217,8 +217,11 @@ Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t
   return CommitReady(header, epoch, result, stream);
 }
 
-Status PutObject(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
-                 const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+namespace {
+
+Status PutObjectStamped(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
+                        const ObjectHeader& writing, std::uint32_t* result, std::uint64_t* stamp,
+                        std::uint64_t stamp_value, void* stream) {
   if (header == nullptr) return Status::InvalidArgument("kv_put_object: null header");
   if (writing.epoch == 0) return Status::InvalidArgument("kv_put_object: epoch 0 names no object");
   NANOKV_RETURN_IF_ERROR(CheckSegments(src, segments, n_segments, "kv_put_object"));
@@ -227,6 +230,10 @@ Status PutObject(const void* src, const Segment* segments, std::size_t n_segment
   for (std::size_t i = 0; i < n_segments; ++i) {
     if (segments[i].bytes == 0) continue;
     if (batch.n == detail::kSegmentsPerLaunch) {  // over one launch's parameters: three launches
+      if (stamp != nullptr) {
+        return Status::InvalidArgument("kv_put_object: an announced put is one launch, at most " +
+                                       std::to_string(detail::kSegmentsPerLaunch) + " segments");
+      }
       NANOKV_RETURN_IF_ERROR(BeginWrite(header, writing, result, stream));
       return StorePagesAndCommit(src, segments, n_segments, header, writing.epoch, result, stream);
     }
@@ -238,8 +245,57 @@ Status PutObject(const void* src, const Segment* segments, std::size_t n_segment
     ++batch.n;
   }
   batch.total_bytes = offset;
-  return FromLaunch(detail::LaunchPutObject(src, batch, header, writing, result, stream), "kv_put_object");
+  return FromLaunch(detail::LaunchPutObject(src, batch, header, writing, result, stamp, stamp_value, stream),
+                    "kv_put_object");
 }
+
+}  // namespace
+
+Status PutObject(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
+                 const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+  return PutObjectStamped(src, segments, n_segments, header, writing, result, nullptr, 0, stream);
+}
+
+Status PutObjectAnnounced(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
+                          const ObjectHeader& writing, std::uint64_t* stamp, std::uint64_t stamp_value, void* stream) {
+  if (stamp == nullptr) return Status::InvalidArgument("kv_put_object: an announced put without its record's stamp");
+  return PutObjectStamped(src, segments, n_segments, header, writing, nullptr, stamp, stamp_value, stream);
+}
+
+Status PutObjectsAnnounced(const AnnouncedPut* items, std::size_t n, void* stream) {
+  for (std::size_t first = 0; first < n; first += detail::kAnnouncedPutsPerLaunch) {
+    detail::AnnouncedPutBatch batch{};
+    std::uint64_t max_bytes = 0;
+    for (std::size_t i = first; i < n && batch.n < detail::kAnnouncedPutsPerLaunch; ++i) {
+      const AnnouncedPut& p = items[i];
+      if (p.src == nullptr || p.dst == nullptr || p.header == nullptr || p.stamp == nullptr || p.bytes == 0 ||
+          p.writing.epoch == 0) {
+        return Status::InvalidArgument("kv_put_objects_announced: item " + std::to_string(i) +
+                                       " lacks a source, destination, header, stamp, bytes or epoch");
+      }
+      if (batch.page_bytes != 0 && batch.page_bytes != p.writing.page_bytes) {
+        return Status::InvalidArgument("kv_put_objects_announced: items of another page size in one batch");
+      }
+      batch.page_bytes = p.writing.page_bytes;
+      batch.items[batch.n++] = {
+          static_cast<const char*>(p.src), static_cast<char*>(p.dst), p.bytes,           p.header, p.writing.key_hash,
+          p.writing.payload_base,          p.writing.epoch,           p.writing.n_pages, p.stamp,  p.stamp_value};
+      max_bytes = std::max(max_bytes, p.bytes);
+    }
+    NANOKV_RETURN_IF_ERROR(
+        FromLaunch(detail::LaunchPutObjectsAnnounced(batch, max_bytes, stream), "kv_put_objects_announced"));
+  }
+  return Status::OK();
+}
+
+Result<void*> RegisterHostMapped(void* host, std::size_t bytes) {
+  if (host == nullptr || bytes == 0) return Status::InvalidArgument("cudaHostRegister: no memory");
+  void* device = nullptr;
+  NANOKV_RETURN_IF_ERROR(FromRuntime(detail::RegisterHostMapped(host, bytes, &device), "cudaHostRegister"));
+  return device;
+}
+
+void UnregisterHost(void* host) { (void)detail::UnregisterHost(host); }
 
 Status ReadState(const ObjectHeader* header, std::uint32_t* state_out, void* stream) {
   if (header == nullptr || state_out == nullptr) {

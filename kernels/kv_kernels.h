@@ -154,6 +154,35 @@ Status StorePagesAndCommit(const void* src, const Segment* segments, std::size_t
 Status PutObject(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
                  const ObjectHeader& writing, std::uint32_t* result, void* stream);
 
+// PutObject for a v2 slab's put: after READY, the thread that published it
+// stores stamp_value at `stamp` (the announce record's stamp, in host memory
+// mapped for the device) with a release at system scope, so kvd learns of
+// the object with no request. Nothing is stamped when READY was not
+// published (the slot was given on). One launch: at most 128 segments.
+Status PutObjectAnnounced(const void* src, const Segment* segments, std::size_t n_segments, ObjectHeader* header,
+                          const ObjectHeader& writing, std::uint64_t* stamp, std::uint64_t stamp_value, void* stream);
+
+// Many v2 slab puts (PutObjectAnnounced each) in as few launches as fit,
+// 32 a launch: each item's header begun, its bytes stored, READY published
+// and its record stamped, on `stream`. Every item is one contiguous
+// destination, in pages of `page_bytes`.
+struct AnnouncedPut {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  std::uint64_t bytes = 0;
+  ObjectHeader* header = nullptr;
+  ObjectHeader writing{};
+  std::uint64_t* stamp = nullptr;
+  std::uint64_t stamp_value = 0;
+};
+Status PutObjectsAnnounced(const AnnouncedPut* items, std::size_t n, void* stream);
+
+// Host memory `bytes` at `host` page-locked and mapped for every device
+// (cudaHostRegister, mapped and portable): the address kernels use for it
+// (a v2 slab's announce ring, which kvd polls). UnregisterHost undoes it.
+Result<void*> RegisterHostMapped(void* host, std::size_t bytes);
+void UnregisterHost(void* host);
+
 // One thread loads header->state with acquire at system scope and writes it
 // to *state_out (device or mapped memory). Work enqueued after it on the same
 // stream (a LoadPages) is ordered after that acquire.

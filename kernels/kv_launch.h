@@ -5,6 +5,7 @@
 #ifndef NANOKV_KERNELS_KV_LAUNCH_H_
 #define NANOKV_KERNELS_KV_LAUNCH_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "nanokv/object_header.h"
@@ -62,9 +63,38 @@ int LaunchCopyPairs(const PairBatch& batch, void* stream);
 
 // store: contiguous -> segments; else segments -> contiguous.
 int LaunchCopySegments(void* contiguous, const SegmentBatch& batch, bool store, void* stream);
-// Begin, store and READY in one launch (batch: the whole object).
+// Begin, store and READY in one launch (batch: the whole object); then,
+// where stamp is not nullptr, *stamp = stamp_value with a release at system
+// scope after READY (a v2 slab's announce record).
 int LaunchPutObject(const void* contiguous, const SegmentBatch& batch, ObjectHeader* header,
-                    const ObjectHeader& writing, std::uint32_t* result, void* stream);
+                    const ObjectHeader& writing, std::uint32_t* result, std::uint64_t* stamp, std::uint64_t stamp_value,
+                    void* stream);
+// kv_put_objects_announced's items (slab_puts.cu): each a put as
+// kv_put_object's, its header's fields compact, then its announce stamp.
+struct AnnouncedPutArgs {
+  const char* src;
+  char* dst;
+  std::uint64_t bytes;
+  ObjectHeader* header;
+  std::uint64_t key_hash;
+  std::uint64_t payload_base;
+  std::uint32_t epoch;
+  std::uint32_t n_pages;
+  std::uint64_t* stamp;
+  std::uint64_t stamp_value;
+};
+// 32 items, 2.3 KiB of parameters: under HIP's and older CUDA's 4 KiB.
+constexpr int kAnnouncedPutsPerLaunch = 32;
+struct AnnouncedPutBatch {
+  AnnouncedPutArgs items[kAnnouncedPutsPerLaunch];
+  std::uint32_t page_bytes;
+  int n;
+};
+int LaunchPutObjectsAnnounced(const AnnouncedPutBatch& batch, std::uint64_t max_bytes, void* stream);
+
+// cudaHostRegister(mapped, portable) and the device's address of it.
+int RegisterHostMapped(void* host, std::size_t bytes, void** device);
+int UnregisterHost(void* host);
 int LaunchBeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream);
 int LaunchCommitReady(ObjectHeader* header, std::uint32_t epoch, std::uint32_t* result,
                       void* stream);

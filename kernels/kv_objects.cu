@@ -9,45 +9,13 @@
 #if !defined(NANOKV_HIP)
 #include <cuda.h>  // types of cuMemGetAccess, reached through the runtime (no libcuda link)
 #endif
+#include "kernels/copy_bytes.cuh"
 #include "kernels/kv_launch.h"
-#include "nanokv/object_header.h"
 #include "kernels/object_state.cuh"
+#include "nanokv/object_header.h"
 
 namespace nanokv::kernels::detail {
 namespace {
-
-constexpr int kCopyThreads = 256;
-constexpr int kUnroll = 4;  // independent 16-byte loads in flight per thread
-
-// Copies `bytes` from src to dst with the threads of blocks [0, nblocks) of
-// this segment's row of the grid. 16-byte accesses when src and dst agree
-// mod 16 (a byte head and tail around them), bytes otherwise.
-__device__ void CopyBytes(char* dst, const char* src, std::uint64_t bytes, std::uint64_t tid,
-                          std::uint64_t nthreads) {
-  const auto d = reinterpret_cast<std::uintptr_t>(dst);
-  const auto s = reinterpret_cast<std::uintptr_t>(src);
-  if (((d ^ s) & 15u) != 0) {
-    for (std::uint64_t i = tid; i < bytes; i += nthreads) dst[i] = src[i];
-    return;
-  }
-  std::uint64_t head = (16u - (d & 15u)) & 15u;
-  if (head > bytes) head = bytes;
-  if (tid < head) dst[tid] = src[tid];
-  const std::uint64_t n16 = (bytes - head) / 16;
-  const auto* s4 = reinterpret_cast<const uint4*>(src + head);
-  auto* d4 = reinterpret_cast<uint4*>(dst + head);
-  std::uint64_t i = tid;
-  for (; i + (kUnroll - 1) * nthreads < n16; i += kUnroll * nthreads) {
-    uint4 x[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) x[u] = gpu_compat::LoadStreaming(s4 + i + u * nthreads);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) d4[i + u * nthreads] = x[u];
-  }
-  for (; i < n16; i += nthreads) d4[i] = gpu_compat::LoadStreaming(s4 + i);
-  const std::uint64_t done = head + n16 * 16;
-  if (tid < bytes - done) dst[done + tid] = src[done + tid];
-}
 
 // What the kernel gets: N segments by value. Launches of up to 8 segments
 // (objects up to 16 MiB in 2 MiB pages) pass the small one: 200 bytes of
@@ -114,10 +82,12 @@ __global__ void CopyPairs(PairBatch batch) {
 // fields; every block stores its share and counts itself, and the block
 // that completes the count publishes READY. One launch where begin, store
 // and commit took three: a launch and its gap cost about 5 µs on an H200,
-// half a 1 MiB copy (BENCHMARKS.md).
+// half a 1 MiB copy (BENCHMARKS.md). A v2 slab's put (stamp not nullptr)
+// then stamps its announce record, after READY, from the same thread: kvd,
+// which acquires the stamp, finds the object READY.
 template <int N>
-__global__ void PutObjectKernel(const char* contiguous, Segments<N> batch, ObjectHeader* header,
-                                ObjectHeader writing, std::uint32_t* result) {
+__global__ void PutObjectKernel(const char* contiguous, Segments<N> batch, ObjectHeader* header, ObjectHeader writing,
+                                std::uint32_t* result, std::uint64_t* stamp, std::uint64_t stamp_value) {
   __shared__ std::uint32_t ours;
   if (threadIdx.x == 0) {
     std::uint32_t epoch_seen = 0;
@@ -146,6 +116,9 @@ __global__ void PutObjectKernel(const char* contiguous, Segments<N> batch, Objec
   if (!CountStoreBlockDevice(header, writing.epoch, gridDim.x * gridDim.y)) return;
   std::uint32_t seen = 0;
   const std::uint32_t code = PublishReadyDevice(header, writing.epoch, &seen);
+  if (stamp != nullptr && code == static_cast<std::uint32_t>(CommitCode::kCommitted)) {
+    gpu_compat::StoreReleaseSystem(stamp, stamp_value);
+  }
   if (result != nullptr) {
     result[0] = code;
     result[1] = seen;
@@ -237,7 +210,7 @@ std::uint64_t PutBlocksCap() {
 // The copy strides over the grid, so any cap keeps every byte covered.
 template <int N>
 int LaunchPut(const char* linear, const SegmentBatch& batch, ObjectHeader* header, const ObjectHeader& writing,
-              std::uint32_t* result, cudaStream_t stream) {
+              std::uint32_t* result, std::uint64_t* stamp, std::uint64_t stamp_value, cudaStream_t stream) {
   const std::uint64_t per_thread = batch.total_bytes < (8ull << 20) ? 16 : 16 * kUnroll;
   std::uint64_t blocks = (batch.max_bytes + kCopyThreads * per_thread - 1) / (kCopyThreads * per_thread);
   if (blocks == 0) blocks = 1;  // an empty object still publishes
@@ -249,19 +222,32 @@ int LaunchPut(const char* linear, const SegmentBatch& batch, ObjectHeader* heade
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(rows));
   Segments<N> segs;
   Fill(segs, batch);
-  PutObjectKernel<N><<<grid, kCopyThreads, 0, stream>>>(linear, segs, header, writing, result);
+  PutObjectKernel<N><<<grid, kCopyThreads, 0, stream>>>(linear, segs, header, writing, result, stamp, stamp_value);
   return static_cast<int>(cudaGetLastError());
 }
 
 }  // namespace
 
 int LaunchPutObject(const void* contiguous, const SegmentBatch& batch, ObjectHeader* header,
-                    const ObjectHeader& writing, std::uint32_t* result, void* stream) {
+                    const ObjectHeader& writing, std::uint32_t* result, std::uint64_t* stamp, std::uint64_t stamp_value,
+                    void* stream) {
   auto* s = static_cast<cudaStream_t>(stream);
   const auto* linear = static_cast<const char*>(contiguous);
-  if (batch.n <= kSmallBatch) return LaunchPut<kSmallBatch>(linear, batch, header, writing, result, s);
-  return LaunchPut<kSegmentsPerLaunch>(linear, batch, header, writing, result, s);
+  if (batch.n <= kSmallBatch) {
+    return LaunchPut<kSmallBatch>(linear, batch, header, writing, result, stamp, stamp_value, s);
+  }
+  return LaunchPut<kSegmentsPerLaunch>(linear, batch, header, writing, result, stamp, stamp_value, s);
 }
+
+int RegisterHostMapped(void* host, std::size_t bytes, void** device) {
+  cudaError_t e = cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  e = cudaHostGetDevicePointer(device, host, 0);
+  if (e != cudaSuccess) (void)cudaHostUnregister(host);
+  return static_cast<int>(e);
+}
+
+int UnregisterHost(void* host) { return static_cast<int>(cudaHostUnregister(host)); }
 
 int LaunchBeginWrite(ObjectHeader* header, const ObjectHeader& writing, std::uint32_t* result, void* stream) {
   BeginWriteKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(header, writing, result);

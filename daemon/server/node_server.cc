@@ -118,8 +118,11 @@ Status NodeServer::Run() {
     // about kSlabPollGap; before that a get answers kNotFound, as for an
     // object not put yet. A poll is a lock and a host load per live slab.
     bool slabs_live = false;
+    bool slabs_busy = false;  // a poll read a full batch: more is likely waiting, so no sleep
     if (objects_ != nullptr) {
-      if (objects_->PollSlabs(SteadyNowNs()) > 0) dirty_ = true;
+      const size_t announced = objects_->PollSlabs(SteadyNowNs());
+      if (announced > 0) dirty_ = true;
+      slabs_busy = announced >= ObjectIndex::kSlabPollRecords;
       const size_t live = objects_->slab_counters().live;
       if (live != live_slabs_) dirty_ = true;  // one ended (expired, poisoned): /metrics says so
       live_slabs_ = live;
@@ -130,7 +133,7 @@ Status NodeServer::Run() {
     if (dirty_) {
       timeout_ms = since >= kPublishGap ? 0 : 1 + static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kPublishGap - since).count());
     }
-    if (slabs_live) timeout_ms = std::min(timeout_ms, kSlabPollGapMs);
+    if (slabs_live) timeout_ms = std::min(timeout_ms, slabs_busy ? 0 : kSlabPollGapMs);
     if (options_.busy_poll_us != 0 && Clock::now() < poll_until) timeout_ms = 0;
     // Rings are looked at every turn (a busy-polling kvd sees a request
     // without any wake-up); before sleeping each is marked so that its

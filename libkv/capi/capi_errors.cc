@@ -144,6 +144,15 @@ nanokv_view* ViewOf(const char* function, const nanokv_view* handle) {
   return const_cast<nanokv_view*>(handle);
 }
 
+nanokv_slab* SlabOf(const char* function, const nanokv_slab* handle) {
+  if (!IsLive(handle, Kind::kSlab)) {
+    Fail(Code::kInvalidArgument,
+         std::string(function) + (handle == nullptr ? ": slab is null" : ": unknown slab handle"));
+    return nullptr;
+  }
+  return const_cast<nanokv_slab*>(handle);
+}
+
 nanokv_prefix* PrefixOf(const char* function, const nanokv_prefix* handle) {
   if (!IsLive(handle, Kind::kPrefix)) {
     Fail(Code::kInvalidArgument,

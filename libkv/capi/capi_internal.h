@@ -64,6 +64,11 @@ struct nanokv_view {
   nanokv::ObjectView view;
 };
 
+// An ObjectSlab: keeps its store's connection itself, so no owner handle.
+struct nanokv_slab {
+  std::unique_ptr<nanokv::ObjectSlab> slab;
+};
+
 struct nanokv_objects {
   std::unique_ptr<nanokv::ObjectStore> store;
   std::string backend;           // kvd's, asked at open
@@ -96,7 +101,8 @@ enum class Kind {
   kObjects,
   kObjectPlan,
   kView,
-  kPrefix
+  kPrefix,
+  kSlab
 };
 
 void Register(const void* handle, Kind kind);
@@ -119,6 +125,7 @@ nanokv_object_plan* ObjectPlanOf(const char* function, const nanokv_object_plan*
 nanokv_cluster_pending* PendingOf(const char* function, const nanokv_cluster_pending* handle);
 nanokv_view* ViewOf(const char* function, const nanokv_view* handle);
 nanokv_prefix* PrefixOf(const char* function, const nanokv_prefix* handle);
+nanokv_slab* SlabOf(const char* function, const nanokv_slab* handle);
 
 // Views into view handles: views[i] a new handle where the item is a view,
 // else null; the items' codes in results[] (as Items).

@@ -26,6 +26,7 @@ namespace nanokv {
 struct ObjectSlab::Holder {
   std::shared_ptr<ObjectStore::Impl> store;
   wire::ObjectSlabReply grant;
+  int local_device = 0;
   bool released = false;
   device::SlabCursor cursor{};
   uintptr_t base = 0;  // the reserved range: the header page, then the payload pages
@@ -44,8 +45,9 @@ struct ObjectSlab::Holder {
     if (ring != nullptr) munmap(ring, ring_bytes);
   }
 
-  // Maps fd (the backend takes it) as page `index` of the range, read-write.
-  Status MapPage(int fd, uint64_t index, int local_device) {
+  // Maps fd (the backend takes it) as page `index` of the range, read-write,
+  // on local_device.
+  Status MapPage(int fd, uint64_t index) {
     gpu::Backend& backend = store->backend();
     auto handle = backend.ImportPage(fd, local_device, grant.page_bytes());
     if (!handle.ok()) return handle.status();
@@ -124,17 +126,18 @@ Result<std::unique_ptr<ObjectSlab>> ObjectStore::AcquireSlab(int device, uint64_
   impl_->NoteDevice(g.device(), g.device_uuid());
   auto local = impl_->LocalDevice(g.device());
   if (!local.ok()) return give_back(local.status(), 0);
+  holder->local_device = *local;
   holder->range_bytes = pages * g.page_bytes();
   auto base = impl_->backend().ReserveRange(holder->range_bytes, 0);
   if (!base.ok()) return give_back(base.status(), 0);
   holder->base = *base;
   for (size_t i = 0; i < pages; ++i) {
-    Status mapped = holder->MapPage(fds[i], i, *local);
+    Status mapped = holder->MapPage(fds[i], i);
     if (!mapped.ok()) return give_back(mapped, i + 1);
   }
   Status ring = holder->MapRing(fds[pages]);
   if (!ring.ok()) return give_back(ring, pages + 1);
-  holder->cursor = {0, g.payload_bytes(), 0, g.header_slots(), 0, g.ring_records(), 256};
+  holder->cursor = {0, g.payload_bytes(), 0, g.header_slots(), 0, g.ring_records(), 256, 0};
   return std::make_unique<ObjectSlab>(std::move(holder));
 }
 
@@ -160,6 +163,7 @@ uint64_t ObjectSlab::id() const { return holder_->grant.slab_id(); }
 int ObjectSlab::device() const { return holder_->grant.device(); }
 uint64_t ObjectSlab::payload_bytes() const { return holder_->grant.payload_bytes(); }
 uint32_t ObjectSlab::header_slots() const { return holder_->grant.header_slots(); }
+uint64_t ObjectSlab::ttl_ms() const { return holder_->grant.ttl_ms(); }
 device::SlabCursor* ObjectSlab::cursor() { return &holder_->cursor; }
 
 device::AnnounceRing ObjectSlab::ring() const {
@@ -180,18 +184,17 @@ ObjectHeader* ObjectSlab::header(uint32_t slot) const {
 
 uint32_t ObjectSlab::epoch(uint32_t slot) const { return holder_->grant.first_epoch() + slot; }
 
-ObjectHeader ObjectSlab::ReadyHeader(const device::SlabAllocation& at, uint64_t bytes, std::string_view key) const {
+device::SlabGeometry ObjectSlab::geometry() const {
   const wire::ObjectSlabReply& g = holder_->grant;
-  const uint64_t payload = g.payload_offset() + at.payload_offset;  // in the store range, as kvd's plans say
-  ObjectHeader header{};
-  header.key_hash = KeyHash(key);
-  header.page_bytes = static_cast<uint32_t>(g.page_bytes());
-  header.payload_base = payload;
-  header.bytes_total = bytes;
-  header.n_pages =
-      bytes == 0 ? 0 : static_cast<uint32_t>((payload + bytes - 1) / g.page_bytes() - payload / g.page_bytes() + 1);
+  return {static_cast<char*>(payload()), header(0), g.payload_offset(), static_cast<uint32_t>(g.page_bytes()),
+          g.first_epoch()};
+}
+
+int ObjectSlab::local_device() const { return holder_->local_device; }
+
+ObjectHeader ObjectSlab::ReadyHeader(const device::SlabAllocation& at, uint64_t bytes, std::string_view key) const {
+  ObjectHeader header = device::SlabHeader(geometry(), at, bytes, KeyHash(key));
   header.state = static_cast<uint32_t>(ObjectState::kReady);
-  header.epoch = epoch(at.header_slot);
   return header;
 }
 

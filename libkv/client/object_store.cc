@@ -9,14 +9,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/clocks.h"
+#include "gpu/backend.h"
 #include "ipc/uds/kvd_socket.h"
 #include "ipc/wire/object_codec.h"
 #include "ipc/wire/object_plan.h"
 #include "libkv/client/object_store_impl.h"
 #include "libkv/client/object_transfer.h"
 #include "libkv/client/quiet_stdout.h"
-#include "base/clocks.h"
-#include "gpu/backend.h"
+#include "libkv/client/slab_puts.h"
 
 namespace nanokv {
 
@@ -91,8 +92,13 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const ObjectStoreOptions&
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
 }
 
-ObjectStore::ObjectStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ObjectStore::ObjectStore(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)), slab_puts_(std::make_unique<SlabPuts>(*this, impl_->backend())) {}
 ObjectStore::~ObjectStore() = default;
+
+Status ObjectStore::UseSlabs(int device, const SlabPutOptions& options) { return slab_puts_->Use(device, options); }
+Status ObjectStore::FlushSlabPuts(uint32_t timeout_ms) { return slab_puts_->Flush(timeout_ms); }
+uint64_t ObjectStore::slab_grants() const { return slab_puts_->grants(); }
 
 Result<ObjectPlan> ObjectStore::OpenForWrite(std::string_view key, uint64_t bytes_total,
                                              int preferred_device) {
@@ -227,6 +233,10 @@ Status ObjectStore::PutFromDevice(std::string_view key, const void* src, uint64_
                                   int preferred_device, void* stream) {
   if (src == nullptr) return Status::InvalidArgument("put of " + std::string(key) + " from a null address");
   if (bytes == 0) return Status::InvalidArgument("put of " + std::string(key) + ": 0 bytes");
+  if (slab_puts_->Serves(key, bytes, preferred_device)) {
+    const DevicePut put{key, src, bytes};
+    return slab_puts_->Put({&put, 1}, preferred_device, stream)[0];
+  }
   NANOKV_ASSIGN_OR_RETURN(ObjectPlan plan, OpenForWrite(key, bytes, preferred_device));
   auto pieces = impl_->Pieces(plan);
   Result<bool> published = pieces.ok() ? client::StoreObject(impl_->backend(), src, *pieces, stream)
@@ -295,5 +305,6 @@ Result<ObjectStoreInfo> ObjectStore::Info() {
 }
 
 size_t ObjectStore::mapped_pages() const { return impl_->mapped_pages(); }
+uint64_t ObjectStore::requests_sent() const { return impl_->requests_sent(); }
 
 }  // namespace nanokv

@@ -13,6 +13,7 @@
 #include "ipc/wire/object_plan.h"
 #include "libkv/client/object_store_impl.h"
 #include "libkv/client/object_transfer.h"
+#include "libkv/client/slab_puts.h"
 #include "nanokv/object_store.h"
 
 namespace nanokv {
@@ -109,11 +110,22 @@ Result<client::ObjectPieces> ObjectStore::Impl::Pieces(const ObjectPlan& plan) {
 
 std::vector<Status> ObjectStore::BatchPutFromDevice(std::span<const DevicePut> items, int preferred_device,
                                                     void* stream) {
-  std::vector<Status> out;
-  out.reserve(items.size());
-  for (const DevicePut& item : items) {
-    out.push_back(PutFromDevice(item.key, item.src, item.bytes, preferred_device, stream));
+  // Those a slab serves go together (one wait on a stream); the rest one by one.
+  std::vector<DevicePut> slabbed;
+  std::vector<size_t> where;
+  std::vector<Status> out(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const DevicePut& item = items[i];
+    if (item.src != nullptr && slab_puts_->Serves(item.key, item.bytes, preferred_device)) {
+      slabbed.push_back(item);
+      where.push_back(i);
+      continue;
+    }
+    out[i] = PutFromDevice(item.key, item.src, item.bytes, preferred_device, stream);
   }
+  if (slabbed.empty()) return out;
+  std::vector<Status> done = slab_puts_->Put(slabbed, preferred_device, stream);
+  for (size_t i = 0; i < where.size(); ++i) out[where[i]] = std::move(done[i]);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #ifndef NANOKV_LIBKV_CLIENT_OBJECT_STORE_IMPL_H_
 #define NANOKV_LIBKV_CLIENT_OBJECT_STORE_IMPL_H_
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -92,6 +93,19 @@ class ObjectStore::Impl {
     }
     ring_ = std::make_unique<ipc::RequestRing>(std::move(*ring));
     doorbell_ = fds[1];
+  }
+  // Whether this store's connection to kvd is still up (its slabs end with
+  // it): a poll of the socket for a hang-up, no request.
+  bool Connected() const {
+    std::lock_guard lock(call_mu_);
+    if (!channel_.valid()) return false;
+    pollfd p{channel_.fd(), POLLRDHUP, 0};
+    return poll(&p, 1, 0) == 0 || (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) == 0;
+  }
+  // Requests sent to kvd so far, every kind.
+  uint64_t requests_sent() const {
+    std::lock_guard lock(call_mu_);
+    return next_rid_ - 1;
   }
   bool has_ring() const {
     std::lock_guard lock(call_mu_);

@@ -27,6 +27,11 @@ struct ObjectPieces {
   uint32_t epoch = 0;
   ObjectHeader writing{};                   // the header to begin with (WritingHeaderOf)
   std::vector<int> access;                  // devices that reach the pages here
+  // A v2 slab's put (slab_puts.h): the announce record's stamp as the
+  // kernels reach it, stamped with announce_value after READY. Only where
+  // StoreObject launches kernels; a copy's put is stamped by its caller.
+  uint64_t* announce_stamp = nullptr;
+  uint64_t announce_value = 0;
   // In kvd's host tier (mapped read-only here, no header): loaded by the
   // backend's host-to-device copies, a segment per page, never a kernel.
   bool host_tier = false;
@@ -74,6 +79,15 @@ struct LoadItem {
   const ObjectPieces* object = nullptr;
 };
 std::vector<Status> LoadObjects(gpu::Backend& backend, std::span<const LoadItem> items, void* stream, bool wait);
+// Several slab puts' stores (each object's announce_stamp set): with the
+// kernels, those whose object and source share devices in one launch per 32
+// (kv_put_objects_announced), then one wait per group; one status per item.
+// Only where TransfersUseKernelsOn holds for every object.
+struct StoreItem {
+  const void* src = nullptr;
+  const ObjectPieces* object = nullptr;
+};
+std::vector<Status> StoreAnnouncedWithKernels(std::span<const StoreItem> items, void* stream);
 // Separate copies between buffers devices reach (src[i] -> dst[i]): with
 // the kernels (kv_copy_many) in one launch per 128 on `stream`, else the
 // backend's device-to-device copies, which are done when this returns.
@@ -146,6 +160,8 @@ std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void* s
 Status SynchronizeKernels(void* stream);
 Status CopyManyWithKernels(std::span<const kernels::Copy> copies, void* stream, bool wait);
 Result<int> KernelPointerDevice(const void* pointer);
+Result<void*> RegisterForKernels(void* host, size_t bytes);  // kernels::RegisterHostMapped
+void UnregisterForKernels(void* host);
 Result<void*> RecordKernelEvent(void* stream);
 Status WaitKernelEvent(void* event);
 void DestroyKernelEvent(void* event);

@@ -20,6 +20,11 @@ std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void*, 
                              Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)"));
 }
 
+std::vector<Status> StoreAnnouncedWithKernels(std::span<const StoreItem> items, void*) {
+  return std::vector<Status>(items.size(),
+                             Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)"));
+}
+
 Status SynchronizeKernels(void*) { return Status::OK(); }
 Status CopyManyWithKernels(std::span<const kernels::Copy>, void*, bool) {
   return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
@@ -27,6 +32,10 @@ Status CopyManyWithKernels(std::span<const kernels::Copy>, void*, bool) {
 Result<int> KernelPointerDevice(const void*) {
   return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
 }
+Result<void*> RegisterForKernels(void*, size_t) {
+  return Status::Unsupported("nanokv was built without the device kernels (kernels/, nvcc)");
+}
+void UnregisterForKernels(void*) {}
 Result<void*> RecordKernelEvent(void*) { return static_cast<void*>(nullptr); }
 Status WaitKernelEvent(void*) { return Status::OK(); }
 void DestroyKernelEvent(void*) {}

@@ -143,8 +143,14 @@ Status StoreWithKernels(const void* src, const ObjectPieces& object, void* strea
   // serves: it would cost the engines a context switch): a
   // device reader spinning on the header sees the object before kvd hears
   // of the commit. result nullptr: kvd's Commit is the verdict.
-  NANOKV_RETURN_IF_ERROR(kernels::PutObject(src, object.segments.data(), object.segments.size(), object.header,
-                                            object.writing, nullptr, stream));
+  if (object.announce_stamp != nullptr) {
+    NANOKV_RETURN_IF_ERROR(kernels::PutObjectAnnounced(src, object.segments.data(), object.segments.size(),
+                                                       object.header, object.writing, object.announce_stamp,
+                                                       object.announce_value, stream));
+  } else {
+    NANOKV_RETURN_IF_ERROR(kernels::PutObject(src, object.segments.data(), object.segments.size(), object.header,
+                                              object.writing, nullptr, stream));
+  }
   return wait || stream == nullptr ? kernels::Synchronize(stream) : Status::OK();
 }
 
@@ -186,6 +192,35 @@ std::vector<Status> LoadManyWithKernels(std::span<const LoadItem> items, void* s
   return out;
 }
 
+std::vector<Status> StoreAnnouncedWithKernels(std::span<const StoreItem> items, void* stream) {
+  std::vector<Status> out(items.size());
+  // As LoadManyWithKernels: items on the same pair of devices in one launch.
+  std::map<std::pair<int, int>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Result<int> src_device = items[i].src == nullptr
+                                 ? Result<int>(Status::InvalidArgument("put from device: null source"))
+                                 : kernels::PointerDevice(items[i].src);
+    if (!src_device.ok()) {
+      out[i] = src_device.status();
+      continue;
+    }
+    groups[{items[i].object->device, *src_device}].push_back(i);
+  }
+  for (const auto& [devices, which] : groups) {
+    OnDevice on;
+    Status stored = on.Enter(stream, items[which[0]].src, *items[which[0]].object, /*writes_buffer=*/false);
+    std::vector<kernels::AnnouncedPut> puts;
+    for (size_t i : which) {
+      const ObjectPieces& o = *items[i].object;
+      puts.push_back({items[i].src, o.payload, o.bytes, o.header, o.writing, o.announce_stamp, o.announce_value});
+    }
+    if (stored.ok()) stored = kernels::PutObjectsAnnounced(puts.data(), puts.size(), stream);
+    if (stored.ok()) stored = kernels::Synchronize(stream);
+    for (size_t i : which) out[i] = stored;
+  }
+  return out;
+}
+
 Status CopyManyWithKernels(std::span<const kernels::Copy> copies, void* stream, bool wait) {
   if (copies.empty()) return wait && stream != nullptr ? kernels::Synchronize(stream) : Status::OK();
   // A null stream is the current device's: the one the first buffer is on
@@ -209,6 +244,8 @@ Status CopyManyWithKernels(std::span<const kernels::Copy> copies, void* stream, 
 }
 
 Result<int> KernelPointerDevice(const void* pointer) { return kernels::PointerDevice(pointer); }
+Result<void*> RegisterForKernels(void* host, size_t bytes) { return kernels::RegisterHostMapped(host, bytes); }
+void UnregisterForKernels(void* host) { kernels::UnregisterHost(host); }
 
 Status SynchronizeKernels(void* stream) { return kernels::Synchronize(stream); }
 Result<void*> RecordKernelEvent(void* stream) { return kernels::RecordEvent(stream); }

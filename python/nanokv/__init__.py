@@ -18,10 +18,10 @@ from nanokv.memory import CudaArray  # noqa: F401
 from nanokv import kernels  # noqa: F401
 from nanokv.cluster import Cluster, ClusterPlan, Location, PendingPuts, Replica  # noqa: F401
 from nanokv.views import ObjectView, close_views  # noqa: F401
-from nanokv.objects import Objects, ObjectPlan, PlanInfo  # noqa: F401
+from nanokv.objects import Objects, ObjectPlan, PlanInfo, Slab, SlabInfo  # noqa: F401
 from nanokv.prefix import PrefixCache  # noqa: F401
 
 __all__ = ["Client", "KVTensor", "KVCache", "CacheView", "CudaArray", "NanoKVError",
            "LibraryNotFoundError", "DeviceGeometry", "kernels", "errors", "library_path", "Cluster",
-           "ClusterPlan", "Location", "PendingPuts", "Replica", "Objects", "ObjectPlan", "PlanInfo", "ObjectView",
-           "PrefixCache"]
+           "ClusterPlan", "Location", "PendingPuts", "Replica", "Objects", "ObjectPlan", "PlanInfo", "Slab",
+           "SlabInfo", "ObjectView", "PrefixCache"]

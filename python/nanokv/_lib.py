@@ -156,6 +156,14 @@ class ObjectPlanInfo(ctypes.Structure):
                 ("state", ctypes.c_uint32), ("tier", ctypes.c_uint32)]
 
 
+class SlabInfo(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint64), ("device", ctypes.c_int), ("local_device", ctypes.c_int),
+                ("payload_bytes", ctypes.c_uint64), ("header_slots", ctypes.c_uint32),
+                ("ring_records", ctypes.c_uint32), ("first_epoch", ctypes.c_uint32), ("page_bytes", ctypes.c_uint32),
+                ("store_offset", ctypes.c_uint64), ("ttl_ms", ctypes.c_uint64), ("payload", ctypes.c_void_p),
+                ("headers", ctypes.c_void_p), ("cursor", ctypes.c_void_p), ("ring", ctypes.c_void_p)]
+
+
 class PrefixOptions(ctypes.Structure):
     _fields_ = [
         ("model", ctypes.c_char_p),
@@ -280,6 +288,13 @@ _PROTOTYPES = {
     "nanokv_view_device": [P, c_int_p],
     "nanokv_view_free": [P],
     "nanokv_view_free_batch": [ctypes.POINTER(P), ctypes.c_size_t],
+    "nanokv_objects_use_slabs": [P, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32],
+    "nanokv_objects_flush_slab_puts": [P, ctypes.c_uint32],
+    "nanokv_objects_acquire_slab": [P, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
+                                    ctypes.POINTER(P)],
+    "nanokv_slab_info": [P, ctypes.POINTER(SlabInfo)],
+    "nanokv_slab_key_hash": [ctypes.c_char_p, c_u64_p],
+    "nanokv_slab_release": [P],
     "nanokv_objects_options_init": [ctypes.POINTER(ObjectsOptions)],
     "nanokv_objects_open": [ctypes.POINTER(ObjectsOptions), ctypes.POINTER(P)],
     "nanokv_objects_close": [P],
@@ -374,7 +389,7 @@ def _load():
 lib, path = _load()
 lib.nanokv_abi_version.restype = ctypes.c_int
 # Before the prototypes: an older library lacks some of their functions.
-ABI_VERSION = 8
+ABI_VERSION = 9
 if lib.nanokv_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
         f"nanokv: {path} speaks ABI version {lib.nanokv_abi_version()}, this package {ABI_VERSION}")

@@ -27,6 +27,8 @@ from nanokv.cluster import _GET_GUESS, _enc, _get_bytes, _keys, _outcomes
 from nanokv.errors import NanoKVError
 
 PlanInfo = namedtuple("PlanInfo", "device epoch bytes_total state tier")
+SlabInfo = namedtuple("SlabInfo", "id device local_device payload_bytes header_slots ring_records first_epoch "
+                                  "page_bytes store_offset ttl_ms payload headers cursor ring")
 _STATES = {1: "RESERVED", 2: "WRITING", 3: "READY"}
 _TIERS = {0: "gpu", 1: "host"}
 
@@ -63,6 +65,34 @@ class ObjectPlan(OwnedHandle):
 
     def revoke(self):
         call("nanokv_objects_revoke", self.handle)
+
+
+class Slab(OwnedHandle):
+    """A v2 slab for the producer's own kernel (acquire_slab): the kernel
+    allocates, writes and announces with nanokv/device/slab.h and
+    slab_publish.h, from `info`'s addresses (the cursor and the ring are host
+    addresses: copy the cursor to the device, register the ring with it,
+    mapped). close() ends the slab: what was announced stands, the rest goes
+    back. It keeps its store's connection, so it may outlive the store."""
+
+    _NAME = "slab"
+    _DESTROY = "nanokv_slab_release"
+
+    def __init__(self, handle):
+        self._own(handle)
+
+    @property
+    def info(self):
+        out = _lib.SlabInfo()
+        call("nanokv_slab_info", self.handle, ctypes.byref(out))
+        return SlabInfo(*(getattr(out, name) for name, _ in _lib.SlabInfo._fields_))
+
+    @staticmethod
+    def key_hash(key):
+        """xxhash64 of the key, seed 0: what a header and an announce carry."""
+        out = ctypes.c_uint64()
+        call("nanokv_slab_key_hash", _enc(key), ctypes.byref(out))
+        return out.value
 
 
 class Objects(OwnedHandle):
@@ -223,6 +253,26 @@ class Objects(OwnedHandle):
         handle = ctypes.c_void_p()
         call("nanokv_objects_get_location", self.handle, _enc(key), ctypes.byref(handle))
         return ObjectPlan(self, handle)
+
+    # -- v2 slabs ----------------------------------------------------------
+    def use_slabs(self, device, payload_bytes=0, header_slots=0, ring_records=0):
+        """Device puts of objects up to payload_bytes on `device` go through
+        slabs this store holds and ask kvd nothing (0: the defaults, 64 MiB,
+        1024 slots, 1024 records). kvd indexes each within about a
+        millisecond: flush_slab_puts() waits for it."""
+        call("nanokv_objects_use_slabs", self.handle, device, payload_bytes, header_slots, ring_records)
+
+    def flush_slab_puts(self, timeout_ms=1000):
+        """Returns once kvd has indexed every slab put made before;
+        NanoKVError UNAVAILABLE after timeout_ms."""
+        call("nanokv_objects_flush_slab_puts", self.handle, timeout_ms)
+
+    def acquire_slab(self, device, payload_bytes=0, header_slots=0, ring_records=0):
+        """A Slab for the producer's own kernel (0: the defaults above)."""
+        handle = ctypes.c_void_p()
+        call("nanokv_objects_acquire_slab", self.handle, device, payload_bytes, header_slots, ring_records,
+             ctypes.byref(handle))
+        return Slab(handle)
 
     # -- views ------------------------------------------------------------
     def view(self, key):

@@ -229,6 +229,28 @@ class ObjectsTest(KvdTestCase):
             store.remove("py:view")
             self.assertFails(E.NOT_FOUND, "", store.view, "py:view")
 
+    def test_slab_puts_and_a_slab_for_a_kernel(self):
+        E = self.nanokv.NanoKVError
+        self.store.use_slabs(0, payload_bytes=PAGE, header_slots=16, ring_records=16)
+        items = [pattern(5000 + 77 * i, 40 + i) for i in range(6)]
+        offset = 0
+        for i, data in enumerate(items):
+            self.store.put_from_device(f"py:slab:{i}", ArrayAt(self.stage(data, offset), len(data)))
+            offset += len(data)
+        self.store.flush_slab_puts()
+        for i, data in enumerate(items):
+            self.assertEqual(self.store.get(f"py:slab:{i}"), data)
+        # A slab for the producer's own kernel: where it lies and its shape.
+        with self.store.acquire_slab(0, payload_bytes=PAGE, header_slots=4, ring_records=4) as slab:
+            info = slab.info
+            self.assertEqual((info.device, info.payload_bytes, info.header_slots, info.ring_records), (0, PAGE, 4, 4))
+            self.assertTrue(info.payload and info.headers and info.cursor and info.ring)
+            self.assertGreater(info.ttl_ms, 0)
+        with self.assertRaisesRegex(ValueError, "the slab is closed"):
+            slab.info
+        self.assertEqual(self.nanokv.Slab.key_hash("abc"), 0x44BC2CF5AD770999)  # xxhash64, seed 0
+        self.assertFails(E.INVALID_ARGUMENT, "", self.store.use_slabs, -1)
+
     def test_closed_store(self):
         self.store.close()
         self.store.close()  # twice is fine

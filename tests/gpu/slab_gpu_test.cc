@@ -4,6 +4,7 @@
 // driver), stamping each record with a release at system scope, while the
 // host reads the ring as kvd does (ipc/ring/announce_ring.h). Every object
 // is read once, in no overlap, and the ring (smaller than the batch) wraps.
+// Then whole puts by blocks (PutInSlabBlock), read back READY and exact.
 #include <xxhash.h>
 #include <gtest/gtest.h>
 
@@ -52,7 +53,7 @@ TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
   }
   DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_keys(keys.size()), d_key_bytes(kItems * 4), d_hashes(kItems * 8),
       d_sizes(kItems * 8), d_counts(sizeof(SlabProducerCounts));
-  const device::SlabCursor cursor{0, kPayload, 0, kItems, 0, 256, 256};
+  const device::SlabCursor cursor{0, kPayload, 0, kItems, 0, 256, 256, 0};
   CUDA_ASSERT(cudaMemcpy(d_cursor.get(), &cursor, sizeof(cursor), cudaMemcpyHostToDevice));
   CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
   CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), kItems * 4, cudaMemcpyHostToDevice));
@@ -87,6 +88,101 @@ TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
     EXPECT_EQ(it->second.bytes, sizes[i]);
   }
   EXPECT_EQ(kvd->consumed(), static_cast<uint64_t>(kItems));
+  CUDA_ASSERT(cudaStreamDestroy(stream));
+  CUDA_ASSERT(cudaHostUnregister(mapped->header()));
+}
+
+// Whole puts by blocks (PutInSlabBlock): each object's header begun, its
+// bytes copied by the block, READY released, the record stamped, while the
+// host reads the ring as kvd does. Every object announced reads back READY
+// at its slot's epoch with its bytes exact, misaligned sources included.
+TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
+  NANOKV_SKIP_WITHOUT_GPU();
+  constexpr int kItems = 600, kBlocks = 48;
+  constexpr uint32_t kRecords = 64;  // the ring wraps nine times
+  constexpr uint64_t kPayload = uint64_t{64} << 20, kStoreOffset = uint64_t{2} << 20;
+  constexpr uint32_t kFirstEpoch = 1000;
+  int fd = -1;
+  auto kvd = ipc::AnnounceRing::Create(kRecords, {kPayload, kItems}, &fd);
+  ASSERT_TRUE(kvd.ok()) << kvd.status().ToString();
+  auto mapped = ipc::AnnounceRing::Attach(fd);
+  close(fd);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  CUDA_ASSERT(cudaHostRegister(mapped->header(), ipc::AnnounceRing::FileBytes(kRecords), cudaHostRegisterMapped));
+  void* ring_device = nullptr;
+  CUDA_ASSERT(cudaHostGetDevicePointer(&ring_device, mapped->header(), 0));
+  auto* header = static_cast<device::AnnounceRingHeader*>(ring_device);
+  auto* records = reinterpret_cast<device::AnnounceRecord*>(header + 1);
+
+  std::vector<char> keys(size_t{kItems} * 32);
+  std::vector<uint32_t> key_bytes(kItems);
+  std::vector<uint64_t> hashes(kItems), sizes(kItems), offsets(kItems);
+  uint64_t src_bytes = 0;
+  for (int i = 0; i < kItems; ++i) {
+    const std::string key = "v2:block:" + std::to_string(i);
+    std::memcpy(&keys[size_t{static_cast<size_t>(i)} * 32], key.data(), key.size());
+    key_bytes[i] = static_cast<uint32_t>(key.size());
+    hashes[i] = XXH64(key.data(), key.size(), 0);
+    sizes[i] = 1 + static_cast<uint64_t>(i) * 7919 % (64 << 10);
+    offsets[i] = src_bytes + (i % 3 == 0 ? 5 : 0);  // every third source misaligned
+    src_bytes = offsets[i] + sizes[i];
+  }
+  std::vector<char> source(src_bytes);
+  for (uint64_t b = 0; b < src_bytes; ++b) source[b] = static_cast<char>(b * 131 + (b >> 11));
+  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_keys(keys.size()), d_key_bytes(kItems * 4), d_hashes(kItems * 8),
+      d_sizes(kItems * 8), d_offsets(kItems * 8), d_counts(sizeof(SlabProducerCounts)), d_src(src_bytes),
+      d_payload(kPayload), d_headers(sizeof(ObjectHeader) * kItems);
+  const device::SlabCursor cursor{0, kPayload, 0, kItems, 0, kRecords, 256, 0};
+  CUDA_ASSERT(cudaMemcpy(d_cursor.get(), &cursor, sizeof(cursor), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), kItems * 4, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_offsets.get(), offsets.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_src.get(), source.data(), src_bytes, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemset(d_headers.get(), 0, sizeof(ObjectHeader) * kItems));
+  CUDA_ASSERT(cudaMemset(d_counts.get(), 0, sizeof(SlabProducerCounts)));
+  const device::SlabGeometry slab{d_payload.as<char>(), d_headers.as<ObjectHeader>(), kStoreOffset, 2u << 20,
+                                  kFirstEpoch};
+  cudaStream_t stream = nullptr;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ASSERT_EQ(LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), header, records, slab, d_src.as<char>(),
+                                d_offsets.as<uint64_t>(), d_keys.as<char>(), d_key_bytes.as<uint32_t>(),
+                                d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kItems, kBlocks,
+                                d_counts.as<SlabProducerCounts>(), stream),
+            0);
+  std::map<std::string, ipc::AnnouncedObject> read;
+  for (;;) {
+    const bool finished = cudaStreamQuery(stream) == cudaSuccess;
+    auto got = kvd->Poll(64);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (auto& o : *got) ASSERT_TRUE(read.emplace(o.key, o).second) << o.key << " read twice";
+    if (finished && got->empty()) break;
+  }
+  CUDA_ASSERT(cudaStreamSynchronize(stream));
+  SlabProducerCounts counts{};
+  CUDA_ASSERT(cudaMemcpy(&counts, d_counts.get(), sizeof(counts), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(counts.stalled, 0u);
+  EXPECT_EQ(counts.spent, 0u);
+  ASSERT_EQ(read.size(), static_cast<size_t>(kItems));
+  std::vector<ObjectHeader> headers(kItems);
+  CUDA_ASSERT(cudaMemcpy(headers.data(), d_headers.get(), sizeof(ObjectHeader) * kItems, cudaMemcpyDeviceToHost));
+  std::vector<char> payload(kPayload);
+  CUDA_ASSERT(cudaMemcpy(payload.data(), d_payload.get(), kPayload, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < kItems; ++i) {
+    auto it = read.find("v2:block:" + std::to_string(i));
+    ASSERT_NE(it, read.end()) << i;
+    const ipc::AnnouncedObject& o = it->second;
+    ASSERT_EQ(o.bytes, sizes[i]);
+    const ObjectHeader& h = headers[o.header_slot];
+    EXPECT_EQ(h.state, static_cast<uint32_t>(ObjectState::kReady)) << i;
+    EXPECT_EQ(h.epoch, kFirstEpoch + o.header_slot) << i;
+    EXPECT_EQ(o.epoch, h.epoch) << i;
+    EXPECT_EQ(h.bytes_total, sizes[i]) << i;
+    EXPECT_EQ(h.key_hash, hashes[i]) << i;
+    EXPECT_EQ(h.payload_base, kStoreOffset + o.payload_offset) << i;
+    ASSERT_EQ(std::memcmp(&payload[o.payload_offset], &source[offsets[i]], sizes[i]), 0) << i << " differs";
+  }
   CUDA_ASSERT(cudaStreamDestroy(stream));
   CUDA_ASSERT(cudaHostUnregister(mapped->header()));
 }

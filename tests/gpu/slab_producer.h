@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "nanokv/device/slab_publish.h"
 #include "nanokv/slab_layout.h"
 
 namespace nanokv::testing {
@@ -24,6 +25,16 @@ int LaunchSlabProducer(device::SlabCursor* cursor, device::AnnounceRingHeader* h
                        const char* keys, const std::uint32_t* key_bytes, const std::uint64_t* hashes,
                        const std::uint64_t* bytes, int per_thread, int blocks, int threads, SlabProducerCounts* counts,
                        void* stream);
+
+// Whole puts by blocks (nanokv/device/slab_publish.h's PutInSlabBlock):
+// block b puts items b, b + blocks, ...: item i's bytes[i] bytes from
+// src + src_offset[i], keyed as above; the cursor and the slab's payload and
+// headers (in `slab`) are device memory, the ring mapped for the device.
+// A block spins while the ring is full. Returns a cudaError_t.
+int LaunchSlabBlockPuts(device::SlabCursor* cursor, device::AnnounceRingHeader* header, device::AnnounceRecord* records,
+                        const device::SlabGeometry& slab, const char* src, const std::uint64_t* src_offset,
+                        const char* keys, const std::uint32_t* key_bytes, const std::uint64_t* hashes,
+                        const std::uint64_t* bytes, int items, int blocks, SlabProducerCounts* counts, void* stream);
 
 }  // namespace nanokv::testing
 

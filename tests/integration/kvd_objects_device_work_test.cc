@@ -41,15 +41,6 @@ class KvdDeviceWorkTest : public MetricsFixture {
     return value.value_or(-1);
   }
 
-  // Requests of one kind kvd has served (its latency histogram's count).
-  double Requests(const std::string& kind) {
-    auto body = Scrape();
-    EXPECT_TRUE(body.ok()) << body.status().ToString();
-    auto samples = body.ok() ? ParseExposition(*body) : Result<std::vector<MetricSample>>(body.status());
-    if (!samples.ok()) return -1;
-    return FindSample(*samples, "nanokv_request_duration_seconds_count", {{"request", kind}}).value_or(0);
-  }
-
   void StartWithStore() {
     StartKvdWithMetrics(32, {"--config", WriteConfig(kTestStoreYaml)});
   }
@@ -114,14 +105,14 @@ TEST_F(KvdDeviceWorkTest, AGetIsOneRequest) {
   auto writer = OpenStore();
   ASSERT_NE(writer, nullptr);
   for (int i = 0; i < 4; ++i) ASSERT_OK(writer->Put("k" + std::to_string(i), ObjectPattern(5000 + i, i)));
-  const double leases = Requests("object_lease"), locates = Requests("object_locate");
+  const double leases = RequestsServed("object_lease"), locates = RequestsServed("object_locate");
 
   // Plain: the lease with its location, then its release.
   auto got = writer->Get("k0");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, ObjectPattern(5000, 0));
-  EXPECT_EQ(Requests("object_lease") - leases, 2);
-  EXPECT_EQ(Requests("object_locate") - locates, 0) << "the lease's reply says where";
+  EXPECT_EQ(RequestsServed("object_lease") - leases, 2);
+  EXPECT_EQ(RequestsServed("object_locate") - locates, 0) << "the lease's reply says where";
 
   // Deferred: one request a get; the last lease is kept until the next request.
   ObjectStoreOptions options;
@@ -137,13 +128,13 @@ TEST_F(KvdDeviceWorkTest, AGetIsOneRequest) {
       EXPECT_EQ(*bytes, ObjectPattern(5000 + i, i));
     }
   }
-  EXPECT_EQ(Requests("object_lease") - leases, 2 + 12);
+  EXPECT_EQ(RequestsServed("object_lease") - leases, 2 + 12);
   // The kept lease holds k3 against another's remove until the reader's
   // next request gives it back.
   EXPECT_EQ(writer->Remove("k3").code(), Code::kFailedPrecondition);
   ASSERT_TRUE((*reader)->Info().ok());
   ASSERT_OK(writer->Remove("k3"));
-  EXPECT_EQ(Requests("object_lease") - leases, 2 + 12 + 1);
+  EXPECT_EQ(RequestsServed("object_lease") - leases, 2 + 12 + 1);
   // A failed get (no such key) keeps nothing, and a lease never outlives
   // the reader's errors.
   EXPECT_EQ((*reader)->Get("k3").status().code(), Code::kNotFound);
@@ -191,7 +182,7 @@ TEST_F(KvdDeviceWorkTest, ABatchGetAndItsViewsEndTheirLeasesInOneReleasePerStore
   auto* base = static_cast<std::byte*>((*buffer)->get());
   std::vector<ObjectStore::DeviceGet> items;
   for (size_t i = 0; i < kObjects; ++i) items.push_back({keys[i], base + i * kBytes, kBytes});
-  const double leases = Requests("object_lease_batch"), releases = Requests("object_release_batch");
+  const double leases = RequestsServed("object_lease_batch"), releases = RequestsServed("object_release_batch");
   for (const auto& got : store->BatchGetToDevice(items)) ASSERT_TRUE(got.ok()) << got.status().ToString();
   std::vector<std::byte> back(kObjects * kBytes);
   ASSERT_OK((*backend)->Copy(back.data(), base, back.size(), gpu::CopyKind::kDeviceToHost));
@@ -199,8 +190,8 @@ TEST_F(KvdDeviceWorkTest, ABatchGetAndItsViewsEndTheirLeasesInOneReleasePerStore
     EXPECT_EQ(std::vector<std::byte>(back.begin() + i * kBytes, back.begin() + (i + 1) * kBytes),
               ObjectPattern(kBytes, static_cast<uint8_t>(i)));
   }
-  EXPECT_EQ(Requests("object_lease_batch") - leases, 3);
-  EXPECT_EQ(Requests("object_release_batch") - releases, 1);
+  EXPECT_EQ(RequestsServed("object_lease_batch") - leases, 3);
+  EXPECT_EQ(RequestsServed("object_release_batch") - releases, 1);
 
   std::vector<ObjectView> views;
   for (size_t i = 0; i < kObjects; ++i) {
@@ -210,13 +201,13 @@ TEST_F(KvdDeviceWorkTest, ABatchGetAndItsViewsEndTheirLeasesInOneReleasePerStore
   }
   views.emplace_back();  // an empty one is skipped
   EXPECT_EQ(store->Remove(keys[0]).code(), Code::kFailedPrecondition) << "viewed";
-  const double before = Requests("object_release_batch");
+  const double before = RequestsServed("object_release_batch");
   ObjectView::ReleaseAll(views);
-  EXPECT_EQ(Requests("object_release_batch") - before, 2) << "one per store";
+  EXPECT_EQ(RequestsServed("object_release_batch") - before, 2) << "one per store";
   for (const ObjectView& view : views) EXPECT_EQ(view.data(), nullptr);
   for (const std::string& key : keys) EXPECT_OK(store->Remove(key));
   views.clear();  // already ended: nothing more is sent
-  EXPECT_EQ(Requests("object_release_batch") - before, 2);
+  EXPECT_EQ(RequestsServed("object_release_batch") - before, 2);
 }
 
 }  // namespace

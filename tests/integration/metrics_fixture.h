@@ -32,6 +32,21 @@ class MetricsFixture : public KvctlTest {
     return reply->body;
   }
 
+  // Requests kvd has served (its latency histograms' counts): of one kind,
+  // or of every kind when `kind` is empty. -1 when the scrape fails.
+  double RequestsServed(const std::string& kind = "") {
+    auto body = Scrape();
+    EXPECT_TRUE(body.ok()) << body.status().ToString();
+    auto samples = body.ok() ? ParseExposition(*body) : Result<std::vector<MetricSample>>(body.status());
+    if (!samples.ok()) return -1;
+    double sum = 0;
+    for (const MetricSample& s : *samples) {
+      if (s.name != "nanokv_request_duration_seconds_count") continue;
+      if (kind.empty() || (s.labels.count("request") != 0 && s.labels.at("request") == kind)) sum += s.value;
+    }
+    return sum;
+  }
+
   // The series a scrape must show for what the segment says now, keyed
   // `name{label=value,...}` (labels sorted), from the segment alone.
   static std::map<std::string, double> SegmentSeries(const ipc::Snapshot& snap) {

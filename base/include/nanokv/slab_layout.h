@@ -22,6 +22,7 @@ struct SlabCursor {
   std::uint64_t announce_next;  // ring records reserved, ever
   std::uint32_t ring_records;   // the ring's records (a power of two)
   std::uint32_t payload_align;  // a power of two (256: the kernels' 16-byte stores and more)
+  std::uint64_t consumed_seen;  // the ring's `consumed` as last read: a bus read only when the ring looks full
 };
 
 enum class AnnounceKind : std::uint32_t {

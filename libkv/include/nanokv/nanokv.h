@@ -63,7 +63,7 @@ extern "C" {
 
 /* Bumped when a struct below or a function's meaning changes. */
 #define NANOKV_ABI_VERSION                                                    \
-  8 /* 2: the cache's reserve fields; 3: the object store (nanokv_objects.h); \
+  9 /* 2: the cache's reserve fields; 3: the object store (nanokv_objects.h); \
       4: the cluster's device bytes (nanokv_cluster_put_from_device, ...);    \
       5: the KV highway: device batches on a stream, the stream-ordered put,  \
          views; host_id and access devices in nanokv_cluster_options_t,       \
@@ -71,7 +71,8 @@ extern "C" {
       6: the prefix cache (nanokv_prefix.h);                                  \
       7: a prefix chunk is one object of every plane (its key, its view),     \
          staging_bytes in nanokv_prefix_options_t, the block-table calls;     \
-      8: tier in nanokv_object_plan_info_t (a get reads the host tier) */
+      8: tier in nanokv_object_plan_info_t (a get reads the host tier);       \
+      9: v2 slabs (nanokv_objects_use_slabs, nanokv_slab_t) */
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;

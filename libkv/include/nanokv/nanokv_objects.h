@@ -28,6 +28,7 @@ extern "C" {
 
 typedef struct nanokv_objects nanokv_objects_t;
 typedef struct nanokv_object_plan nanokv_object_plan_t;
+typedef struct nanokv_slab nanokv_slab_t;
 
 /* nanokv::ObjectStoreOptions; fill with nanokv_objects_options_init first. */
 typedef struct nanokv_objects_options {
@@ -134,6 +135,45 @@ NANOKV_API int nanokv_view_free(nanokv_view_t* view);
 /* nanokv_view_free of `count` views (NULL entries skipped) in one request
  * to kvd per store they came from, not one each. */
 NANOKV_API int nanokv_view_free_batch(nanokv_view_t* const* views, size_t count);
+
+/* v2 slabs (nanokv::ObjectSlab, nanokv/device/slab.h). use_slabs: device
+ * puts (put_from_device and its batch) of objects up to payload_bytes on
+ * `device` then ask kvd nothing (ObjectStore::UseSlabs); kvd indexes each
+ * within about a millisecond, and flush_slab_puts returns once it has
+ * (NANOKV_UNAVAILABLE after timeout_ms). A 0 field takes its default
+ * (64 MiB, 1024 slots, 1024 records). */
+NANOKV_API int nanokv_objects_use_slabs(nanokv_objects_t* store, int device, uint64_t payload_bytes,
+                                        uint32_t header_slots, uint32_t ring_records);
+NANOKV_API int nanokv_objects_flush_slab_puts(nanokv_objects_t* store, uint32_t timeout_ms);
+
+/* A slab for the producer's own kernel (ObjectStore::AcquireSlab): the
+ * kernel allocates, writes and announces with nanokv/device/slab.h and
+ * slab_publish.h (a SlabCursor copied to the device from `cursor`, the ring
+ * at `ring` registered with the GPU, mapped). The handle may outlive the
+ * store's; release ends the slab (what was announced stands, the rest goes
+ * back) and frees the handle, only after the kernels writing it finished. */
+typedef struct nanokv_object_slab_info {
+  uint64_t id;
+  int device;       /* kvd's ordinal */
+  int local_device; /* this process's */
+  uint64_t payload_bytes;
+  uint32_t header_slots;
+  uint32_t ring_records;
+  uint32_t first_epoch; /* slot i's epoch: first_epoch + i */
+  uint32_t page_bytes;
+  uint64_t store_offset; /* the payload's offset in the owner's store range */
+  uint64_t ttl_ms;       /* kvd's slab_ttl from the grant */
+  void* payload;         /* device address of the first payload byte */
+  void* headers;         /* device address of slot 0's 64-byte header */
+  void* cursor;          /* host address of the nanokv::device::SlabCursor */
+  void* ring;            /* host address of the announce ring */
+} nanokv_object_slab_info_t;
+NANOKV_API int nanokv_objects_acquire_slab(nanokv_objects_t* store, int device, uint64_t payload_bytes,
+                                           uint32_t header_slots, uint32_t ring_records, nanokv_slab_t** slab_out);
+NANOKV_API int nanokv_slab_info(const nanokv_slab_t* slab, nanokv_object_slab_info_t* out);
+/* xxhash64 of the key, seed 0: what a header and an announce carry. */
+NANOKV_API int nanokv_slab_key_hash(const char* key, uint64_t* hash_out);
+NANOKV_API int nanokv_slab_release(nanokv_slab_t* slab);
 
 #ifdef __cplusplus
 }  /* extern "C" */

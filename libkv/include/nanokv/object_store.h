@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "nanokv/device/slab.h"
+#include "nanokv/device/slab_publish.h"
 #include "nanokv/object_header.h"
 #include "nanokv/object_types.h"
 #include "nanokv/status.h"
@@ -181,11 +182,16 @@ class ObjectSlab {
   int device() const;  // kvd's ordinal
   uint64_t payload_bytes() const;
   uint32_t header_slots() const;
+  uint64_t ttl_ms() const;  // kvd's object_store.slab_ttl, from the grant
   device::SlabCursor* cursor();
   device::AnnounceRing ring() const;
   void* payload() const;  // the slab's first payload byte
   ObjectHeader* header(uint32_t slot) const;
   uint32_t epoch(uint32_t slot) const;  // what slot `slot`'s header and announce carry
+  // payload(), header(0), and what a header needs (nanokv/device/
+  // slab_publish.h), for a kernel that takes them by value.
+  device::SlabGeometry geometry() const;
+  int local_device() const;  // this process's ordinal of device()
   // The READY header of `bytes` at `at` keyed `key`: what the producer
   // stores in header(at.header_slot) after the object's bytes.
   ObjectHeader ReadyHeader(const device::SlabAllocation& at, uint64_t bytes, std::string_view key) const;
@@ -196,6 +202,16 @@ class ObjectSlab {
 
  private:
   std::unique_ptr<Holder> holder_;
+};
+
+// The slabs ObjectStore::UseSlabs holds for its device puts, each of this
+// shape (ObjectStore::AcquireSlab's arguments): an object over
+// payload_bytes takes the plan path; header_slots puts, or payload_bytes,
+// spend a slab, which is then traded for a fresh one (one request to kvd).
+struct SlabPutOptions {
+  uint64_t payload_bytes = uint64_t{64} << 20;
+  uint32_t header_slots = 1024;
+  uint32_t ring_records = 1024;
 };
 
 class ObjectStore {
@@ -331,6 +347,28 @@ class ObjectStore {
   Result<std::unique_ptr<ObjectSlab>> AcquireSlab(int device, uint64_t payload_bytes, uint32_t header_slots,
                                                   uint32_t ring_records);
 
+  // Device puts through slabs (issue 34): once UseSlabs(device) is granted,
+  // PutFromDevice and BatchPutFromDevice of an object that fits
+  // options.payload_bytes, with preferred_device `device` (or -1 where this
+  // store uses slabs on one device only), ask kvd nothing: the object is
+  // allocated in a slab this store holds, and one launch stores its bytes,
+  // publishes READY and stamps its announce record after READY (the host
+  // backend: copies, then the stamp from here). A batch on a stream waits
+  // once. kvd indexes what is announced on its loop, within about a
+  // millisecond: until then a get by key answers kNotFound; FlushSlabPuts
+  // waits for it. A key already in the store keeps its object (kvd drops
+  // the announced copy and logs it), where the plan path answers
+  // kAlreadyExists. Other puts take the plan path. Calling it again for a
+  // device trades its slab for one of the new shape. kResourceExhausted
+  // names the limit kvd holds to, as AcquireSlab.
+  Status UseSlabs(int device, const SlabPutOptions& options = SlabPutOptions());
+  // Returns once kvd has read the announce of every slab put that returned
+  // before the call (a get by key then finds it); kUnavailable after
+  // timeout_ms.
+  Status FlushSlabPuts(uint32_t timeout_ms = 1000);
+  // Slabs kvd granted this store's puts: UseSlabs' and each spent slab's trade.
+  uint64_t slab_grants() const;
+
   // kvctl objects / evict.
   Result<std::vector<ObjectEntry>> List();
   Result<uint64_t> Evict(int device, uint64_t bytes);
@@ -339,12 +377,17 @@ class ObjectStore {
 
   // Store pages this process has mapped so far (the import cache).
   size_t mapped_pages() const;
+  // Requests this store has sent kvd so far, every kind (a bench counts a
+  // put's with it).
+  uint64_t requests_sent() const;
 
   class Impl;
+  class SlabPuts;  // UseSlabs' (libkv/client/slab_puts.h)
 
  private:
   explicit ObjectStore(std::unique_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;  // shared with the views it made
+  std::unique_ptr<SlabPuts> slab_puts_;
 };
 
 }  // namespace nanokv

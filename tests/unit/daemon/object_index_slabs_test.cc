@@ -31,7 +31,7 @@ class Producer {
     close(grant.ring_fd);
     ring_ = std::move(ring).value();
     base_ = *store.StoreBase(grant.device);
-    cursor_ = {0, grant.payload_bytes, 0, grant.header_slots, 0, grant.ring_records, 256};
+    cursor_ = {0, grant.payload_bytes, 0, grant.header_slots, 0, grant.ring_records, 256, 0};
   }
 
   device::AnnounceRing ring() const { return {ring_.header(), ring_.records()}; }

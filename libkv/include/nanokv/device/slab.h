@@ -66,6 +66,18 @@ namespace detail {
 // Device-scope atomics on the cursor (the producer's threads, one GPU);
 // system scope on the ring (kvd reads it from the host).
 template <typename T>
+NANOKV_SLAB_FN T AddCursor(T* p, T v) {
+#if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  cuda::atomic_ref<T, cuda::thread_scope_device> a(*p);
+  return a.fetch_add(v, cuda::std::memory_order_relaxed);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#else
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+template <typename T>
 NANOKV_SLAB_FN bool CasCursor(T* p, T* expected, T desired) {
 #if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
   cuda::atomic_ref<T, cuda::thread_scope_device> a(*p);
@@ -87,6 +99,26 @@ NANOKV_SLAB_FN T LoadCursor(const T* p) {
   return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 #else
   return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+template <typename T>
+NANOKV_SLAB_FN void StoreCursor(T* p, T v) {
+#if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  cuda::atomic_ref<T, cuda::thread_scope_device> a(*p);
+  a.store(v, cuda::std::memory_order_relaxed);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+NANOKV_SLAB_FN void Pause() {
+#if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  __nanosleep(256);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __builtin_amdgcn_s_sleep(2);
 #endif
 }
 
@@ -117,6 +149,13 @@ NANOKV_SLAB_FN AnnounceRecord* RecordAt(const AnnounceRing& ring, const SlabCurs
   return &ring.records[index & (cursor.ring_records - 1)];
 }
 
+// kvd's `consumed`, read over the bus, kept as the cursor's consumed_seen.
+NANOKV_SLAB_FN std::uint64_t RefreshConsumed(SlabCursor* cursor, const AnnounceRing& ring) {
+  const std::uint64_t consumed = LoadConsumed(&ring.header->consumed);
+  StoreCursor(&cursor->consumed_seen, consumed);  // racing stores of older reads only make it conservative
+  return consumed;
+}
+
 // A reserved record whose allocation failed: kvd reads past it.
 NANOKV_SLAB_FN void AnnounceVoid(const AnnounceRing& ring, const SlabCursor& cursor, std::uint64_t index) {
   AnnounceRecord* r = RecordAt(ring, cursor, index);
@@ -129,44 +168,64 @@ NANOKV_SLAB_FN void AnnounceVoid(const AnnounceRing& ring, const SlabCursor& cur
 // Takes a ring record, a header slot and `bytes` of payload (aligned) from
 // the slab, lock-free, from any thread of the producer. kRingFull takes
 // nothing; kSlabFull leaves a void record (kvd reads past it).
+//
+// One atomic add per field, no CAS loop: hundreds of blocks allocating at
+// once each retried a CAS (and reread kvd's `consumed` over the bus) and a
+// GPU put 1000 objects of 64 KiB in 227 ms (BENCHMARKS.md, 2026-11-29).
+// Room in the ring is judged by consumed_seen, the producer's own copy of
+// what kvd has read, and kvd's word is read only when the ring looks full.
+// Producers that passed that check together may take records up to a lap
+// ahead of kvd; each then waits for kvd's read before it returns, so no
+// record is written over one kvd has not read.
 NANOKV_SLAB_FN SlabCode AllocateInSlab(SlabCursor* cursor, const AnnounceRing& ring, std::uint64_t bytes,
                                        SlabAllocation* out) {
   if (bytes == 0 || bytes > cursor->payload_bytes) return SlabCode::kBadSize;
-  // The record first, so a failure after it still has one to say so in.
-  std::uint64_t index = detail::LoadCursor(&cursor->announce_next);
-  do {
-    if (index - detail::LoadConsumed(&ring.header->consumed) >= cursor->ring_records) return SlabCode::kRingFull;
-  } while (!detail::CasCursor(&cursor->announce_next, &index, index + 1));
-  std::uint32_t slot = detail::LoadCursor(&cursor->headers_next);
-  do {
-    if (slot >= cursor->header_slots) {
-      detail::AnnounceVoid(ring, *cursor, index);
-      return SlabCode::kSlabFull;
-    }
-  } while (!detail::CasCursor(&cursor->headers_next, &slot, slot + 1));
+  const std::uint64_t records = cursor->ring_records;
+  const std::uint64_t next = detail::LoadCursor(&cursor->announce_next);
+  if (next - detail::LoadCursor(&cursor->consumed_seen) >= records &&
+      next - detail::RefreshConsumed(cursor, ring) >= records) {
+    return SlabCode::kRingFull;
+  }
+  const std::uint64_t index = detail::AddCursor(&cursor->announce_next, std::uint64_t{1});
+  while (index - detail::LoadCursor(&cursor->consumed_seen) >= records &&
+         index - detail::RefreshConsumed(cursor, ring) >= records) {
+    detail::Pause();
+  }
+  // Looked at first so a spent slab's count stops short of wrapping.
+  const std::uint32_t slot = detail::LoadCursor(&cursor->headers_next) >= cursor->header_slots
+                                 ? cursor->header_slots
+                                 : detail::AddCursor(&cursor->headers_next, std::uint32_t{1});
+  if (slot >= cursor->header_slots) {
+    detail::AnnounceVoid(ring, *cursor, index);
+    return SlabCode::kSlabFull;
+  }
   const std::uint64_t mask = std::uint64_t{cursor->payload_align} - 1;
   const std::uint64_t rounded = (bytes + mask) & ~mask;
-  std::uint64_t offset = detail::LoadCursor(&cursor->payload_next);
-  do {
-    if (offset > cursor->payload_bytes || rounded > cursor->payload_bytes - offset) {
-      detail::AnnounceVoid(ring, *cursor, index);
-      return SlabCode::kSlabFull;
-    }
-  } while (!detail::CasCursor(&cursor->payload_next, &offset, offset + rounded));
+  const std::uint64_t offset = detail::AddCursor(&cursor->payload_next, rounded);
+  if (offset > cursor->payload_bytes || rounded > cursor->payload_bytes - offset) {
+    // Given back where no allocation came after it, so a smaller object
+    // may still fit; the slot too.
+    std::uint64_t taken = offset + rounded;
+    (void)detail::CasCursor(&cursor->payload_next, &taken, offset);
+    std::uint32_t slot_taken = slot + 1;
+    (void)detail::CasCursor(&cursor->headers_next, &slot_taken, slot);
+    detail::AnnounceVoid(ring, *cursor, index);
+    return SlabCode::kSlabFull;
+  }
   *out = {index, slot, offset};
   return SlabCode::kOk;
 }
 
-// Tells kvd of an object READY at `where` (its header's READY released
-// first): the record's fields, then its stamp with release at system scope.
-NANOKV_SLAB_FN SlabCode Announce(const AnnounceRing& ring, const SlabCursor& cursor, const SlabAllocation& where,
-                                 std::uint64_t bytes, std::uint64_t key_hash, std::uint32_t epoch, const char* key,
-                                 std::uint32_t key_bytes) {
+// The record of an object at `where` filled, all but its stamp, which kvd
+// waits for: the half of Announce a host may do before the launch whose
+// last act is the stamp (ObjectStore's slab puts; kernels::
+// PutObjectAnnounced). kBadSize for a key of no or too many bytes (nothing
+// filled).
+NANOKV_SLAB_FN SlabCode FillAnnounce(const AnnounceRing& ring, const SlabCursor& cursor, const SlabAllocation& where,
+                                     std::uint64_t bytes, std::uint64_t key_hash, std::uint32_t epoch, const char* key,
+                                     std::uint32_t key_bytes) {
+  if (key_bytes == 0 || key_bytes > kMaxAnnouncedKeyBytes) return SlabCode::kBadSize;
   AnnounceRecord* r = detail::RecordAt(ring, cursor, where.ring_index);
-  if (key_bytes == 0 || key_bytes > kMaxAnnouncedKeyBytes) {
-    detail::AnnounceVoid(ring, cursor, where.ring_index);
-    return SlabCode::kBadSize;
-  }
   r->kind = static_cast<std::uint32_t>(AnnounceKind::kObject);
   r->header_slot = where.header_slot;
   r->payload_offset = where.payload_offset;
@@ -175,7 +234,21 @@ NANOKV_SLAB_FN SlabCode Announce(const AnnounceRing& ring, const SlabCursor& cur
   r->epoch = epoch;
   r->key_bytes = key_bytes;
   for (std::uint32_t i = 0; i < key_bytes; ++i) r->key[i] = key[i];
-  detail::StoreStamp(&r->stamp, where.ring_index + 1);
+  return SlabCode::kOk;
+}
+
+// Tells kvd of an object READY at `where` (its header's READY released
+// first): the record's fields, then its stamp with release at system scope.
+// A key kBadSize leaves the record void, so kvd reads past it.
+NANOKV_SLAB_FN SlabCode Announce(const AnnounceRing& ring, const SlabCursor& cursor, const SlabAllocation& where,
+                                 std::uint64_t bytes, std::uint64_t key_hash, std::uint32_t epoch, const char* key,
+                                 std::uint32_t key_bytes) {
+  const SlabCode filled = FillAnnounce(ring, cursor, where, bytes, key_hash, epoch, key, key_bytes);
+  if (filled != SlabCode::kOk) {
+    detail::AnnounceVoid(ring, cursor, where.ring_index);
+    return filled;
+  }
+  detail::StoreStamp(&detail::RecordAt(ring, cursor, where.ring_index)->stamp, where.ring_index + 1);
   return SlabCode::kOk;
 }
 

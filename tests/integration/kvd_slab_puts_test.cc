@@ -1,0 +1,188 @@
+// ObjectStore's device puts through v2 slabs (ObjectStore::UseSlabs, issue
+// 34) against a real kvd: puts ask kvd nothing (counted on /metrics) and
+// another client reads them byte-exact once FlushSlabPuts returns; a spent
+// slab is traded and the old one released; a batch; what takes
+// the plan path; a key already stored keeps its object; a dead kvd is an
+// error, not a write into space it may have given on. kvd checks its
+// invariants (the slabs' space included) after every turn. Host in CI, cuda
+// on the GPU (scripts/gpu-check.sh: objects_cuda).
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpu/backend.h"
+#include "gpu/device_buffer.h"
+#include "nanokv/object_store.h"
+#include "tests/integration/metrics_fixture.h"
+#include "tests/integration/object_pattern.h"
+#include "tests/util/status_matchers.h"
+
+namespace nanokv::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class KvdSlabPutsTest : public MetricsFixture {
+ protected:
+  void SetUp() override {
+    MetricsFixture::SetUp();
+    StartKvdWithMetrics(32, {"--config", WriteConfig(kTestStoreYaml), "--check-invariants"});
+    auto backend = gpu::OpenBackend(Backend());
+    ASSERT_OK(backend.status());
+    backend_ = std::move(*backend);
+  }
+
+  // `bytes` on device 0 holding `pattern`.
+  std::unique_ptr<gpu::DeviceBuffer> OnDevice(const std::vector<std::byte>& pattern) {
+    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, pattern.size());
+    EXPECT_OK(buffer.status());
+    if (!buffer.ok()) return nullptr;
+    EXPECT_OK(backend_->Copy((*buffer)->get(), pattern.data(), pattern.size(), gpu::CopyKind::kHostToDevice));
+    return std::move(*buffer);
+  }
+
+  // Every request kind but the scrape's own: settled first (kvd counts a
+  // request once its reply is out).
+  double Settled() {
+    std::this_thread::sleep_for(50ms);
+    return RequestsServed();
+  }
+
+  std::unique_ptr<gpu::Backend> backend_;
+};
+
+std::vector<std::byte> Item(int i) { return ObjectPattern(4096 + 1999 * static_cast<size_t>(i), uint8_t(i + 1)); }
+
+TEST_F(KvdSlabPutsTest, PutsAskKvdNothingAndAnotherClientReadsThemAfterTheFlush) {
+  auto producer = OpenStore();
+  auto reader = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  ASSERT_NE(reader, nullptr);
+  // Room for every put in the first half of the slab: no next one is asked for.
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = 2 * kPage, .header_slots = 128, .ring_records = 16}));
+  const double before = Settled();
+  const uint64_t sent = producer->requests_sent();
+  constexpr int kPuts = 40;  // through a ring of 16: the puts wait for kvd's reads
+  std::vector<std::unique_ptr<gpu::DeviceBuffer>> sources;
+  for (int i = 0; i < kPuts; ++i) {
+    sources.push_back(OnDevice(Item(i)));
+    ASSERT_NE(sources.back(), nullptr);
+    ASSERT_OK(producer->PutFromDevice("slabput:" + std::to_string(i), sources.back()->get(), Item(i).size(), 0));
+  }
+  EXPECT_EQ(Settled(), before) << "a put through a slab asked kvd something";
+  EXPECT_EQ(producer->requests_sent(), sent);
+  EXPECT_EQ(producer->slab_grants(), 1u);
+  ASSERT_OK(producer->FlushSlabPuts());
+  for (int i = 0; i < kPuts; ++i) {
+    auto got = reader->Get("slabput:" + std::to_string(i));
+    ASSERT_OK(got.status());
+    EXPECT_EQ(*got, Item(i)) << i;
+  }
+  // The header the put wrote says READY at the object's epoch.
+  auto plan = reader->GetLocation("slabput:7");
+  ASSERT_OK(plan.status());
+  auto header = DeviceHeader(*reader, *plan);
+  ASSERT_OK(header.status());
+  EXPECT_EQ(header->state, static_cast<uint32_t>(ObjectState::kReady));
+  EXPECT_EQ(header->epoch, plan->epoch);
+  EXPECT_EQ(header->bytes_total, Item(7).size());
+  EXPECT_TRUE(kvd_.Running());
+}
+
+TEST_F(KvdSlabPutsTest, ASpentSlabIsTradedAndTheOldOneReleased) {
+  auto producer = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  // Eight slabs of 512 KiB: the store holds them all, so nothing is evicted.
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = 512 << 10, .header_slots = 4, .ring_records = 8}));
+  const auto bytes = ObjectPattern(100'000, 3);
+  auto source = OnDevice(bytes);
+  ASSERT_NE(source, nullptr);
+  constexpr int kPuts = 30;  // 4 a slab: spent by its slots
+  for (int i = 0; i < kPuts; ++i) {
+    ASSERT_OK(producer->PutFromDevice("traded:" + std::to_string(i), source->get(), bytes.size(), 0));
+  }
+  // Seven trades; the eighth slab may have asked for a ninth ahead.
+  EXPECT_GE(producer->slab_grants(), 8u);
+  EXPECT_LE(producer->slab_grants(), 9u);
+  ASSERT_OK(producer->FlushSlabPuts());
+  for (int i = 0; i < kPuts; ++i) {
+    auto got = producer->Get("traded:" + std::to_string(i));
+    ASSERT_OK(got.status());
+    EXPECT_EQ(*got, bytes) << i;
+  }
+  // Seven slabs went back but for their objects; one is held.
+  ASSERT_TRUE(WaitFor([&] { return RequestsServed("object_slab_release") == 7; }, 5s));
+}
+
+TEST_F(KvdSlabPutsTest, ABatchAndWhatTakesThePlanPath) {
+  auto producer = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  // A batch four rings long: it goes half a ring at a time.
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = 2 * kPage, .header_slots = 256, .ring_records = 16}));
+  constexpr int kItems = 64;
+  std::vector<std::unique_ptr<gpu::DeviceBuffer>> sources;
+  std::vector<std::string> keys;
+  std::vector<ObjectStore::DevicePut> puts;
+  for (int i = 0; i < kItems; ++i) {
+    sources.push_back(OnDevice(ObjectPattern(1000 + 313 * static_cast<size_t>(i), uint8_t(i))));
+    keys.push_back("batch:" + std::to_string(i));
+  }
+  for (int i = 0; i < kItems; ++i) puts.push_back({keys[i], sources[i]->get(), 1000 + 313 * static_cast<uint64_t>(i)});
+  // Over the slab's payload: the plan path, readable at once.
+  const auto big = ObjectPattern(3 * kPage, 9);
+  auto big_source = OnDevice(big);
+  ASSERT_NE(big_source, nullptr);
+  puts.push_back({"batch:big", big_source->get(), big.size()});
+  const double opens = Settled() < 0 ? -1 : RequestsServed("object_open");
+  const std::vector<Status> done = producer->BatchPutFromDevice(puts, 0);
+  ASSERT_EQ(done.size(), puts.size());
+  for (const Status& s : done) EXPECT_OK(s);
+  EXPECT_EQ(RequestsServed("object_open") - opens, 1) << "only the big object asked for a plan";
+  ASSERT_OK(producer->Get("batch:big").status());
+  ASSERT_OK(producer->FlushSlabPuts());
+  for (int i = 0; i < kItems; ++i) {
+    auto got = producer->Get(keys[i]);
+    ASSERT_OK(got.status());
+    EXPECT_EQ(*got, ObjectPattern(1000 + 313 * static_cast<size_t>(i), uint8_t(i))) << i;
+  }
+  // A key not the store's takes the plan path, which refuses it by name.
+  const Status bad = producer->PutFromDevice("no spaces", sources[0]->get(), 1000, 0);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.ToString().find("printable ASCII"), std::string::npos) << bad.ToString();
+}
+
+TEST_F(KvdSlabPutsTest, AKeyAlreadyStoredKeepsItsObject) {
+  auto producer = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  const auto first = ObjectPattern(5000, 1), second = ObjectPattern(5000, 2);
+  ASSERT_OK(producer->Put("kept", first));
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = kPage, .header_slots = 8, .ring_records = 8}));
+  auto source = OnDevice(second);
+  ASSERT_NE(source, nullptr);
+  ASSERT_OK(producer->PutFromDevice("kept", source->get(), second.size(), 0));
+  ASSERT_OK(producer->FlushSlabPuts());
+  auto got = producer->Get("kept");
+  ASSERT_OK(got.status());
+  EXPECT_EQ(*got, first) << "objects are immutable: the announced copy is dropped";
+  EXPECT_TRUE(WaitFor([&] { return kvd_.Log().find("is taken already") != std::string::npos; }, 5s)) << kvd_.Log();
+}
+
+TEST_F(KvdSlabPutsTest, AStoreWhoseKvdDiedRefusesSlabPuts) {
+  auto producer = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = kPage, .header_slots = 8, .ring_records = 8}));
+  const auto bytes = ObjectPattern(5000, 4);
+  auto source = OnDevice(bytes);
+  ASSERT_NE(source, nullptr);
+  ASSERT_OK(producer->PutFromDevice("before", source->get(), bytes.size(), 0));
+  kvd_.Signal(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !kvd_.Running(); }, 10s));
+  const Status after = producer->PutFromDevice("after", source->get(), bytes.size(), 0);
+  EXPECT_EQ(after.code(), Code::kUnavailable) << after.ToString();
+}
+
+}  // namespace
+}  // namespace nanokv::testing
