@@ -16,7 +16,7 @@ bins=(nanokv_selfcheck backend_conformance_test backend_stream_test backend_stre
       kvd_refusals_test kvd_objects_restart_test cluster_transfer_test cluster_transfer_faults_test cluster_transfer_big_test
       cluster_transfer_device_test
       cluster_reader remote_transfer_bench cluster_highway_test pd_bench grpc_call_bench put_fan_bench
-      object_tier_bench prefix_cache_test prefix_cache_cluster_test slab_gpu_test
+      object_tier_bench prefix_cache_test prefix_cache_cluster_test slab_gpu_test slab_put_bench
       cluster_tiers_test)
 cmake --build "$BUILD" -j "$(nproc)" --target "${bins[@]}" nanokv_capi
 rm -rf .device

@@ -243,6 +243,8 @@ step object_plan_bench_busy "$B/bin/object_plan_bench" --backend cuda --kvd "$B/
 step object_plan_bench_busy_pinned "$B/bin/object_plan_bench" --backend cuda --kvd "$B/bin/kvd" --busy-poll-us 50 \
   --cpus 2,3
 step object_put_get_bench "$B/bin/object_put_get_bench" --kvd "$B/bin/kvd"
+# v2 slab puts: the store's, a batch's and a producer kernel's, against device memcpy.
+step slab_put_bench "$B/bin/slab_put_bench" --kvd "$B/bin/kvd"
 # Remote put/get against raw UCP and the staging copies (cuda pages), then the
 # chunk x depth sweep the 2-core CI host could not settle (BENCHMARKS.md).
 step remote_transfer_bench "$B/bin/remote_transfer_bench" --kvd "$B/bin/kvd" --backend cuda
@@ -314,7 +316,7 @@ done
 for f in backend_ops_bench page_pool_bench grant_bench grant_bench_batch1 paged_append_bench \
          object_pages_bench object_tier_bench object_plan_bench object_plan_bench_block object_plan_bench_busy object_plan_bench_busy_pinned \
          object_put_get_bench object_put_get_bench_busy object_put_get_bench_mps chaos_2gpu object_put_get_bench_2gpu \
-         remote_transfer_bench put_fan_bench_2gpu pd_bench_2gpu pd_disagg_2gpu grpc_call_bench \
+         slab_put_bench remote_transfer_bench put_fan_bench_2gpu pd_bench_2gpu pd_disagg_2gpu grpc_call_bench \
          masked_engine_2gpu; do
   [[ -f "$O/$f.out" ]] && tail -n 1 "$O/$f.out"
 done
