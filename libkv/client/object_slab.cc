@@ -45,8 +45,8 @@ struct ObjectSlab::Holder {
     if (ring != nullptr) munmap(ring, ring_bytes);
   }
 
-  // Maps fd (the backend takes it) as page `index` of the range, read-write,
-  // on local_device.
+  // Maps fd (the backend takes it) as page `index` of the range, on
+  // local_device; access comes after, for the whole range (GiveAccess).
   Status MapPage(int fd, uint64_t index) {
     gpu::Backend& backend = store->backend();
     auto handle = backend.ImportPage(fd, local_device, grant.page_bytes());
@@ -55,8 +55,12 @@ struct ObjectSlab::Holder {
     const uintptr_t at = base + index * grant.page_bytes();
     NANOKV_RETURN_IF_ERROR(backend.Map(at, grant.page_bytes(), *handle));
     mapped.push_back(at);
-    return backend.SetAccess(at, grant.page_bytes(), store->AccessOf(local_device));
+    return Status::OK();
   }
+
+  // Read-write for the slab's devices, in one call over every page: a
+  // call per page was most of a grant's time (BENCHMARKS.md, 2026-11-29).
+  Status GiveAccess() { return store->backend().SetAccess(base, range_bytes, store->AccessOf(local_device)); }
 
   // The ring kvd made: its size, magic, version and record count checked
   // before the producer writes a record (fd closed here).
@@ -135,6 +139,8 @@ Result<std::unique_ptr<ObjectSlab>> ObjectStore::AcquireSlab(int device, uint64_
     Status mapped = holder->MapPage(fds[i], i);
     if (!mapped.ok()) return give_back(mapped, i + 1);
   }
+  Status access = holder->GiveAccess();
+  if (!access.ok()) return give_back(access, pages);
   Status ring = holder->MapRing(fds[pages]);
   if (!ring.ok()) return give_back(ring, pages + 1);
   holder->cursor = {0, g.payload_bytes(), 0, g.header_slots(), 0, g.ring_records(), 256, 0};

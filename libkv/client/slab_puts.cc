@@ -122,7 +122,7 @@ Status ObjectStore::SlabPuts::Use(int device, const SlabPutOptions& options) {
   NANOKV_ASSIGN_OR_RETURN(std::shared_ptr<Live> live, Grant(device, options));
   Device& d = devices_[device];
   d.options = options;
-  if (d.next != nullptr) Retire(d, std::move(d.next));  // of the old shape
+  if (d.next != nullptr) Post([next = std::move(d.next)]() mutable { next.reset(); });  // of the old shape
   Retire(d, std::move(live));
   return Status::OK();
 }
@@ -159,7 +159,12 @@ void ObjectStore::SlabPuts::MaybeAskNext(int device, Device& d) {
     std::lock_guard lock(mu_);
     Device& dev = devices_[device];
     dev.next_asked = false;
-    if (next.ok()) {
+    const bool same_shape = dev.options.payload_bytes == options.payload_bytes &&
+                            dev.options.header_slots == options.header_slots &&
+                            dev.options.ring_records == options.ring_records;
+    if (next.ok() && !same_shape) {
+      Post([stale = std::move(*next)]() mutable { stale.reset(); });  // UseSlabs changed the shape meanwhile
+    } else if (next.ok()) {
       dev.next = std::move(*next);
     } else {
       spdlog::debug("nanokv objects: the next slab on device {}: {}", device, next.status().ToString());
