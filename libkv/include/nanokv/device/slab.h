@@ -102,15 +102,28 @@ NANOKV_SLAB_FN T LoadCursor(const T* p) {
 #endif
 }
 
-template <typename T>
-NANOKV_SLAB_FN void StoreCursor(T* p, T v) {
+// consumed_seen, as kvd's `consumed` itself: the store releases what the
+// reader of `consumed` acquired (every record kvd read before), so a
+// producer that finds room by it writes the record after kvd's read.
+NANOKV_SLAB_FN std::uint64_t LoadSeen(const std::uint64_t* p) {
 #if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-  cuda::atomic_ref<T, cuda::thread_scope_device> a(*p);
-  a.store(v, cuda::std::memory_order_relaxed);
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device> a(*const_cast<std::uint64_t*>(p));
+  return a.load(cuda::std::memory_order_acquire);
 #elif defined(__HIP_DEVICE_COMPILE__)
-  __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT);
 #else
-  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+NANOKV_SLAB_FN void StoreSeen(std::uint64_t* p, std::uint64_t v) {
+#if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device> a(*p);
+  a.store(v, cuda::std::memory_order_release);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
 }
 
@@ -152,7 +165,7 @@ NANOKV_SLAB_FN AnnounceRecord* RecordAt(const AnnounceRing& ring, const SlabCurs
 // kvd's `consumed`, read over the bus, kept as the cursor's consumed_seen.
 NANOKV_SLAB_FN std::uint64_t RefreshConsumed(SlabCursor* cursor, const AnnounceRing& ring) {
   const std::uint64_t consumed = LoadConsumed(&ring.header->consumed);
-  StoreCursor(&cursor->consumed_seen, consumed);  // racing stores of older reads only make it conservative
+  StoreSeen(&cursor->consumed_seen, consumed);  // racing stores of older reads only make it conservative
   return consumed;
 }
 
@@ -182,12 +195,12 @@ NANOKV_SLAB_FN SlabCode AllocateInSlab(SlabCursor* cursor, const AnnounceRing& r
   if (bytes == 0 || bytes > cursor->payload_bytes) return SlabCode::kBadSize;
   const std::uint64_t records = cursor->ring_records;
   const std::uint64_t next = detail::LoadCursor(&cursor->announce_next);
-  if (next - detail::LoadCursor(&cursor->consumed_seen) >= records &&
+  if (next - detail::LoadSeen(&cursor->consumed_seen) >= records &&
       next - detail::RefreshConsumed(cursor, ring) >= records) {
     return SlabCode::kRingFull;
   }
   const std::uint64_t index = detail::AddCursor(&cursor->announce_next, std::uint64_t{1});
-  while (index - detail::LoadCursor(&cursor->consumed_seen) >= records &&
+  while (index - detail::LoadSeen(&cursor->consumed_seen) >= records &&
          index - detail::RefreshConsumed(cursor, ring) >= records) {
     detail::Pause();
   }
