@@ -203,7 +203,13 @@ Result<ObjectStore::SlabPuts::Pending> ObjectStore::SlabPuts::Begin(std::string_
   }
   for (bool traded = false;;) {
     Device& d = devices_.at(device);
-    if (Clock::now() >= d.live->trade_at) NANOKV_RETURN_IF_ERROR(Trade(device, d));
+    if (const auto now = Clock::now(); now >= d.live->trade_at) {
+      // Past half of slab_ttl: traded, or, where kvd refuses the next one
+      // for now, kept until three quarters (the refusal then stands).
+      Status aged = Trade(device, d);
+      if (!aged.ok() && now >= d.live->trade_at + (d.live->trade_at - d.live->granted_at) / 2) return aged;
+      if (!aged.ok()) spdlog::debug("nanokv objects: trading slab {}: {}", d.live->slab->id(), aged.ToString());
+    }
     const device::SlabCode code = device::AllocateInSlab(d.live->slab->cursor(), d.live->slab->ring(), bytes, &put.at);
     if (code == device::SlabCode::kOk) {
       put.live = d.live;

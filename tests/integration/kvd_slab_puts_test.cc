@@ -154,6 +154,34 @@ TEST_F(KvdSlabPutsTest, ABatchAndWhatTakesThePlanPath) {
   EXPECT_NE(bad.ToString().find("printable ASCII"), std::string::npos) << bad.ToString();
 }
 
+// Past half of slab_ttl a slab is traded before kvd could end it under a
+// put still writing: puts over three ttls all land, in several slabs.
+TEST_F(KvdSlabPutsTest, ASlabIsTradedBeforeSlabTtlEndsIt) {
+  StopKvd();
+  StartKvdWithMetrics(
+      32, {"--config", WriteConfig(kTestStoreYaml + std::string("  slab_ttl: 300ms\n")), "--check-invariants"});
+  auto producer = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  // Small slabs: each trade's leftovers are room for the next grant.
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = 256 << 10, .header_slots = 256, .ring_records = 16}));
+  const auto bytes = ObjectPattern(3000, 6);
+  auto source = OnDevice(bytes);
+  ASSERT_NE(source, nullptr);
+  int puts = 0;
+  for (auto until = std::chrono::steady_clock::now() + 900ms; std::chrono::steady_clock::now() < until; ++puts) {
+    ASSERT_OK(producer->PutFromDevice("aged:" + std::to_string(puts), source->get(), bytes.size(), 0));
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_GE(producer->slab_grants(), 3u);
+  ASSERT_OK(producer->FlushSlabPuts());
+  for (int i = 0; i < puts; ++i) {
+    auto got = producer->Get("aged:" + std::to_string(i));
+    ASSERT_OK(got.status());
+    EXPECT_EQ(*got, bytes) << i;
+  }
+  EXPECT_EQ(kvd_.Log().find("past object_store.slab_ttl"), std::string::npos) << "kvd ended a slab in use";
+}
+
 TEST_F(KvdSlabPutsTest, AKeyAlreadyStoredKeepsItsObject) {
   auto producer = OpenStore();
   ASSERT_NE(producer, nullptr);
