@@ -14,10 +14,9 @@
 
 #include "gpu/backend.h"
 #include "nanokv/object_store.h"
-#include "tests/integration/kvd_fixture.h"
+#include "tests/integration/metrics_fixture.h"
 #include "tests/integration/object_pattern.h"
 #include "tests/integration/slab_producer.h"
-#include "tests/util/http_get.h"
 #include "tests/util/status_matchers.h"
 
 namespace nanokv::testing {
@@ -25,51 +24,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class KvdSlabsTest : public KvdFixture {
+class KvdSlabsTest : public MetricsFixture {
  protected:
   void StartWithStore(const std::string& extra_yaml = "") {
-    std::vector<std::string> extra = {"--config", WriteConfig(kTestStoreYaml + extra_yaml), "--check-invariants",
-                                      "--metrics-port", "0"};
+    std::vector<std::string> extra = {"--config", WriteConfig(kTestStoreYaml + extra_yaml), "--check-invariants"};
     if (Backend() == "host") extra.insert(extra.end(), {"--host-devices", "2"});
-    StartKvd(32, extra);
-  }
-
-  std::string Scrape() {
-    const std::string marker = "kvd: metrics at http://127.0.0.1:";
-    const std::string log = kvd_.Log();
-    const size_t at = log.rfind(marker);
-    if (at == std::string::npos) return "";
-    auto reply = HttpGet("127.0.0.1", static_cast<uint16_t>(std::stoul(log.substr(at + marker.size()))), "/metrics");
-    return reply.ok() && reply->status == 200 ? reply->body : "";
-  }
-
-  // A series' first sample, or -1.
-  double Metric(const std::string& series) {
-    const std::string body = Scrape();
-    const size_t line = body.find("\n" + series + " ");
-    return line == std::string::npos ? -1 : std::stod(body.substr(line + series.size() + 2));
-  }
-
-  // The series once kvd has published `value` (at most a second after).
-  double WaitMetric(const std::string& series, double value) {
-    double now = Metric(series);
-    for (auto until = std::chrono::steady_clock::now() + 3s; now != value && std::chrono::steady_clock::now() < until;
-         now = Metric(series)) {
-      std::this_thread::sleep_for(10ms);
-    }
-    return now;
-  }
-
-  // Requests kvd served, every kind (its latency histograms' counts).
-  double Requests() {
-    const std::string body = Scrape();
-    const std::string series = "\nnanokv_request_duration_seconds_count{";
-    double sum = 0;
-    for (size_t at = body.find(series); at != std::string::npos; at = body.find(series, at + 1)) {
-      const size_t value = body.find("} ", at);
-      sum += std::stod(body.substr(value + 2));
-    }
-    return sum;
+    StartKvdWithMetrics(32, extra);
   }
 
   // A get by key until kvd has read the ring (a poll of its loop).
@@ -102,7 +62,7 @@ TEST_F(KvdSlabsTest, PutsAskKvdNothingAndAnotherClientGetsThemByteExact) {
   // The grant's own count lands once its reply is out (kvd times a request
   // up to then): let it settle first.
   std::this_thread::sleep_for(50ms);
-  const double before = Requests();
+  const double before = RequestsServed();
   ASSERT_GT(before, 0);
   constexpr int kPuts = 40;
   for (int i = 0; i < kPuts; ++i) {
@@ -114,7 +74,7 @@ TEST_F(KvdSlabsTest, PutsAskKvdNothingAndAnotherClientGetsThemByteExact) {
     }
   }
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(Requests(), before) << "a put in a slab asked kvd something";
+  EXPECT_EQ(RequestsServed(), before) << "a put in a slab asked kvd something";
   for (int i = 0; i < kPuts; ++i) {
     auto got = GetSoon(*reader, "slab:" + std::to_string(i));
     ASSERT_OK(got.status());

@@ -5,8 +5,10 @@
 #ifndef NANOKV_TESTS_INTEGRATION_METRICS_FIXTURE_H_
 #define NANOKV_TESTS_INTEGRATION_METRICS_FIXTURE_H_
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/kvctl_fixture.h"
@@ -30,6 +32,24 @@ class MetricsFixture : public KvctlTest {
     if (!reply.ok()) return reply.status();
     if (reply->status != 200) return Status::Internal("GET /metrics: HTTP " + std::to_string(reply->status));
     return reply->body;
+  }
+
+  // A series' sample without labels, or -1 (not there, or no scrape).
+  double Metric(const std::string& name) {
+    auto body = Scrape();
+    auto samples = body.ok() ? ParseExposition(*body) : Result<std::vector<MetricSample>>(body.status());
+    return samples.ok() ? FindSample(*samples, name).value_or(-1) : -1;
+  }
+
+  // The series once kvd has published `value` (it does at least once a
+  // second), else what it says after 3 s.
+  double WaitMetric(const std::string& name, double value) {
+    double now = Metric(name);
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+         now != value && std::chrono::steady_clock::now() < until; now = Metric(name)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return now;
   }
 
   // Requests kvd has served (its latency histograms' counts): of one kind,
