@@ -8,6 +8,7 @@ using nanokv::ObjectSlab;
 using nanokv::SlabPutOptions;
 using nanokv::Status;
 using nanokv::capi::Check;
+using nanokv::capi::ClusterOf;
 using nanokv::capi::Fail;
 using nanokv::capi::ObjectsOf;
 using nanokv::capi::SlabOf;
@@ -40,6 +41,23 @@ NANOKV_API int nanokv_objects_flush_slab_puts(nanokv_objects_t* store, uint32_t 
   NANOKV_CAPI_BEGIN {
     NANOKV_CAPI_HANDLE(nanokv_objects, s, ObjectsOf, store);
     return Check(s->store->FlushSlabPuts(timeout_ms));
+  }
+  NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_cluster_use_slabs(nanokv_cluster_t* cluster, int device, uint64_t payload_bytes,
+                                        uint32_t header_slots, uint32_t ring_records) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
+    return Check(c->client->UseSlabs(device, Shape(payload_bytes, header_slots, ring_records)));
+  }
+  NANOKV_CAPI_END;
+}
+
+NANOKV_API int nanokv_cluster_flush_slab_puts(nanokv_cluster_t* cluster, uint32_t timeout_ms) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
+    return Check(c->client->FlushSlabPuts(timeout_ms));
   }
   NANOKV_CAPI_END;
 }

@@ -99,6 +99,9 @@ ObjectStore::~ObjectStore() = default;
 Status ObjectStore::UseSlabs(int device, const SlabPutOptions& options) { return slab_puts_->Use(device, options); }
 Status ObjectStore::FlushSlabPuts(uint32_t timeout_ms) { return slab_puts_->Flush(timeout_ms); }
 uint64_t ObjectStore::slab_grants() const { return slab_puts_->grants(); }
+bool ObjectStore::SlabServes(std::string_view key, uint64_t bytes, int preferred_device) const {
+  return slab_puts_->Serves(key, bytes, preferred_device);
+}
 
 Result<ObjectPlan> ObjectStore::OpenForWrite(std::string_view key, uint64_t bytes_total,
                                              int preferred_device) {

@@ -177,7 +177,7 @@ int ObjectStore::SlabPuts::DeviceFor(int preferred_device) const {
   return devices_.size() == 1 ? devices_.begin()->first : -1;
 }
 
-bool ObjectStore::SlabPuts::Serves(std::string_view key, uint64_t bytes, int preferred_device) {
+bool ObjectStore::SlabPuts::Serves(std::string_view key, uint64_t bytes, int preferred_device) const {
   std::lock_guard lock(mu_);
   const int device = DeviceFor(preferred_device);
   if (device < 0 || bytes == 0 || !IsStoreKey(key)) return false;

@@ -43,7 +43,7 @@ class ObjectStore::SlabPuts {
   Status Use(int device, const SlabPutOptions& options);
   // Whether a put of `bytes` keyed `key` to preferred_device goes through a
   // slab (else the plan path takes it, and answers its errors).
-  bool Serves(std::string_view key, uint64_t bytes, int preferred_device);
+  bool Serves(std::string_view key, uint64_t bytes, int preferred_device) const;
   // The puts, each through a slab: one status per item. More than one item
   // where the kernels run: kv_put_objects_announced, 32 a launch, one wait.
   std::vector<Status> Put(std::span<const DevicePut> items, int preferred_device, void* stream);

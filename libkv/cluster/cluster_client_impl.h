@@ -45,6 +45,8 @@ class ClusterClient::Impl {
 
   // The local kvd's object store, opened on first use.
   Result<ObjectStore*> Local() { return StoreAt(options_.node_id, ""); }
+  // ClusterClient::UseSlabs was called: device puts may go through the local store's slabs.
+  std::atomic<bool> uses_slabs{false};
 
   // The object store of a kvd of this host: this node's (by ipc_name), or
   // another node's by its socket (its route), opened on first use and kept.

@@ -11,6 +11,7 @@
 #include "libkv/client/object_transfer.h"
 #include "libkv/cluster/cluster_client_impl.h"
 #include "libkv/cluster/cluster_put.h"
+#include "libkv/cluster/cluster_slab_puts.h"
 #include "nanokv/cluster_client.h"
 
 namespace nanokv {
@@ -86,11 +87,20 @@ std::vector<Status> ClusterClient::BatchPutFromDevice(const std::vector<DevicePu
                                  Status::InvalidArgument("put from device of '" + item.key + "': null source"));
     }
   }
+  // Those a slab of this node's store takes ask nobody; the rest are planned by the master.
+  std::vector<Status> out(items.size());
+  const std::vector<size_t> planned = cluster::PutThroughSlabs(*impl_, items, stream, out);
+  if (planned.empty()) return out;
+  std::vector<DevicePut> rest;
+  rest.reserve(planned.size());
+  for (size_t i : planned) rest.push_back(items[i]);
   std::vector<WriteRequest> opens;
-  std::vector<cluster::PutBytes> sources = SourcesOf(items, *backend, &opens);
+  std::vector<cluster::PutBytes> sources = SourcesOf(rest, *backend, &opens);
   cluster::PutBatch batch(*this, *impl_, std::move(opens), std::move(sources));
   batch.Start(stream);
-  return batch.Finish(client::FinishTransfers(**backend, stream));
+  std::vector<Status> done = batch.Finish(client::FinishTransfers(**backend, stream));
+  for (size_t k = 0; k < planned.size(); ++k) out[planned[k]] = std::move(done[k]);
+  return out;
 }
 
 Result<std::unique_ptr<PendingPuts>> ClusterClient::PutFromDeviceAsync(const std::vector<DevicePut>& items,

@@ -230,6 +230,17 @@ class Cluster(OwnedHandle):
         _finish(self.backend, _buffers.stream_handle(stream) if stream is not None else b.stream)
         return b
 
+    def use_slabs(self, device, payload_bytes=0, header_slots=0, ring_records=0):
+        """Device puts with one replica and preferred_segment None, this node
+        or one of its devices, up to payload_bytes, go into this node's store
+        through slabs and ask neither the master nor kvd; the master learns
+        of them from the node's events (0: the defaults, 64 MiB, 1024, 1024)."""
+        call("nanokv_cluster_use_slabs", self.handle, device, payload_bytes, header_slots, ring_records)
+
+    def flush_slab_puts(self, timeout_ms=1000):
+        """Returns once this node's kvd has indexed every slab put made before."""
+        call("nanokv_cluster_flush_slab_puts", self.handle, timeout_ms)
+
     def put_from_device(self, key, tensor, preferred_segment=None, replica_num=1, stream=None):
         """Stores all of `tensor`'s bytes as object `key`, on any node."""
         b = self._device_buffer(tensor, f"put_from_device of {key!r}", False, stream)

@@ -212,6 +212,31 @@ class ClusterTest(ClusterCase):
                          ArrayAt(out, n - 1))
         self.assertEqual(engine.copy_to_host(out, 2 * PAGE), b"\xab" * (2 * PAGE))
 
+    def test_slab_puts_land_on_this_node(self):
+        engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-cluster-slabs")
+        self.addCleanup(engine.close)
+        src = engine.tensor(PAGE)
+        src.grow(1)
+        data = pattern(5000, 9)
+        engine.copy_to_device(src.data_ptr, data)
+        self.cluster.use_slabs(0, payload_bytes=PAGE, header_slots=16, ring_records=16)
+        for i in range(4):
+            self.cluster.put_from_device(f"py:slab:{i}", ArrayAt(src.data_ptr, len(data)))
+        self.cluster.flush_slab_puts()
+        for i in range(4):
+            key = f"py:slab:{i}"
+            deadline = time.monotonic() + 10
+            while True:  # the node's next event batch tells the master
+                try:
+                    replicas = self.cluster.get_location(key).replicas
+                    break
+                except NanoKVError as e:
+                    if e.code != NanoKVError.NOT_FOUND or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+            self.assertEqual([r.node_id for r in replicas], ["n0"])
+            self.assertEqual(self.cluster.get(key), data)
+
     def test_bad_device_buffers_are_refused(self):
         engine = nanokv.Client(ipc_name=f"{self.ipc}_n0", tenant="py-cluster-bad")
         self.addCleanup(engine.close)

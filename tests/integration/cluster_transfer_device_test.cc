@@ -185,5 +185,47 @@ TEST_F(ClusterTransferDeviceTest, GetIntoLandsInTheCallersMemory) {
   EXPECT_EQ(client->GetInto("into:nothing", std::span<std::byte>()).status().code(), Code::kNotFound);
 }
 
+// Puts through slabs of the client's own node (ClusterClient::UseSlabs,
+// issue 34): the items a slab takes land on this node with no request to
+// the master or kvd, and the master learns of them from the node's events;
+// an item for another node, or with two replicas, still takes the master's
+// plans. Every object reads back byte-exact through the master.
+TEST_F(ClusterTransferDeviceTest, SlabPutsLandOnThisNodeAndTheMasterLearnsOfThem) {
+  ASSERT_NO_FATAL_FAILURE(StartMaster());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  auto client = Client(0);
+  ASSERT_NE(client, nullptr);
+  ASSERT_OK(client->UseSlabs(0, {.payload_bytes = kPage, .header_slots = 64, .ring_records = 16}));
+  std::vector<DevicePut> puts;
+  std::vector<std::byte*> sources;
+  constexpr int kLocal = 24;
+  for (int i = 0; i < kLocal; ++i) {
+    sources.push_back(Device(1000 + 997 * static_cast<size_t>(i), i + 1));
+    ASSERT_NE(sources.back(), nullptr);
+    const std::string segment = i % 3 == 0 ? "" : i % 3 == 1 ? "n0" : "n0/0";
+    puts.push_back({"slab:" + std::to_string(i),
+                    sources.back(),
+                    1000 + 997 * static_cast<uint64_t>(i),
+                    {.preferred_segment = segment}});
+  }
+  // The master's: another node, and two replicas.
+  std::byte* remote = Device(5000, 99);
+  puts.push_back({"planned:n1", remote, 5000, {.preferred_segment = "n1"}});
+  puts.push_back({"planned:two", remote, 5000, {.preferred_segment = "", .replica_num = 2}});
+  for (const Status& s : client->BatchPutFromDevice(puts)) EXPECT_OK(s);
+  EXPECT_EQ(Where(*client, "planned:n1"), std::vector<std::string>{"n1"});
+  ASSERT_OK(client->FlushSlabPuts());
+  for (int i = 0; i < kLocal; ++i) {
+    const std::string key = "slab:" + std::to_string(i);
+    // The node's next event batch tells the master.
+    ASSERT_TRUE(WaitFor([&] { return client->GetLocation(key).ok(); }, std::chrono::seconds(10))) << key;
+    EXPECT_EQ(Where(*client, key), std::vector<std::string>{"n0"}) << key;
+    auto got = client->Get(key);
+    ASSERT_OK(got.status());
+    EXPECT_TRUE(*got == Bytes(1000 + 997 * static_cast<size_t>(i), i + 1)) << key;
+  }
+}
+
 }  // namespace
 }  // namespace nanokv::testing

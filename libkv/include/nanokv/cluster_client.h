@@ -262,6 +262,20 @@ class ClusterClient {
   // cudaStream_t of a device that reaches the sources (nullptr: each copy
   // picks one, as ObjectStore::PutFromDevice).
   std::vector<Status> BatchPutFromDevice(const std::vector<DevicePut>& items, void* stream = nullptr);
+  // Puts through slabs of this node's store (ObjectStore::UseSlabs, issue
+  // 34): after it, PutFromDevice and BatchPutFromDevice of an item with one
+  // replica, preferred_segment "", this node or "<this node>/<device>", that
+  // fits options.payload_bytes, ask neither the master nor kvd: the object
+  // goes into this node's store (where the master would have placed it
+  // elsewhere too), and the master learns of it from this node's events, as
+  // of any object the node holds. Until then a get through the master
+  // answers kNotFound (FlushSlabPuts, then the node's next event batch);
+  // this node's copy is read locally as soon as kvd has indexed it. The
+  // stream-ordered put keeps the plan path.
+  Status UseSlabs(int device, const SlabPutOptions& options = SlabPutOptions());
+  // This node's kvd has indexed every slab put made before (ObjectStore::FlushSlabPuts).
+  Status FlushSlabPuts(uint32_t timeout_ms = 1000);
+
   // The same, stream-ordered: returns once the copies are enqueued on
   // `stream` (PendingPuts says how the commit follows). A reader on the
   // device sees each object READY after its last byte; readers through

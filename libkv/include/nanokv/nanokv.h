@@ -394,6 +394,14 @@ NANOKV_API int nanokv_cluster_connect(const nanokv_cluster_options_t* options, n
 /* NANOKV_FAILED_PRECONDITION while plans or pending puts made on it are alive. */
 NANOKV_API int nanokv_cluster_close(nanokv_cluster_t* cluster);
 
+/* Puts through slabs of this node's store (ClusterClient::UseSlabs): device
+ * puts with one replica and preferred segment "", this node or one of its
+ * devices, up to payload_bytes, ask neither the master nor kvd; the master
+ * learns of them from the node's events. 0 fields: the defaults (64 MiB,
+ * 1024, 1024). flush: this node's kvd has indexed them. */
+NANOKV_API int nanokv_cluster_use_slabs(nanokv_cluster_t* cluster, int device, uint64_t payload_bytes,
+                                        uint32_t header_slots, uint32_t ring_records);
+NANOKV_API int nanokv_cluster_flush_slab_puts(nanokv_cluster_t* cluster, uint32_t timeout_ms);
 NANOKV_API int nanokv_cluster_put(nanokv_cluster_t* cluster, const char* key, const void* data, uint64_t bytes,
                                   const nanokv_write_options_t* options /* NULL: defaults */);
 /* The object into out[0, capacity); *bytes_out its size. NANOKV_INVALID_ARGUMENT

@@ -368,6 +368,8 @@ class ObjectStore {
   Status FlushSlabPuts(uint32_t timeout_ms = 1000);
   // Slabs kvd granted this store's puts: UseSlabs' and each spent slab's trade.
   uint64_t slab_grants() const;
+  // Whether PutFromDevice of `bytes` keyed `key` would go through a slab.
+  bool SlabServes(std::string_view key, uint64_t bytes, int preferred_device) const;
 
   // kvctl objects / evict.
   Result<std::vector<ObjectEntry>> List();
