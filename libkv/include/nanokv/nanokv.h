@@ -72,7 +72,8 @@ extern "C" {
       7: a prefix chunk is one object of every plane (its key, its view),     \
          staging_bytes in nanokv_prefix_options_t, the block-table calls;     \
       8: tier in nanokv_object_plan_info_t (a get reads the host tier);       \
-      9: v2 slabs (nanokv_objects_use_slabs, nanokv_slab_t) */
+      9: v2 slabs (nanokv_objects_use_slabs, nanokv_slab_t,                   \
+         nanokv_cluster_use_slabs) */
 
 typedef struct nanokv_client nanokv_client_t;
 typedef struct nanokv_tensor nanokv_tensor_t;
