@@ -217,9 +217,11 @@ TEST_F(KvdLimitsTest, SixtyFourEnginesAtOnceUnderALoweredOpenFileLimit) {
   std::vector<Process> engines;
   for (int i = 0; i < kEngines; ++i) {
     engines.push_back(StartEngine("e" + std::to_string(i), {"--pages", "4", "--step", "4", "--rounds", "1",
-                                                             "--hold-ms", "4000", "--quiet"}));
+                                                             "--hold-ms", "12000", "--quiet"}));
   }
-  // All attached and holding at once (each holds its pages for 4 s).
+  // All attached and holding at once: each holds its pages for 12 s, so the
+  // first is still there when the last attaches (under ASan on 2 busy cores
+  // the 64 took 7 s, past the 4 s they used to hold).
   EXPECT_TRUE(WaitFor([&] { return Read().segment.header.tenant_count == kEngines; }, 30s))
       << Read().segment.header.tenant_count << " attached\n" << kvd_.Log();
   for (int i = 0; i < kEngines; ++i) {
