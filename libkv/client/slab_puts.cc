@@ -19,18 +19,6 @@ using Clock = std::chrono::steady_clock;
 // path: kvd reads every live ring each loop turn, at least every 1 ms.
 constexpr auto kRingFullWait = std::chrono::milliseconds(100);
 
-uint64_t ConsumedOf(const device::AnnounceRing& ring) {
-  return __atomic_load_n(&ring.header->consumed, __ATOMIC_ACQUIRE);
-}
-
-bool IsStoreKey(std::string_view key) {
-  if (key.empty() || key.size() > device::kMaxAnnouncedKeyBytes) return false;
-  for (char c : key) {
-    if (!IsObjectKeyByte(c)) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 struct ObjectStore::SlabPuts::Live {
@@ -180,7 +168,7 @@ int ObjectStore::SlabPuts::DeviceFor(int preferred_device) const {
 bool ObjectStore::SlabPuts::Serves(std::string_view key, uint64_t bytes, int preferred_device) const {
   std::lock_guard lock(mu_);
   const int device = DeviceFor(preferred_device);
-  if (device < 0 || bytes == 0 || !IsStoreKey(key)) return false;
+  if (device < 0 || bytes == 0 || !ValidObjectKey(key)) return false;
   return bytes <= devices_.at(device).options.payload_bytes;
 }
 
@@ -349,9 +337,10 @@ Status ObjectStore::SlabPuts::Flush(uint32_t timeout_ms) {
   for (const auto& live : slabs) {
     const device::AnnounceRing ring = live->slab->ring();
     const uint64_t announced = device::detail::LoadCursor(&live->slab->cursor()->announce_next);
-    while (ConsumedOf(ring) < announced) {
+    while (device::detail::LoadConsumed(&ring.header->consumed) < announced) {
       if (Clock::now() > until) {
-        return Status::Unavailable("slab puts: kvd has read " + std::to_string(ConsumedOf(ring)) + " of " +
+        return Status::Unavailable("slab puts: kvd has read " +
+                                   std::to_string(device::detail::LoadConsumed(&ring.header->consumed)) + " of " +
                                    std::to_string(announced) + " announce records of slab " +
                                    std::to_string(live->slab->id()) + " after " + std::to_string(timeout_ms) + " ms");
       }
