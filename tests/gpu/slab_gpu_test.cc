@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,24 +23,66 @@
 namespace nanokv::testing {
 namespace {
 
+// An announce ring as a test kernel and kvd share it: kvd's end and the
+// producer's mapping, registered with the GPU (header and records are the
+// device's addresses of it), unregistered on destruction.
+class GpuRing {
+ public:
+  static Result<std::unique_ptr<GpuRing>> Make(uint32_t records, ipc::SlabBounds bounds) {
+    int fd = -1;
+    NANOKV_ASSIGN_OR_RETURN(ipc::AnnounceRing kvd, ipc::AnnounceRing::Create(records, bounds, &fd));
+    Result<ipc::AnnounceRing> mapped = ipc::AnnounceRing::Attach(fd);  // the producer's mapping
+    close(fd);
+    NANOKV_RETURN_IF_ERROR(mapped.status());
+    auto ring = std::unique_ptr<GpuRing>(new GpuRing(std::move(kvd), std::move(*mapped)));
+    if (cudaHostRegister(ring->mapped_.header(), ipc::AnnounceRing::FileBytes(records), cudaHostRegisterMapped) !=
+        cudaSuccess) {
+      return Status::Internal("cudaHostRegister of the ring");
+    }
+    ring->registered_ = true;
+    void* on_device = nullptr;
+    if (cudaHostGetDevicePointer(&on_device, ring->mapped_.header(), 0) != cudaSuccess) {
+      return Status::Internal("cudaHostGetDevicePointer of the ring");
+    }
+    ring->header = static_cast<device::AnnounceRingHeader*>(on_device);
+    ring->records = reinterpret_cast<device::AnnounceRecord*>(ring->header + 1);
+    return ring;
+  }
+  ~GpuRing() {
+    if (registered_) (void)cudaHostUnregister(mapped_.header());
+  }
+
+  // kvd's side: reads the ring while the kernel on `stream` runs, until it
+  // has finished and nothing is left; each key must come once.
+  Result<std::map<std::string, ipc::AnnouncedObject>> ReadWhileRunning(cudaStream_t stream) {
+    std::map<std::string, ipc::AnnouncedObject> read;
+    for (;;) {
+      const bool finished = cudaStreamQuery(stream) == cudaSuccess;
+      NANOKV_ASSIGN_OR_RETURN(std::vector<ipc::AnnouncedObject> got, kvd.Poll(64));
+      for (auto& o : got) {
+        if (!read.emplace(o.key, o).second) return Status::Internal(o.key + " read twice");
+      }
+      if (finished && got.empty()) return read;
+    }
+  }
+
+  ipc::AnnounceRing kvd;
+  device::AnnounceRingHeader* header = nullptr;
+  device::AnnounceRecord* records = nullptr;
+
+ private:
+  GpuRing(ipc::AnnounceRing kvd_end, ipc::AnnounceRing mapped) : kvd(std::move(kvd_end)), mapped_(std::move(mapped)) {}
+  ipc::AnnounceRing mapped_;
+  bool registered_ = false;
+};
+
 TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
   NANOKV_SKIP_WITHOUT_GPU();
   constexpr int kBlocks = 32, kThreads = 64, kPerThread = 4;
   constexpr int kItems = kBlocks * kThreads * kPerThread;  // 8192 through a ring of 256
   constexpr uint64_t kPayload = uint64_t{64} << 20;
-  int fd = -1;
-  auto kvd = ipc::AnnounceRing::Create(256, {kPayload, kItems}, &fd);
-  ASSERT_TRUE(kvd.ok()) << kvd.status().ToString();
-  auto mapped = ipc::AnnounceRing::Attach(fd);  // the producer's mapping
-  close(fd);
-  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
-  const size_t ring_bytes = ipc::AnnounceRing::FileBytes(256);
-  CUDA_ASSERT(cudaHostRegister(mapped->header(), ring_bytes, cudaHostRegisterMapped));
-  void* ring_device = nullptr;
-  CUDA_ASSERT(cudaHostGetDevicePointer(&ring_device, mapped->header(), 0));
-  auto* header = static_cast<device::AnnounceRingHeader*>(ring_device);
-  auto* records =
-      reinterpret_cast<device::AnnounceRecord*>(static_cast<char*>(ring_device) + sizeof(device::AnnounceRingHeader));
+  auto ring = GpuRing::Make(256, {kPayload, kItems});
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
 
   std::vector<char> keys(size_t{kItems} * 32);
   std::vector<uint32_t> key_bytes(kItems);
@@ -62,19 +105,14 @@ TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
   CUDA_ASSERT(cudaMemset(d_counts.get(), 0, sizeof(SlabProducerCounts)));
   cudaStream_t stream = nullptr;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ASSERT_EQ(LaunchSlabProducer(d_cursor.as<device::SlabCursor>(), header, records, d_keys.as<char>(),
+  ASSERT_EQ(LaunchSlabProducer(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, d_keys.as<char>(),
                                d_key_bytes.as<uint32_t>(), d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kPerThread,
                                kBlocks, kThreads, d_counts.as<SlabProducerCounts>(), stream),
             0);
   // kvd's side: read while the kernel runs (the ring holds 256 of 8192).
-  std::map<std::string, ipc::AnnouncedObject> read;
-  for (;;) {
-    const bool finished = cudaStreamQuery(stream) == cudaSuccess;
-    auto got = kvd->Poll(64);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    for (auto& o : *got) ASSERT_TRUE(read.emplace(o.key, o).second) << o.key << " read twice";
-    if (finished && got->empty()) break;
-  }
+  auto read_or = (*ring)->ReadWhileRunning(stream);
+  ASSERT_TRUE(read_or.ok()) << read_or.status().ToString();
+  const std::map<std::string, ipc::AnnouncedObject>& read = *read_or;
   CUDA_ASSERT(cudaStreamSynchronize(stream));
   SlabProducerCounts counts{};
   CUDA_ASSERT(cudaMemcpy(&counts, d_counts.get(), sizeof(counts), cudaMemcpyDeviceToHost));
@@ -87,9 +125,8 @@ TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
     ASSERT_NE(it, read.end()) << i;
     EXPECT_EQ(it->second.bytes, sizes[i]);
   }
-  EXPECT_EQ(kvd->consumed(), static_cast<uint64_t>(kItems));
+  EXPECT_EQ((*ring)->kvd.consumed(), static_cast<uint64_t>(kItems));
   CUDA_ASSERT(cudaStreamDestroy(stream));
-  CUDA_ASSERT(cudaHostUnregister(mapped->header()));
 }
 
 // Whole puts by blocks (PutInSlabBlock): each object's header begun, its
@@ -102,17 +139,8 @@ TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
   constexpr uint32_t kRecords = 64;  // the ring wraps nine times
   constexpr uint64_t kPayload = uint64_t{64} << 20, kStoreOffset = uint64_t{2} << 20;
   constexpr uint32_t kFirstEpoch = 1000;
-  int fd = -1;
-  auto kvd = ipc::AnnounceRing::Create(kRecords, {kPayload, kItems}, &fd);
-  ASSERT_TRUE(kvd.ok()) << kvd.status().ToString();
-  auto mapped = ipc::AnnounceRing::Attach(fd);
-  close(fd);
-  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
-  CUDA_ASSERT(cudaHostRegister(mapped->header(), ipc::AnnounceRing::FileBytes(kRecords), cudaHostRegisterMapped));
-  void* ring_device = nullptr;
-  CUDA_ASSERT(cudaHostGetDevicePointer(&ring_device, mapped->header(), 0));
-  auto* header = static_cast<device::AnnounceRingHeader*>(ring_device);
-  auto* records = reinterpret_cast<device::AnnounceRecord*>(header + 1);
+  auto ring = GpuRing::Make(kRecords, {kPayload, kItems});
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
 
   std::vector<char> keys(size_t{kItems} * 32);
   std::vector<uint32_t> key_bytes(kItems);
@@ -146,19 +174,14 @@ TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
                                   kFirstEpoch};
   cudaStream_t stream = nullptr;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ASSERT_EQ(LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), header, records, slab, d_src.as<char>(),
-                                d_offsets.as<uint64_t>(), d_keys.as<char>(), d_key_bytes.as<uint32_t>(),
-                                d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kItems, kBlocks,
-                                d_counts.as<SlabProducerCounts>(), stream),
+  ASSERT_EQ(LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, slab,
+                                d_src.as<char>(), d_offsets.as<uint64_t>(), d_keys.as<char>(),
+                                d_key_bytes.as<uint32_t>(), d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kItems,
+                                kBlocks, d_counts.as<SlabProducerCounts>(), stream),
             0);
-  std::map<std::string, ipc::AnnouncedObject> read;
-  for (;;) {
-    const bool finished = cudaStreamQuery(stream) == cudaSuccess;
-    auto got = kvd->Poll(64);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    for (auto& o : *got) ASSERT_TRUE(read.emplace(o.key, o).second) << o.key << " read twice";
-    if (finished && got->empty()) break;
-  }
+  auto read_or = (*ring)->ReadWhileRunning(stream);
+  ASSERT_TRUE(read_or.ok()) << read_or.status().ToString();
+  const std::map<std::string, ipc::AnnouncedObject>& read = *read_or;
   CUDA_ASSERT(cudaStreamSynchronize(stream));
   SlabProducerCounts counts{};
   CUDA_ASSERT(cudaMemcpy(&counts, d_counts.get(), sizeof(counts), cudaMemcpyDeviceToHost));
@@ -184,7 +207,6 @@ TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
     ASSERT_EQ(std::memcmp(&payload[o.payload_offset], &source[offsets[i]], sizes[i]), 0) << i << " differs";
   }
   CUDA_ASSERT(cudaStreamDestroy(stream));
-  CUDA_ASSERT(cudaHostUnregister(mapped->header()));
 }
 
 }  // namespace

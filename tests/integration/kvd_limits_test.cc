@@ -216,8 +216,8 @@ TEST_F(KvdLimitsTest, SixtyFourEnginesAtOnceUnderALoweredOpenFileLimit) {
   StartKvd(kEngines * 4 + 16);
   std::vector<Process> engines;
   for (int i = 0; i < kEngines; ++i) {
-    engines.push_back(StartEngine("e" + std::to_string(i), {"--pages", "4", "--step", "4", "--rounds", "1",
-                                                             "--hold-ms", "12000", "--quiet"}));
+    engines.push_back(StartEngine("e" + std::to_string(i),
+                                  {"--pages", "4", "--step", "4", "--rounds", "1", "--hold-ms", "12000", "--quiet"}));
   }
   // All attached and holding at once: each holds its pages for 12 s, so the
   // first is still there when the last attaches (under ASan on 2 busy cores

@@ -44,11 +44,8 @@ class MetricsFixture : public KvctlTest {
   // The series once kvd has published `value` (it does at least once a
   // second), else what it says after 3 s.
   double WaitMetric(const std::string& name, double value) {
-    double now = Metric(name);
-    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-         now != value && std::chrono::steady_clock::now() < until; now = Metric(name)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    double now = -1;
+    WaitFor([&] { return (now = Metric(name)) == value; }, std::chrono::seconds(3));
     return now;
   }
 
