@@ -147,6 +147,16 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     }
     if (restoring) NANOKV_RETURN_IF_ERROR(store->Restore(store->devices_.size() - 1, *previous, now_ns, host_back));
   }
+  // Sized by max_objects, which Create gives every device alike.
+  const uint32_t records = store->devices_.empty() ? 0 : store->devices_.front().max_objects;
+  if (records > 0) {
+    auto table = ReadTable::Create(store->devices_.size(), records);
+    if (table.ok()) {
+      store->read_table_ = std::move(*table);
+    } else {
+      spdlog::warn("object store: no read table, every get takes a lease: {}", table.status().ToString());
+    }
+  }
   return store;
 }
 
@@ -421,7 +431,12 @@ ObjectPlan ObjectIndex::LocateLocked(Object& object, uint64_t now_ns) {
   }
   ++device.gpu_hits;
   device.evictable.Touch(&object, now_ns);
-  return PlanOf(object);
+  ObjectPlan plan = PlanOf(object);
+  if (read_table_ != nullptr) {
+    read_table_->Publish(object.device, object.record, object.epoch);
+    plan.read_entry = object.record + 1;
+  }
+  return plan;
 }
 
 Status ObjectIndex::SetPin(std::string_view key, ObjectPin pin, uint32_t requester) {

@@ -108,6 +108,7 @@
 #include "daemon/objects/object_table.h"
 #include "daemon/objects/owned_space.h"
 #include "daemon/objects/payload_placement.h"
+#include "daemon/objects/read_table.h"
 #include "daemon/objects/slab_table.h"
 #include "daemon/objects/stored_object.h"
 #include "gpu/backend.h"
@@ -220,6 +221,20 @@ class ObjectIndex {
   };
   Result<LeasedLocation> LeaseAndLocate(std::string_view key, uint32_t holder, uint64_t now_ns, uint64_t connection = 0,
                                         LeaseTerm term = LeaseTerm::kTimed);
+  // A READY object's location for a reader that checks its copy against
+  // the read table afterwards (read_table.h): no lease, its entry published.
+  // nullopt where the table does not cover it (the host tier, or no table):
+  // that read takes a lease.
+  Result<std::optional<ObjectPlan>> LocateUnleased(std::string_view key, uint64_t now_ns);
+  // The read table shared with a reader: a read-only fd (the caller's),
+  // `entries` words per device, the devices' tables in `devices` order
+  // (ordinals). kUnimplemented where kvd has none.
+  struct ReadTableShare {
+    int fd = -1;
+    uint32_t entries = 0;
+    std::vector<int> devices;
+  };
+  Result<ReadTableShare> ShareReadTable() const;
   // Ends every lease of `connection` (it closed), timed or held. Returns how many.
   size_t EndConnectionLeases(uint64_t connection);
   // kPermissionDenied when `requester` is neither the owner nor kOperator.
@@ -550,6 +565,16 @@ class ObjectIndex {
   };
   std::vector<Orphan> orphans_;
   SlabTable slabs_;
+  // Null where the kernel cannot seal one (every read then takes a lease).
+  std::unique_ptr<ReadTable> read_table_;
+  // The object's store copy stops being readable without a lease: before
+  // its space or record goes to anything else. REQUIRES: mu_ held.
+  void WithdrawRead(const Object& object) {
+    if (read_table_ != nullptr) read_table_->Withdraw(object.device, object.record);
+  }
+  // CheckInvariants' share: an entry holds an epoch only for the READY store
+  // copy of the object with that record and epoch.
+  Status CheckReadTable() const;
 
   // object_index_slabs.cc. REQUIRES: mu_ held.
   // Indexes one announced object of `slab`; an error poisons the slab.

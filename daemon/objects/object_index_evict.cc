@@ -33,6 +33,7 @@ void ObjectIndex::Kill(Object* object, ObjectEvent::Kind why) {
 
 void ObjectIndex::Drop(Object* object) {
   Device& device = devices_[object->device];
+  WithdrawRead(*object);
   if (object->move.active) OrphanMove(*object);
   device.wanted.erase(object);
   if (object->tier == Tier::kHost) {
@@ -257,6 +258,7 @@ Status ObjectIndex::CheckInvariants(const NodeState& node) const {
     }
   }
   NANOKV_RETURN_IF_ERROR(table_.CheckLeases());
+  NANOKV_RETURN_IF_ERROR(CheckReadTable());
   // Slab space: objects' + slabs' + free == the payload (checked below).
   NANOKV_RETURN_IF_ERROR(CheckSlabs(allocated, slot_used));
   for (size_t d = 0; d < devices_.size(); ++d) {

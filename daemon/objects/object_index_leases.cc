@@ -1,6 +1,9 @@
 // The object store's read leases (object_index.h): the plan API's side;
-// the table keeps them (object_table.h).
+// the table keeps them (object_table.h); and reads without a lease, which
+// the read table covers (read_table.h).
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -41,6 +44,48 @@ Result<ObjectIndex::LeasedLocation> ObjectIndex::LeaseAndLocate(std::string_view
   std::lock_guard lock(mu_);
   NANOKV_ASSIGN_OR_RETURN(auto leased, LeaseLocked(key, holder, now_ns, connection, term));
   return LeasedLocation{leased.second, LocateLocked(*leased.first, now_ns)};  // touches it
+}
+
+Result<std::optional<ObjectPlan>> ObjectIndex::LocateUnleased(std::string_view key, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  Object* object = table_.Find(key);
+  if (object == nullptr) return Status::NotFound("read of " + Quote(key) + ": no such object");
+  if (object->state != ObjectState::kReady) {
+    return Status::FailedPrecondition("read of " + Quote(key) + ": it is " + ObjectStateName(object->state) +
+                                      ", not READY");
+  }
+  if (read_table_ == nullptr || object->tier != Tier::kGpu) return std::optional<ObjectPlan>();
+  return std::optional<ObjectPlan>(LocateLocked(*object, now_ns));
+}
+
+Result<ObjectIndex::ReadTableShare> ObjectIndex::ShareReadTable() const {
+  if (read_table_ == nullptr) return Status::Unimplemented("this kvd has no read table: every get takes a lease");
+  ReadTableShare share;
+  NANOKV_ASSIGN_OR_RETURN(share.fd, read_table_->ReaderFd());
+  share.entries = read_table_->entries();
+  for (const Device& device : devices_) share.devices.push_back(device.ordinal);  // fixed after Create
+  return share;
+}
+
+Status ObjectIndex::CheckReadTable() const {
+  if (read_table_ == nullptr) return Status::OK();
+  std::vector<std::unordered_map<uint32_t, const Object*>> by_record(devices_.size());
+  for (const auto& [key, object] : table_.objects()) by_record[object.device][object.record] = &object;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    for (uint32_t r = 0; r < read_table_->entries(); ++r) {
+      const uint32_t epoch = read_table_->At(d, r);
+      if (epoch == 0) continue;
+      auto it = by_record[d].find(r);
+      const Object* object = it == by_record[d].end() ? nullptr : it->second;
+      if (object == nullptr || object->tier != Tier::kGpu || object->state != ObjectState::kReady ||
+          object->epoch != epoch) {
+        return Status::Internal("object store device " + std::to_string(devices_[d].ordinal) + ": read table entry " +
+                                std::to_string(r) + " names epoch " + std::to_string(epoch) +
+                                ", which is no READY copy in the store there");
+      }
+    }
+  }
+  return Status::OK();
 }
 
 Status ObjectIndex::ReleaseLease(std::string_view key, uint64_t lease_id, uint64_t now_ns, uint32_t holder) {

@@ -183,6 +183,9 @@ bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_
     if (copied.ok() && move.to == Tier::kGpu) device.wanted.insert(object);  // once its readers are done
     return false;
   }
+  // The copy moved away (and the record JournalMove gives up) stop being
+  // readable without a lease before either is given on.
+  WithdrawRead(*object);
   if (move.to == Tier::kHost) {
     Status freed = device.payload->Free(object->payload_offset - device.arena_pages * page_bytes_);
     if (!freed.ok()) spdlog::error("object store: {}", freed.ToString());

@@ -42,6 +42,7 @@ constexpr RequestKind kRequestKinds[] = {
     {wire::Message::kObjectReleaseBatch, "object_release_batch"},
     {wire::Message::kObjectSlab, "object_slab"},
     {wire::Message::kObjectSlabRelease, "object_slab_release"},
+    {wire::Message::kObjectReadTable, "object_read_table"},
 };
 
 std::string Ordinal(int device) { return std::to_string(device); }

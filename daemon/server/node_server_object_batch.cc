@@ -1,6 +1,7 @@
 // kvd's answers to the object store's batch requests: leases on many
 // objects in one message (a batch get, views) and their release. Each item
-// is answered as its single request would be; a held lease (a view) lives
+// is answered as its single request would be (or, unleased, located
+// without a lease where the read table covers it); a held lease (a view) lives
 // until released or its connection closes (EndConnectionLeases at the close).
 #include "base/clocks.h"
 #include "daemon/objects/object_index.h"
@@ -43,8 +44,35 @@ void NodeServer::HandleObjectBatch(Connection& c, const wire::Message& m) {
   const wire::ObjectLeaseBatchRequest& r = m.object_lease_batch();
   wire::ObjectLeaseBatchReply* out = reply.mutable_object_lease_batch_reply();
   size_t room = kReplyRoom;
+  // A reply holds what fits one datagram; the client asks again for the
+  // rest (a plan of many pages is kilobytes). The first item always fits.
+  auto fits = [&](const wire::ObjectLeaseItem& item) {
+    const size_t bytes = item.ByteSizeLong() + 8;
+    if (out->items_size() > 1 && bytes > room) return false;
+    room -= std::min(room, bytes);
+    return true;
+  };
+  auto fail = [](wire::ObjectLeaseItem& item, const Status& status) {
+    item.set_code(static_cast<uint32_t>(status.code()));
+    item.set_message(std::string(status.message().substr(0, 512)));
+  };
   for (const std::string& key : r.keys()) {
     wire::ObjectLeaseItem& item = *out->add_items();  // on the arena: built in place
+    // A copy the read table covers: its location and no lease. The rest
+    // (the host tier; no table) are leased.
+    auto located = r.unleased() && !r.hold() ? store.LocateUnleased(key, now) : std::optional<ObjectPlan>();
+    if (!located.ok() || located->has_value()) {
+      if (located.ok()) {
+        wire::ToWirePlan(**located, DeviceUuid((*located)->device), item.mutable_plan());
+      } else {
+        fail(item, located.status());
+      }
+      if (!fits(item)) {
+        out->mutable_items()->RemoveLast();
+        break;
+      }
+      continue;
+    }
     auto leased = store.LeaseAndLocate(key, c.peer.uid, now, c.serial,
                                        r.hold() ? ObjectIndex::LeaseTerm::kHeld : ObjectIndex::LeaseTerm::kTimed);
     if (leased.ok()) {
@@ -52,18 +80,13 @@ void NodeServer::HandleObjectBatch(Connection& c, const wire::Message& m) {
       item.set_ttl_ms(TtlMs(leased->lease.expires_ns, now));
       wire::ToWirePlan(leased->plan, DeviceUuid(leased->plan.device), item.mutable_plan());
     } else {
-      item.set_code(static_cast<uint32_t>(leased.status().code()));
-      item.set_message(std::string(leased.status().message().substr(0, 512)));
+      fail(item, leased.status());
     }
-    // A reply holds what fits one datagram; the client asks again for the
-    // rest (a plan of many pages is kilobytes). The first item always fits.
-    const size_t bytes = item.ByteSizeLong() + 8;
-    if (out->items_size() > 1 && bytes > room) {
+    if (!fits(item)) {
       if (leased.ok()) (void)store.ReleaseLease(key, leased->lease.id, now);
       out->mutable_items()->RemoveLast();
       break;
     }
-    room -= std::min(room, bytes);
   }
   Send(c, reply);
 }

@@ -248,6 +248,16 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       }
       break;
     }
+    case wire::Message::kObjectReadTable: {
+      auto share = store.ShareReadTable();
+      if (!share.ok()) return SendError(c, rid, share.status());
+      reply.mutable_object_read_table_reply()->set_entries(share->entries);
+      for (int device : share->devices) reply.mutable_object_read_table_reply()->add_devices(device);
+      fds.push_back(share->fd);
+      Send(c, reply, fds);
+      CloseFds(fds);
+      return;
+    }
     default:
       return SendError(c, rid, Status::Internal("not an object request"));
   }

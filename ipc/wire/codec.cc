@@ -139,6 +139,8 @@ Status CheckBody(const Message& m) {
     case Message::kObjectSlab:
     case Message::kObjectSlabReply:
     case Message::kObjectSlabRelease:
+    case Message::kObjectReadTable:
+    case Message::kObjectReadTableReply:
       return CheckObjectBody(m);  // ipc/wire/object_codec.cc
     case Message::BODY_NOT_SET:
       return Fault("message has no body (or one this version does not know)");

@@ -77,6 +77,9 @@ Status Plan(const ObjectPlan& p) {
   if (p.state() > static_cast<uint32_t>(kLastObjectState)) {
     return Fault("object_plan: state " + std::to_string(p.state()));
   }
+  if (p.read_entry() != 0 && (p.tier() != 0 || p.state() != static_cast<uint32_t>(ObjectState::kReady))) {
+    return Fault("object_plan: a read entry for what is not a READY copy in the store");
+  }
   return HostTierPlan(p);
 }
 
@@ -151,6 +154,7 @@ bool IsObjectRequest(Message::BodyCase body) {
     case Message::kObjectReleaseBatch:
     case Message::kObjectSlab:
     case Message::kObjectSlabRelease:
+    case Message::kObjectReadTable:
       return true;
     default:
       return false;
@@ -162,7 +166,7 @@ bool IsObjectBody(Message::BodyCase body) {
          body == Message::kObjectPagesReply || body == Message::kObjectListReply ||
          body == Message::kObjectEvictReply || body == Message::kObjectAck || body == Message::kObjectInfoReply ||
          body == Message::kObjectLeaseBatchReply || body == Message::kObjectReleaseBatchReply ||
-         body == Message::kObjectSlabReply;
+         body == Message::kObjectSlabReply || body == Message::kObjectReadTableReply;
 }
 
 Status CheckObjectBody(const Message& m) {
@@ -242,6 +246,18 @@ Status CheckObjectBody(const Message& m) {
         }
       }
       return Status::OK();
+    case Message::kObjectReadTableReply: {
+      const ObjectReadTableReply& r = m.object_read_table_reply();
+      if (r.entries() == 0 || r.entries() > kMaxReadTableEntries) {
+        return Fault("object_read_table_reply: " + std::to_string(r.entries()) + " entries a device, not 1-" +
+                     std::to_string(kMaxReadTableEntries));
+      }
+      if (r.devices_size() == 0 || r.devices_size() > kMaxObjectInfoDevices) {
+        return Fault("object_read_table_reply: " + std::to_string(r.devices_size()) + " devices");
+      }
+      for (int32_t device : r.devices()) NANOKV_RETURN_IF_ERROR(Device(device, false, "object_read_table_reply"));
+      return Status::OK();
+    }
     case Message::kObjectLeaseReply:
       return m.object_lease_reply().has_plan() ? Plan(m.object_lease_reply().plan()) : Status::OK();
     case Message::kObjectLeaseBatch:
@@ -279,6 +295,7 @@ Status CheckObjectBody(const Message& m) {
     case Message::kObjectEvictReply:
     case Message::kObjectAck:
     case Message::kObjectReleaseBatchReply:
+    case Message::kObjectReadTable:
       return Status::OK();
     default:
       return Fault("not an object store message");

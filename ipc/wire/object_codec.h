@@ -22,6 +22,7 @@ inline constexpr int kMaxReleaseBatch = 4096;          // lease ids of one relea
 inline constexpr uint32_t kMaxSlabPayloadPages = kMaxObjectPageFds;
 inline constexpr uint32_t kMaxSlabRingRecords = 1u << 16;  // ipc::AnnounceRing::kMaxRecords
 inline constexpr uint32_t kMaxSlabHeaderSlots = 1u << 24;  // object_store.max_objects' bound
+inline constexpr uint32_t kMaxReadTableEntries = 1u << 24;  // a read table's words a device: max_objects' bound
 
 // Whether the body is one of the object store's messages.
 bool IsObjectBody(Message::BodyCase body);

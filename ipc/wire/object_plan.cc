@@ -23,6 +23,7 @@ void ToWirePlan(const nanokv::ObjectPlan& plan, const std::string& device_uuid, 
   out->set_header_page(plan.header_page);
   out->set_write_secret(plan.write_secret);
   out->set_tier(static_cast<uint32_t>(plan.tier));
+  out->set_read_entry(plan.read_entry);
 }
 
 nanokv::ObjectPlan FromWirePlan(std::string_view key, const ObjectPlan& in) {
@@ -43,6 +44,7 @@ nanokv::ObjectPlan FromWirePlan(std::string_view key, const ObjectPlan& in) {
   plan.header_page = in.header_page();
   plan.write_secret = in.write_secret();
   plan.tier = static_cast<ObjectTier>(in.tier());  // range-checked by Decode (object_codec.cc)
+  plan.read_entry = in.read_entry();
   return plan;
 }
 

@@ -1,7 +1,7 @@
 // ObjectStore's batches (nanokv/object_store.h): leases on many objects in
-// one request to kvd, loads and stores enqueued on one stream with one
-// wait, the leases released in one request; and the Impl's lease requests
-// the views share.
+// one request to kvd, stores enqueued on one stream with one wait, leases
+// released in one request; and the Impl's lease requests the views and the
+// batch get (object_store_reads.cc) share.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -31,7 +31,8 @@ Result<LeasedPlan> ObjectStore::Impl::LeaseAndLocate(std::string_view key) {
   return LeasedPlan{reply.object_lease_reply().lease_id(), wire::FromWirePlan(key, plan)};
 }
 
-std::vector<Result<LeasedPlan>> ObjectStore::Impl::LeaseBatch(std::span<const std::string_view> keys, bool hold) {
+std::vector<Result<LeasedPlan>> ObjectStore::Impl::LeaseBatch(std::span<const std::string_view> keys, bool hold,
+                                                              bool unleased) {
   std::vector<Result<LeasedPlan>> out;
   out.reserve(keys.size());
   while (out.size() < keys.size()) {
@@ -39,6 +40,7 @@ std::vector<Result<LeasedPlan>> ObjectStore::Impl::LeaseBatch(std::span<const st
     const size_t count = std::min<size_t>(keys.size() - first, wire::kMaxObjectBatch);
     wire::Message m;
     m.mutable_object_lease_batch()->set_hold(hold);
+    m.mutable_object_lease_batch()->set_unleased(unleased);
     for (size_t i = first; i < first + count; ++i) m.mutable_object_lease_batch()->add_keys(std::string(keys[i]));
     Result<wire::Message> reply = Call(std::move(m));
     if (reply.ok() && (reply->body_case() != wire::Message::kObjectLeaseBatchReply ||
@@ -54,6 +56,10 @@ std::vector<Result<LeasedPlan>> ObjectStore::Impl::LeaseBatch(std::span<const st
       const std::string_view key = keys[out.size()];
       if (item.code() != 0) {
         out.push_back(Status(static_cast<Code>(item.code()), item.message()));
+        continue;
+      }
+      if (item.lease_id() == 0 && (!unleased || item.plan().read_entry() == 0)) {
+        out.push_back(Status::ProtocolError("lease batch: " + std::string(key) + " answered with no lease"));
         continue;
       }
       NoteDevice(item.plan().device(), item.plan().device_uuid());
@@ -151,79 +157,6 @@ std::vector<Result<ObjectPlan>> ObjectStore::BatchGetLocation(std::span<const st
     }
     impl_->ReleaseBatch(leases);
   }
-  return out;
-}
-
-std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const DeviceGet> items, void* stream) {
-  std::vector<Result<uint64_t>> out;
-  out.reserve(items.size());
-  std::vector<uint64_t> leases;
-  std::vector<size_t> loading;  // items whose load was enqueued, to answer after the wait
-  // The leases keep the objects in place until their loads have run; then
-  // they go back. Past kHeldLeases the stream is waited for and what is
-  // held released, so a batch of thousands of objects never holds
-  // object_store.max_leases (1024 by default, per uid) and refuses its own
-  // tail (a prefix load of 2048 objects got 1024).
-  constexpr size_t kHeldLeases = 256;
-  auto settle = [&] {
-    Status finished = client::FinishTransfers(impl_->backend(), stream);
-    if (!finished.ok()) {
-      for (size_t i : loading) out[i] = finished;
-    }
-    impl_->ReleaseBatch(leases);
-    leases.clear();
-    loading.clear();
-  };
-  // A lease request per 64 keys, each chunk's loads enqueued before the
-  // next chunk's leases are asked for: the GPU copies one chunk while kvd
-  // leases the next.
-  for (size_t first = 0; first < items.size(); first += wire::kMaxObjectBatch) {
-    if (leases.size() >= kHeldLeases) settle();
-    const size_t count = std::min<size_t>(items.size() - first, wire::kMaxObjectBatch);
-    std::vector<std::string_view> keys;
-    for (size_t i = first; i < first + count; ++i) keys.push_back(items[i].key);
-    std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(keys, /*hold=*/false);
-    std::vector<client::ObjectPieces> pieces;
-    pieces.reserve(count);
-    std::vector<size_t> chunk_items;
-    for (size_t k = 0; k < count; ++k) {
-      const size_t i = first + k;
-      if (!leased[k].ok()) {
-        out.push_back(leased[k].status());
-        continue;
-      }
-      const ObjectPlan& plan = leased[k]->plan;
-      leases.push_back(leased[k]->lease_id);
-      if (items[i].dst == nullptr) {
-        out.push_back(Status::InvalidArgument("get of " + plan.key + " to a null address"));
-        continue;
-      }
-      if (plan.bytes_total > items[i].capacity) {
-        out.push_back(Status::InvalidArgument("object " + plan.key + " holds " + std::to_string(plan.bytes_total) +
-                                              " bytes, the destination " + std::to_string(items[i].capacity)));
-        continue;
-      }
-      auto mapped = impl_->Pieces(plan);
-      if (!mapped.ok()) {
-        out.push_back(mapped.status());
-        continue;
-      }
-      out.push_back(plan.bytes_total);
-      pieces.push_back(std::move(*mapped));
-      chunk_items.push_back(i);
-    }
-    std::vector<client::LoadItem> loads;
-    for (size_t k = 0; k < chunk_items.size(); ++k) loads.push_back({items[chunk_items[k]].dst, &pieces[k]});
-    std::vector<Status> loaded = client::LoadObjects(impl_->backend(), loads, stream, /*wait=*/false);
-    for (size_t k = 0; k < chunk_items.size(); ++k) {
-      if (loaded[k].ok()) {
-        loading.push_back(chunk_items[k]);
-      } else {
-        out[chunk_items[k]] = loaded[k];
-      }
-    }
-  }
-  settle();
   return out;
 }
 

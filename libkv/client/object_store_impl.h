@@ -30,6 +30,8 @@
 #include "libkv/client/host_tier_mappings.h"
 #include "libkv/client/object_mappings.h"
 #include "libkv/client/object_transfer.h"
+#include "libkv/client/read_cache.h"
+#include "libkv/client/read_table_view.h"
 #include "nanokv/object_store.h"
 
 namespace nanokv {
@@ -46,7 +48,7 @@ inline wire::Message LeaseRelease(std::string_view key, uint64_t lease_id) {
 // A lease kvd granted with the object's location: what a get copies out of
 // (or a view reads) while the lease keeps the object in place.
 struct LeasedPlan {
-  uint64_t lease_id = 0;
+  uint64_t lease_id = 0;  // 0: none (a read the read table vouches for)
   ObjectPlan plan;
 };
 
@@ -58,7 +60,8 @@ class ObjectStore::Impl {
         timeout_ms_(options.request_timeout_ms),
         spin_us_(options.spin_us),
         defer_lease_release_(options.defer_lease_release),
-        access_devices_(options.access_devices) {}
+        access_devices_(options.access_devices),
+        read_cache_(options.read_cache) {}
 
   // The mappings go before the backend they were made with. A kept lease
   // (defer_lease_release) ends with lease_ttl: no request here, which a
@@ -102,6 +105,33 @@ class ObjectStore::Impl {
     pollfd p{channel_.fd(), POLLRDHUP, 0};
     return poll(&p, 1, 0) == 0 || (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) == 0;
   }
+  // kvd's read table mapped here, asked for once (reads without a lease);
+  // null where kvd has none (an older kvd, a kernel that cannot seal it).
+  const client::ReadTableView* ReadTable() {
+    std::lock_guard lock(call_mu_);
+    if (read_table_asked_) return read_table_.get();
+    read_table_asked_ = true;
+    wire::Message ask;
+    ask.mutable_object_read_table();
+    std::vector<int> fds;
+    Result<wire::Message> reply = CallLocked(std::move(ask), &fds);
+    Status mapped = reply.status();
+    if (reply.ok() && (!reply->has_object_read_table_reply() || fds.size() != 1)) {
+      mapped = Status::ProtocolError("kvd answered object_read_table with " + std::to_string(fds.size()) + " fds");
+    }
+    if (mapped.ok()) {
+      const wire::ObjectReadTableReply& r = reply->object_read_table_reply();
+      auto view = client::ReadTableView::Map(fds[0], r.entries(), {r.devices().begin(), r.devices().end()});
+      fds.clear();
+      if (view.ok()) read_table_ = std::move(*view);
+      mapped = view.status();
+    }
+    for (int fd : fds) close(fd);
+    if (!mapped.ok()) spdlog::info("nanokv objects: every get takes a lease: {}", mapped.ToString());
+    return read_table_.get();
+  }
+  client::ReadCache& read_cache() { return read_cache_; }
+
   // Requests sent to kvd so far, every kind.
   uint64_t requests_sent() const {
     std::lock_guard lock(call_mu_);
@@ -175,7 +205,9 @@ class ObjectStore::Impl {
   // Leases on many keys (hold: held leases, for views), as few requests
   // as the replies fit in; one result per key, in order
   // (object_store_batch.cc).
-  std::vector<Result<LeasedPlan>> LeaseBatch(std::span<const std::string_view> keys, bool hold);
+  // unleased: copies kvd's read table covers come with their read entry
+  // and no lease (lease_id 0), the rest leased.
+  std::vector<Result<LeasedPlan>> LeaseBatch(std::span<const std::string_view> keys, bool hold, bool unleased = false);
   // Ends leases in as few requests as fit; a failure is only logged (the
   // leases end with lease_ttl, or the connection, anyway).
   void ReleaseBatch(std::span<const uint64_t> lease_ids);
@@ -339,6 +371,9 @@ class ObjectStore::Impl {
   std::map<std::pair<std::string, uint32_t>, ObjectHeader*> begun_;
   std::map<int, std::string> uuids_;  // kvd's ordinal -> uuid, from its plans
   std::map<int, int> local_;          // kvd's ordinal -> this process's, once matched
+  bool read_table_asked_ = false;     // GUARDED_BY(call_mu_)
+  std::unique_ptr<client::ReadTableView> read_table_;  // GUARDED_BY(call_mu_) until asked; then fixed
+  client::ReadCache read_cache_;
 };
 
 }  // namespace nanokv

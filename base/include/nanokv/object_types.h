@@ -62,6 +62,10 @@ struct ObjectPlan {
   // offsets are into the host tier (store_bytes its size), and there is no
   // header (header_offset and header_page 0). Only READY plans are.
   ObjectTier tier = ObjectTier::kGpu;
+  // A READY copy in the store located for a reader: its entry in kvd's read
+  // table plus one (0: none). A reader may copy it out without a lease and
+  // keep the copy if the entry still holds `epoch` afterwards.
+  uint32_t read_entry = 0;
 };
 
 // The header a producer writes for `plan` before its payload (state

@@ -114,6 +114,13 @@ struct ObjectStoreOptions {
   // These are this process's ordinals (its CUDA_VISIBLE_DEVICES numbering);
   // a plan's `device` is kvd's, matched to ours by the device's uuid.
   std::vector<int> access_devices;
+  // Locations of objects a device get read, kept (at most this many, least
+  // recently used out first) to read them again with no request to kvd: the
+  // copy stands when kvd's read table says the object was still in place
+  // after it, else the get asks kvd again (ARCHITECTURE.md, "Reads without
+  // a lease"). 0: every get asks kvd. Such reads do not tell kvd's eviction
+  // order that the object was read.
+  uint32_t read_cache = 16384;
 };
 
 // A READY object read where it lies (ObjectStore::View): read-only, in this
@@ -302,9 +309,12 @@ class ObjectStore {
   // Batches of the two above: one result per item, in order, each item's
   // as its single call would answer it (a failed item leaves the others
   // be). A put is still an open and a commit per item (kvd's protocol has
-  // no batch open). A get leases its objects in one request to kvd (as
-  // many as fit one message), enqueues every load on `stream`, waits once
-  // and releases the leases in one request.
+  // no batch open). A get asks kvd where its objects are in one request per
+  // 64 keys at most (none for those read_cache knows), enqueues every load
+  // on `stream` and waits once; a copy in the store is read without a lease
+  // and kept when kvd's read table vouches for it afterwards, else read
+  // again under a lease (the host tier, and a kvd without the table, lease
+  // every object, released in one request).
   struct DevicePut {
     std::string_view key;
     const void* src = nullptr;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ipc/wire/codec.h"
+#include "nanokv/object_header.h"
 
 namespace nanokv::wire {
 namespace {
@@ -329,6 +330,45 @@ TEST(ObjectCodec, RefusesHostilePlansOfTheHostTier) {
                      m.mutable_object_pages_reply()->set_tier(9);
                    }),
                    "tier 9"));
+}
+
+// Reads without a lease: a read entry only on a READY copy in the store,
+// and the read table's reply in range.
+TEST(ObjectCodec, ReadEntriesAndTheReadTableAreRangeChecked) {
+  auto lease_reply = [](auto change) {
+    return With([&](Message& m) {
+      ObjectPlan& p = *m.mutable_object_lease_reply()->mutable_plan();
+      p = GoodPlan();
+      p.set_state(static_cast<uint32_t>(nanokv::ObjectState::kReady));
+      p.set_read_entry(3);
+      change(p);
+    });
+  };
+  EXPECT_TRUE(lease_reply([](ObjectPlan&) {}).ok()) << lease_reply([](ObjectPlan&) {}).ToString();
+  EXPECT_EQ(
+      lease_reply([](ObjectPlan& p) { p.set_state(static_cast<uint32_t>(nanokv::ObjectState::kWriting)); }).code(),
+      Code::kProtocolError);
+  EXPECT_FALSE(With([](Message& m) {
+                 ObjectPlan& p = *m.mutable_object_lease_reply()->mutable_plan();
+                 p = GoodHostPlan();
+                 p.set_read_entry(1);
+               }).ok());
+  EXPECT_TRUE(With([](Message& m) { m.mutable_object_read_table(); }).ok());
+  auto table = [](uint32_t entries, std::vector<int32_t> devices) {
+    return With([&](Message& m) {
+      m.mutable_object_read_table_reply()->set_entries(entries);
+      for (int32_t d : devices) m.mutable_object_read_table_reply()->add_devices(d);
+    });
+  };
+  EXPECT_TRUE(table(32768, {0, 1}).ok());
+  EXPECT_EQ(table(0, {0}).code(), Code::kProtocolError);
+  EXPECT_EQ(table(kMaxReadTableEntries + 1, {0}).code(), Code::kProtocolError);
+  EXPECT_EQ(table(16, {}).code(), Code::kProtocolError);
+  EXPECT_EQ(table(16, {-1}).code(), Code::kProtocolError);
+  EXPECT_EQ(table(16, std::vector<int32_t>(kMaxObjectInfoDevices + 1, 0)).code(), Code::kProtocolError);
+  EXPECT_TRUE(IsObjectRequest(Message::kObjectReadTable));
+  EXPECT_TRUE(IsObjectBody(Message::kObjectReadTableReply));
+  EXPECT_FALSE(IsObjectRequest(Message::kObjectReadTableReply));
 }
 
 }  // namespace

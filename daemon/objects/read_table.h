@@ -1,0 +1,58 @@
+// kvd's read table (ARCHITECTURE.md, "Reads without a lease"): per device
+// of the store, one 32-bit word per object record, the epoch of the object
+// whose copy in the store a reader may take without a lease, 0 for none.
+// kvd publishes an entry when it tells a reader where a READY object lies,
+// and withdraws it before that copy's space can go to anything else. A
+// reader copies the bytes, then finds the entry still at the plan's epoch:
+// the copy was the object's, since its space was not reused while it ran.
+//
+// Shared as a sealed memfd (F_SEAL_FUTURE_WRITE): kvd's own mapping writes,
+// no reader can map it writable, whatever it does with its fd.
+//
+// Threads: Publish and Withdraw under the store's mutex; the words are
+// atomics, read by readers in other processes at any time.
+#ifndef NANOKV_DAEMON_OBJECTS_READ_TABLE_H_
+#define NANOKV_DAEMON_OBJECTS_READ_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "nanokv/status.h"
+
+namespace nanokv::kvd {
+
+class ReadTable {
+ public:
+  // `devices` tables of `entries` words each. kUnimplemented where the
+  // kernel cannot seal a memfd against future writes (Linux < 5.1): the
+  // store then answers every read with a lease.
+  static Result<std::unique_ptr<ReadTable>> Create(size_t devices, uint32_t entries);
+  ~ReadTable();
+  ReadTable(const ReadTable&) = delete;
+  ReadTable& operator=(const ReadTable&) = delete;
+
+  // Entry `record` of device index `d` names `epoch` (not 0) / nothing.
+  void Publish(size_t d, uint32_t record, uint32_t epoch);
+  void Withdraw(size_t d, uint32_t record);
+  uint32_t At(size_t d, uint32_t record) const;
+
+  // A new fd for a reader, open read-only (the caller owns it).
+  Result<int> ReaderFd() const;
+  uint32_t entries() const { return entries_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  ReadTable(size_t devices, uint32_t entries) : devices_(devices), entries_(entries) {}
+  uint32_t* Word(size_t d, uint32_t record) const;
+
+  size_t devices_ = 0;
+  uint32_t entries_ = 0;
+  size_t bytes_ = 0;
+  int fd_ = -1;
+  uint32_t* words_ = nullptr;
+};
+
+}  // namespace nanokv::kvd
+
+#endif  // NANOKV_DAEMON_OBJECTS_READ_TABLE_H_

@@ -1,0 +1,192 @@
+// ObjectStore's batch get (nanokv/object_store.h; ARCHITECTURE.md, "Reads
+// without a lease"): locations from the read cache, else from kvd in as few
+// requests as the keys need, every load enqueued on one stream and waited
+// for once; a copy read without a lease stands when kvd's read table still
+// names its epoch after the wait, else it is read again under a lease.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipc/wire/object_codec.h"
+#include "libkv/client/object_store_impl.h"
+#include "libkv/client/object_transfer.h"
+#include "libkv/client/read_cache.h"
+#include "nanokv/object_store.h"
+
+namespace nanokv {
+namespace {
+
+using DeviceGet = ObjectStore::DeviceGet;
+
+// One batch get's state: what is enqueued, the leases it holds, the
+// copies to check, and what to read again.
+class DeviceReads {
+ public:
+  DeviceReads(ObjectStore::Impl& impl, std::span<const DeviceGet> items, void* stream)
+      : impl_(impl), items_(items), stream_(stream), out_(items.size(), Status::Internal("not read")) {}
+
+  std::vector<Result<uint64_t>> Run() {
+    table_ = impl_.ReadTable();
+    std::vector<size_t> ask;
+    std::vector<client::CachedRead> kept;
+    kept.reserve(items_.size());
+    std::vector<Load> loads;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      std::optional<client::CachedRead> found =
+          table_ != nullptr ? impl_.read_cache().Find(items_[i].key) : std::nullopt;
+      if (!found) {
+        ask.push_back(i);
+      } else if (Fits(i, found->pieces.bytes)) {
+        kept.push_back(std::move(*found));
+        loads.push_back({i, &kept.back().pieces, kept.back().check, /*leased=*/false, /*cached=*/true});
+      }
+    }
+    Enqueue(loads);
+    Locate(ask, /*unleased=*/table_ != nullptr);
+    Settle();
+    // Copies the table did not vouch for (the object moved or went, or kvd
+    // did): read again, leased.
+    std::vector<size_t> again = std::move(again_);
+    again_.clear();
+    Locate(again, /*unleased=*/false);
+    Settle();
+    return std::move(out_);
+  }
+
+ private:
+  struct Load {
+    size_t item;
+    const client::ObjectPieces* pieces;
+    client::ReadCheck check;  // read_entry 0: none
+    bool leased;
+    bool cached;  // its location came from the read cache
+  };
+  struct Checked {
+    size_t item;
+    client::ReadCheck check;
+    client::ObjectPieces pieces;  // for the cache
+    bool leased;
+    bool cached;
+  };
+
+  // Whether item i can take `bytes` (else its answer is set).
+  bool Fits(size_t i, uint64_t bytes) {
+    const DeviceGet& item = items_[i];
+    if (item.dst == nullptr) {
+      out_[i] = Status::InvalidArgument("get of " + std::string(item.key) + " to a null address");
+      return false;
+    }
+    if (bytes > item.capacity) {
+      out_[i] = Status::InvalidArgument("object " + std::string(item.key) + " holds " + std::to_string(bytes) +
+                                        " bytes, the destination " + std::to_string(item.capacity));
+      return false;
+    }
+    return true;
+  }
+
+  void Enqueue(const std::vector<Load>& loads) {
+    if (loads.empty()) return;
+    std::vector<client::LoadItem> items;
+    for (const Load& load : loads) items.push_back({items_[load.item].dst, load.pieces});
+    std::vector<Status> loaded = client::LoadObjects(impl_.backend(), items, stream_, /*wait=*/false);
+    for (size_t k = 0; k < loads.size(); ++k) {
+      const Load& load = loads[k];
+      if (!loaded[k].ok()) {
+        out_[load.item] = loaded[k];
+        continue;
+      }
+      out_[load.item] = load.pieces->bytes;
+      loading_.push_back(load.item);
+      if (load.check.read_entry != 0) {
+        checked_.push_back({load.item, load.check, *load.pieces, load.leased, load.cached});
+      }
+    }
+  }
+
+  // Asks kvd where `which` are, a request per chunk, each chunk's loads
+  // enqueued before the next is asked for (the GPU copies one while kvd
+  // answers the next). Chunks grow from 8 keys, so the first copies start
+  // after a short reply.
+  void Locate(const std::vector<size_t>& which, bool unleased) {
+    constexpr size_t kHeldLeases = 256;  // then waited for and released: never max_leases a batch
+    size_t chunk = 8;
+    for (size_t first = 0; first < which.size();
+         first += chunk, chunk = std::min<size_t>(chunk * 2, wire::kMaxObjectBatch)) {
+      if (leases_.size() + chunk > kHeldLeases) Settle();
+      const size_t count = std::min(which.size() - first, chunk);
+      std::vector<std::string_view> keys;
+      for (size_t k = first; k < first + count; ++k) keys.push_back(items_[which[k]].key);
+      std::vector<Result<LeasedPlan>> located = impl_.LeaseBatch(keys, /*hold=*/false, unleased);
+      std::vector<client::ObjectPieces> pieces;
+      pieces.reserve(count);  // the loads point into it
+      std::vector<Load> loads;
+      for (size_t k = 0; k < count; ++k) {
+        const size_t i = which[first + k];
+        if (!located[k].ok()) {
+          out_[i] = located[k].status();
+          continue;
+        }
+        const ObjectPlan& plan = located[k]->plan;
+        const bool leased = located[k]->lease_id != 0;
+        if (leased) leases_.push_back(located[k]->lease_id);
+        if (!Fits(i, plan.bytes_total)) continue;
+        auto mapped = impl_.Pieces(plan);
+        if (!mapped.ok()) {
+          out_[i] = mapped.status();
+          continue;
+        }
+        pieces.push_back(std::move(*mapped));
+        // A leased copy's entry is kept as well: it serves the next read.
+        loads.push_back({i, &pieces.back(), {plan.device, plan.read_entry, plan.epoch}, leased, false});
+      }
+      Enqueue(loads);
+    }
+  }
+
+  // Waits for what is enqueued, keeps each copy read without a lease that
+  // the table vouches for (else reads it again), releases the leases.
+  void Settle() {
+    Status finished = client::FinishTransfers(impl_.backend(), stream_);
+    if (!finished.ok()) {
+      for (size_t i : loading_) out_[i] = finished;
+    } else if (!checked_.empty()) {
+      // The copies are done: an entry still at its epoch now means the
+      // space was the object's all through them. A kvd gone since may have
+      // been replaced by one that does not write this table.
+      const bool connected = impl_.Connected();
+      for (Checked& c : checked_) {
+        const bool holds =
+            table_ != nullptr && connected && table_->Holds(c.check.kvd_device, c.check.read_entry, c.check.epoch);
+        if (holds) {
+          if (!c.cached) impl_.read_cache().Put(items_[c.item].key, {std::move(c.pieces), c.check});
+          continue;
+        }
+        impl_.read_cache().Erase(items_[c.item].key);
+        if (!c.leased) again_.push_back(c.item);
+      }
+    }
+    impl_.ReleaseBatch(leases_);
+    leases_.clear();
+    loading_.clear();
+    checked_.clear();
+  }
+
+  ObjectStore::Impl& impl_;
+  std::span<const DeviceGet> items_;
+  void* stream_;
+  const client::ReadTableView* table_ = nullptr;
+  std::vector<Result<uint64_t>> out_;
+  std::vector<uint64_t> leases_;  // held until the next Settle
+  std::vector<size_t> loading_;   // items whose load was enqueued, answered after the wait
+  std::vector<Checked> checked_;  // their copies to check against the read table
+  std::vector<size_t> again_;     // copies the table did not vouch for
+};
+
+}  // namespace
+
+std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const DeviceGet> items, void* stream) {
+  return DeviceReads(*impl_, items, stream).Run();
+}
+
+}  // namespace nanokv

@@ -1,0 +1,179 @@
+// Batch gets without a lease through a real kvd (ARCHITECTURE.md, "Reads
+// without a lease"): a get asks kvd once per chunk of keys and takes no
+// lease where the read table covers the copy; a get of what it read before
+// asks nothing (the read cache); a copy whose object went, moved or was
+// replaced while it ran never stands. NANOKV_TEST_BACKEND=cuda runs the
+// same against GPU pages.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/backend.h"
+#include "gpu/device_buffer.h"
+#include "nanokv/object_store.h"
+#include "tests/integration/kvd_fixture.h"
+#include "tests/integration/object_pattern.h"
+#include "tests/util/status_matchers.h"
+
+namespace nanokv::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class KvdUnleasedReadsTest : public KvdFixture {
+ protected:
+  void SetUp() override {
+    KvdFixture::SetUp();
+    // The test store, but a write is reclaimed only after 10 s: a put slowed
+    // by a busy machine must not fail the racing writer.
+    StartKvd(32, {"--config", WriteConfig("object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n"
+                                          "  write_timeout: 10s\n")});
+    auto backend = gpu::OpenBackend(Backend());
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(*backend);
+  }
+
+  std::unique_ptr<gpu::DeviceBuffer> Buffer(size_t bytes) {
+    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, bytes);
+    EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
+    return buffer.ok() ? std::move(*buffer) : nullptr;
+  }
+
+  std::vector<std::byte> Read(const void* device, size_t bytes) {
+    std::vector<std::byte> out(bytes);
+    EXPECT_OK(backend_->Copy(out.data(), device, bytes, gpu::CopyKind::kDeviceToHost));
+    return out;
+  }
+
+  std::unique_ptr<gpu::Backend> backend_;
+};
+
+TEST_F(KvdUnleasedReadsTest, AGetAgainAsksKvdNothingAndAGoneObjectIsNotReadFromWhereItWas) {
+  auto writer = OpenStore();
+  auto reader = OpenStore();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(reader, nullptr);
+  constexpr size_t kObjects = 16, kBytes = 100'000;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < kObjects; ++i) {
+    keys.push_back("again:" + std::to_string(i));
+    ASSERT_OK(writer->Put(keys.back(), ObjectPattern(kBytes, static_cast<uint8_t>(i))));
+  }
+  auto buffer = Buffer(kObjects * kBytes);
+  ASSERT_NE(buffer, nullptr);
+  auto* base = static_cast<std::byte*>(buffer->get());
+  std::vector<ObjectStore::DeviceGet> items;
+  for (size_t i = 0; i < kObjects; ++i) items.push_back({keys[i], base + i * kBytes, kBytes});
+  auto check = [&](size_t i, uint8_t seed) {
+    EXPECT_EQ(Read(base + i * kBytes, kBytes), ObjectPattern(kBytes, seed)) << keys[i];
+  };
+  for (const auto& got : reader->BatchGetToDevice(items)) ASSERT_OK(got.status());
+  const uint64_t sent = reader->requests_sent();
+  ASSERT_OK(backend_->Fill(base, 0, kObjects * kBytes));
+  for (const auto& got : reader->BatchGetToDevice(items)) ASSERT_OK(got.status());
+  EXPECT_EQ(reader->requests_sent(), sent);
+  for (size_t i = 0; i < kObjects; ++i) check(i, static_cast<uint8_t>(i));
+  // One get the same way.
+  ASSERT_OK(reader->GetToDevice(keys[3], base, kBytes).status());
+  EXPECT_EQ(reader->requests_sent(), sent);
+
+  // Four removed, two of them put again with other bytes (in the space the
+  // others left, or elsewhere): the kept locations do not stand.
+  for (size_t i : {2, 5, 9, 14}) ASSERT_OK(writer->Remove(keys[i]));
+  ASSERT_OK(writer->Put(keys[5], ObjectPattern(kBytes, 200)));
+  ASSERT_OK(writer->Put(keys[14], ObjectPattern(kBytes, 201)));
+  std::vector<Result<uint64_t>> got = reader->BatchGetToDevice(items);
+  for (size_t i = 0; i < kObjects; ++i) {
+    if (i == 2 || i == 9) {
+      EXPECT_EQ(got[i].status().code(), Code::kNotFound) << keys[i];
+      continue;
+    }
+    ASSERT_OK(got[i].status());
+    check(i, i == 5 ? 200 : i == 14 ? 201 : static_cast<uint8_t>(i));
+  }
+  EXPECT_EQ(reader->GetToDevice(keys[9], base, kBytes).status().code(), Code::kNotFound);
+  // A destination too small is refused from a kept location too.
+  EXPECT_EQ(reader->GetToDevice(keys[0], base, kBytes - 1).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(reader->GetToDevice(keys[0], nullptr, kBytes).status().code(), Code::kInvalidArgument);
+}
+
+// Objects that name their key and version in every byte, replaced (removed
+// and put again) by a writer while a reader batch-gets them: a get that
+// answers an object gave that key's bytes of one version, whole, and a
+// key's versions never go back. A reader that kept its copies without the
+// read table's word fails this (stale and reused space).
+std::vector<std::byte> Versioned(size_t key, uint32_t version, size_t bytes) {
+  std::vector<std::byte> out(bytes);
+  for (size_t i = 0; i < bytes; i += 8) {
+    const uint64_t word = (uint64_t{version} << 32) | (uint64_t{static_cast<uint32_t>(key)} << 8) | (i / 8 % 251);
+    std::memcpy(out.data() + i, &word, std::min<size_t>(8, bytes - i));
+  }
+  return out;
+}
+
+TEST_F(KvdUnleasedReadsTest, AReaderRacingReplacementsGetsWholeVersionsThatNeverGoBack) {
+  auto writer = OpenStore();
+  auto reader = OpenStore();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(reader, nullptr);
+  constexpr size_t kKeys = 8, kBytes = 256 * 1024;
+  auto key = [](size_t k) { return "race:" + std::to_string(k); };
+  for (size_t k = 0; k < kKeys; ++k) ASSERT_OK(writer->Put(key(k), Versioned(k, 1, kBytes)));
+  std::atomic<bool> stop{false};
+  std::atomic<uint32_t> versions{1};
+  std::thread replace([&] {
+    for (uint32_t v = 2; !stop.load(); ++v) {
+      for (size_t k = 0; k < kKeys; ++k) {
+        // A reader's lease (a copy read again) holds it a moment.
+        Status removed = writer->Remove(key(k));
+        while (removed.code() == Code::kFailedPrecondition && !stop.load()) removed = writer->Remove(key(k));
+        Status put = writer->Put(key(k), Versioned(k, v, kBytes));
+        if (!put.ok()) ADD_FAILURE() << key(k) << " version " << v << ": " << put.ToString();
+      }
+      versions.store(v);
+    }
+  });
+  auto buffer = Buffer(kKeys * kBytes);
+  ASSERT_NE(buffer, nullptr);
+  auto* base = static_cast<std::byte*>(buffer->get());
+  std::vector<std::string> names;
+  for (size_t k = 0; k < kKeys; ++k) names.push_back(key(k));
+  std::vector<ObjectStore::DeviceGet> items;
+  for (size_t k = 0; k < kKeys; ++k) items.push_back({names[k], base + k * kBytes, kBytes});
+  std::vector<uint32_t> seen(kKeys, 0);
+  size_t answered = 0, torn = 0;
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until && torn == 0) {
+    std::vector<Result<uint64_t>> got = reader->BatchGetToDevice(items);
+    const std::vector<std::byte> back = Read(base, kKeys * kBytes);
+    for (size_t k = 0; k < kKeys; ++k) {
+      if (!got[k].ok()) {
+        // Between the remove and the put's commit.
+        const Code code = got[k].status().code();
+        EXPECT_TRUE(code == Code::kNotFound || code == Code::kFailedPrecondition) << got[k].status().ToString();
+        continue;
+      }
+      ++answered;
+      uint32_t version = 0;
+      std::memcpy(&version, back.data() + k * kBytes + 4, sizeof(version));
+      const std::vector<std::byte> want = Versioned(k, version, kBytes);
+      if (std::memcmp(back.data() + k * kBytes, want.data(), kBytes) != 0 || version < seen[k]) {
+        ++torn;
+        ADD_FAILURE() << key(k) << ": not a whole version " << version << " (seen " << seen[k] << ")";
+      }
+      seen[k] = std::max(seen[k], version);
+    }
+  }
+  stop.store(true);
+  replace.join();
+  EXPECT_EQ(torn, 0u);
+  EXPECT_GT(answered, kKeys) << "the reader got objects";
+  EXPECT_GT(versions.load(), 3u) << "the writer replaced them while the reader read";
+}
+
+}  // namespace
+}  // namespace nanokv::testing
