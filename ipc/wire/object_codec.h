@@ -15,7 +15,10 @@ inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in o
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
 inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectInfoReply (the segment's rows)
 inline constexpr int kMaxObjectStoreOwners = 128;      // owners listed per device in one ObjectInfoReply
-inline constexpr int kMaxObjectBatch = 64;             // keys of one lease batch
+inline constexpr int kMaxObjectBatch = 256;            // keys of one lease batch
+// Key bytes a client puts in one lease batch (256 keys of 256 bytes would
+// not fit a datagram; 12 KiB stays in one request ring message).
+inline constexpr size_t kMaxObjectBatchKeyBytes = 12 * 1024;
 inline constexpr int kMaxReleaseBatch = 4096;          // lease ids of one release batch (32 KiB)
 // A slab's payload pages (their write fds go in its reply with the header
 // page's and the ring's): kvd grants no more.

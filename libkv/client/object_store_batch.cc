@@ -37,7 +37,11 @@ std::vector<Result<LeasedPlan>> ObjectStore::Impl::LeaseBatch(std::span<const st
   out.reserve(keys.size());
   while (out.size() < keys.size()) {
     const size_t first = out.size();
-    const size_t count = std::min<size_t>(keys.size() - first, wire::kMaxObjectBatch);
+    size_t count = 0, key_bytes = 0;
+    while (first + count < keys.size() && count < static_cast<size_t>(wire::kMaxObjectBatch) &&
+           (count == 0 || key_bytes + keys[first + count].size() <= wire::kMaxObjectBatchKeyBytes)) {
+      key_bytes += keys[first + count++].size() + 3;  // and the field's tag and length
+    }
     wire::Message m;
     m.mutable_object_lease_batch()->set_hold(hold);
     m.mutable_object_lease_batch()->set_unleased(unleased);
@@ -80,7 +84,7 @@ void ObjectStore::Impl::ReleaseBatch(std::span<const uint64_t> lease_ids) {
   }
 }
 
-Result<client::ObjectPieces> ObjectStore::Impl::Pieces(const ObjectPlan& plan) {
+Result<client::ObjectPieces> ObjectStore::Impl::Pieces(const ObjectPlan& plan, bool with_header) {
   NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDevice(plan.device));
   client::ObjectPieces pieces;
   pieces.device = local_device;
@@ -102,8 +106,10 @@ Result<client::ObjectPieces> ObjectStore::Impl::Pieces(const ObjectPlan& plan) {
   }
   // The transfer writes the header itself (client::StoreObject).
   NANOKV_ASSIGN_OR_RETURN(pieces.payload, Pointer(plan, false, /*begin=*/false));
-  NANOKV_ASSIGN_OR_RETURN(void* header, Pointer(plan, true, /*begin=*/false));
-  pieces.header = static_cast<ObjectHeader*>(header);
+  if (with_header) {
+    NANOKV_ASSIGN_OR_RETURN(void* header, Pointer(plan, true, /*begin=*/false));
+    pieces.header = static_cast<ObjectHeader*>(header);
+  }
   // The spans lie end to end in this process's mapping of the store, so
   // they are one segment: one row of blocks and the launch's small
   // parameters, where a segment per 2 MiB page made a 64 MiB object 32 rows

@@ -213,7 +213,8 @@ class ObjectStore::Impl {
   void ReleaseBatch(std::span<const uint64_t> lease_ids);
   // The plan's pages mapped here, as the transfers see them: its device
   // and the devices given access, as this process numbers them.
-  Result<client::ObjectPieces> Pieces(const ObjectPlan& plan);
+  // with_header false: a load's, which reads no header (nullptr there).
+  Result<client::ObjectPieces> Pieces(const ObjectPlan& plan, bool with_header = true);
 
   // A transfer began the plan's header itself (client::StoreObject): a
   // later pointer of the plan must not begin it again over its READY.

@@ -4,6 +4,7 @@
 // for once; a copy read without a lease stands when kvd's read table still
 // names its epoch after the wait, else it is read again under a lease.
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,17 +30,15 @@ class DeviceReads {
   std::vector<Result<uint64_t>> Run() {
     table_ = impl_.ReadTable();
     std::vector<size_t> ask;
-    std::vector<client::CachedRead> kept;
-    kept.reserve(items_.size());
+    std::vector<std::shared_ptr<const client::CachedRead>> kept;  // alive until the loads are enqueued
     std::vector<Load> loads;
     for (size_t i = 0; i < items_.size(); ++i) {
-      std::optional<client::CachedRead> found =
-          table_ != nullptr ? impl_.read_cache().Find(items_[i].key) : std::nullopt;
-      if (!found) {
+      auto found = table_ != nullptr ? impl_.read_cache().Find(items_[i].key) : nullptr;
+      if (found == nullptr) {
         ask.push_back(i);
       } else if (Fits(i, found->pieces.bytes)) {
-        kept.push_back(std::move(*found));
-        loads.push_back({i, &kept.back().pieces, kept.back().check, /*leased=*/false, /*cached=*/true});
+        loads.push_back({i, &found->pieces, found->check, /*leased=*/false, /*cached=*/true});
+        kept.push_back(std::move(found));
       }
     }
     Enqueue(loads);
@@ -65,9 +64,8 @@ class DeviceReads {
   struct Checked {
     size_t item;
     client::ReadCheck check;
-    client::ObjectPieces pieces;  // for the cache
+    std::optional<client::ObjectPieces> pieces;  // for the cache; none for a location it gave
     bool leased;
-    bool cached;
   };
 
   // Whether item i can take `bytes` (else its answer is set).
@@ -99,20 +97,22 @@ class DeviceReads {
       out_[load.item] = load.pieces->bytes;
       loading_.push_back(load.item);
       if (load.check.read_entry != 0) {
-        checked_.push_back({load.item, load.check, *load.pieces, load.leased, load.cached});
+        checked_.push_back({load.item, load.check,
+                            load.cached ? std::nullopt : std::optional<client::ObjectPieces>(*load.pieces),
+                            load.leased});
       }
     }
   }
 
-  // Asks kvd where `which` are, a request per chunk, each chunk's loads
-  // enqueued before the next is asked for (the GPU copies one while kvd
-  // answers the next). Chunks grow from 8 keys, so the first copies start
-  // after a short reply.
+  // Asks kvd where `which` are, up to kMaxObjectBatch keys a request (fewer
+  // where long keys fill one), each chunk's loads enqueued before the next
+  // is asked for: the GPU copies one while kvd answers the next. A request
+  // costs more than a chunk's copies at a GPU's speed (BENCHMARKS.md,
+  // 2026-11-29 fourth session), so chunks are as large as a request takes.
   void Locate(const std::vector<size_t>& which, bool unleased) {
     constexpr size_t kHeldLeases = 256;  // then waited for and released: never max_leases a batch
-    size_t chunk = 8;
-    for (size_t first = 0; first < which.size();
-         first += chunk, chunk = std::min<size_t>(chunk * 2, wire::kMaxObjectBatch)) {
+    const size_t chunk = wire::kMaxObjectBatch;
+    for (size_t first = 0; first < which.size(); first += chunk) {
       if (leases_.size() + chunk > kHeldLeases) Settle();
       const size_t count = std::min(which.size() - first, chunk);
       std::vector<std::string_view> keys;
@@ -131,7 +131,7 @@ class DeviceReads {
         const bool leased = located[k]->lease_id != 0;
         if (leased) leases_.push_back(located[k]->lease_id);
         if (!Fits(i, plan.bytes_total)) continue;
-        auto mapped = impl_.Pieces(plan);
+        auto mapped = impl_.Pieces(plan, /*with_header=*/false);
         if (!mapped.ok()) {
           out_[i] = mapped.status();
           continue;
@@ -159,7 +159,7 @@ class DeviceReads {
         const bool holds =
             table_ != nullptr && connected && table_->Holds(c.check.kvd_device, c.check.read_entry, c.check.epoch);
         if (holds) {
-          if (!c.cached) impl_.read_cache().Put(items_[c.item].key, {std::move(c.pieces), c.check});
+          if (c.pieces) impl_.read_cache().Put(items_[c.item].key, {std::move(*c.pieces), c.check});
           continue;
         }
         impl_.read_cache().Erase(items_[c.item].key);

@@ -2,24 +2,25 @@
 
 namespace nanokv::client {
 
-std::optional<CachedRead> ReadCache::Find(std::string_view key) {
+std::shared_ptr<const CachedRead> ReadCache::Find(std::string_view key) {
   std::lock_guard lock(mu_);
   auto it = index_.find(std::string(key));
-  if (it == index_.end()) return std::nullopt;
+  if (it == index_.end()) return nullptr;
   entries_.splice(entries_.begin(), entries_, it->second);
   return it->second->second;
 }
 
 void ReadCache::Put(std::string_view key, CachedRead read) {
   if (capacity_ == 0) return;
+  auto entry = std::make_shared<const CachedRead>(std::move(read));
   std::lock_guard lock(mu_);
   std::string name(key);
   if (auto it = index_.find(name); it != index_.end()) {
-    it->second->second = std::move(read);
+    it->second->second = std::move(entry);
     entries_.splice(entries_.begin(), entries_, it->second);
     return;
   }
-  entries_.emplace_front(name, std::move(read));
+  entries_.emplace_front(name, std::move(entry));
   index_.emplace(std::move(name), entries_.begin());
   if (entries_.size() > capacity_) {
     index_.erase(entries_.back().first);

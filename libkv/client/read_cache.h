@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,14 +39,15 @@ class ReadCache {
  public:
   explicit ReadCache(size_t capacity) : capacity_(capacity) {}
 
-  // A copy of the entry for `key` (now the most recently used), or nullopt.
-  std::optional<CachedRead> Find(std::string_view key);
+  // The entry for `key` (now the most recently used), or null. Entries are
+  // immutable and shared: a hit copies no vector.
+  std::shared_ptr<const CachedRead> Find(std::string_view key);
   void Put(std::string_view key, CachedRead read);
   void Erase(std::string_view key);
   size_t size() const;
 
  private:
-  using Entries = std::list<std::pair<std::string, CachedRead>>;
+  using Entries = std::list<std::pair<std::string, std::shared_ptr<const CachedRead>>>;
 
   const size_t capacity_;
   mutable std::mutex mu_;

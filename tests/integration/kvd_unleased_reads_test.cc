@@ -14,6 +14,8 @@
 
 #include "gpu/backend.h"
 #include "gpu/device_buffer.h"
+#include "ipc/wire/object_codec.h"
+#include "nanokv/object_header.h"
 #include "nanokv/object_store.h"
 #include "tests/integration/kvd_fixture.h"
 #include "tests/integration/object_pattern.h"
@@ -99,6 +101,37 @@ TEST_F(KvdUnleasedReadsTest, AGetAgainAsksKvdNothingAndAGoneObjectIsNotReadFromW
   // A destination too small is refused from a kept location too.
   EXPECT_EQ(reader->GetToDevice(keys[0], base, kBytes - 1).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(reader->GetToDevice(keys[0], nullptr, kBytes).status().code(), Code::kInvalidArgument);
+}
+
+// Keys of the longest kind, more than one request takes by count and by
+// bytes (a datagram holds neither 256 keys of 256 bytes nor their plans):
+// the get asks in as many requests as they need and answers each.
+TEST_F(KvdUnleasedReadsTest, LongKeysGoInAsManyRequestsAsTheyNeed) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const size_t n = wire::kMaxObjectBatch + 40, bytes = 512;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) {
+    std::string key = "long:" + std::to_string(i) + ":";
+    key.resize(kMaxObjectKeyBytes, 'k');
+    keys.push_back(key);
+    ASSERT_OK(store->Put(key, ObjectPattern(bytes, static_cast<uint8_t>(i))));
+  }
+  auto buffer = Buffer(n * bytes);
+  ASSERT_NE(buffer, nullptr);
+  auto* base = static_cast<std::byte*>(buffer->get());
+  std::vector<ObjectStore::DeviceGet> items;
+  for (size_t i = 0; i < n; ++i) items.push_back({keys[i], base + i * bytes, bytes});
+  const uint64_t before = store->requests_sent();
+  std::vector<Result<uint64_t>> got = store->BatchGetToDevice(items);
+  const uint64_t asked = store->requests_sent() - before;
+  EXPECT_GE(asked, n * kMaxObjectKeyBytes / wire::kMaxObjectBatchKeyBytes);
+  const std::vector<std::byte> back = Read(base, n * bytes);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_OK(got[i].status());
+    ASSERT_EQ(std::vector<std::byte>(back.begin() + i * bytes, back.begin() + (i + 1) * bytes),
+              ObjectPattern(bytes, static_cast<uint8_t>(i)));
+  }
 }
 
 // Objects that name their key and version in every byte, replaced (removed
