@@ -225,7 +225,8 @@ Commands Define(CLI::App& app, Flags& f) {
   c.evict->add_option("--timeout", f.timeout, "seconds to wait for the pages")
       ->capture_default_str()
       ->check(timeout);
-  c.objects = app.add_subcommand("objects", "a row per object of a kvd's object store: objects [IPC]");
+  c.objects =
+      app.add_subcommand("objects", "a row per object of a kvd's object store, then its v2 slabs: objects [IPC]");
   c.objects->add_option("ipc", f.ipc, "kvd IPC name");
   c.objects->add_flag("--cluster", f.cluster, "every object of the cluster and where its copies are (the master's index)");
   c.cluster = app.add_subcommand("cluster", "the cluster master: who leads, the term, every node and its store");

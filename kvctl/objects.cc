@@ -30,6 +30,34 @@ Result<std::unique_ptr<ObjectStore>> OpenStore(const std::string& ipc_name) {
   return ObjectStore::Open(options);
 }
 
+// v2 slabs under the objects, a row each (nothing when none is granted):
+// whose, how much of it is still unannounced, how many objects it holds,
+// how long until kvd ends it.
+std::string SlabsView(const ObjectStoreInfo& store) {
+  Table table({{"SLAB", Align::kRight},
+               {"DEVICE", Align::kRight},
+               {"UID", Align::kRight},
+               {"SIZE", Align::kRight},
+               {"UNANNOUNCED", Align::kRight},
+               {"OBJECTS", Align::kRight},
+               {"TTL", Align::kRight}});
+  uint32_t count = 0;
+  for (const ObjectStoreDeviceInfo& d : store.devices) {
+    count += d.slab_count;
+    for (const ObjectStoreDeviceInfo::Slab& slab : d.slabs) {
+      table.AddRow({std::to_string(slab.id), std::to_string(d.device), std::to_string(slab.uid),
+                    FormatBytes(slab.payload_bytes), FormatBytes(slab.unannounced_bytes),
+                    std::to_string(slab.slots_taken) + " / " + std::to_string(slab.header_slots),
+                    Seconds(slab.ttl_ms)});
+    }
+  }
+  if (count == 0) return "";
+  size_t listed = 0;
+  for (const ObjectStoreDeviceInfo& d : store.devices) listed += d.slabs.size();
+  std::string more = listed < count ? " (" + std::to_string(count - listed) + " more not listed)" : "";
+  return "\n" + table.Render(false) + "slabs: " + std::to_string(count) + more + "\n";
+}
+
 }  // namespace
 
 std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectStoreInfo& store, bool json) {
@@ -66,6 +94,18 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
           w.Field("uid", o.uid);
         }
         w.Field("pages", o.pages).EndObject();
+      }
+      w.EndArray().Field("slab_count", d.slab_count).Key("slabs").BeginArray();
+      for (const ObjectStoreDeviceInfo::Slab& slab : d.slabs) {
+        w.BeginObject()
+            .Field("id", slab.id)
+            .Field("uid", slab.uid)
+            .Field("payload_bytes", slab.payload_bytes)
+            .Field("unannounced_bytes", slab.unannounced_bytes)
+            .Field("header_slots", slab.header_slots)
+            .Field("slots_taken", slab.slots_taken)
+            .Field("ttl_ms", slab.ttl_ms)
+            .EndObject();
       }
       w.EndArray().EndObject();
     }
@@ -124,7 +164,7 @@ std::string ObjectsView(const std::vector<ObjectEntry>& objects, const ObjectSto
                  std::to_string(d.promotions) + " promoted)";
     }
   }
-  return table.Render(false) + summary + "\n";
+  return table.Render(false) + summary + "\n" + SlabsView(store);
 }
 
 Result<Report> RunObjects(const std::string& ipc_name, bool json) {

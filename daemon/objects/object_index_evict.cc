@@ -183,6 +183,12 @@ std::vector<StoreDeviceStats> ObjectIndex::Stats() const {
     s.host_hits = device.host_hits;
     out.push_back(s);
   }
+  for (const auto& [id, slab] : slabs_.all()) {
+    uint64_t unannounced = 0;
+    for (const auto& [begin, end] : slab->unannounced) unannounced += end - begin;
+    out[slab->d].slabs.push_back({id, slab->owner, slab->payload_bytes, unannounced, slab->header_slots,
+                                  slab->header_slots - slab->slots_left, slab->expires_ns});
+  }
   return out;
 }
 

@@ -56,6 +56,17 @@ struct StoreDeviceStats {
   uint64_t host_evictions = 0;  // dropped from the host tier
   uint64_t gpu_hits = 0;        // locates answered from the store
   uint64_t host_hits = 0;       // locates that found the object in the host tier
+  // v2 slabs granted here, oldest first.
+  struct Slab {
+    uint64_t id = 0;
+    uint32_t owner = 0;  // a uid, or ObjectIndex::kOperator
+    uint64_t payload_bytes = 0;
+    uint64_t unannounced_bytes = 0;
+    uint32_t header_slots = 0;
+    uint32_t slots_taken = 0;
+    uint64_t expires_ns = 0;
+  };
+  std::vector<Slab> slabs;
 };
 
 // A dead kvd's store to bring back (object_recovery.h):

@@ -245,6 +245,18 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
           out_owner->set_uid(owner == ObjectIndex::kOperator ? 0 : owner);
           out_owner->set_pages(pages);
         }
+        row->set_slabs(static_cast<uint32_t>(d.slabs.size()));
+        for (size_t i = 0; i < d.slabs.size() && i < static_cast<size_t>(wire::kMaxObjectInfoSlabs); ++i) {
+          const StoreDeviceStats::Slab& slab = d.slabs[i];
+          wire::ObjectSlabEntry* entry = row->add_slab_list();
+          entry->set_slab_id(slab.id);
+          entry->set_uid(slab.owner == ObjectIndex::kOperator ? 0 : slab.owner);
+          entry->set_payload_bytes(slab.payload_bytes);
+          entry->set_unannounced_bytes(slab.unannounced_bytes);
+          entry->set_header_slots(slab.header_slots);
+          entry->set_slots_taken(slab.slots_taken);
+          entry->set_ttl_ms(Ms(slab.expires_ns, now));
+        }
       }
       break;
     }

@@ -244,6 +244,16 @@ Status CheckObjectBody(const Message& m) {
         if (d.owners_size() > kMaxObjectStoreOwners) {
           return Fault("object_info_reply: more than " + std::to_string(kMaxObjectStoreOwners) + " owners a device");
         }
+        if (d.slab_list_size() > kMaxObjectInfoSlabs || static_cast<uint32_t>(d.slab_list_size()) > d.slabs()) {
+          return Fault("object_info_reply: " + std::to_string(d.slab_list_size()) + " slabs listed of " +
+                       std::to_string(d.slabs()) + " (at most " + std::to_string(kMaxObjectInfoSlabs) + ")");
+        }
+        for (const ObjectSlabEntry& slab : d.slab_list()) {
+          if (slab.unannounced_bytes() > slab.payload_bytes() || slab.payload_bytes() > d.store_bytes() ||
+              slab.slots_taken() > slab.header_slots() || slab.header_slots() > kMaxSlabHeaderSlots) {
+            return Fault("object_info_reply: slab " + std::to_string(slab.slab_id()) + " out of range");
+          }
+        }
       }
       return Status::OK();
     case Message::kObjectReadTableReply: {

@@ -15,6 +15,7 @@ inline constexpr uint32_t kMaxObjectListEntries = 128;  // ObjectEntry rows in o
 inline constexpr uint32_t kMaxObjectSpans = 4096;      // spans of one plan (8 GiB of 2 MiB)
 inline constexpr int kMaxObjectInfoDevices = 16;       // devices of one ObjectInfoReply (the segment's rows)
 inline constexpr int kMaxObjectStoreOwners = 128;      // owners listed per device in one ObjectInfoReply
+inline constexpr int kMaxObjectInfoSlabs = 32;         // slabs listed per device in one ObjectInfoReply
 inline constexpr int kMaxObjectBatch = 256;            // keys of one lease batch
 // Key bytes a client puts in one lease batch (256 keys of 256 bytes would
 // not fit a datagram; 12 KiB stays in one request ring message).

@@ -58,6 +58,11 @@ Result<ObjectStoreInfo> FromWireInfo(const wire::Message& reply) {
     device.demotions = d.demotions();
     device.promotions = d.promotions();
     for (const auto& o : d.owners()) device.owners.push_back({o.uid(), o.kvd_callers(), o.pages()});
+    device.slab_count = d.slabs();
+    for (const auto& slab : d.slab_list()) {
+      device.slabs.push_back({slab.slab_id(), slab.uid(), slab.payload_bytes(), slab.unannounced_bytes(),
+                              slab.header_slots(), slab.slots_taken(), slab.ttl_ms()});
+    }
     info.devices.push_back(std::move(device));
   }
   return info;

@@ -214,3 +214,69 @@ TEST_F(KvdSlabPutsTest, AStoreWhoseKvdDiedRefusesSlabPuts) {
 
 }  // namespace
 }  // namespace nanokv::testing
+
+namespace nanokv::testing {
+namespace {
+
+// kvd lists the slabs it granted (ObjectStore::Info, kvctl objects): whose,
+// how big, how much never announced, how many objects announced; a released
+// slab is gone from the list.
+TEST_F(KvdSlabPutsTest, InfoAndKvctlListTheSlabs) {
+  auto producer = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = 2 * kPage, .header_slots = 128, .ring_records = 16}));
+  std::vector<std::unique_ptr<gpu::DeviceBuffer>> sources;
+  for (int i = 0; i < 5; ++i) {
+    sources.push_back(OnDevice(Item(i)));
+    ASSERT_NE(sources.back(), nullptr);
+    ASSERT_OK(producer->PutFromDevice("listed:" + std::to_string(i), sources.back()->get(), Item(i).size(), 0));
+  }
+  ASSERT_OK(producer->FlushSlabPuts());
+  auto info = producer->Info();
+  ASSERT_OK(info.status());
+  ASSERT_FALSE(info->devices.empty());
+  const ObjectStoreDeviceInfo& d = info->devices[0];
+  ASSERT_EQ(d.slab_count, 1u);
+  ASSERT_EQ(d.slabs.size(), 1u);
+  const ObjectStoreDeviceInfo::Slab& slab = d.slabs[0];
+  EXPECT_EQ(slab.uid, geteuid() == 0 ? 0u : geteuid());
+  EXPECT_EQ(slab.payload_bytes, 2 * kPage);
+  EXPECT_EQ(slab.header_slots, 128u);
+  EXPECT_EQ(slab.slots_taken, 5u);
+  uint64_t put = 0;
+  for (int i = 0; i < 5; ++i) put += Item(i).size();
+  EXPECT_LE(slab.unannounced_bytes, slab.payload_bytes - put);
+  EXPECT_GT(slab.ttl_ms, 0u);
+
+  int runs = 0;
+  auto kvctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), Binary("NANOKV_KVCTL_BINARY", NANOKV_KVCTL_BINARY));
+    // A log each: Process appends to its log file.
+    Process p = Process::Start(args, {{"NANOKV_RUN_DIR", dir_.path()}},
+                               dir_.path() + "/kvctl-" + std::to_string(++runs) + ".log");
+    auto code = p.Wait(std::chrono::seconds(30));
+    EXPECT_TRUE(code.has_value() && *code == 0) << p.Log();
+    return p.Log();
+  };
+  const std::string table = kvctl({"objects", ipc_});
+  EXPECT_NE(table.find("UNANNOUNCED"), std::string::npos) << table;
+  EXPECT_NE(table.find("5 / 128"), std::string::npos) << table;
+  EXPECT_NE(table.find("slabs: 1"), std::string::npos) << table;
+  const std::string json = kvctl({"objects", ipc_, "--json"});
+  EXPECT_NE(json.find("\"slab_count\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"slots_taken\":5"), std::string::npos) << json;
+
+  producer.reset();  // its slab goes back with its connection
+  auto reader = OpenStore();
+  ASSERT_NE(reader, nullptr);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto after = reader->Info();
+        return after.ok() && after->devices[0].slab_count == 0;
+      },
+      10s));
+  EXPECT_EQ(kvctl({"objects", ipc_}).find("UNANNOUNCED"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nanokv::testing

@@ -70,6 +70,19 @@ struct ObjectStoreDeviceInfo {
   uint32_t host_objects = 0;
   uint64_t demotions = 0;   // moved down into the host tier, since kvd started
   uint64_t promotions = 0;  // moved back up
+  // v2 slabs granted on this device (UseSlabs, AcquireSlab): how many, and
+  // the oldest 32 of them.
+  uint32_t slab_count = 0;
+  struct Slab {
+    uint64_t id = 0;
+    uint32_t uid = 0;                // its writer's (0: root, kvd's uid or its callers)
+    uint64_t payload_bytes = 0;      // granted
+    uint64_t unannounced_bytes = 0;  // granted and never announced
+    uint32_t header_slots = 0;
+    uint32_t slots_taken = 0;  // objects announced and indexed
+    uint64_t ttl_ms = 0;       // until kvd ends it by itself
+  };
+  std::vector<Slab> slabs;
 };
 
 struct ObjectStoreInfo {

@@ -371,5 +371,37 @@ TEST(ObjectCodec, ReadEntriesAndTheReadTableAreRangeChecked) {
   EXPECT_FALSE(IsObjectRequest(Message::kObjectReadTableReply));
 }
 
+// An info reply's slab list: bounded, and each slab's figures consistent.
+TEST(ObjectCodec, InfoReplySlabsAreRangeChecked) {
+  auto info = [](auto change) {
+    return With([&](Message& m) {
+      ObjectStoreDevice* d = m.mutable_object_info_reply()->add_devices();
+      d->set_device(0);
+      d->set_store_bytes(64 << 20);
+      d->set_slabs(1);
+      ObjectSlabEntry* slab = d->add_slab_list();
+      slab->set_slab_id(1);
+      slab->set_payload_bytes(4 << 20);
+      slab->set_unannounced_bytes(1 << 20);
+      slab->set_header_slots(128);
+      slab->set_slots_taken(5);
+      change(*d);
+    });
+  };
+  EXPECT_TRUE(info([](ObjectStoreDevice&) {}).ok());
+  EXPECT_EQ(info([](ObjectStoreDevice& d) { d.set_slabs(0); }).code(), Code::kProtocolError);
+  EXPECT_EQ(info([](ObjectStoreDevice& d) { d.mutable_slab_list(0)->set_unannounced_bytes(5 << 20); }).code(),
+            Code::kProtocolError);
+  EXPECT_EQ(info([](ObjectStoreDevice& d) { d.mutable_slab_list(0)->set_payload_bytes(65 << 20); }).code(),
+            Code::kProtocolError);
+  EXPECT_EQ(info([](ObjectStoreDevice& d) { d.mutable_slab_list(0)->set_slots_taken(129); }).code(),
+            Code::kProtocolError);
+  EXPECT_EQ(info([](ObjectStoreDevice& d) {
+              d.set_slabs(100);
+              for (int i = 0; i < kMaxObjectInfoSlabs; ++i) *d.add_slab_list() = d.slab_list(0);
+            }).code(),
+            Code::kProtocolError);
+}
+
 }  // namespace
 }  // namespace nanokv::wire
