@@ -4,6 +4,7 @@
 // for once; a copy read without a lease stands when kvd's read table still
 // names its epoch after the wait, else it is read again under a lease.
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +38,7 @@ class DeviceReads {
       if (found == nullptr) {
         ask.push_back(i);
       } else if (Fits(i, found->pieces.bytes)) {
-        loads.push_back({i, &found->pieces, found->check, /*leased=*/false, /*cached=*/true});
+        loads.push_back({i, &found->pieces, nullptr, found->check, /*leased=*/false});
         kept.push_back(std::move(found));
       }
     }
@@ -57,14 +58,14 @@ class DeviceReads {
   struct Load {
     size_t item;
     const client::ObjectPieces* pieces;
+    client::ObjectPieces* owned;  // the same, ours to move into the cache; null for a kept one
     client::ReadCheck check;  // read_entry 0: none
     bool leased;
-    bool cached;  // its location came from the read cache
   };
   struct Checked {
     size_t item;
     client::ReadCheck check;
-    std::optional<client::ObjectPieces> pieces;  // for the cache; none for a location it gave
+    client::ObjectPieces* pieces;  // moved into the cache; null for a location it gave
     bool leased;
   };
 
@@ -97,9 +98,7 @@ class DeviceReads {
       out_[load.item] = load.pieces->bytes;
       loading_.push_back(load.item);
       if (load.check.read_entry != 0) {
-        checked_.push_back({load.item, load.check,
-                            load.cached ? std::nullopt : std::optional<client::ObjectPieces>(*load.pieces),
-                            load.leased});
+        checked_.push_back({load.item, load.check, load.owned, load.leased});
       }
     }
   }
@@ -118,8 +117,9 @@ class DeviceReads {
       std::vector<std::string_view> keys;
       for (size_t k = first; k < first + count; ++k) keys.push_back(items_[which[k]].key);
       std::vector<Result<LeasedPlan>> located = impl_.LeaseBatch(keys, /*hold=*/false, unleased);
-      std::vector<client::ObjectPieces> pieces;
-      pieces.reserve(count);  // the loads point into it
+      // Kept until the next Settle: the loads and the checks point into it.
+      std::vector<client::ObjectPieces>& pieces = located_.emplace_back();
+      pieces.reserve(count);
       std::vector<Load> loads;
       for (size_t k = 0; k < count; ++k) {
         const size_t i = which[first + k];
@@ -138,7 +138,7 @@ class DeviceReads {
         }
         pieces.push_back(std::move(*mapped));
         // A leased copy's entry is kept as well: it serves the next read.
-        loads.push_back({i, &pieces.back(), {plan.device, plan.read_entry, plan.epoch}, leased, false});
+        loads.push_back({i, &pieces.back(), &pieces.back(), {plan.device, plan.read_entry, plan.epoch}, leased});
       }
       Enqueue(loads);
     }
@@ -170,6 +170,7 @@ class DeviceReads {
     leases_.clear();
     loading_.clear();
     checked_.clear();
+    located_.clear();
   }
 
   ObjectStore::Impl& impl_;
@@ -180,6 +181,7 @@ class DeviceReads {
   std::vector<uint64_t> leases_;  // held until the next Settle
   std::vector<size_t> loading_;   // items whose load was enqueued, answered after the wait
   std::vector<Checked> checked_;  // their copies to check against the read table
+  std::deque<std::vector<client::ObjectPieces>> located_;  // the plans kvd answered, mapped
   std::vector<size_t> again_;     // copies the table did not vouch for
 };
 
