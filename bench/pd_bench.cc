@@ -14,7 +14,7 @@
 // is READY on the device (the event), when the master knows (Wait).
 //
 //   pd_bench [--kvd PATH] [--backend cuda|host] [--layers 32,64] [--sizes-kib 256,1024,8192]
-//            [--reps 5] [--paths a,b,c]
+//            [--reps 5] [--paths a,b,c] [--kvd-busy-poll-us N]
 #include <cstring>
 #include <map>
 #include <memory>
@@ -41,6 +41,7 @@ struct Args {
   std::vector<size_t> sizes_kib = {256, 1024, 8192};
   int reps = 5;
   std::string paths = "a,b,c";
+  std::vector<std::string> kvd_args;  // --kvd-busy-poll-us N: the kvds' --busy-poll-us
 };
 
 std::vector<long long> Numbers(const std::string& text) {
@@ -403,6 +404,8 @@ int Main(int argc, char** argv) {
       for (long long v : Numbers(value)) args.sizes_kib.push_back(static_cast<size_t>(v));
     } else if (flag == "--reps") args.reps = std::stoi(value);
     else if (flag == "--paths") args.paths = value;
+    else if (flag == "--kvd-busy-poll-us")
+      args.kvd_args = {"--busy-poll-us", value};
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -456,7 +459,7 @@ int Main(int argc, char** argv) {
     out.Add(path.name, rows);
   };
   if (args.paths.find('a') != std::string::npos) {
-    BenchKvd one(args.kvd, "pd_one", node_yaml("n0", two), {});
+    BenchKvd one(args.kvd, "pd_one", node_yaml("n0", two), args.kvd_args);
     Path a{"a", Client(address, "n0", one.ipc_name(), args.backend), Client(address, "n0", one.ipc_name(), args.backend),
            memory.devices() > 1 ? "n0/1" : "n0/0"};
     WaitNodes(*a.prefill, 1);
@@ -465,8 +468,8 @@ int Main(int argc, char** argv) {
     a.decode.reset();
   }
   if (args.paths.find('b') != std::string::npos || with_raw) {
-    BenchKvd node_a(args.kvd, "pd_a", node_yaml("nA", "[0]"), {});
-    BenchKvd node_b(args.kvd, "pd_b", node_yaml("nB", second), {});
+    BenchKvd node_a(args.kvd, "pd_a", node_yaml("nA", "[0]"), args.kvd_args);
+    BenchKvd node_b(args.kvd, "pd_b", node_yaml("nB", second), args.kvd_args);
     if (args.paths.find('b') != std::string::npos) {
       Path b{"b", Client(address, "nA", node_a.ipc_name(), args.backend),
              Client(address, "nB", node_b.ipc_name(), args.backend), "nB"};
