@@ -46,11 +46,7 @@ std::vector<Result<LeasedPlan>> ObjectStore::Impl::LeaseBatch(std::span<const st
     m.mutable_object_lease_batch()->set_hold(hold);
     m.mutable_object_lease_batch()->set_unleased(unleased);
     for (size_t i = first; i < first + count; ++i) m.mutable_object_lease_batch()->add_keys(std::string(keys[i]));
-    // kvd takes a microsecond or more a key: a batch's reply comes later
-    // than one plan's, and blocking for it costs a wake-up (tens of us on a
-    // virtual machine), so it is polled for as long (at most 1 ms).
-    const auto spin_us = static_cast<uint32_t>(std::min<size_t>(1000, 2 * count));
-    Result<wire::Message> reply = Call(std::move(m), nullptr, spin_us);
+    Result<wire::Message> reply = Call(std::move(m));
     if (reply.ok() && (reply->body_case() != wire::Message::kObjectLeaseBatchReply ||
                        static_cast<size_t>(reply->object_lease_batch_reply().items_size()) > count)) {
       reply = Status::ProtocolError("lease batch: not an answer to " + std::to_string(count) + " keys");

@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -145,12 +144,10 @@ class ObjectStore::Impl {
 
   // Sends `request` and waits for its reply; an Error reply is its Status.
   // The reply's fds are appended to *fds (nullptr: closed).
-  // `spin_us`: how long to poll for the reply before blocking, over the
-  // store's spin_us where a request takes kvd longer (a batch).
-  Result<wire::Message> Call(wire::Message request, std::vector<int>* fds = nullptr, uint32_t spin_us = 0) {
+  Result<wire::Message> Call(wire::Message request, std::vector<int>* fds = nullptr) {
     std::lock_guard lock(call_mu_);
     SettleKeptLeaseLocked(request);
-    return CallLocked(std::move(request), fds, spin_us);
+    return CallLocked(std::move(request), fds);
   }
 
   // A get's lease is done: released now, or with this store's next request
@@ -320,7 +317,7 @@ class ObjectStore::Impl {
   }
 
  private:
-  Result<wire::Message> CallLocked(wire::Message request, std::vector<int>* fds, uint32_t spin_us = 0) {
+  Result<wire::Message> CallLocked(wire::Message request, std::vector<int>* fds) {
     if (!channel_.valid()) return Status::Unavailable("nanokv objects: kvd went away");
     ipc::ChannelTransport socket(channel_);
     std::optional<ipc::RingTransport> ring;
@@ -331,7 +328,7 @@ class ObjectStore::Impl {
     if (timeout_ms_ != 0) call.timeout = std::chrono::milliseconds(timeout_ms_);
     // A reply within spin_us skips the wake-up of a blocked poll
     // (BENCHMARKS.md: plan round trip).
-    call.spin = std::chrono::microseconds(spin_us_ == 0 ? 0 : std::max(spin_us_, spin_us));
+    call.spin = std::chrono::microseconds(spin_us_);
     call.reply_fds = fds != nullptr ? ipc::ReplyFds::kKeep : ipc::ReplyFds::kClose;
     // One request at a time (call_mu_): a reply to another id answers
     // nothing here, and is dropped.
