@@ -144,24 +144,25 @@ std::vector<Status> ObjectStore::BatchPutFromDevice(std::span<const DevicePut> i
 std::vector<Result<ObjectPlan>> ObjectStore::BatchGetLocation(std::span<const std::string> keys) {
   std::vector<Result<ObjectPlan>> out;
   out.reserve(keys.size());
-  // A lease request and its release per 64 keys: a batch holds at most one
-  // request's leases at a time, never object_store.max_leases (1024 by
-  // default) for a lookup of thousands of keys.
+  // A location is a hint once answered, so none is leased where kvd's read
+  // table covers it (unleased); those kvd leases anyway (the host tier) go
+  // back in one release per request: a batch holds at most one request's
+  // leases at a time, never object_store.max_leases for thousands of keys.
   for (size_t first = 0; first < keys.size(); first += wire::kMaxObjectBatch) {
     const size_t count = std::min<size_t>(keys.size() - first, wire::kMaxObjectBatch);
     std::vector<std::string_view> names(keys.begin() + static_cast<std::ptrdiff_t>(first),
                                         keys.begin() + static_cast<std::ptrdiff_t>(first + count));
-    std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(names, /*hold=*/false);
+    std::vector<Result<LeasedPlan>> leased = impl_->LeaseBatch(names, /*hold=*/false, /*unleased=*/true);
     std::vector<uint64_t> leases;
     for (size_t i = 0; i < leased.size(); ++i) {
       if (!leased[i].ok()) {
         out.push_back(leased[i].status());
         continue;
       }
-      leases.push_back(leased[i]->lease_id);
+      if (leased[i]->lease_id != 0) leases.push_back(leased[i]->lease_id);
       out.push_back(std::move(leased[i]->plan));
     }
-    impl_->ReleaseBatch(leases);
+    if (!leases.empty()) impl_->ReleaseBatch(leases);
   }
   return out;
 }
