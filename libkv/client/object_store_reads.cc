@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clocks.h"
 #include "ipc/wire/object_codec.h"
 #include "libkv/client/object_store_impl.h"
 #include "libkv/client/object_transfer.h"
@@ -51,6 +52,7 @@ class DeviceReads {
     again_.clear();
     Locate(again, /*unleased=*/false);
     Settle();
+    TellKvdOfKeptReads();
     return std::move(out_);
   }
 
@@ -144,6 +146,22 @@ class DeviceReads {
     }
   }
 
+  // What was read from kept locations, told to kvd a second after the first:
+  // an unleased location of each (kvd's eviction order sees it read), the
+  // answers dropped, what kvd leased anyway (moved to the host tier since)
+  // released. After this get's copies, so they never wait for it.
+  void TellKvdOfKeptReads() {
+    constexpr uint64_t kInterval = 1'000'000'000;
+    std::vector<std::string> keys = impl_.read_cache().TakeReadsIfDue(SteadyNowNs(), kInterval);
+    if (keys.empty()) return;
+    std::vector<std::string_view> names(keys.begin(), keys.end());
+    std::vector<uint64_t> leased;
+    for (const Result<LeasedPlan>& told : impl_.LeaseBatch(names, /*hold=*/false, /*unleased=*/true)) {
+      if (told.ok() && told->lease_id != 0) leased.push_back(told->lease_id);
+    }
+    if (!leased.empty()) impl_.ReleaseBatch(leased);
+  }
+
   // Waits for what is enqueued, keeps each copy read without a lease that
   // the table vouches for (else reads it again), releases the leases.
   void Settle() {
@@ -159,7 +177,11 @@ class DeviceReads {
         const bool holds =
             table_ != nullptr && connected && table_->Holds(c.check.kvd_device, c.check.read_entry, c.check.epoch);
         if (holds) {
-          if (c.pieces) impl_.read_cache().Put(items_[c.item].key, {std::move(*c.pieces), c.check});
+          if (c.pieces) {
+            impl_.read_cache().Put(items_[c.item].key, {std::move(*c.pieces), c.check});
+          } else {
+            impl_.read_cache().NoteRead(items_[c.item].key, SteadyNowNs());  // read from a kept location
+          }
           continue;
         }
         impl_.read_cache().Erase(items_[c.item].key);

@@ -41,4 +41,18 @@ size_t ReadCache::size() const {
   return entries_.size();
 }
 
+void ReadCache::NoteRead(std::string_view key, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  if (reads_.empty()) first_read_ns_ = now_ns;
+  if (reads_.size() < capacity_) reads_.emplace(key);
+}
+
+std::vector<std::string> ReadCache::TakeReadsIfDue(uint64_t now_ns, uint64_t interval_ns) {
+  std::lock_guard lock(mu_);
+  if (reads_.empty() || now_ns - first_read_ns_ < interval_ns) return {};
+  std::vector<std::string> out(reads_.begin(), reads_.end());
+  reads_.clear();
+  return out;
+}
+
 }  // namespace nanokv::client

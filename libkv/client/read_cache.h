@@ -16,7 +16,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "libkv/client/object_transfer.h"
 
@@ -46,6 +48,14 @@ class ReadCache {
   void Erase(std::string_view key);
   size_t size() const;
 
+  // Reads served from kept locations tell kvd nothing, so its eviction
+  // order would take a hot object for a cold one. Their keys are noted
+  // (at most `capacity`) and handed out `interval_ns` after the first of
+  // them, for the store to tell kvd in one request: a read reaches kvd's
+  // order that much late, and gets within it ask kvd nothing.
+  void NoteRead(std::string_view key, uint64_t now_ns);
+  std::vector<std::string> TakeReadsIfDue(uint64_t now_ns, uint64_t interval_ns);
+
  private:
   using Entries = std::list<std::pair<std::string, std::shared_ptr<const CachedRead>>>;
 
@@ -53,6 +63,8 @@ class ReadCache {
   mutable std::mutex mu_;
   Entries entries_;  // most recent first
   std::unordered_map<std::string, Entries::iterator> index_;
+  std::unordered_set<std::string> reads_;  // noted since the last take
+  uint64_t first_read_ns_ = 0;             // of those noted
 };
 
 }  // namespace nanokv::client

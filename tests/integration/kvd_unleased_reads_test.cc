@@ -103,6 +103,37 @@ TEST_F(KvdUnleasedReadsTest, AGetAgainAsksKvdNothingAndAGoneObjectIsNotReadFromW
   EXPECT_EQ(reader->GetToDevice(keys[0], nullptr, kBytes).status().code(), Code::kInvalidArgument);
 }
 
+// Reads from kept locations ask kvd nothing, so kvd's eviction order would
+// not see them: the store tells kvd of them in one request a second after
+// the first, and the object's idle time starts again there.
+TEST_F(KvdUnleasedReadsTest, ReadsFromKeptLocationsReachKvdASecondLate) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  constexpr size_t kBytes = 4096;
+  ASSERT_OK(store->Put("hot", ObjectPattern(kBytes, 1)));
+  auto buffer = Buffer(kBytes);
+  ASSERT_NE(buffer, nullptr);
+  auto idle_ms = [&] {
+    auto listed = store->List();
+    EXPECT_OK(listed.status());
+    for (const ObjectEntry& e : listed.ok() ? *listed : std::vector<ObjectEntry>{}) {
+      if (e.key == "hot") return e.idle_ms;
+    }
+    return uint64_t{0};
+  };
+  ASSERT_OK(store->GetToDevice("hot", buffer->get(), kBytes).status());  // asks kvd: touched now
+  std::this_thread::sleep_for(1500ms);
+  const uint64_t sent = store->requests_sent();
+  ASSERT_OK(store->GetToDevice("hot", buffer->get(), kBytes).status());  // kept: noted, nothing sent
+  EXPECT_EQ(store->requests_sent(), sent);
+  const uint64_t before = idle_ms();
+  EXPECT_GE(before, 1400u) << "kvd has not heard of the kept read";
+  std::this_thread::sleep_for(1100ms);
+  ASSERT_OK(store->GetToDevice("hot", buffer->get(), kBytes).status());  // a second on: kvd is told
+  const uint64_t after = idle_ms();
+  EXPECT_LT(after, before) << "kvd heard of the kept reads";
+}
+
 // Keys of the longest kind, more than one request takes by count and by
 // bytes (a datagram holds neither 256 keys of 256 bytes nor their plans):
 // the get asks in as many requests as they need and answers each.

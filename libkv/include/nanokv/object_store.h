@@ -131,8 +131,9 @@ struct ObjectStoreOptions {
   // recently used out first) to read them again with no request to kvd: the
   // copy stands when kvd's read table says the object was still in place
   // after it, else the get asks kvd again (ARCHITECTURE.md, "Reads without
-  // a lease"). 0: every get asks kvd. Such reads do not tell kvd's eviction
-  // order that the object was read.
+  // a lease"). 0: every get asks kvd. kvd's eviction order hears of such
+  // reads a second after the first of them (one request, after a get's
+  // copies), not at once.
   uint32_t read_cache = 16384;
 };
 
