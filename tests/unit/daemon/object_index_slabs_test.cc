@@ -13,6 +13,7 @@
 
 #include "daemon/objects/object_index.h"
 #include "nanokv/device/slab.h"
+#include "nanokv/device/slab_publish.h"
 #include "tests/unit/daemon/object_store_fixture.h"
 #include "tests/util/status_matchers.h"
 
@@ -41,19 +42,19 @@ class Producer {
     device::SlabAllocation at{};
     device::SlabCode code = device::AllocateInSlab(&cursor_, ring(), bytes.size(), &at);
     if (code != device::SlabCode::kOk) return code;
-    const uint64_t payload = grant_.payload_offset + at.payload_offset;
-    std::memcpy(reinterpret_cast<void*>(base_ + payload), bytes.data(), bytes.size());
-    ObjectHeader header{};
-    header.key_hash = KeyHash(key);
-    header.page_bytes = static_cast<uint32_t>(grant_.page_bytes);
-    header.payload_base = payload;
-    header.bytes_total = bytes.size();
-    header.n_pages =
-        static_cast<uint32_t>((payload + bytes.size() - 1) / grant_.page_bytes - payload / grant_.page_bytes + 1);
-    header.epoch = grant_.first_epoch + at.header_slot;
-    header.state = static_cast<uint32_t>(ObjectState::kReady);
-    std::memcpy(reinterpret_cast<void*>(base_ + grant_.header_offset + at.header_slot * sizeof(ObjectHeader)), &header,
-                sizeof(header));
+    // The device API's own steps, on the host: begin, payload, READY.
+    const device::SlabGeometry slab{reinterpret_cast<char*>(base_ + grant_.payload_offset),
+                                    reinterpret_cast<ObjectHeader*>(base_ + grant_.header_offset),
+                                    grant_.payload_offset, static_cast<uint32_t>(grant_.page_bytes),
+                                    grant_.first_epoch};
+    const ObjectHeader header = device::SlabHeader(slab, at, bytes.size(), KeyHash(key));
+    auto gone = [&] {  // the slot is not this write's (PutInSlabBlock's answer)
+      device::detail::AnnounceVoid(ring(), cursor_, at.ring_index);
+      return device::SlabCode::kSlabFull;
+    };
+    if (!device::BeginInSlab(slab.headers + at.header_slot, header)) return gone();
+    std::memcpy(slab.payload + at.payload_offset, bytes.data(), bytes.size());
+    if (!device::PublishInSlab(slab.headers + at.header_slot, header.epoch)) return gone();
     if (!announce) return code;
     return device::Announce(ring(), cursor_, at, bytes.size(), header.key_hash, header.epoch, key.data(),
                             static_cast<uint32_t>(key.size()));
