@@ -34,8 +34,9 @@ class DeviceReads {
     std::vector<size_t> ask;
     std::vector<std::shared_ptr<const client::CachedRead>> kept;  // alive until the loads are enqueued
     std::vector<Load> loads;
+    const uint64_t now = SteadyNowNs();
     for (size_t i = 0; i < items_.size(); ++i) {
-      auto found = table_ != nullptr ? impl_.read_cache().Find(items_[i].key) : nullptr;
+      auto found = table_ != nullptr ? impl_.read_cache().Find(items_[i].key, now) : nullptr;
       if (found == nullptr) {
         ask.push_back(i);
       } else if (Fits(i, found->pieces.bytes)) {
@@ -177,11 +178,7 @@ class DeviceReads {
         const bool holds =
             table_ != nullptr && connected && table_->Holds(c.check.kvd_device, c.check.read_entry, c.check.epoch);
         if (holds) {
-          if (c.pieces) {
-            impl_.read_cache().Put(items_[c.item].key, {std::move(*c.pieces), c.check});
-          } else {
-            impl_.read_cache().NoteRead(items_[c.item].key, SteadyNowNs());  // read from a kept location
-          }
+          if (c.pieces) impl_.read_cache().Put(items_[c.item].key, {std::move(*c.pieces), c.check});
           continue;
         }
         impl_.read_cache().Erase(items_[c.item].key);

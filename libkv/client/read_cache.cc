@@ -1,39 +1,47 @@
 #include "libkv/client/read_cache.h"
 
+#include <iterator>
+
 namespace nanokv::client {
 
-std::shared_ptr<const CachedRead> ReadCache::Find(std::string_view key) {
+std::shared_ptr<const CachedRead> ReadCache::Find(std::string_view key, uint64_t now_ns) {
   std::lock_guard lock(mu_);
   auto it = index_.find(std::string(key));
   if (it == index_.end()) return nullptr;
   entries_.splice(entries_.begin(), entries_, it->second);
-  return it->second->second;
+  Entry& entry = *it->second;
+  if (!entry.read) {
+    entry.read = true;
+    if (reads_++ == 0) first_read_ns_ = now_ns;
+  }
+  return entry.location;
 }
 
 void ReadCache::Put(std::string_view key, CachedRead read) {
   if (capacity_ == 0) return;
-  auto entry = std::make_shared<const CachedRead>(std::move(read));
+  auto location = std::make_shared<const CachedRead>(std::move(read));
   std::lock_guard lock(mu_);
   std::string name(key);
   if (auto it = index_.find(name); it != index_.end()) {
-    it->second->second = std::move(entry);
+    it->second->location = std::move(location);
     entries_.splice(entries_.begin(), entries_, it->second);
     return;
   }
-  entries_.emplace_front(name, std::move(entry));
+  entries_.push_front({name, std::move(location)});
   index_.emplace(std::move(name), entries_.begin());
-  if (entries_.size() > capacity_) {
-    index_.erase(entries_.back().first);
-    entries_.pop_back();
-  }
+  if (entries_.size() > capacity_) DropLocked(std::prev(entries_.end()));
 }
 
 void ReadCache::Erase(std::string_view key) {
   std::lock_guard lock(mu_);
   auto it = index_.find(std::string(key));
-  if (it == index_.end()) return;
-  entries_.erase(it->second);
-  index_.erase(it);
+  if (it != index_.end()) DropLocked(it->second);
+}
+
+void ReadCache::DropLocked(Entries::iterator entry) {
+  if (entry->read) --reads_;
+  index_.erase(entry->key);
+  entries_.erase(entry);
 }
 
 size_t ReadCache::size() const {
@@ -41,17 +49,17 @@ size_t ReadCache::size() const {
   return entries_.size();
 }
 
-void ReadCache::NoteRead(std::string_view key, uint64_t now_ns) {
-  std::lock_guard lock(mu_);
-  if (reads_.empty()) first_read_ns_ = now_ns;
-  if (reads_.size() < capacity_) reads_.emplace(key);
-}
-
 std::vector<std::string> ReadCache::TakeReadsIfDue(uint64_t now_ns, uint64_t interval_ns) {
   std::lock_guard lock(mu_);
-  if (reads_.empty() || now_ns - first_read_ns_ < interval_ns) return {};
-  std::vector<std::string> out(reads_.begin(), reads_.end());
-  reads_.clear();
+  if (reads_ == 0 || now_ns - first_read_ns_ < interval_ns) return {};
+  std::vector<std::string> out;
+  out.reserve(reads_);
+  for (Entry& entry : entries_) {
+    if (!entry.read) continue;
+    entry.read = false;
+    out.push_back(entry.key);
+  }
+  reads_ = 0;
   return out;
 }
 

@@ -16,7 +16,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -41,30 +40,36 @@ class ReadCache {
  public:
   explicit ReadCache(size_t capacity) : capacity_(capacity) {}
 
-  // The entry for `key` (now the most recently used), or null. Entries are
-  // immutable and shared: a hit copies no vector.
-  std::shared_ptr<const CachedRead> Find(std::string_view key);
+  // The location kept for `key` (now the most recently used), or null;
+  // immutable and shared: a hit copies no vector. A hit is noted as a read
+  // (below) at `now_ns`.
+  std::shared_ptr<const CachedRead> Find(std::string_view key, uint64_t now_ns);
   void Put(std::string_view key, CachedRead read);
   void Erase(std::string_view key);
   size_t size() const;
 
   // Reads served from kept locations tell kvd nothing, so its eviction
-  // order would take a hot object for a cold one. Their keys are noted
-  // (at most `capacity`) and handed out `interval_ns` after the first of
-  // them, for the store to tell kvd in one request: a read reaches kvd's
-  // order that much late, and gets within it ask kvd nothing.
-  void NoteRead(std::string_view key, uint64_t now_ns);
+  // order would take a hot object for a cold one. The keys found since the
+  // last take are handed out `interval_ns` after the first of them, for the
+  // store to tell kvd in one request: a read reaches kvd's order that much
+  // late, and gets within it ask kvd nothing.
   std::vector<std::string> TakeReadsIfDue(uint64_t now_ns, uint64_t interval_ns);
 
  private:
-  using Entries = std::list<std::pair<std::string, std::shared_ptr<const CachedRead>>>;
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const CachedRead> location;
+    bool read = false;  // found since the last TakeReadsIfDue
+  };
+  using Entries = std::list<Entry>;
+  void DropLocked(Entries::iterator entry);
 
   const size_t capacity_;
   mutable std::mutex mu_;
   Entries entries_;  // most recent first
   std::unordered_map<std::string, Entries::iterator> index_;
-  std::unordered_set<std::string> reads_;  // noted since the last take
-  uint64_t first_read_ns_ = 0;             // of those noted
+  size_t reads_ = 0;            // entries read
+  uint64_t first_read_ns_ = 0;  // when the first of them was
 };
 
 }  // namespace nanokv::client
