@@ -33,7 +33,10 @@ class KvdObjectTierReadsTest : public MetricsFixture {
  protected:
   void Start(const std::string& extra = "", std::vector<std::string> flags = {}) {
     flags.push_back("--config");
-    flags.push_back(WriteConfig("object_store:\n  size: 16MiB\n  policy: lru\n  host_tier: 48MiB\n" + extra));
+    // One device: the working set's sizes are that store's, and the test's
+    // buffers (device 0's) are reached by no other device (two GPUs under cuda).
+    flags.push_back(
+        WriteConfig("devices: [0]\nobject_store:\n  size: 16MiB\n  policy: lru\n  host_tier: 48MiB\n" + extra));
     StartKvdWithMetrics(32, flags);
     store_ = OpenStore();
     ASSERT_NE(store_, nullptr);

@@ -173,7 +173,7 @@ TEST_F(KvdDeviceWorkTest, ABatchGetAndItsViewsEndTheirLeasesInOneReleasePerStore
   std::vector<std::string> keys;
   for (size_t i = 0; i < kObjects; ++i) {
     keys.push_back("many:" + std::to_string(i));
-    ASSERT_OK(store->Put(keys.back(), ObjectPattern(kBytes, static_cast<uint8_t>(i))));
+    ASSERT_OK(store->Put(keys.back(), ObjectPattern(kBytes, static_cast<uint8_t>(i)), 0));  // the buffer's device
   }
   auto backend = gpu::OpenBackend(Backend());
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();

@@ -26,6 +26,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Every object on device 0, where the test's buffers are: this process
+// gives no other device access to the store's pages (two GPUs under cuda).
 class KvdUnleasedReadsTest : public KvdFixture {
  protected:
   void SetUp() override {
@@ -63,7 +65,7 @@ TEST_F(KvdUnleasedReadsTest, AGetAgainAsksKvdNothingAndAGoneObjectIsNotReadFromW
   std::vector<std::string> keys;
   for (size_t i = 0; i < kObjects; ++i) {
     keys.push_back("again:" + std::to_string(i));
-    ASSERT_OK(writer->Put(keys.back(), ObjectPattern(kBytes, static_cast<uint8_t>(i))));
+    ASSERT_OK(writer->Put(keys.back(), ObjectPattern(kBytes, static_cast<uint8_t>(i)), 0));
   }
   auto buffer = Buffer(kObjects * kBytes);
   ASSERT_NE(buffer, nullptr);
@@ -86,8 +88,8 @@ TEST_F(KvdUnleasedReadsTest, AGetAgainAsksKvdNothingAndAGoneObjectIsNotReadFromW
   // Four removed, two of them put again with other bytes (in the space the
   // others left, or elsewhere): the kept locations do not stand.
   for (size_t i : {2, 5, 9, 14}) ASSERT_OK(writer->Remove(keys[i]));
-  ASSERT_OK(writer->Put(keys[5], ObjectPattern(kBytes, 200)));
-  ASSERT_OK(writer->Put(keys[14], ObjectPattern(kBytes, 201)));
+  ASSERT_OK(writer->Put(keys[5], ObjectPattern(kBytes, 200), 0));
+  ASSERT_OK(writer->Put(keys[14], ObjectPattern(kBytes, 201), 0));
   std::vector<Result<uint64_t>> got = reader->BatchGetToDevice(items);
   for (size_t i = 0; i < kObjects; ++i) {
     if (i == 2 || i == 9) {
@@ -110,7 +112,7 @@ TEST_F(KvdUnleasedReadsTest, ReadsFromKeptLocationsReachKvdASecondLate) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   constexpr size_t kBytes = 4096;
-  ASSERT_OK(store->Put("hot", ObjectPattern(kBytes, 1)));
+  ASSERT_OK(store->Put("hot", ObjectPattern(kBytes, 1), 0));
   auto buffer = Buffer(kBytes);
   ASSERT_NE(buffer, nullptr);
   auto idle_ms = [&] {
@@ -146,7 +148,7 @@ TEST_F(KvdUnleasedReadsTest, LongKeysGoInAsManyRequestsAsTheyNeed) {
     std::string key = "long:" + std::to_string(i) + ":";
     key.resize(kMaxObjectKeyBytes, 'k');
     keys.push_back(key);
-    ASSERT_OK(store->Put(key, ObjectPattern(bytes, static_cast<uint8_t>(i))));
+    ASSERT_OK(store->Put(key, ObjectPattern(bytes, static_cast<uint8_t>(i)), 0));
   }
   auto buffer = Buffer(n * bytes);
   ASSERT_NE(buffer, nullptr);
@@ -186,7 +188,7 @@ TEST_F(KvdUnleasedReadsTest, AReaderRacingReplacementsGetsWholeVersionsThatNever
   ASSERT_NE(reader, nullptr);
   constexpr size_t kKeys = 8, kBytes = 256 * 1024;
   auto key = [](size_t k) { return "race:" + std::to_string(k); };
-  for (size_t k = 0; k < kKeys; ++k) ASSERT_OK(writer->Put(key(k), Versioned(k, 1, kBytes)));
+  for (size_t k = 0; k < kKeys; ++k) ASSERT_OK(writer->Put(key(k), Versioned(k, 1, kBytes), 0));
   std::atomic<bool> stop{false};
   std::atomic<uint32_t> versions{1};
   std::thread replace([&] {
@@ -195,7 +197,7 @@ TEST_F(KvdUnleasedReadsTest, AReaderRacingReplacementsGetsWholeVersionsThatNever
         // A reader's lease (a copy read again) holds it a moment.
         Status removed = writer->Remove(key(k));
         while (removed.code() == Code::kFailedPrecondition && !stop.load()) removed = writer->Remove(key(k));
-        Status put = writer->Put(key(k), Versioned(k, v, kBytes));
+        Status put = writer->Put(key(k), Versioned(k, v, kBytes), 0);
         if (!put.ok()) ADD_FAILURE() << key(k) << " version " << v << ": " << put.ToString();
       }
       versions.store(v);
