@@ -114,15 +114,15 @@ class ClusterProcesses : public ::testing::Test {
     node.ipc = ipc_ + "_" + node.id;
     node.config = dir_.path() + "/" + node.id + ".yaml";
     const size_t pages = store_pages + 8;
-    std::ofstream(node.config) << "backend: " << Backend() << "\nipc_name: " << node.ipc
-                               << "\nrun_dir: " << dir_.path() << "\ncapacity: " << pages * kPage
-                               << "\nhost_device_memory: " << 2 * pages * kPage << "\nhost_devices: " << devices
-                               << "\nreserve_pages: 2\nlog_level: debug\nobject_store:\n  size: "
-                               << store_pages * kPage << "\n  write_timeout: " << write_timeout_ << "\n"
-                               << object_store_extra_ << "master:\n  addresses: [\""
-                               << MasterList("\", \"") << "\"]\n  node_id: " << node.id
-                               << "\n  host_id: " << HostOf(nodes_.size()) << "\n  data_address: \""
-                               << data_address_ << "\"\n  retry_interval: 100ms\n" << extra_master;
+    std::ofstream(node.config) << "backend: " << Backend() << "\nipc_name: " << node.ipc << "\nrun_dir: " << dir_.path()
+                               << "\ncapacity: " << pages * kPage << "\nhost_device_memory: " << 2 * pages * kPage
+                               << "\nhost_devices: " << devices << "\nreserve_pages: 2\nlog_level: debug\n"
+                               << devices_yaml_ << "object_store:\n  size: " << store_pages * kPage
+                               << "\n  write_timeout: " << write_timeout_ << "\n"
+                               << object_store_extra_ << "master:\n  addresses: [\"" << MasterList("\", \"")
+                               << "\"]\n  node_id: " << node.id << "\n  host_id: " << HostOf(nodes_.size())
+                               << "\n  data_address: \"" << data_address_ << "\"\n  retry_interval: 100ms\n"
+                               << extra_master;
     node.process = Process::Start({KvdBinary(), "--config", node.config}, {{"NANOKV_RUN_DIR", dir_.path()}},
                                   dir_.path() + "/" + node.id + ".log");
     ASSERT_TRUE(node.process.started());
@@ -164,6 +164,9 @@ class ClusterProcesses : public ::testing::Test {
   int masters_ = 0;
   std::vector<Node> nodes_;
   std::string object_store_extra_;  // more keys under object_store: for the nodes started next
+  // A `devices:` line for the nodes started next ("": every device the
+  // backend has: both GPUs of a two-GPU host under cuda).
+  std::string devices_yaml_;
   std::string write_timeout_ = "30s";         // object_store.write_timeout of the nodes started next
   std::string data_address_ = "127.0.0.1:0";  // master.data_address of the nodes started next ("": no agent)
   bool one_host_ = false;                     // HostOf: every node on one host

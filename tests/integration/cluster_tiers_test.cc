@@ -45,6 +45,7 @@ TEST_F(ClusterTiersTest, TheIndexKnowsEachCopysTierAndLocatePrefersTheGpuCopy) {
   // n0: a 16 MiB store over a 32 MiB host tier, FIFO (the oldest goes down
   // first); n1: a store alone.
   object_store_extra_ = "  policy: fifo\n  host_tier: 32MiB\n";
+  devices_yaml_ = "devices: [0]\n";  // one store: its sizes are what makes copies go down
   ASSERT_NO_FATAL_FAILURE(StartNode(8));
   object_store_extra_ = "";
   ASSERT_NO_FATAL_FAILURE(StartNode(8));
@@ -134,6 +135,7 @@ TEST_F(ClusterTiersTest, TheIndexKnowsEachCopysTierAndLocatePrefersTheGpuCopy) {
 TEST_F(ClusterTiersTest, ANodeRestartedAfterAKillReportsEachCopyInItsTier) {
   ASSERT_NO_FATAL_FAILURE(StartMaster());
   object_store_extra_ = "  policy: fifo\n  host_tier: 32MiB\n";
+  devices_yaml_ = "devices: [0]\n";  // one store: its sizes are what makes copies go down
   ASSERT_NO_FATAL_FAILURE(StartNode(8));
   auto client = Client(0);
   ASSERT_NE(client, nullptr);
