@@ -63,6 +63,10 @@ Result<std::unique_ptr<HostRange>> HostRange::Create(gpu::Backend& backend, int 
     // Sealed as the host backend's pages are: a peer holding the fd cannot
     // shrink it under kvd's mapping (a SIGBUS in kvd).
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return Errno("sealing", device);
+    // A memfd is 0777: a reader of another uid holding the read-only fd kvd
+    // hands out could open /proc/self/fd/N read-write and write the tier.
+    // 0600 leaves that to kvd's uid (the host backend's pages do the same).
+    if (fchmod(fd, 0600) != 0) return Errno("mode 0600", device);
     NANOKV_RETURN_IF_ERROR(range->MapPage(i));
   }
   NANOKV_RETURN_IF_ERROR(range->Pin());
@@ -87,6 +91,8 @@ Result<std::unique_ptr<HostRange>> HostRange::Adopt(gpu::Backend& backend, int d
                                      std::to_string(i) + " handed back is not a sealed memfd of " +
                                      std::to_string(page_bytes) + " bytes");
     }
+    // Kept by a kvd before this check existed: closed to other uids now.
+    if (fchmod(range->fds_[i], 0600) != 0) return Errno("mode 0600 of page " + std::to_string(i), device);
     NANOKV_RETURN_IF_ERROR(range->MapPage(i));
   }
   NANOKV_RETURN_IF_ERROR(range->Pin());

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@ Result<std::unique_ptr<ReadTable>> ReadTable::Create(size_t devices, uint32_t en
   table->fd_ = memfd_create("nanokv-read-table", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (table->fd_ < 0) return fail("memfd_create");
   if (ftruncate(table->fd_, static_cast<off_t>(table->bytes_)) != 0) return fail("ftruncate");
+  // Not reopenable read-write by another uid through /proc/self/fd (a memfd is 0777).
+  if (fchmod(table->fd_, 0600) != 0) return fail("fchmod 0600");
   void* at = mmap(nullptr, table->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, table->fd_, 0);
   if (at == MAP_FAILED) return fail("mmap");
   table->words_ = static_cast<uint32_t*>(at);

@@ -6,6 +6,7 @@
 // step.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -128,7 +129,10 @@ TEST_F(ObjectReadTableTest, ReadersCannotWriteTheTable) {
   EXPECT_NE(mprotect(at, bytes, PROT_READ | PROT_WRITE), 0);
   const uint32_t forged = 7;
   EXPECT_EQ(write(share->fd, &forged, sizeof(forged)), -1);
-  // Nor by opening it again for writing.
+  struct stat st {};
+  ASSERT_EQ(fstat(share->fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "another uid cannot open it again";
+  // Nor by opening it again for writing (as kvd's uid: the seal refuses).
   const std::string path = "/proc/self/fd/" + std::to_string(share->fd);
   const int again = open(path.c_str(), O_RDWR);
   if (again >= 0) {

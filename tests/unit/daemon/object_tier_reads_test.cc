@@ -2,7 +2,10 @@
 // (ARCHITECTURE.md, "The host tier"): the plan names the host tier's pages,
 // a reader maps them read-only by the fd kvd hands out and copies; the get
 // queues a promotion, which waits for the host tier's readers' leases.
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -12,6 +15,22 @@
 
 namespace nanokv::kvd {
 namespace {
+
+// Whether a child process of uid and gid 65534 (nobody), holding `fd`,
+// opens /proc/self/fd/<fd> read-write. False where this process cannot
+// change uid (not root): nothing to try then.
+bool AnotherUidReopensReadWrite(int fd) {
+  if (geteuid() != 0) return false;
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    _exit(open(path.c_str(), O_RDWR) >= 0 ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 1;
+}
 
 class ObjectTierReadsTest : public ObjectStoreTest {
  protected:
@@ -74,6 +93,11 @@ TEST_F(ObjectTierReadsTest, HostTierFdsReadOnlyAndOnlyForItsPages) {
   ASSERT_NE(page, MAP_FAILED);
   EXPECT_NE(mprotect(page, kPage, PROT_READ | PROT_WRITE), 0);
   munmap(page, kPage);
+  // Nor by opening it again read-write as another uid: the page is 0600.
+  struct stat st {};
+  ASSERT_EQ(fstat(*fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_FALSE(AnotherUidReopensReadWrite(*fd));
   close(*fd);
   EXPECT_EQ(store_->HostTierReadOnlyFd(0, 8).status().code(), Code::kNotFound);
   EXPECT_EQ(store_->HostTierReadOnlyFd(0, 0xffffffffu).status().code(), Code::kNotFound);
