@@ -14,7 +14,7 @@
 #include "gpu/device_buffer.h"
 #include "ipc/wire/object_codec.h"
 #include "nanokv/object_store.h"
-#include "tests/integration/kvd_fixture.h"
+#include "tests/integration/device_memory_fixture.h"
 #include "tests/integration/object_pattern.h"
 #include "tests/util/status_matchers.h"
 
@@ -25,27 +25,13 @@ using namespace std::chrono_literals;
 
 // Every object on device 0, where the test's buffers are: this process
 // gives no other device access to the store's pages (two GPUs under cuda).
-class KvdObjectBatchTest : public KvdFixture {
+class KvdObjectBatchTest : public DeviceMemoryFixture {
  protected:
   void StartWithStore(const std::string& extra_yaml = "") {
     StartKvd(32, {"--config", WriteConfig(kTestStoreYaml + extra_yaml)});
     store_ = OpenStore();
     ASSERT_NE(store_, nullptr);
-    auto backend = gpu::OpenBackend(Backend());
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
-  }
-
-  std::unique_ptr<gpu::DeviceBuffer> Buffer(size_t bytes) {
-    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, bytes);
-    EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
-    return buffer.ok() ? std::move(*buffer) : nullptr;
-  }
-
-  std::vector<std::byte> Read(const void* device, size_t bytes) {
-    std::vector<std::byte> out(bytes);
-    EXPECT_OK(backend_->Copy(out.data(), device, bytes, gpu::CopyKind::kDeviceToHost));
-    return out;
+    OpenDeviceBackend();
   }
 
   // The object's bytes, through a reader's copy (not a view).
@@ -55,7 +41,6 @@ class KvdObjectBatchTest : public KvdFixture {
   }
 
   std::unique_ptr<ObjectStore> store_;
-  std::unique_ptr<gpu::Backend> backend_;
 };
 
 TEST_F(KvdObjectBatchTest, ABatchGetAnswersEveryItemByteExactAndLeavesNoLease) {

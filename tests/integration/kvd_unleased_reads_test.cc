@@ -17,7 +17,7 @@
 #include "ipc/wire/object_codec.h"
 #include "nanokv/object_header.h"
 #include "nanokv/object_store.h"
-#include "tests/integration/kvd_fixture.h"
+#include "tests/integration/device_memory_fixture.h"
 #include "tests/integration/object_pattern.h"
 #include "tests/util/status_matchers.h"
 
@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 
 // Every object on device 0, where the test's buffers are: this process
 // gives no other device access to the store's pages (two GPUs under cuda).
-class KvdUnleasedReadsTest : public KvdFixture {
+class KvdUnleasedReadsTest : public DeviceMemoryFixture {
  protected:
   void SetUp() override {
     KvdFixture::SetUp();
@@ -36,24 +36,8 @@ class KvdUnleasedReadsTest : public KvdFixture {
     // by a busy machine must not fail the racing writer.
     StartKvd(32, {"--config", WriteConfig("object_store:\n  size: 16MiB\n  policy: fifo\n  lease_ttl: 5s\n"
                                           "  write_timeout: 10s\n")});
-    auto backend = gpu::OpenBackend(Backend());
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
+    OpenDeviceBackend();
   }
-
-  std::unique_ptr<gpu::DeviceBuffer> Buffer(size_t bytes) {
-    auto buffer = gpu::DeviceBuffer::Create(*backend_, 0, bytes);
-    EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
-    return buffer.ok() ? std::move(*buffer) : nullptr;
-  }
-
-  std::vector<std::byte> Read(const void* device, size_t bytes) {
-    std::vector<std::byte> out(bytes);
-    EXPECT_OK(backend_->Copy(out.data(), device, bytes, gpu::CopyKind::kDeviceToHost));
-    return out;
-  }
-
-  std::unique_ptr<gpu::Backend> backend_;
 };
 
 TEST_F(KvdUnleasedReadsTest, AGetAgainAsksKvdNothingAndAGoneObjectIsNotReadFromWhereItWas) {
