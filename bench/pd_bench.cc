@@ -14,7 +14,9 @@
 // is READY on the device (the event), when the master knows (Wait).
 //
 //   pd_bench [--kvd PATH] [--backend cuda|host] [--layers 32,64] [--sizes-kib 256,1024,8192]
-//            [--reps 5] [--paths a,b,c] [--kvd-busy-poll-us N]
+//            [--reps 5] [--paths a,b,c] [--kvd-busy-poll-us N] [--slab-mib N]
+// --slab-mib N: path (a) also puts each batch through slabs of N MiB
+// (v2, no request per put) and times until the master locates all of it.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -42,6 +44,7 @@ struct Args {
   int reps = 5;
   std::string paths = "a,b,c";
   std::vector<std::string> kvd_args;  // --kvd-busy-poll-us N: the kvds' --busy-poll-us
+  size_t slab_mib = 0;                // --slab-mib N: path (a) also puts through slabs of N MiB
 };
 
 std::vector<long long> Numbers(const std::string& text) {
@@ -180,7 +183,22 @@ struct Path {
   std::unique_ptr<ClusterClient> prefill;
   std::unique_ptr<ClusterClient> decode;
   std::string segment;
+  // Path (a) with --slab-mib: a second prefill whose puts go through slabs
+  // of the store's device (ClusterClient::UseSlabs), no request per put.
+  std::unique_ptr<ClusterClient> slab_prefill;
 };
+
+// A slab put's batch visible at the master (the decode's BatchGetLocation
+// finds every key): the owner kvd read the announces and sent its events.
+void WaitVisible(ClusterClient& decode, const std::vector<std::string>& keys) {
+  const double until = NowMicros() + 10e6;
+  for (;;) {
+    bool all = true;
+    for (const auto& l : decode.BatchGetLocation(keys)) all = all && l.ok();
+    if (all) return;
+    if (NowMicros() > until) Check(Status::Unavailable("not after 10 s"), "slab puts visible at the master");
+  }
+}
 
 std::unique_ptr<ClusterClient> Client(const std::string& master, const std::string& node, const std::string& ipc,
                                       const std::string& backend, const std::string& host_id = "") {
@@ -230,7 +248,7 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
   for (size_t i = 0; i < total; i += 4096) pattern[i] = static_cast<std::byte>((i / 4096) * 7 + 1);
   memory.Upload(src, pattern);
   std::vector<double> put, get, get_again, view, async_return, async_ready, async_commit, peer, peer_whole, d2d, staged,
-      raw_us, open_us, commit_us, locate_us, ping_us;
+      raw_us, open_us, commit_us, locate_us, ping_us, slab_put, slab_visible;
   for (int r = -1; r < reps; ++r) {  // r = -1: warm-up (mappings, endpoints), not kept
     const std::string prefix = path.name + ":" + std::to_string(layers) + "x" + std::to_string(bytes) + ":" +
                                std::to_string(r + 1) + ":";
@@ -301,6 +319,26 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
     Check(path.prefill->Ping().status(), "ping");
     const double pinged = NowMicros() - t;
     for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
+    if (path.slab_prefill != nullptr) {
+      t = NowMicros();
+      for (const Status& s : path.slab_prefill->BatchPutFromDevice(puts, memory.stream(producer))) {
+        Check(s, "slab put");
+      }
+      const double put_once = NowMicros() - t;
+      WaitVisible(*path.decode, keys);
+      const double visible = NowMicros() - t;
+      if (r == -1) {
+        for (const auto& got : path.decode->BatchGetToDevice(gets, memory.stream(consumer))) {
+          Check(got.status(), "get of slab puts");
+        }
+        if (memory.Download(dst, total) != pattern) {
+          std::fprintf(stderr, "pd_bench: %s: the slab puts' bytes differ from the prefill's\n", prefix.c_str());
+          std::exit(1);
+        }
+      }
+      for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
+      if (r >= 0) slab_put.push_back(put_once), slab_visible.push_back(visible);
+    }
     const double peer_us = memory.PeerCopy(dst, consumer, src, producer, n, bytes);
     const double whole_us = memory.PeerCopy(dst, consumer, src, producer, 1, total);
     const double d2d_us = memory.PeerCopy(buffers.spare, consumer, dst, consumer, 1, total);
@@ -349,6 +387,13 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
     row.Add("floor_raw_ucx_tcp", Gbps(raw_us, total)).Add("put_over_raw_ucx", Quantile(raw_us, 0.5) / put_m);
   }
   if (!view.empty()) row.Add("views_us_median", Quantile(view, 0.5));
+  if (!slab_put.empty()) {
+    const double slab_m = Quantile(slab_put, 0.5);
+    row.Add("slab_put", Gbps(slab_put, total))
+        .Add("slab_put_over_memcpy_peer", Quantile(peer, 0.5) / slab_m)
+        .Add("slab_put_visible_at_master_us", Quantile(slab_visible, 0.5))
+        .Add("slab_put_visible_over_memcpy_peer", Quantile(peer, 0.5) / Quantile(slab_visible, 0.5));
+  }
   JsonObject async;
   async.Add("returned_us", Quantile(async_return, 0.5))
       .Add("last_ready_us", Quantile(async_ready, 0.5))
@@ -406,6 +451,8 @@ int Main(int argc, char** argv) {
     else if (flag == "--paths") args.paths = value;
     else if (flag == "--kvd-busy-poll-us")
       args.kvd_args = {"--busy-poll-us", value};
+    else if (flag == "--slab-mib")
+      args.slab_mib = static_cast<size_t>(std::stoull(value));
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -421,7 +468,11 @@ int Main(int argc, char** argv) {
   for (int l : args.layers) {
     for (size_t s : args.sizes_kib) largest = std::max(largest, static_cast<size_t>(l) * 2 * s * 1024);
   }
-  const std::string store = std::to_string((largest >> 20) * 2 + 256) + "MiB";
+  // With slabs, room for a batch of them too: the master's plans' pages
+  // (kvd's callers') stay apart from the slabs' (the producer uid's) while
+  // the producer holds their write fds (owned_space.h).
+  const size_t slab_room = args.slab_mib != 0 ? (largest >> 20) + 2 * args.slab_mib : 0;
+  const std::string store = std::to_string((largest >> 20) * 2 + 256 + slab_room) + "MiB";
   Buffers buffers;
   buffers.consumer = memory.devices() > 1 ? 1 : 0;
   buffers.src = memory.Alloc(buffers.producer, largest);
@@ -434,8 +485,9 @@ int Main(int argc, char** argv) {
   const bool host = args.backend == "host";
   auto node_yaml = [&](const std::string& id, const std::string& devices) {
     return "backend: " + args.backend + "\ndevices: " + devices + "\n" +
-           (host ? "host_devices: 2\nhost_device_memory: " + std::to_string(2 * ((largest >> 20) * 2 + 512)) +
-                       "MiB\ncapacity: " + std::to_string((largest >> 20) * 2 + 384) + "MiB\n"
+           (host ? "host_devices: 2\nhost_device_memory: " +
+                       std::to_string(2 * ((largest >> 20) * 2 + 512 + slab_room)) +
+                       "MiB\ncapacity: " + std::to_string((largest >> 20) * 2 + 384 + slab_room) + "MiB\n"
                  : "") +
            "reserve_pages: 2\nlog_level: warn\nobject_store:\n  size: " + store + "\n  max_leases: 4096\n" +
            "master:\n  addresses: [\"" + address + "\"]\n  node_id: " + id +
@@ -460,10 +512,17 @@ int Main(int argc, char** argv) {
   };
   if (args.paths.find('a') != std::string::npos) {
     BenchKvd one(args.kvd, "pd_one", node_yaml("n0", two), args.kvd_args);
-    Path a{"a", Client(address, "n0", one.ipc_name(), args.backend), Client(address, "n0", one.ipc_name(), args.backend),
-           memory.devices() > 1 ? "n0/1" : "n0/0"};
+    Path a{"a", Client(address, "n0", one.ipc_name(), args.backend),
+           Client(address, "n0", one.ipc_name(), args.backend), memory.devices() > 1 ? "n0/1" : "n0/0", nullptr};
     WaitNodes(*a.prefill, 1);
+    if (args.slab_mib != 0) {
+      a.slab_prefill = Client(address, "n0", one.ipc_name(), args.backend);
+      SlabPutOptions slab;
+      slab.payload_bytes = uint64_t{args.slab_mib} << 20;
+      Check(a.slab_prefill->UseSlabs(memory.devices() > 1 ? 1 : 0, slab), "use slabs");
+    }
     run_path(a);
+    a.slab_prefill.reset();
     a.prefill.reset();
     a.decode.reset();
   }
@@ -472,13 +531,13 @@ int Main(int argc, char** argv) {
     BenchKvd node_b(args.kvd, "pd_b", node_yaml("nB", second), args.kvd_args);
     if (args.paths.find('b') != std::string::npos) {
       Path b{"b", Client(address, "nA", node_a.ipc_name(), args.backend),
-             Client(address, "nB", node_b.ipc_name(), args.backend), "nB"};
+             Client(address, "nB", node_b.ipc_name(), args.backend), "nB", nullptr};
       WaitNodes(*b.prefill, 2);
       run_path(b);
     }
     if (with_raw) {
       Path c{"c", Client(address, "nA", node_a.ipc_name(), args.backend, "pd-bench-elsewhere"),
-             Client(address, "nB", node_b.ipc_name(), args.backend), "nB"};
+             Client(address, "nB", node_b.ipc_name(), args.backend), "nB", nullptr};
       WaitNodes(*c.prefill, 2);
       run_path(c);
       out.Add("c_single_1MiB", SinglePut(c, buffers, raw, args.reps * 4));

@@ -324,6 +324,7 @@ class ObjectIndex {
     std::string_view key;
     uint32_t epoch = 0;
     uint64_t secret = 0;
+    uint64_t slab_id = 0;  // nonzero: the asker's slab instead of a plan (key empty)
   };
   // Whether the claim's asker may have an fd that writes store page `id` of
   // `device`: the claim names an open plan (RESERVED/WRITING) on `device`,
@@ -333,6 +334,7 @@ class ObjectIndex {
   // naming the page and why otherwise. When OK the page is held by the
   // asker's uid from then on: it stays its owner's (reused only for the
   // owner's objects) until ReleaseHolder(uid).
+  // A claim naming a slab: the asker's live slab on `device` has the page.
   Status LendWritablePage(int device, PageId id, const WriteClaim& claim);
   // `holder` (a uid, or kOperator) holds no page any more: kvd's last
   // connection of that uid is gone (as a tenant's recycle charge ends with
@@ -586,6 +588,8 @@ class ObjectIndex {
   // Header slots for a slab: `count` consecutive ones in a header page of
   // `owner`'s taken whole. The first slot, or kResourceExhausted.
   Result<uint32_t> TakeSlabSlots(Device& device, uint32_t owner, uint32_t count);
+  // LendWritablePage of store page `index` naming a slab. REQUIRES: mu_ held.
+  Status LendSlabPageLocked(size_t d, uint64_t index, const WriteClaim& claim);
   // The slabs' share of CheckInvariants: their payload in `allocated`,
   // their slots in `slot_used`, per device index.
   Status CheckSlabs(std::vector<uint64_t>& allocated, std::vector<std::vector<bool>>& slot_used) const;

@@ -156,6 +156,7 @@ Status ObjectIndex::LendWritablePage(int device, PageId id, const WriteClaim& cl
   };
   if (at == pages_in_range.end()) return refuse("is not a store page");
   const auto index = static_cast<uint64_t>(at - pages_in_range.begin());
+  if (claim.slab_id != 0) return LendSlabPageLocked(d, index, claim);
   const std::optional<uint32_t> owner = PageOwner(dev, index);
   const std::string whose = owner ? " (it is " + OwnerName(*owner) + "'s)" : std::string();
   const Object* object = table_.Find(claim.key);

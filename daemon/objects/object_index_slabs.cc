@@ -74,6 +74,29 @@ Result<uint32_t> ObjectIndex::TakeSlabSlots(Device& device, uint32_t owner, uint
   return take(*ordinal, 0);
 }
 
+Status ObjectIndex::LendSlabPageLocked(size_t d, uint64_t index, const WriteClaim& claim) {
+  const Device& dev = devices_[d];
+  auto refuse = [&](const std::string& why) {
+    return Status::PermissionDenied("page " + std::to_string(index) + " of device " + std::to_string(dev.ordinal) +
+                                    "'s store " + why + ": a slab's pages are lent only to its producer");
+  };
+  const GrantedSlab* slab = slabs_.Find(claim.slab_id);
+  if (slab == nullptr || slab->d != d) {
+    return refuse("is lent for no slab " + std::to_string(claim.slab_id) + ": none is live on this device");
+  }
+  if (slab->owner != claim.uid) {
+    return refuse("is not uid " + std::to_string(claim.uid) + "'s: slab " + std::to_string(slab->id) + " is " +
+                  OwnerName(slab->owner) + "'s");
+  }
+  const uint64_t header = HeaderOffset(dev, slab->first_slot) / page_bytes_;
+  const uint64_t first = slab->payload_offset / page_bytes_;
+  const uint64_t last = (slab->payload_offset + slab->payload_bytes - 1) / page_bytes_;
+  if (index != header && (index < first || index > last)) {
+    return refuse("is not a page of slab " + std::to_string(slab->id));
+  }
+  return Status::OK();  // held by the owner since the grant (GrantSlab)
+}
+
 Result<SlabGrant> ObjectIndex::GrantSlab(const SlabRequest& request, uint32_t owner, uint64_t held_by,
                                          uint64_t now_ns) {
   if (request.payload_bytes == 0 || request.payload_bytes > kMaxSlabPayload) {
@@ -181,8 +204,9 @@ Result<SlabGrant> ObjectIndex::GrantSlab(const SlabRequest& request, uint32_t ow
   grant.store_bytes = device.range->bytes();
   const std::vector<PageId>& pages = device.range->pages();
   grant.header_page = pages[grant.header_offset / page_bytes_];
-  // The producer writes these pages through fds kvd sends with the grant:
-  // held by its uid from now on, as a plan's writer's pages are.
+  // The producer writes these pages through fds it asks for naming the
+  // slab (LendSlabPageLocked): held by its uid from now on, as a plan's
+  // writer's pages are.
   auto& held = holds_[owner];
   const uint64_t header_index = grant.header_offset / page_bytes_;
   if (held.insert({d, header_index}).second) ++device.headers[device.header_at[header_index]].holds;

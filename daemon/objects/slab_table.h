@@ -16,9 +16,10 @@
 
 namespace nanokv::kvd {
 
-// A slab's payload spans at most this many pages: their write fds go in
-// one reply (wire::kMaxSlabPayloadPages).
-inline constexpr uint64_t kMaxSlabPages = 64;
+// A slab's payload spans at most this many pages (8 GiB of 2 MiB): their
+// ids go in one reply (wire::kMaxSlabPayloadPages), their write fds by
+// object_pages naming the slab.
+inline constexpr uint64_t kMaxSlabPages = 4096;
 
 // What a producer asks for.
 struct SlabRequest {

@@ -157,7 +157,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
         // are immutable against every peer, not only cooperating ones).
         if (r.write()) {
           Status writable = store.LendWritablePage(
-              r.device(), id, {writer, r.plan_key(), r.plan_epoch(), r.write_secret()});
+              r.device(), id, {writer, r.plan_key(), r.plan_epoch(), r.write_secret(), r.slab_id()});
           if (!writable.ok()) return SendError(c, rid, writable);
         }
       }

@@ -1,6 +1,6 @@
 // kvd's answers to v2 slab requests (issue 34; object_index.h, "v2 slabs"):
-// a grant sends the slab's store pages' write fds and its announce ring's
-// memfd; a release ends it. The rings themselves are read on kvd's loop
+// a grant sends its announce ring's memfd (the pages' write fds come by
+// object_pages naming the slab); a release ends it. The rings themselves are read on kvd's loop
 // (NodeServer::Run: PollSlabs), not here.
 #include <unistd.h>
 
@@ -34,23 +34,10 @@ void NodeServer::HandleSlab(Connection& c, const wire::Message& m) {
   auto grant =
       store.GrantSlab({r.device(), r.payload_bytes(), r.header_slots(), r.ring_records()}, c.peer.uid, c.serial, now);
   if (!grant.ok()) return SendError(c, rid, grant.status());
-  std::vector<int> fds;
-  auto close_all = [&] {
-    for (int fd : fds) close(fd);
-  };
-  std::vector<PageId> pages{grant->header_page};
-  pages.insert(pages.end(), grant->payload_pages.begin(), grant->payload_pages.end());
-  for (PageId id : pages) {
-    auto fd = node_.PageFd(grant->device, id);
-    if (!fd.ok()) {
-      close_all();
-      close(grant->ring_fd);
-      (void)store.ReleaseSlab(grant->id, ObjectIndex::kOperator, now);
-      return SendError(c, rid, fd.status());
-    }
-    fds.push_back(*fd);
-  }
-  fds.push_back(grant->ring_fd);
+  // Only the ring's fd: the producer asks for the pages' write fds it has
+  // not mapped yet (object_pages naming the slab), so a slab over pages it
+  // wrote before costs it no import.
+  std::vector<int> fds{grant->ring_fd};
   wire::ObjectSlabReply* out = reply.mutable_object_slab_reply();
   out->set_slab_id(grant->id);
   out->set_device(grant->device);
@@ -68,7 +55,7 @@ void NodeServer::HandleSlab(Connection& c, const wire::Message& m) {
   for (PageId id : grant->payload_pages) out->add_payload_pages(id);
   dirty_ = true;
   Send(c, reply, fds);
-  close_all();  // the ring stays mapped in kvd; the page fds are PageFd's copies
+  close(grant->ring_fd);  // the ring stays mapped in kvd
 }
 
 }  // namespace nanokv::kvd

@@ -212,9 +212,15 @@ Status CheckObjectBody(const Message& m) {
         // A write names the plan it writes; a read names none.
         const DevicePages& r = m.object_pages();
         if (r.write() && r.tier() != 0) return Fault("object_pages: a write of host-tier pages");
+        if (r.write() && r.slab_id() != 0) {
+          if (!r.plan_key().empty() || r.plan_epoch() != 0 || r.write_secret() != 0) {
+            return Fault("object_pages: a write names both a slab and a plan");
+          }
+          return Status::OK();
+        }
         if (r.write()) return Key(r.plan_key(), "object_pages: the plan to write");
-        if (!r.plan_key().empty() || r.plan_epoch() != 0 || r.write_secret() != 0) {
-          return Fault("object_pages: a read names a plan");
+        if (!r.plan_key().empty() || r.plan_epoch() != 0 || r.write_secret() != 0 || r.slab_id() != 0) {
+          return Fault("object_pages: a read names a plan or a slab");
         }
       }
       return Status::OK();

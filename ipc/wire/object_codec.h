@@ -21,9 +21,9 @@ inline constexpr int kMaxObjectBatch = 256;            // keys of one lease batc
 // not fit a datagram; 12 KiB stays in one request ring message).
 inline constexpr size_t kMaxObjectBatchKeyBytes = 12 * 1024;
 inline constexpr int kMaxReleaseBatch = 4096;          // lease ids of one release batch (32 KiB)
-// A slab's payload pages (their write fds go in its reply with the header
-// page's and the ring's): kvd grants no more.
-inline constexpr uint32_t kMaxSlabPayloadPages = kMaxObjectPageFds;
+// A slab's payload pages (8 GiB of 2 MiB pages; their ids are in the
+// grant, their fds asked for apart): kvd grants no more.
+inline constexpr uint32_t kMaxSlabPayloadPages = 4096;
 inline constexpr uint32_t kMaxSlabRingRecords = 1u << 16;  // ipc::AnnounceRing::kMaxRecords
 inline constexpr uint32_t kMaxSlabHeaderSlots = 1u << 24;  // object_store.max_objects' bound
 inline constexpr uint32_t kMaxReadTableEntries = 1u << 24;  // a read table's words a device: max_objects' bound

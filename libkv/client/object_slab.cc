@@ -1,8 +1,8 @@
 // ObjectStore's v2 slabs (nanokv/object_store.h, ObjectSlab): one request
-// for the grant, whose reply carries the slab's page fds and its announce
-// ring's memfd; the pages mapped read-write here back to back (header page
-// first, then the payload's, so the payload is contiguous), the ring mapped
-// shared. Puts in it ask kvd nothing. kvd's reply is checked by the codec
+// for the grant, whose reply carries its announce ring's memfd (mapped
+// shared); the slab's pages are mapped in the store's write range, where
+// plans' are (so the payload is contiguous at its store offset), asking kvd
+// only for the fds of pages not mapped here yet. Puts in it ask kvd nothing. kvd's reply is checked by the codec
 // (ipc/wire/object_codec.cc) and the ring's words here before any is used.
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -29,38 +29,16 @@ struct ObjectSlab::Holder {
   int local_device = 0;
   bool released = false;
   device::SlabCursor cursor{};
-  uintptr_t base = 0;  // the reserved range: the header page, then the payload pages
-  uint64_t range_bytes = 0;
-  std::vector<gpu::PageHandle> handles;
-  std::vector<uintptr_t> mapped;
+  bool mapping = false;  // Impl::MapSlab was called: CloseSlab undoes what it claimed
+  uintptr_t base = 0;    // the store's write range here (Impl::MapSlab)
   void* ring = nullptr;
   size_t ring_bytes = 0;
 
   ~Holder() {
     if (store == nullptr) return;
-    gpu::Backend& backend = store->backend();
-    for (uintptr_t at : mapped) (void)backend.Unmap(at, grant.page_bytes());
-    for (gpu::PageHandle handle : handles) (void)backend.ReleasePage(handle);
-    if (base != 0) (void)backend.FreeRange(base, range_bytes);
+    if (mapping) store->CloseSlab(grant);
     if (ring != nullptr) munmap(ring, ring_bytes);
   }
-
-  // Maps fd (the backend takes it) as page `index` of the range, on
-  // local_device; access comes after, for the whole range (GiveAccess).
-  Status MapPage(int fd, uint64_t index) {
-    gpu::Backend& backend = store->backend();
-    auto handle = backend.ImportPage(fd, local_device, grant.page_bytes());
-    if (!handle.ok()) return handle.status();
-    handles.push_back(*handle);
-    const uintptr_t at = base + index * grant.page_bytes();
-    NANOKV_RETURN_IF_ERROR(backend.Map(at, grant.page_bytes(), *handle));
-    mapped.push_back(at);
-    return Status::OK();
-  }
-
-  // Read-write for the slab's devices, in one call over every page: a
-  // call per page was most of a grant's time (BENCHMARKS.md, 2026-11-29).
-  Status GiveAccess() { return store->backend().SetAccess(base, range_bytes, store->AccessOf(local_device)); }
 
   // The ring kvd made: its size, magic, version and record count checked
   // before the producer writes a record (fd closed here).
@@ -121,28 +99,21 @@ Result<std::unique_ptr<ObjectSlab>> ObjectStore::AcquireSlab(int device, uint64_
     ObjectSlab dropped(std::move(holder));
     return why;
   };
-  const size_t pages = 1 + static_cast<size_t>(g.payload_pages_size());
-  if (fds.size() != pages + 1) {
+  if (fds.size() != 1) {
     return give_back(Status::ProtocolError("nanokv objects: a slab's reply carried " + std::to_string(fds.size()) +
-                                           " fds for " + std::to_string(pages) + " pages and a ring"),
+                                           " fds for its ring"),
                      0);
   }
   impl_->NoteDevice(g.device(), g.device_uuid());
   auto local = impl_->LocalDevice(g.device());
   if (!local.ok()) return give_back(local.status(), 0);
   holder->local_device = *local;
-  holder->range_bytes = pages * g.page_bytes();
-  auto base = impl_->backend().ReserveRange(holder->range_bytes, 0);
-  if (!base.ok()) return give_back(base.status(), 0);
+  Status ring = holder->MapRing(fds[0]);
+  if (!ring.ok()) return give_back(ring, 1);
+  holder->mapping = true;
+  auto base = impl_->MapSlab(g, *local);
+  if (!base.ok()) return give_back(base.status(), 1);
   holder->base = *base;
-  for (size_t i = 0; i < pages; ++i) {
-    Status mapped = holder->MapPage(fds[i], i);
-    if (!mapped.ok()) return give_back(mapped, i + 1);
-  }
-  Status access = holder->GiveAccess();
-  if (!access.ok()) return give_back(access, pages);
-  Status ring = holder->MapRing(fds[pages]);
-  if (!ring.ok()) return give_back(ring, pages + 1);
   holder->cursor = {0, g.payload_bytes(), 0, g.header_slots(), 0, g.ring_records(), 256, 0};
   return std::make_unique<ObjectSlab>(std::move(holder));
 }
@@ -179,13 +150,13 @@ device::AnnounceRing ObjectSlab::ring() const {
 
 void* ObjectSlab::payload() const {
   const wire::ObjectSlabReply& g = holder_->grant;
-  return reinterpret_cast<void*>(holder_->base + g.page_bytes() + g.payload_offset() % g.page_bytes());
+  return reinterpret_cast<void*>(holder_->base + g.payload_offset());
 }
 
 ObjectHeader* ObjectSlab::header(uint32_t slot) const {
   const wire::ObjectSlabReply& g = holder_->grant;
   if (slot >= g.header_slots()) return nullptr;
-  return reinterpret_cast<ObjectHeader*>(holder_->base + g.header_offset() % g.page_bytes()) + slot;
+  return reinterpret_cast<ObjectHeader*>(holder_->base + g.header_offset()) + slot;
 }
 
 uint32_t ObjectSlab::epoch(uint32_t slot) const { return holder_->grant.first_epoch() + slot; }

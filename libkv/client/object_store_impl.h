@@ -223,6 +223,32 @@ class ObjectStore::Impl {
     begun_.emplace(std::make_pair(plan.key, plan.epoch), at);
   }
 
+  // A slab's header and payload pages mapped in the write range beside
+  // plans' (pages mapped before cost no import, so a trade over the same
+  // pages asks for no fds); returns the range's base. `local_device`: this
+  // process's ordinal of the slab's device. CloseSlab when it ends.
+  Result<uintptr_t> MapSlab(const wire::ObjectSlabReply& grant, int local_device) {
+    std::lock_guard lock(call_mu_);
+    const uint64_t slab_id = grant.slab_id();
+    auto fetch = [this, slab_id](int device, const std::vector<uint32_t>& ids,
+                                 const ObjectPlan*) -> Result<std::vector<int>> {
+      wire::Message request;
+      wire::DevicePages* r = request.mutable_object_pages();
+      r->set_device(device);
+      r->set_write(true);
+      r->set_slab_id(slab_id);
+      for (uint32_t id : ids) r->add_page_ids(id);
+      std::vector<int> fds;
+      NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
+      return fds;
+    };
+    return mappings_->Map(SlabAsPlan(grant), local_device, fetch);
+  }
+  void CloseSlab(const wire::ObjectSlabReply& grant) {
+    std::lock_guard lock(call_mu_);
+    mappings_->ClosePlan(SlabKey(grant), grant.first_epoch());
+  }
+
   // Committed or revoked: the plan's pages lose write access here.
   void ClosePlan(std::string_view key, uint32_t epoch) {
     std::lock_guard lock(call_mu_);
@@ -245,6 +271,30 @@ class ObjectStore::Impl {
     }
     auto released = CallLocked(LeaseRelease(key, id), nullptr);
     if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.status().ToString());
+  }
+
+  // The write range's view of a slab: a plan keyed "slab <id>" (no
+  // object's: a key has no space) at the slab's first epoch, WRITING, over
+  // its header page and each payload page.
+  static std::string SlabKey(const wire::ObjectSlabReply& g) { return "slab " + std::to_string(g.slab_id()); }
+  static ObjectPlan SlabAsPlan(const wire::ObjectSlabReply& g) {
+    ObjectPlan plan;
+    plan.key = SlabKey(g);
+    plan.device = g.device();
+    plan.device_uuid = g.device_uuid();
+    plan.epoch = g.first_epoch();
+    plan.state = ObjectState::kWriting;
+    plan.header_offset = g.header_offset();
+    plan.header_page = g.header_page();
+    plan.page_bytes = g.page_bytes();
+    plan.store_bytes = g.store_bytes();
+    plan.payload_offset = g.payload_offset() - g.payload_offset() % g.page_bytes();
+    for (uint32_t page : g.payload_pages()) {
+      plan.spans.push_back({page, 0, static_cast<uint32_t>(g.page_bytes())});
+    }
+    plan.n_pages = static_cast<uint32_t>(plan.spans.size());
+    plan.bytes_total = uint64_t{plan.n_pages} * g.page_bytes();
+    return plan;
   }
 
   Result<uintptr_t> MapHostTierLocked(const ObjectPlan& plan) {

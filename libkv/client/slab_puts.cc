@@ -124,13 +124,23 @@ void ObjectStore::SlabPuts::Retire(Device& d, std::shared_ptr<Live> fresh) {
   d.live = std::move(fresh);
 }
 
-Status ObjectStore::SlabPuts::Trade(int device, Device& d) {
-  if (d.next != nullptr && Clock::now() < d.next->trade_at) {
+Status ObjectStore::SlabPuts::Trade(int device, Device& d, uint64_t room_wanted) {
+  if (d.next != nullptr && Clock::now() < d.next->trade_at && d.next->slab->payload_bytes() >= room_wanted) {
     Retire(d, std::move(d.next));
     return Status::OK();
   }
-  NANOKV_ASSIGN_OR_RETURN(std::shared_ptr<Live> fresh, Grant(device, d.options));
-  Retire(d, std::move(fresh));
+  // A batch's rest in one slab where it is larger than the usual shape: one
+  // grant per batch, not one per slab's worth of it (each a request and
+  // its ring's registration); the usual shape where kvd has no such room.
+  Result<std::shared_ptr<Live>> fresh = Status::ResourceExhausted("");
+  if (room_wanted > d.options.payload_bytes) {
+    SlabPutOptions larger = d.options;
+    larger.payload_bytes = room_wanted;
+    fresh = Grant(device, larger);
+  }
+  if (!fresh.ok()) fresh = Grant(device, d.options);
+  NANOKV_RETURN_IF_ERROR(fresh.status());
+  Retire(d, std::move(*fresh));
   return Status::OK();
 }
 
@@ -173,7 +183,7 @@ bool ObjectStore::SlabPuts::Serves(std::string_view key, uint64_t bytes, int pre
 }
 
 Result<ObjectStore::SlabPuts::Pending> ObjectStore::SlabPuts::Begin(std::string_view key, const void* src,
-                                                                    uint64_t bytes, int device) {
+                                                                    uint64_t bytes, int device, uint64_t room_wanted) {
   if (src == nullptr) return Status::InvalidArgument("put of " + std::string(key) + " from a null address");
   Pending put;
   const auto give_up = Clock::now() + kRingFullWait;
@@ -194,7 +204,7 @@ Result<ObjectStore::SlabPuts::Pending> ObjectStore::SlabPuts::Begin(std::string_
     if (const auto now = Clock::now(); now >= d.live->trade_at) {
       // Past half of slab_ttl: traded, or, where kvd refuses the next one
       // for now, kept until three quarters (the refusal then stands).
-      Status aged = Trade(device, d);
+      Status aged = Trade(device, d, 0);
       if (!aged.ok() && now >= d.live->trade_at + (d.live->trade_at - d.live->granted_at) / 2) return aged;
       if (!aged.ok()) spdlog::debug("nanokv objects: trading slab {}: {}", d.live->slab->id(), aged.ToString());
     }
@@ -207,7 +217,7 @@ Result<ObjectStore::SlabPuts::Pending> ObjectStore::SlabPuts::Begin(std::string_
     if (code == device::SlabCode::kSlabFull && !traded) {
       // Spent: the next slab of the same shape; the old one goes when its
       // last put is done.
-      NANOKV_RETURN_IF_ERROR(Trade(device, d));
+      NANOKV_RETURN_IF_ERROR(Trade(device, d, room_wanted));
       traded = true;
       continue;
     }
@@ -295,7 +305,14 @@ std::vector<Status> ObjectStore::SlabPuts::PutChunk(std::span<const DevicePut> i
   std::vector<Status> out(items.size());
   std::vector<Result<Pending>> pending;
   pending.reserve(items.size());
-  for (const DevicePut& item : items) pending.push_back(Begin(item.key, item.src, item.bytes, device));
+  // What the chunk still has to place from each item on: a slab spent on
+  // the way is traded for one that holds all of it (Trade).
+  uint64_t rest = 0;
+  for (const DevicePut& item : items) rest += item.bytes + kRoomSlack;
+  for (const DevicePut& item : items) {
+    pending.push_back(Begin(item.key, item.src, item.bytes, device, rest));
+    rest -= item.bytes + kRoomSlack;
+  }
   // Kernels: every item in as few launches as fit and one wait. Else each
   // put's copies, done when StoreObject returns.
   bool kernels = items.size() > 1;

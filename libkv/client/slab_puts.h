@@ -6,7 +6,8 @@
 // here where no kernel runs. No request to kvd per put: kvd reads the ring.
 //
 // A spent slab is traded for a fresh one of the same shape (one request),
-// and so is one past half of kvd's slab_ttl, before kvd could end it.
+// or one that holds the rest of the batch where that is larger, and so is
+// one past half of kvd's slab_ttl, before kvd could end it.
 // The old one is released (kvd reads its ring once more, gives back what was
 // never announced) when the last put still writing into it is done: puts in
 // flight hold it. A put that fails after its allocation voids its record,
@@ -68,8 +69,10 @@ class ObjectStore::SlabPuts {
   // d's slab becomes `fresh`; the old one goes on the retired list and is
   // released by the worker, or by its last put's. Under mu_.
   void Retire(Device& d, std::shared_ptr<Live> fresh);
-  // d's slab traded for its next one, granted now where none is ready. Under mu_.
-  Status Trade(int device, Device& d);
+  // d's slab traded for its next one, granted now where none is ready or
+  // it has less than `room_wanted` bytes (then one of that size, where kvd
+  // has the room). Under mu_.
+  Status Trade(int device, Device& d, uint64_t room_wanted);
   // Asks the worker for d's next slab once live is half spent. Under mu_.
   void MaybeAskNext(int device, Device& d);
 
@@ -79,7 +82,11 @@ class ObjectStore::SlabPuts {
   void Drain();  // returns once every job posted before has run
   void Work();
   // Allocates the put in its device's slab and fills its record.
-  Result<Pending> Begin(std::string_view key, const void* src, uint64_t bytes, int device);
+  // `room_wanted`: the bytes its batch still has to place, this put's
+  // included (a trade's size).
+  Result<Pending> Begin(std::string_view key, const void* src, uint64_t bytes, int device, uint64_t room_wanted);
+  // Per put, over its bytes, in room_wanted: its alignment in the slab.
+  static constexpr uint64_t kRoomSlack = 4096;
   // After the put's work ran (stored: whether it did): the record stamped
   // (a copy's put), or voided where the put failed.
   Status Finish(Pending& put, Status stored);

@@ -23,6 +23,7 @@
 #include "nanokv/object_store.h"
 #include "tests/integration/kvd_fixture.h"
 #include "tests/integration/object_pattern.h"
+#include "tests/integration/raw_object_requests.h"
 #include "tests/util/other_user.h"
 #include "tests/util/status_matchers.h"
 
@@ -55,33 +56,6 @@ class KvdObjectAccessTest : public KvdFixture {
     return code ? *code : -1;
   }
 };
-
-// One object request on a raw connection, as a hostile peer sends it: the
-// reply, its fds appended to *fds.
-Result<wire::Message> Ask(ipc::Channel& channel, const wire::Message& request, std::vector<int>* fds) {
-  NANOKV_RETURN_IF_ERROR(channel.Send(wire::Encode(request)));
-  std::vector<std::byte> data;
-  NANOKV_ASSIGN_OR_RETURN(ipc::Channel::Received got, channel.Receive(&data, fds));
-  if (got != ipc::Channel::Received::kMessage) return Status::Unavailable("kvd closed the connection");
-  wire::Message reply;
-  NANOKV_RETURN_IF_ERROR(wire::Decode(data, &reply));
-  return reply;
-}
-
-// A write names the plan it writes (key, epoch, and the write secret a
-// plan of the master's carries); a read names none.
-wire::Message PagesRequest(uint64_t rid, int device, uint32_t page, bool write, const std::string& key = "",
-                           uint32_t epoch = 0, uint64_t secret = 0) {
-  wire::Message m;
-  m.set_request_id(rid);
-  m.mutable_object_pages()->set_device(device);
-  m.mutable_object_pages()->add_page_ids(page);
-  m.mutable_object_pages()->set_write(write);
-  m.mutable_object_pages()->set_plan_key(key);
-  m.mutable_object_pages()->set_plan_epoch(epoch);
-  m.mutable_object_pages()->set_write_secret(secret);
-  return m;
-}
 
 // What a raw peer can do with a READY object's page: 0 when it got a fd
 // that neither maps writable nor re-opens writable, and no write fd (asked
@@ -123,10 +97,6 @@ std::set<uint32_t> PlanPages(const wire::ObjectPlan& plan) {
   std::set<uint32_t> pages{plan.header_page()};
   for (const auto& span : plan.spans()) pages.insert(span.page_id());
   return pages;
-}
-
-Status ErrorOf(const wire::Message& reply) {
-  return Status(static_cast<Code>(reply.error().code()), reply.error().message());
 }
 
 // A raw producer's put: open, write fds of every page of the plan (so kvd

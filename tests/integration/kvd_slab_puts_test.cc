@@ -154,6 +154,34 @@ TEST_F(KvdSlabPutsTest, ABatchAndWhatTakesThePlanPath) {
   EXPECT_NE(bad.ToString().find("printable ASCII"), std::string::npos) << bad.ToString();
 }
 
+// A batch larger than a slab's usual shape: the spent slab is traded once,
+// for one that holds the rest of the batch (not once per slab's worth).
+TEST_F(KvdSlabPutsTest, ABatchLargerThanASlabTradesOnceForOneThatHoldsItsRest) {
+  auto producer = OpenStore();
+  ASSERT_NE(producer, nullptr);
+  ASSERT_OK(producer->UseSlabs(0, {.payload_bytes = 256 << 10, .header_slots = 64, .ring_records = 64}));
+  constexpr int kItems = 16;  // 1.6 MB: six slabs of the usual shape
+  const auto bytes = ObjectPattern(100'000, 5);
+  auto source = OnDevice(bytes);
+  ASSERT_NE(source, nullptr);
+  std::vector<ObjectStore::DevicePut> puts;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kItems; ++i) keys.push_back("rest:" + std::to_string(i));
+  for (const std::string& key : keys) puts.push_back({key, source->get(), bytes.size()});
+  for (const Status& s : producer->BatchPutFromDevice(puts, 0)) EXPECT_OK(s);
+  // UseSlabs', the batch's one trade, and perhaps one of the usual shape
+  // the worker asked for ahead once the first was half spent.
+  EXPECT_GE(producer->slab_grants(), 2u);
+  EXPECT_LE(producer->slab_grants(), 3u);
+  ASSERT_OK(producer->FlushSlabPuts());
+  for (const std::string& key : keys) {
+    auto got = producer->Get(key);
+    ASSERT_OK(got.status());
+    EXPECT_EQ(*got, bytes) << key;
+  }
+  EXPECT_TRUE(kvd_.Running());
+}
+
 // Past half of slab_ttl a slab is traded before kvd could end it under a
 // put still writing: puts over three ttls all land, in several slabs.
 TEST_F(KvdSlabPutsTest, ASlabIsTradedBeforeSlabTtlEndsIt) {

@@ -101,6 +101,22 @@ TEST(ObjectCodec, RejectsOutOfRangeFields) {
     m.mutable_object_pages()->add_page_ids(1);
     m.mutable_object_pages()->set_write_secret(7);
   })));
+  // ... or the asker's slab, never both; a read names no slab.
+  EXPECT_TRUE(With([](Message& m) {
+                m.mutable_object_pages()->add_page_ids(1);
+                m.mutable_object_pages()->set_write(true);
+                m.mutable_object_pages()->set_slab_id(5);
+              }).ok());
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_pages()->add_page_ids(1);
+    m.mutable_object_pages()->set_write(true);
+    m.mutable_object_pages()->set_slab_id(5);
+    m.mutable_object_pages()->set_plan_key("k");
+  })));
+  EXPECT_TRUE(fault(With([](Message& m) {
+    m.mutable_object_pages()->add_page_ids(1);
+    m.mutable_object_pages()->set_slab_id(5);
+  })));
   // The store's summary (kvctl objects; a host client's device count).
   EXPECT_TRUE(With([](Message& m) { m.mutable_object_info(); }).ok());
   EXPECT_TRUE(With([](Message& m) {
