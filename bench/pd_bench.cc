@@ -15,8 +15,9 @@
 //
 //   pd_bench [--kvd PATH] [--backend cuda|host] [--layers 32,64] [--sizes-kib 256,1024,8192]
 //            [--reps 5] [--paths a,b,c] [--kvd-busy-poll-us N] [--slab-mib N]
-// --slab-mib N: path (a) also puts each batch through slabs of N MiB
-// (v2, no request per put) and times until the master locates all of it.
+// --slab-mib N: paths (a) and (b) also put each batch through slabs of N
+// MiB (v2, no request per put; (b): slabs of nB's store, UseSlabsOn) and
+// time until the master locates all of it.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -183,8 +184,8 @@ struct Path {
   std::unique_ptr<ClusterClient> prefill;
   std::unique_ptr<ClusterClient> decode;
   std::string segment;
-  // Path (a) with --slab-mib: a second prefill whose puts go through slabs
-  // of the store's device (ClusterClient::UseSlabs), no request per put.
+  // With --slab-mib: a second prefill whose puts go through slabs of the
+  // copies' store (ClusterClient::UseSlabs, UseSlabsOn), no request per put.
   std::unique_ptr<ClusterClient> slab_prefill;
 };
 
@@ -533,6 +534,12 @@ int Main(int argc, char** argv) {
       Path b{"b", Client(address, "nA", node_a.ipc_name(), args.backend),
              Client(address, "nB", node_b.ipc_name(), args.backend), "nB", nullptr};
       WaitNodes(*b.prefill, 2);
+      if (args.slab_mib != 0) {
+        b.slab_prefill = Client(address, "nA", node_a.ipc_name(), args.backend);
+        SlabPutOptions slab;
+        slab.payload_bytes = uint64_t{args.slab_mib} << 20;
+        Check(b.slab_prefill->UseSlabsOn(memory.devices() > 1 ? "nB/1" : "nB/0", slab), "use slabs on nB");
+      }
       run_path(b);
     }
     if (with_raw) {

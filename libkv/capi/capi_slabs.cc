@@ -54,6 +54,16 @@ NANOKV_API int nanokv_cluster_use_slabs(nanokv_cluster_t* cluster, int device, u
   NANOKV_CAPI_END;
 }
 
+NANOKV_API int nanokv_cluster_use_slabs_on(nanokv_cluster_t* cluster, const char* segment, uint64_t payload_bytes,
+                                           uint32_t header_slots, uint32_t ring_records) {
+  NANOKV_CAPI_BEGIN {
+    NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);
+    NANOKV_CAPI_NOT_NULL(segment);
+    return Check(c->client->UseSlabsOn(segment, Shape(payload_bytes, header_slots, ring_records)));
+  }
+  NANOKV_CAPI_END;
+}
+
 NANOKV_API int nanokv_cluster_flush_slab_puts(nanokv_cluster_t* cluster, uint32_t timeout_ms) {
   NANOKV_CAPI_BEGIN {
     NANOKV_CAPI_HANDLE(nanokv_cluster, c, ClusterOf, cluster);

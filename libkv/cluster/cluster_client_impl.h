@@ -7,6 +7,7 @@
 #ifndef NANOKV_LIBKV_CLUSTER_CLUSTER_CLIENT_IMPL_H_
 #define NANOKV_LIBKV_CLUSTER_CLUSTER_CLIENT_IMPL_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,8 +46,27 @@ class ClusterClient::Impl {
 
   // The local kvd's object store, opened on first use.
   Result<ObjectStore*> Local() { return StoreAt(options_.node_id, ""); }
-  // ClusterClient::UseSlabs was called: device puts may go through the local store's slabs.
+  // ClusterClient::UseSlabs or UseSlabsOn was called: device puts may go
+  // through slabs of this host's stores.
   std::atomic<bool> uses_slabs{false};
+  // Stores of other nodes of this host that hold slabs (UseSlabsOn), by node id.
+  void NoteSlabStore(const std::string& node_id, ObjectStore* store) {
+    std::lock_guard lock(mu_);
+    slab_stores_[node_id] = store;
+  }
+  // This node's store and those UseSlabsOn reached: FlushSlabPuts' stores.
+  std::vector<ObjectStore*> SlabStores() {
+    std::vector<ObjectStore*> out;
+    if (auto local = Local(); local.ok()) out.push_back(*local);
+    std::lock_guard lock(mu_);
+    for (const auto& [node, store] : slab_stores_) out.push_back(store);
+    return out;
+  }
+  ObjectStore* SlabStoreOf(const std::string& node_id) {
+    std::lock_guard lock(mu_);
+    auto it = slab_stores_.find(node_id);
+    return it == slab_stores_.end() ? nullptr : it->second;
+  }
 
   // The object store of a kvd of this host: this node's (by ipc_name), or
   // another node's by its socket (its route), opened on first use and kept.
@@ -193,6 +213,7 @@ class ClusterClient::Impl {
   std::mutex mu_;
   // By kvd socket; "" is this node's kvd (by ipc_name).
   std::map<std::string, std::unique_ptr<ObjectStore>> stores_;
+  std::map<std::string, ObjectStore*> slab_stores_;   // GUARDED_BY(mu_); stores_ owns them
   std::unique_ptr<cluster::PutCommitter> committer_;  // last: its thread goes first
 };
 

@@ -1,11 +1,14 @@
-// ClusterClient's device puts through slabs of this node's store
-// (ClusterClient::UseSlabs, issue 34): the items a slab takes go into the
-// local ObjectStore with no request to the master or kvd; the master learns
-// of them from this node's events, as of any object the node holds.
+// ClusterClient's device puts through slabs of this host's stores
+// (ClusterClient::UseSlabs and UseSlabsOn, issue 34): the items a slab
+// takes go into this node's ObjectStore, or another node's of this host
+// (through its kvd's socket and pages), with no request to the master or
+// kvd; the master learns of them from that node's events, as of any object
+// it holds.
 #include <charconv>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "libkv/cluster/cluster_client_impl.h"
@@ -16,20 +19,37 @@ namespace nanokv {
 namespace cluster {
 namespace {
 
-// The store device a slab put of `options` names (-1: the store's one slab
-// device), or nullopt where the master's plans take it.
-std::optional<int> SlabDeviceOf(const WriteOptions& options, const std::string& node_id) {
-  if (options.replica_num != 1) return std::nullopt;
-  const std::string& segment = options.preferred_segment;
-  if (segment.empty() || segment == node_id) return -1;
-  const std::string prefix = node_id + "/";
-  if (segment.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+// A segment split in its node and device ("<node>" or "<node>/<device>";
+// device -1 where none is named, or it is not a number).
+std::pair<std::string, int> SplitSegment(const std::string& segment) {
+  const size_t slash = segment.rfind('/');
+  if (slash == std::string::npos) return {segment, -1};
   int device = -1;
-  const char* first = segment.data() + prefix.size();
+  const char* first = segment.data() + slash + 1;
   const char* last = segment.data() + segment.size();
   auto [end, error] = std::from_chars(first, last, device);
-  if (error != std::errc() || end != last || device < 0) return std::nullopt;
-  return device;
+  if (error != std::errc() || end != last || device < 0) return {segment, -1};
+  return {segment.substr(0, slash), device};
+}
+
+// Where a slab put of `options` goes: a store of this host holding slabs
+// and its device (-1: the store's one slab device), or nullopt where the
+// master's plans take it.
+struct SlabTarget {
+  ObjectStore* store = nullptr;
+  int device = -1;
+};
+std::optional<SlabTarget> SlabTargetOf(ClusterClient::Impl& impl, const WriteOptions& options) {
+  if (options.replica_num != 1) return std::nullopt;
+  auto [node, device] = SplitSegment(options.preferred_segment);
+  if (node.empty() || node == impl.options().node_id) {
+    Result<ObjectStore*> local = impl.Local();
+    if (!local.ok()) return std::nullopt;
+    return SlabTarget{*local, device};
+  }
+  ObjectStore* store = impl.SlabStoreOf(node);
+  if (store == nullptr) return std::nullopt;
+  return SlabTarget{store, device};
 }
 
 }  // namespace
@@ -41,23 +61,22 @@ std::vector<size_t> PutThroughSlabs(ClusterClient::Impl& impl, const std::vector
     for (size_t i = 0; i < items.size(); ++i) rest.push_back(i);
     return rest;
   }
-  Result<ObjectStore*> local = impl.Local();
-  // By device: one store batch each (one wait on the stream).
-  std::map<int, std::vector<size_t>> slabbed;
+  // By store and device: one store batch each (one wait on the stream).
+  std::map<std::pair<ObjectStore*, int>, std::vector<size_t>> slabbed;
   for (size_t i = 0; i < items.size(); ++i) {
     const DevicePut& item = items[i];
-    const std::optional<int> device = SlabDeviceOf(item.options, impl.options().node_id);
-    if (local.ok() && device.has_value() && (*local)->SlabServes(item.key, item.bytes, *device)) {
-      slabbed[*device].push_back(i);
+    const std::optional<SlabTarget> target = SlabTargetOf(impl, item.options);
+    if (target.has_value() && target->store->SlabServes(item.key, item.bytes, target->device)) {
+      slabbed[{target->store, target->device}].push_back(i);
     } else {
       rest.push_back(i);
     }
   }
-  for (const auto& [device, which] : slabbed) {
+  for (const auto& [where, which] : slabbed) {
     std::vector<ObjectStore::DevicePut> puts;
     puts.reserve(which.size());
     for (size_t i : which) puts.push_back({items[i].key, items[i].src, items[i].bytes});
-    std::vector<Status> done = (*local)->BatchPutFromDevice(puts, device, stream);
+    std::vector<Status> done = where.first->BatchPutFromDevice(puts, where.second, stream);
     for (size_t k = 0; k < which.size(); ++k) out[which[k]] = std::move(done[k]);
   }
   return rest;
@@ -72,10 +91,34 @@ Status ClusterClient::UseSlabs(int device, const SlabPutOptions& options) {
   return Status::OK();
 }
 
+Status ClusterClient::UseSlabsOn(std::string_view segment, const SlabPutOptions& options) {
+  auto [node, device] = cluster::SplitSegment(std::string(segment));
+  if (device < 0) {
+    return Status::InvalidArgument("slabs on '" + std::string(segment) +
+                                   "': name the node and its store's device, as <node>/<device>");
+  }
+  if (node == impl_->options().node_id) return UseSlabs(device, options);
+  NANOKV_ASSIGN_OR_RETURN(ClusterStatus cluster, Cluster());
+  for (const ClusterNodeStatus& n : cluster.nodes) {
+    if (n.node_id != node) continue;
+    if (n.path != "host") {
+      return Status::FailedPrecondition("slabs on '" + std::string(segment) + "': node " + node +
+                                        " is not another node of this host (its path is '" + n.path +
+                                        "'): a slab is written through its kvd's pages, on this host only");
+    }
+    NANOKV_ASSIGN_OR_RETURN(ObjectStore * store, impl_->StoreAt(node, n.kvd_socket));
+    NANOKV_RETURN_IF_ERROR(store->UseSlabs(device, options));
+    impl_->NoteSlabStore(node, store);
+    impl_->uses_slabs.store(true, std::memory_order_release);
+    return Status::OK();
+  }
+  return Status::NotFound("slabs on '" + std::string(segment) + "': the master knows no node " + node);
+}
+
 Status ClusterClient::FlushSlabPuts(uint32_t timeout_ms) {
   if (!impl_->uses_slabs.load(std::memory_order_acquire)) return Status::OK();
-  NANOKV_ASSIGN_OR_RETURN(ObjectStore * local, impl_->Local());
-  return local->FlushSlabPuts(timeout_ms);
+  for (ObjectStore* store : impl_->SlabStores()) NANOKV_RETURN_IF_ERROR(store->FlushSlabPuts(timeout_ms));
+  return Status::OK();
 }
 
 }  // namespace nanokv

@@ -290,6 +290,7 @@ _PROTOTYPES = {
     "nanokv_view_free_batch": [ctypes.POINTER(P), ctypes.c_size_t],
     "nanokv_objects_use_slabs": [P, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32],
     "nanokv_cluster_use_slabs": [P, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32],
+    "nanokv_cluster_use_slabs_on": [P, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32],
     "nanokv_cluster_flush_slab_puts": [P, ctypes.c_uint32],
     "nanokv_objects_flush_slab_puts": [P, ctypes.c_uint32],
     "nanokv_objects_acquire_slab": [P, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,

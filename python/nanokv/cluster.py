@@ -237,8 +237,15 @@ class Cluster(OwnedHandle):
         of them from the node's events (0: the defaults, 64 MiB, 1024, 1024)."""
         call("nanokv_cluster_use_slabs", self.handle, device, payload_bytes, header_slots, ring_records)
 
+    def use_slabs_on(self, segment, payload_bytes=0, header_slots=0, ring_records=0):
+        """use_slabs on "<node>/<device>", a node of this host: device puts
+        with preferred_segment "<node>" or "<node>/<device>" go into that
+        node's store through its kvd's socket and pages."""
+        call("nanokv_cluster_use_slabs_on", self.handle, _enc(segment), payload_bytes, header_slots, ring_records)
+
     def flush_slab_puts(self, timeout_ms=1000):
-        """Returns once this node's kvd has indexed every slab put made before."""
+        """Returns once every store this client holds slabs of has indexed
+        every slab put made before."""
         call("nanokv_cluster_flush_slab_puts", self.handle, timeout_ms)
 
     def put_from_device(self, key, tensor, preferred_segment=None, replica_num=1, stream=None):

@@ -220,6 +220,10 @@ class ClusterTest(ClusterCase):
         data = pattern(5000, 9)
         engine.copy_to_device(src.data_ptr, data)
         self.cluster.use_slabs(0, payload_bytes=PAGE, header_slots=16, ring_records=16)
+        # The same by segment (this node here; another node of this host's alike).
+        self.assertFails(NanoKVError.INVALID_ARGUMENT, "<node>/<device>", self.cluster.use_slabs_on, "n0")
+        self.assertFails(NanoKVError.NOT_FOUND, "no node n9", self.cluster.use_slabs_on, "n9/0")
+        self.cluster.use_slabs_on("n0/0", payload_bytes=PAGE, header_slots=16, ring_records=16)
         for i in range(4):
             self.cluster.put_from_device(f"py:slab:{i}", ArrayAt(src.data_ptr, len(data)))
         self.cluster.flush_slab_puts()

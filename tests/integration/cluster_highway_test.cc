@@ -106,6 +106,45 @@ TEST_F(ClusterHighwayTest, TwoNodesOfOneHostMoveBatchesThroughTheOtherKvdsPages)
   EXPECT_EQ(producer->Remove("req17:L3").code(), Code::kFailedPrecondition) << "a view holds its object";
 }
 
+// Slabs in another node of this host's store (ClusterClient::UseSlabsOn):
+// puts to that node go through its kvd's pages with no plan, the master
+// learns of them from that node's events, and its decode reads them back
+// byte-exact; a segment without a device, an unknown node and a node of
+// another host are refused by name.
+TEST_F(ClusterHighwayTest, SlabsOnAnotherNodeOfThisHostTakeItsPutsWithNoPlan) {
+  StartCluster(/*one_host=*/true);
+  auto producer = Client(0);
+  auto decoder = Client(1);
+  ASSERT_NE(producer, nullptr);
+  ASSERT_NE(decoder, nullptr);
+  EXPECT_EQ(producer->UseSlabsOn("n1").code(), Code::kInvalidArgument);
+  EXPECT_EQ(producer->UseSlabsOn("n9/0").code(), Code::kNotFound);
+  ClusterClientOptions far_options;
+  far_options.host_id = "another-host";
+  auto elsewhere = Client(0, far_options);
+  ASSERT_NE(elsewhere, nullptr);
+  const Status far = elsewhere->UseSlabsOn("n1/0");
+  EXPECT_EQ(far.code(), Code::kFailedPrecondition) << far.ToString();
+  ASSERT_OK(producer->UseSlabsOn("n1/0", {.payload_bytes = 1 << 20, .header_slots = 64, .ring_records = 16}));
+
+  constexpr size_t kCount = 24, kBytes = 100'000;  // 2.3 MB: the slab is traded on the way
+  std::byte* src = Source(kCount, kBytes, 7);
+  std::vector<DevicePut> puts = Puts("slab:L", src, kCount, kBytes, "n1");
+  for (size_t i = 0; i < kCount; i += 2) puts[i].options.preferred_segment = "n1/0";
+  for (const Status& s : producer->BatchPutFromDevice(puts)) ASSERT_OK(s);
+  ASSERT_OK(producer->FlushSlabPuts());
+  ASSERT_TRUE(WaitFor([&] { return producer->GetLocation("slab:L" + std::to_string(kCount - 1)).ok(); }, 10s));
+  EXPECT_EQ(Where(*producer, "slab:L0"), std::vector<std::string>{"n1"});
+  // n1's store shows the producer's slabs and what they announced.
+  auto info = Store(1)->Info();
+  ASSERT_OK(info.status());
+  uint32_t announced = 0;
+  for (const auto& slab : info->devices[0].slabs) announced += slab.slots_taken;
+  EXPECT_GT(announced, 0u) << "no slab of n1's announced an object";
+  EXPECT_EQ(Store(0)->Info()->devices[0].objects, 0u) << "nothing went into the producer's own node";
+  ExpectBatchBack(*decoder, "slab:L", kCount, kBytes, 7);
+}
+
 TEST_F(ClusterHighwayTest, ALargeBatchIsOpenedInChunksAndAnsweredItemByItem) {
   StartCluster(/*one_host=*/true, /*store_pages=*/56);
   auto producer = Client(0);

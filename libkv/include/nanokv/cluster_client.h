@@ -273,7 +273,16 @@ class ClusterClient {
   // this node's copy is read locally as soon as kvd has indexed it. The
   // stream-ordered put keeps the plan path.
   Status UseSlabs(int device, const SlabPutOptions& options = SlabPutOptions());
-  // This node's kvd has indexed every slab put made before (ObjectStore::FlushSlabPuts).
+  // The same for "<node>/<device>", a node of this host (this one, or one
+  // whose kvd this client reaches through its socket: ClusterNodeStatus'
+  // path "host"): puts with preferred_segment "<node>" or "<node>/<device>"
+  // go into that node's store through its slabs, and the master learns of
+  // them from that node's events. kInvalidArgument without a device,
+  // kNotFound for a node the master does not know, kFailedPrecondition for
+  // one on another host.
+  Status UseSlabsOn(std::string_view segment, const SlabPutOptions& options = SlabPutOptions());
+  // Every store this client holds slabs of has indexed every slab put made
+  // before (ObjectStore::FlushSlabPuts).
   Status FlushSlabPuts(uint32_t timeout_ms = 1000);
 
   // The same, stream-ordered: returns once the copies are enqueued on

@@ -402,6 +402,11 @@ NANOKV_API int nanokv_cluster_close(nanokv_cluster_t* cluster);
  * 1024, 1024). flush: this node's kvd has indexed them. */
 NANOKV_API int nanokv_cluster_use_slabs(nanokv_cluster_t* cluster, int device, uint64_t payload_bytes,
                                         uint32_t header_slots, uint32_t ring_records);
+/* The same on "<node>/<device>", a node of this host (ClusterClient::
+ * UseSlabsOn): puts with preferred segment "<node>" or "<node>/<device>" go
+ * into that node's store through its kvd's socket and pages. */
+NANOKV_API int nanokv_cluster_use_slabs_on(nanokv_cluster_t* cluster, const char* segment, uint64_t payload_bytes,
+                                           uint32_t header_slots, uint32_t ring_records);
 NANOKV_API int nanokv_cluster_flush_slab_puts(nanokv_cluster_t* cluster, uint32_t timeout_ms);
 NANOKV_API int nanokv_cluster_put(nanokv_cluster_t* cluster, const char* key, const void* data, uint64_t bytes,
                                   const nanokv_write_options_t* options /* NULL: defaults */);
