@@ -469,10 +469,12 @@ int Main(int argc, char** argv) {
   for (int l : args.layers) {
     for (size_t s : args.sizes_kib) largest = std::max(largest, static_cast<size_t>(l) * 2 * s * 1024);
   }
-  // With slabs, room for a batch of them too: the master's plans' pages
-  // (kvd's callers') stay apart from the slabs' (the producer uid's) while
-  // the producer holds their write fds (owned_space.h).
-  const size_t slab_room = args.slab_mib != 0 ? (largest >> 20) + 2 * args.slab_mib : 0;
+  // With slabs, room for two of them (the live one and the next, each as
+  // large as a batch: slab_puts.h) beside the plans' batch: the master's
+  // plans' pages (kvd's callers') stay apart from the slabs' (the producer
+  // uid's) while the producer holds their write fds (owned_space.h), and a
+  // grant past the high watermark evicts.
+  const size_t slab_room = args.slab_mib != 0 ? (largest >> 20) + 2 * std::max(args.slab_mib, largest >> 20) : 0;
   const std::string store = std::to_string((largest >> 20) * 2 + 256 + slab_room) + "MiB";
   Buffers buffers;
   buffers.consumer = memory.devices() > 1 ? 1 : 0;

@@ -82,10 +82,11 @@ void ObjectStore::SlabPuts::Drain() {
 }
 
 Result<std::shared_ptr<ObjectStore::SlabPuts::Live>> ObjectStore::SlabPuts::Grant(int device,
-                                                                                  const SlabPutOptions& options) {
-  NANOKV_ASSIGN_OR_RETURN(
-      std::unique_ptr<ObjectSlab> slab,
-      store_.AcquireSlab(device, options.payload_bytes, options.header_slots, options.ring_records));
+                                                                                  const SlabPutOptions& options,
+                                                                                  uint64_t payload_bytes) {
+  NANOKV_ASSIGN_OR_RETURN(std::unique_ptr<ObjectSlab> slab,
+                          store_.AcquireSlab(device, std::max(payload_bytes, options.payload_bytes),
+                                             options.header_slots, options.ring_records));
   auto live = std::make_shared<Live>();
   live->slab = std::move(slab);
   live->access = store_.impl_->AccessOf(live->slab->local_device());
@@ -125,19 +126,16 @@ void ObjectStore::SlabPuts::Retire(Device& d, std::shared_ptr<Live> fresh) {
 }
 
 Status ObjectStore::SlabPuts::Trade(int device, Device& d, uint64_t room_wanted) {
-  if (d.next != nullptr && Clock::now() < d.next->trade_at && d.next->slab->payload_bytes() >= room_wanted) {
-    Retire(d, std::move(d.next));
+  if (d.next != nullptr && Clock::now() < d.next->trade_at) {
+    Retire(d, std::move(d.next));  // granted ahead: costs nothing now
     return Status::OK();
   }
   // A batch's rest in one slab where it is larger than the usual shape: one
-  // grant per batch, not one per slab's worth of it (each a request and
-  // its ring's registration); the usual shape where kvd has no such room.
+  // grant on the batch's path, not one per slab's worth of it (each a
+  // request and its ring's registration); the usual shape where kvd has no
+  // such room.
   Result<std::shared_ptr<Live>> fresh = Status::ResourceExhausted("");
-  if (room_wanted > d.options.payload_bytes) {
-    SlabPutOptions larger = d.options;
-    larger.payload_bytes = room_wanted;
-    fresh = Grant(device, larger);
-  }
+  if (room_wanted > d.options.payload_bytes) fresh = Grant(device, d.options, room_wanted);
   if (!fresh.ok()) fresh = Grant(device, d.options);
   NANOKV_RETURN_IF_ERROR(fresh.status());
   Retire(d, std::move(*fresh));
@@ -152,8 +150,11 @@ void ObjectStore::SlabPuts::MaybeAskNext(int device, Device& d) {
                           Clock::now() >= d.live->trade_at - (d.live->trade_at - d.live->granted_at) / 2;
   if (!half_spent) return;
   d.next_asked = true;
-  Post([this, device, options = d.options] {
-    Result<std::shared_ptr<Live>> next = Grant(device, options);
+  // As large as the largest batch seen lately, so that the next batch of
+  // that size takes it whole (a trade on the puts' path costs a request).
+  Post([this, device, options = d.options, payload = std::max(d.options.payload_bytes, d.batch_bytes)] {
+    Result<std::shared_ptr<Live>> next = Grant(device, options, payload);
+    if (!next.ok() && payload > options.payload_bytes) next = Grant(device, options);
     std::lock_guard lock(mu_);
     Device& dev = devices_[device];
     dev.next_asked = false;
@@ -307,11 +308,18 @@ std::vector<Status> ObjectStore::SlabPuts::PutChunk(std::span<const DevicePut> i
   pending.reserve(items.size());
   // What the chunk still has to place from each item on: a slab spent on
   // the way is traded for one that holds all of it (Trade).
+  auto room = [](uint64_t bytes) { return (bytes + kPayloadAlignment - 1) & ~(kPayloadAlignment - 1); };
   uint64_t rest = 0;
-  for (const DevicePut& item : items) rest += item.bytes + kRoomSlack;
+  for (const DevicePut& item : items) rest += room(item.bytes);
+  {
+    std::lock_guard lock(mu_);
+    Device& d = devices_.at(device);
+    // The largest batch lately: decays, so one large batch does not size every slab after it.
+    d.batch_bytes = std::max(rest, d.batch_bytes - d.batch_bytes / 8);
+  }
   for (const DevicePut& item : items) {
     pending.push_back(Begin(item.key, item.src, item.bytes, device, rest));
-    rest -= item.bytes + kRoomSlack;
+    rest -= room(item.bytes);
   }
   // Kernels: every item in as few launches as fit and one wait. Else each
   // put's copies, done when StoreObject returns.

@@ -5,9 +5,10 @@
 // (kernels::PutObjectAnnounced), or the backend's copies and a stamp from
 // here where no kernel runs. No request to kvd per put: kvd reads the ring.
 //
-// A spent slab is traded for a fresh one of the same shape (one request),
-// or one that holds the rest of the batch where that is larger, and so is
-// one past half of kvd's slab_ttl, before kvd could end it.
+// A spent slab is traded for the one granted ahead, else a fresh one (one
+// request) that holds the rest of its batch where that is larger than the
+// usual shape, and so is one past half of kvd's slab_ttl, before kvd could
+// end it. The slab granted ahead is as large as the largest batch lately.
 // The old one is released (kvd reads its ring once more, gives back what was
 // never announced) when the last put still writing into it is done: puts in
 // flight hold it. A put that fails after its allocation voids its record,
@@ -63,9 +64,11 @@ class ObjectStore::SlabPuts {
     std::shared_ptr<Live> live;
     std::shared_ptr<Live> next;  // granted ahead, once live is half spent
     bool next_asked = false;
+    uint64_t batch_bytes = 0;  // the largest batch's bytes lately (decaying): the next slab's size
   };
 
-  Result<std::shared_ptr<Live>> Grant(int device, const SlabPutOptions& options);
+  // A slab of `options`' shape, its payload at least `payload_bytes`.
+  Result<std::shared_ptr<Live>> Grant(int device, const SlabPutOptions& options, uint64_t payload_bytes = 0);
   // d's slab becomes `fresh`; the old one goes on the retired list and is
   // released by the worker, or by its last put's. Under mu_.
   void Retire(Device& d, std::shared_ptr<Live> fresh);
@@ -85,8 +88,8 @@ class ObjectStore::SlabPuts {
   // `room_wanted`: the bytes its batch still has to place, this put's
   // included (a trade's size).
   Result<Pending> Begin(std::string_view key, const void* src, uint64_t bytes, int device, uint64_t room_wanted);
-  // Per put, over its bytes, in room_wanted: its alignment in the slab.
-  static constexpr uint64_t kRoomSlack = 4096;
+  // A put's start in a slab: room_wanted counts each put's bytes rounded up to it.
+  static constexpr uint64_t kPayloadAlignment = 256;
   // After the put's work ran (stored: whether it did): the record stamped
   // (a copy's put), or voided where the put failed.
   Status Finish(Pending& put, Status stored);
