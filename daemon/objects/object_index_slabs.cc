@@ -247,6 +247,7 @@ Status ObjectIndex::AdoptAnnounced(GrantedSlab& slab, const ipc::AnnouncedObject
     // one readers may hold a plan of). The loser's space stays the slab's
     // and goes back when the slab ends.
     ++slabs_.counters.lost_keys;
+    slab.ring.NoteDropped();
     spdlog::warn("object store: {}is taken already; the announced object is dropped (its space returns with the slab)",
                  where);
     return Status::OK();
@@ -293,19 +294,19 @@ bool ObjectIndex::ReadRing(GrantedSlab& slab, size_t max, uint64_t now_ns) {
   // error, and the records before it in the ring must still stand.
   for (size_t n = 0; n < max; ++n) {
     const uint64_t before = slab.ring.consumed();
-    auto got = slab.ring.Poll(1);
+    // Published after the adopt: a producer that sees the record read sees
+    // its drop too (FlushSlabPuts).
+    auto got = slab.ring.Poll(1, /*publish=*/false);
     Status bad = got.ok() ? Status::OK() : got.status();
-    if (got.ok() && got->empty()) {
-      if (slab.ring.consumed() == before) return true;  // nothing stamped yet
-      continue;                                         // a void record, read past
-    }
-    if (got.ok()) bad = AdoptAnnounced(slab, got->front(), now_ns);
+    if (got.ok() && !got->empty()) bad = AdoptAnnounced(slab, got->front(), now_ns);
+    if (slab.ring.consumed() != before) slab.ring.Publish();
     if (!bad.ok()) {
       ++slabs_.counters.poisoned;
       spdlog::warn("object store: slab {} of {} ends, its ring broke a rule (what it announced before stands): {}",
                    slab.id, OwnerName(slab.owner), bad.ToString());
       return false;
     }
+    if (got->empty() && slab.ring.consumed() == before) return true;  // nothing stamped yet
   }
   return true;
 }

@@ -103,6 +103,7 @@ AnnounceRing& AnnounceRing::operator=(AnnounceRing&& other) noexcept {
     records_ = std::exchange(other.records_, 0);
     bounds_ = other.bounds_;
     next_ = other.next_;
+    dropped_ = other.dropped_;
     ranges_ = std::move(other.ranges_);
     slots_ = std::move(other.slots_);
     poisoned_ = std::move(other.poisoned_);
@@ -121,7 +122,17 @@ device::AnnounceRecord* AnnounceRing::records() const {
   return reinterpret_cast<device::AnnounceRecord*>(static_cast<std::byte*>(base_) + sizeof(device::AnnounceRingHeader));
 }
 
-Result<std::vector<AnnouncedObject>> AnnounceRing::Poll(size_t max) {
+void AnnounceRing::Publish() {
+  if (base_ == nullptr) return;
+  std::atomic_ref<uint64_t>(header()->consumed).store(next_, std::memory_order_release);
+}
+
+void AnnounceRing::NoteDropped() {
+  if (base_ == nullptr) return;
+  std::atomic_ref<uint64_t>(header()->dropped).store(++dropped_, std::memory_order_release);
+}
+
+Result<std::vector<AnnouncedObject>> AnnounceRing::Poll(size_t max, bool publish) {
   if (!poisoned_.ok()) return poisoned_;
   if (base_ == nullptr) return Status::FailedPrecondition("announce ring: not mapped");
   std::vector<AnnouncedObject> out;
@@ -148,9 +159,7 @@ Result<std::vector<AnnouncedObject>> AnnounceRing::Poll(size_t max) {
     }
     out.push_back(std::move(*object));
   }
-  if (next_ != before) {
-    std::atomic_ref<uint64_t>(header()->consumed).store(next_, std::memory_order_release);
-  }
+  if (publish && next_ != before) Publish();
   if (!poisoned_.ok()) return poisoned_;
   return out;
 }

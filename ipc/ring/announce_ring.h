@@ -71,9 +71,15 @@ class AnnounceRing {
   // read (void ones are read past), in ring order; `consumed` is then
   // published for the producer. kProtocolError naming the record and the
   // rule once one breaks a rule; the ring then stays poisoned.
-  Result<std::vector<AnnouncedObject>> Poll(size_t max);
+  // publish false: `consumed` is left for Publish, once the caller has
+  // dealt with the objects (so a drop it notes is seen with it).
+  Result<std::vector<AnnouncedObject>> Poll(size_t max, bool publish = true);
+  void Publish();  // `consumed` = the records read, for the producer
   // Records read, ever.
   uint64_t consumed() const { return next_; }
+  // kvd: one announce read was dropped (its key was stored already); the
+  // header's `dropped` tells the producer.
+  void NoteDropped();
   const Status& poisoned() const { return poisoned_; }
 
  private:
@@ -87,6 +93,7 @@ class AnnounceRing {
   uint32_t records_ = 0;
   SlabBounds bounds_;
   uint64_t next_ = 0;                    // kvd's own count of records read
+  uint64_t dropped_ = 0;                 // kvd's own count of announces dropped
   std::map<uint64_t, uint64_t> ranges_;  // payload announced: offset -> end
   std::vector<bool> slots_;              // header slots announced
   Status poisoned_;

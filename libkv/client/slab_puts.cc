@@ -31,9 +31,24 @@ struct ObjectStore::SlabPuts::Live {
   void* ring_registered = nullptr;  // the ring's host address, registered for the kernels
   device::AnnounceRecord* records_for_kernels = nullptr;
 
+  // Announces kvd dropped (their key was stored already) that no Flush has
+  // reported yet: counted here as kvd's ring header says.
+  std::shared_ptr<std::atomic<uint64_t>> dropped_sink;
+  std::atomic<uint64_t> dropped_counted{0};
+
   ~Live() {
+    // kvd reads the ring once more at the release: its drops are counted after.
+    Status released = slab->Release();
+    if (!released.ok()) spdlog::warn("nanokv objects: slab {}: {}", slab->id(), released.ToString());
+    CountDropped();
     if (ring_registered != nullptr) client::UnregisterForKernels(ring_registered);
-    // ~ObjectSlab releases it: kvd reads the ring once more first.
+  }
+
+  void CountDropped() {
+    if (dropped_sink == nullptr) return;
+    const uint64_t dropped = device::detail::LoadConsumed(&slab->ring().header->dropped);
+    const uint64_t before = dropped_counted.exchange(dropped);
+    if (dropped > before) dropped_sink->fetch_add(dropped - before);
   }
 
   uint64_t* StampForKernels(uint64_t ring_index) {
@@ -89,6 +104,7 @@ Result<std::shared_ptr<ObjectStore::SlabPuts::Live>> ObjectStore::SlabPuts::Gran
                                              options.header_slots, options.ring_records));
   auto live = std::make_shared<Live>();
   live->slab = std::move(slab);
+  live->dropped_sink = dropped_;
   live->access = store_.impl_->AccessOf(live->slab->local_device());
   live->granted_at = Clock::now();
   live->trade_at = live->granted_at + std::chrono::milliseconds(live->slab->ttl_ms() / 2);
@@ -371,6 +387,12 @@ Status ObjectStore::SlabPuts::Flush(uint32_t timeout_ms) {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    live->CountDropped();
+  }
+  slabs.clear();  // a traded slab's last holder releases it here, and counts its drops
+  if (const uint64_t dropped = dropped_->exchange(0); dropped != 0) {
+    return Status::AlreadyExists("slab puts: " + std::to_string(dropped) +
+                                 " named keys stored already; those keys kept their objects (objects are immutable)");
   }
   return Status::OK();
 }

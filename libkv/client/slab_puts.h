@@ -104,6 +104,8 @@ class ObjectStore::SlabPuts {
   std::vector<std::weak_ptr<Live>> retired_;  // traded, released when their last put is done
   std::chrono::steady_clock::time_point connection_checked_{};
   std::atomic<uint64_t> grants_{0};
+  // Announces kvd dropped since the last Flush (a key stored already): Flush answers kAlreadyExists.
+  std::shared_ptr<std::atomic<uint64_t>> dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
 
   std::mutex jobs_mu_;
   std::condition_variable jobs_cv_;

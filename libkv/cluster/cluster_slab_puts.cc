@@ -117,8 +117,12 @@ Status ClusterClient::UseSlabsOn(std::string_view segment, const SlabPutOptions&
 
 Status ClusterClient::FlushSlabPuts(uint32_t timeout_ms) {
   if (!impl_->uses_slabs.load(std::memory_order_acquire)) return Status::OK();
-  for (ObjectStore* store : impl_->SlabStores()) NANOKV_RETURN_IF_ERROR(store->FlushSlabPuts(timeout_ms));
-  return Status::OK();
+  Status first;  // every store flushed; the first one's trouble answered
+  for (ObjectStore* store : impl_->SlabStores()) {
+    Status flushed = store->FlushSlabPuts(timeout_ms);
+    if (first.ok()) first = std::move(flushed);
+  }
+  return first;
 }
 
 }  // namespace nanokv

@@ -219,7 +219,13 @@ TEST_F(KvdSlabPutsTest, AKeyAlreadyStoredKeepsItsObject) {
   auto source = OnDevice(second);
   ASSERT_NE(source, nullptr);
   ASSERT_OK(producer->PutFromDevice("kept", source->get(), second.size(), 0));
+  ASSERT_OK(producer->PutFromDevice("fresh", source->get(), second.size(), 0));
+  // The producer hears of the drop at its flush, once, and not of the fresh key.
+  const Status flushed = producer->FlushSlabPuts();
+  EXPECT_EQ(flushed.code(), Code::kAlreadyExists) << flushed.ToString();
+  EXPECT_NE(flushed.message().find("1 named keys stored already"), std::string::npos) << flushed.ToString();
   ASSERT_OK(producer->FlushSlabPuts());
+  ASSERT_OK(producer->Get("fresh").status());
   auto got = producer->Get("kept");
   ASSERT_OK(got.status());
   EXPECT_EQ(*got, first) << "objects are immutable: the announced copy is dropped";

@@ -49,7 +49,11 @@ struct alignas(64) AnnounceRingHeader {
   std::uint32_t version;
   std::uint32_t records;               // a power of two
   alignas(64) std::uint64_t consumed;  // records kvd has read, ever (kvd stores, release)
+  // Of those, announces kvd dropped because their key was stored already
+  // (objects are immutable): the producer's FlushSlabPuts says so.
+  std::uint64_t dropped;  // kvd stores, release
 };
+static_assert(sizeof(AnnounceRingHeader) == 128, "dropped fits the header's padding");
 inline constexpr std::uint64_t kAnnounceMagic = 0x314E4E414B564EULL;  // "NVKANN1"
 inline constexpr std::uint32_t kAnnounceVersion = 1;
 

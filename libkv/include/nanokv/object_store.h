@@ -388,7 +388,9 @@ class ObjectStore {
   Status UseSlabs(int device, const SlabPutOptions& options = SlabPutOptions());
   // Returns once kvd has read the announce of every slab put that returned
   // before the call (a get by key then finds it); kUnavailable after
-  // timeout_ms.
+  // timeout_ms. kAlreadyExists when kvd dropped some of the announces it
+  // read since the last flush because their keys were stored already (the
+  // stored objects stand: objects are immutable); the message counts them.
   Status FlushSlabPuts(uint32_t timeout_ms = 1000);
   // Slabs kvd granted this store's puts: UseSlabs' and each spent slab's trade.
   uint64_t slab_grants() const;
