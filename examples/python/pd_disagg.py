@@ -3,7 +3,8 @@
 
 A prefill process on GPU 0 runs a prompt through a model and puts every
 layer's K and V into the decode side's store with one put_from_device_batch
-(or the stream-ordered put_from_device_async); a decode process on GPU 1
+(or the stream-ordered put_from_device_async, or through slabs of the
+decode node's store with no plan: use_slabs_on); a decode process on GPU 1
 gets them with one get_to_device_batch (or reads them in place through
 view_batch) and generates greedily. Its tokens are checked against one
 process doing both, the K/V bytes against the prefill's; each request prints
@@ -246,8 +247,21 @@ def role(args):
     return torch, nanokv, device, load_model(torch, args, device), Arena(torch, nanokv, args, device), cluster
 
 
+def visible_by(cluster, keys, deadline):
+    """Waits until the master locates every key (a slab put's node tells it in its next events)."""
+    import nanokv
+    while True:
+        missing = [r for r in cluster.get_location_batch(keys) if isinstance(r, nanokv.NanoKVError)]
+        if not missing:
+            return
+        if any(e.code != e.NOT_FOUND for e in missing) or time.monotonic() > deadline:
+            raise missing[0]
+        time.sleep(0.001)
+
+
 def run_prefill(args):
     torch, nanokv, device, model, arena, cluster = role(args)
+    slabbed = False
     with cluster, torch.no_grad():
         for request, mode in (r.split(":") for r in args.requests.split(",")):
             arena.reset()
@@ -261,20 +275,34 @@ def run_prefill(args):
             sync(torch, args)
             t1 = time.perf_counter()
             keys = keys_of(request, len(kv))
+            nbytes = sum(t.numel() * t.element_size() for t in tensors)
             if mode == "async":
                 pending = cluster.put_from_device_async(keys, tensors, preferred_segment=args.segment)
                 t_queued = time.perf_counter()
                 results = pending.wait()
                 pending.close()
+            elif mode == "slab":
+                # Slabs of the decode side's store (once): no plan, no request per put. Its kvd
+                # indexes them (flush: the decode's gets of its node's copies find them); the
+                # meta object below waits until the master locates them too, for the views.
+                if not slabbed:
+                    cluster.use_slabs_on(args.slab_segment, payload_bytes=max(2 * nbytes, 1 << 20))
+                    slabbed = True
+                results = cluster.put_from_device_batch(keys, tensors, preferred_segment=args.segment)
+                t_queued = time.perf_counter()
+                cluster.flush_slab_puts()
+                t2 = time.perf_counter()
+                raise_failed(results)
+                visible_by(cluster, keys, time.monotonic() + args.timeout)
             else:
                 results = cluster.put_from_device_batch(keys, tensors, preferred_segment=args.segment)
                 t_queued = None
-            t2 = time.perf_counter()
+            if mode != "slab":
+                t2 = time.perf_counter()
             raise_failed(results)
             meta = dict(layers=len(kv), shapes=[list(t.shape) for t in tensors], dtype=str(tensors[0].dtype),
                         first=int(logits.argmax()), digest=digest(torch, tensors))
             cluster.put(f"pd:{request}:meta", json.dumps(meta).encode(), preferred_segment=args.segment)
-            nbytes = sum(t.numel() * t.element_size() for t in tensors)
             print(json.dumps(dict(request=request, put=mode, prefill_s=round(t1 - t0, 6), put_s=round(t2 - t1, 6),
                                   queued_s=None if t_queued is None else round(t_queued - t1, 6), kv_bytes=nbytes,
                                   objects=len(tensors), put_gbps=round(nbytes / (t2 - t1) / 1e9, 3),
@@ -387,9 +415,10 @@ class Processes:
         with open(path) as f:
             raise RuntimeError(f"pd_disagg: {path} never said '{pattern}':\n{f.read()[-3000:]}")
 
-    def role(self, role, node, device, requests, segment=""):
+    def role(self, role, node, device, requests, segment="", slab_segment=""):
         argv = [sys.executable, os.path.abspath(__file__), "--role", role, "--masters", self.masters, "--node", node,
-                "--ipc-name", self.ipc[node], "--device", str(device), "--requests", requests, "--segment", segment]
+                "--ipc-name", self.ipc[node], "--device", str(device), "--requests", requests, "--segment", segment,
+                "--slab-segment", slab_segment]
         for name in ("backend", "model", "prompt_tokens", "new_tokens", "layers", "heads", "head_dim", "seed",
                      "arena_bytes", "timeout"):
             argv += ["--" + name.replace("_", "-"), str(getattr(self.args, name))]
@@ -443,9 +472,11 @@ def run_main(args):
         glob.glob(os.path.join(REPO, "build*", "entry", "kvd")), key=lambda p: -os.path.getmtime(p))), None)
     if not args.kvd:
         skip("no kvd binary: pass --kvd PATH or set NANOKV_KVD_BINARY")
-    puts = ["batch", "async"] if args.put == "both" else [args.put]
+    puts = {"both": ["batch", "async"], "all": ["batch", "async", "slab"]}.get(args.put, [args.put])
     reads = ["get", "view"] if args.read == "both" else [args.read]
-    pairs = list(zip(puts, reads)) if len(puts) == len(reads) else [(p, r) for p in puts for r in reads]
+    # Each put with a read, the reads in turn (batch-get, async-view, slab-get).
+    pairs = [(p, reads[i % len(reads)]) for i, p in enumerate(puts)] if len(puts) >= len(reads) else \
+        [(puts[i % len(puts)], r) for i, r in enumerate(reads)]
     rows = []
     for topology in (["one-node", "two-nodes"] if args.topology == "both" else [args.topology]):
         with Processes(args, topology) as cluster:
@@ -455,7 +486,8 @@ def run_main(args):
             decode = cluster.role("decode", decode_node, decode_device,
                                   ",".join(f"{r}:{read}" for r, (_, read) in zip(requests, pairs)))
             prefill = cluster.role("prefill", "n0", 0, ",".join(f"{r}:{put}" for r, (put, _) in zip(requests, pairs)),
-                                   segment="n0/1" if topology == "one-node" else "n1")
+                                   segment="n0/1" if topology == "one-node" else "n1",
+                                   slab_segment=f"{decode_node}/{decode_device}")
             puts = finish(prefill, "prefill", args.timeout)
             gets = finish(decode, "decode", args.timeout)
             for put, got in zip(puts, gets):
@@ -482,7 +514,7 @@ def run_main(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--role", choices=["main", "prefill", "decode"], default="main", help=argparse.SUPPRESS)
-    for hidden in ("--masters", "--node", "--ipc-name", "--requests", "--segment"):
+    for hidden in ("--masters", "--node", "--ipc-name", "--requests", "--segment", "--slab-segment"):
         p.add_argument(hidden, help=argparse.SUPPRESS)
     p.add_argument("--device", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--model-guessed", action="store_true", help=argparse.SUPPRESS)
@@ -493,7 +525,10 @@ def main():
                    help="a transformers model name or path, or tiny (this file's); auto: gpt2 from the local "
                         "cache where transformers is installed, else tiny")
     p.add_argument("--topology", default="both", choices=["one-node", "two-nodes", "both"])
-    p.add_argument("--put", default="both", choices=["batch", "async", "both"])
+    p.add_argument("--put", default="all", choices=["batch", "async", "slab", "both", "all"],
+                   help="batch: put_from_device_batch through the master's plans; async: the stream-ordered put; "
+                        "slab: through slabs of the decode node's store (use_slabs_on); both: batch and async; "
+                        "all: the three")
     p.add_argument("--read", default="both", choices=["get", "view", "both"])
     for name, default, what in (("--prompt-tokens", 256, "the prompt's length"), ("--new-tokens", 16, "to generate"),
                                 ("--layers", 4, "tiny model"), ("--heads", 4, "tiny model"),
