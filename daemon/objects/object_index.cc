@@ -240,10 +240,18 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint32_t
     auto low = static_cast<uint64_t>(config_.low_watermark * static_cast<double>(capacity));
     EvictDownTo(d, low > need ? low - need : 0, now_ns);
   }
+  bool adopted = false;
   for (;;) {
     auto offset = payload.Allocate(owner, bytes);
     if (offset.ok()) return device.arena_pages * page_bytes_ + *offset;
     if (offset.status().code() != Code::kResourceExhausted) return offset.status();
+    // Before evicting: empty pages of others' that only this owner holds
+    // (a producer that wrote through the master's plans and now through its
+    // own: one uid, two owners) become its own.
+    if (!adopted) {
+      adopted = true;
+      if (AdoptHeldPages(d, owner) > 0) continue;
+    }
     // Free space is there but in holes, or in other owners' pages: evict
     // more, one at a time.
     if (!EvictOne(d, now_ns)) {
@@ -253,6 +261,23 @@ Result<uint64_t> ObjectIndex::AllocatePayload(size_t d, uint64_t bytes, uint32_t
           std::string(offset.status().message()));
     }
   }
+}
+
+size_t ObjectIndex::AdoptHeldPages(size_t d, uint32_t owner) {
+  auto held = holds_.find(owner);
+  if (held == holds_.end()) return 0;
+  Device& device = devices_[d];
+  size_t adopted = 0;
+  for (const auto& [hd, index] : held->second) {
+    if (hd != d || index < device.arena_pages || device.header_at.count(static_cast<uint32_t>(index)) != 0) continue;
+    const uint64_t page = index - device.arena_pages;
+    const std::optional<uint32_t> was = device.payload->PageOwner(page);
+    if (was && *was != owner && device.payload->Adopt(page, owner).ok()) ++adopted;
+  }
+  if (adopted > 0)
+    spdlog::debug("object store: {} adopted {} empty page(s) it held on device {}", OwnerName(owner), adopted,
+                  device.ordinal);
+  return adopted;
 }
 
 Result<ObjectPlan> ObjectIndex::OpenForWrite(std::string_view key, uint64_t bytes_total,

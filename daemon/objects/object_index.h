@@ -506,6 +506,7 @@ class ObjectIndex {
   // Space in device d's host tier, dropping host-tier victims for it.
   Result<uint64_t> AllocateHost(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
   Result<uint64_t> AllocatePayload(size_t d, uint64_t bytes, uint32_t owner, uint64_t now_ns);
+  size_t AdoptHeldPages(size_t d, uint32_t owner);  // OwnedSpace::Adopt of d's empty pages `owner` alone holds
   // Header slots (object_index_headers.cc). A free slot in a header page of
   // `owner`'s, evicting when none can be had; kResourceExhausted naming
   // object_store.max_objects or the payload space otherwise.
@@ -588,8 +589,7 @@ class ObjectIndex {
   // Header slots for a slab: `count` consecutive ones in a header page of
   // `owner`'s taken whole. The first slot, or kResourceExhausted.
   Result<uint32_t> TakeSlabSlots(Device& device, uint32_t owner, uint32_t count);
-  // LendWritablePage of store page `index` naming a slab. REQUIRES: mu_ held.
-  Status LendSlabPageLocked(size_t d, uint64_t index, const WriteClaim& claim);
+  Status LendSlabPageLocked(size_t d, uint64_t index, const WriteClaim& claim);  // LendWritablePage naming a slab
   // The slabs' share of CheckInvariants: their payload in `allocated`,
   // their slots in `slot_used`, per device index.
   Status CheckSlabs(std::vector<uint64_t>& allocated, std::vector<std::vector<bool>>& slot_used) const;

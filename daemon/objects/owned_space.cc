@@ -212,6 +212,28 @@ void OwnedSpace::Unhold(uint64_t page) {
   if (--p.holds == 0 && p.live == 0 && p.owned) MakeIdle(page);
 }
 
+Status OwnedSpace::Adopt(uint64_t page, uint32_t owner) {
+  if (page >= page_.size() || !page_[page].owned || page_[page].live != 0 || page_[page].holds != 1) {
+    return Status::FailedPrecondition("owned space: page " + std::to_string(page) +
+                                      " is not an owned empty page with one hold");
+  }
+  Page& p = page_[page];
+  if (p.owner == owner) return Status::OK();
+  Arena& to = arenas_[owner];
+  if (!to.space) {
+    NANOKV_ASSIGN_OR_RETURN(OffsetAllocator space, OffsetAllocator::CreateEmpty(capacity_, alignment_));
+    to.space.emplace(std::move(space));
+  }
+  // Nothing live touches it: it lies inside one free range of its owner's.
+  auto from = arenas_.find(p.owner);
+  NANOKV_RETURN_IF_ERROR(from->second.space->Take(page * page_bytes_, page_bytes_));
+  NANOKV_RETURN_IF_ERROR(to.space->Give(page * page_bytes_, page_bytes_));
+  if (--from->second.pages == 0) arenas_.erase(from);
+  p.owner = owner;
+  ++to.pages;
+  return Status::OK();
+}
+
 Result<uint64_t> OwnedSpace::TakePage() {
   auto offset = pages_->TakeFit(page_bytes_);
   if (!offset.ok() && !idle_.empty()) {

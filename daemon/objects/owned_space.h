@@ -83,6 +83,12 @@ class OwnedSpace {
   // an empty page idle at the last one.
   Status Hold(uint64_t page);
   void Unhold(uint64_t page);
+  // An empty page of another owner's with one hold, which the caller knows
+  // is `owner`'s (its producer already has the page's write fd), becomes
+  // `owner`'s: without it an owner's empty held page is nobody else's until
+  // its holder leaves, though the holder itself could use it.
+  // kFailedPrecondition for a page not owned, not empty, or held otherwise.
+  Status Adopt(uint64_t page, uint32_t owner);
   // A whole shared free page out of the payload space for good: its offset.
   // kResourceExhausted when no page is free.
   Result<uint64_t> TakePage();

@@ -146,6 +146,34 @@ TEST_F(ObjectStoreTest, ALentPageStaysItsOwnersUntilTheHolderIsGone) {
   Check();
 }
 
+// A producer that wrote through the master's plans (kvd's callers' pages,
+// lent to its uid) and then through its own (its uid's): the empty pages it
+// alone holds become its own when it needs the room, and stay nobody
+// else's while it holds them.
+TEST_F(ObjectStoreTest, EmptyPagesOnlyItsWriterHoldsBecomeItsOwnWhenItNeedsRoom) {
+  config_.high_watermark = 1.0;
+  config_.low_watermark = 1.0;
+  Open();
+  auto master = store_->OpenForWrite("m", 4 * kPage, 0, kMs, ObjectIndex::kOperator);
+  ASSERT_TRUE(master.ok()) << master.status().ToString();
+  for (PageId page : PagesOf(*master)) ASSERT_OK(Lend(*master, page, kA, master->write_secret));
+  ASSERT_OK(store_->Commit("m", master->epoch, 2 * kMs, ObjectIndex::kOperator));
+  ASSERT_OK(store_->Remove("m", 3 * kMs, ObjectIndex::kOperator));
+  EXPECT_EQ(store_->Stats()[0].owned_pages.at(ObjectIndex::kOperator), 5u) << "empty, held by A";
+  Check();
+  auto b = store_->OpenForWrite("b", 3 * kPage, 0, 4 * kMs, kB);
+  EXPECT_EQ(b.status().code(), Code::kResourceExhausted) << "B never gets pages A holds";
+  auto a = store_->OpenForWrite("a", 3 * kPage, 0, 5 * kMs, kA);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  size_t reused = 0;
+  for (PageId page : PagesOf(*a)) reused += PagesOf(*master).contains(page) ? 1 : 0;
+  EXPECT_GE(reused, 3u) << "A's payload went into the pages it held";
+  EXPECT_GE(store_->Stats()[0].owned_pages.at(kA), 3u);
+  Check();
+  ASSERT_OK(store_->Revoke("a", a->epoch, 6 * kMs, kA));
+  Check();
+}
+
 // A full store of A's READY objects: B's open evicts A's objects until a
 // page of its own is free (a header page, then payload), never shares one.
 TEST_F(ObjectStoreTest, AnotherOwnersOpenEvictsForAPageOfItsOwn) {

@@ -134,6 +134,37 @@ TEST(OwnedSpaceTest, EmptyPagesReturnUnlessHeld) {
   EXPECT_TRUE(s->OwnedPages().empty());
 }
 
+// An empty page of A's that only B holds (B's producer has its fd) may
+// become B's: then B's ranges use it; a page with a live range, or with a
+// second holder, may not.
+TEST(OwnedSpaceTest, AnEmptyPageWithOneHoldIsAdoptedByItsHoldersOwner) {
+  auto s = OwnedSpace::Create(2 * kPageBytes, kPageBytes, kAlign);
+  ASSERT_TRUE(s.ok());
+  auto a = s->Allocate(kA, kPageBytes);
+  ASSERT_TRUE(a.ok());
+  auto other = s->Allocate(kA, kPageBytes);
+  ASSERT_TRUE(other.ok());
+  ASSERT_OK(s->Hold(PageOf(*a)));
+  EXPECT_EQ(s->Adopt(PageOf(*a), kB).code(), Code::kFailedPrecondition) << "a live range in it";
+  ASSERT_OK(s->Free(*a));
+  ASSERT_OK(s->Hold(PageOf(*a)));
+  EXPECT_EQ(s->Adopt(PageOf(*a), kB).code(), Code::kFailedPrecondition) << "two holders";
+  s->Unhold(PageOf(*a));
+  EXPECT_EQ(s->Allocate(kB, 100).status().code(), Code::kResourceExhausted) << "held: still A's";
+  ASSERT_OK(s->Adopt(PageOf(*a), kB));
+  EXPECT_EQ(s->PageOwner(PageOf(*a)), kB);
+  ASSERT_OK(s->CheckInvariants());
+  auto b = s->Allocate(kB, kPageBytes);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(PageOf(*b), PageOf(*a));
+  EXPECT_EQ(s->Adopt(PageOf(*other), kB).code(), Code::kFailedPrecondition) << "A's live page";
+  ASSERT_OK(s->Free(*b));
+  s->Unhold(PageOf(*a));
+  ASSERT_OK(s->Free(*other));
+  ASSERT_OK(s->CheckInvariants());
+  EXPECT_EQ(s->shared_free_pages(), 2u);
+}
+
 TEST(OwnedSpaceTest, TakenPagesLeaveThePayloadForGood) {
   auto s = OwnedSpace::Create(3 * kPageBytes, kPageBytes, kAlign);
   ASSERT_TRUE(s.ok());
