@@ -54,7 +54,60 @@ __global__ void ReadyReader(const ObjectHeader* headers, const char* const* seg_
   }
 }
 
+__global__ void SlabReader(const ObjectHeader* headers, const char* payload, std::uint64_t store_offset,
+                           std::uint32_t first_epoch, int slots, const std::uint64_t* hashes,
+                           const std::uint64_t* sizes, int items, std::uint64_t seed_base, ReaderCounts* counts) {
+  __shared__ int ready;
+  __shared__ int item;
+  __shared__ std::uint64_t deadline;
+  if (threadIdx.x == 0) deadline = GlobalTimerNs() + kDeadlineNs;
+  for (int s = blockIdx.x; s < slots; s += gridDim.x) {
+    const ObjectHeader* h = &headers[s];
+    if (threadIdx.x == 0) {
+      // READY at this round's epoch: an older round's READY is not this one.
+      bool seen = false;
+      while (!(seen = kernels::LoadStateAcquire(h) == static_cast<std::uint32_t>(ObjectState::kReady) &&
+                      *const_cast<const volatile std::uint32_t*>(&h->epoch) == first_epoch + s)) {
+        if (GlobalTimerNs() > deadline) break;
+        __nanosleep(64);
+      }
+      ready = seen;
+      item = -1;
+      if (!seen) atomicAdd(&counts->timeouts, 1ull);
+    }
+    __syncthreads();
+    if (ready) {
+      const std::uint64_t hash = h->key_hash;
+      for (int i = threadIdx.x; i < items; i += blockDim.x) {
+        if (hashes[i] == hash) item = i;
+      }
+    }
+    __syncthreads();
+    if (ready && item < 0) {
+      if (threadIdx.x == 0) atomicAdd(&counts->violations, 1ull);  // a hash no item has
+    } else if (ready) {
+      const std::uint64_t bytes = h->bytes_total;
+      const char* p = payload + (h->payload_base - store_offset);
+      unsigned long long bad = bytes != sizes[item] ? 1 : 0;
+      for (std::uint64_t b = threadIdx.x; bad == 0 && b < bytes; b += blockDim.x) {
+        bad += static_cast<std::uint8_t>(p[b]) != PatternByte(seed_base + item, b);
+      }
+      if (bad) atomicAdd(&counts->violations, bad);
+      if (threadIdx.x == 0) atomicAdd(&counts->objects_seen, 1ull);
+    }
+    __syncthreads();  // `ready` and `item` are rewritten for the next slot
+  }
+}
+
 }  // namespace
+
+int LaunchSlabReader(const ObjectHeader* headers, const char* payload, std::uint64_t store_offset,
+                     std::uint32_t first_epoch, int slots, const std::uint64_t* hashes, const std::uint64_t* sizes,
+                     int items, std::uint64_t seed_base, ReaderCounts* counts, int blocks, void* stream) {
+  SlabReader<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(headers, payload, store_offset, first_epoch, slots,
+                                                                    hashes, sizes, items, seed_base, counts);
+  return static_cast<int>(cudaGetLastError());
+}
 
 int LaunchReadyReader(const ObjectHeader* headers, const char* const* seg_ptr,
                       const std::uint64_t* seg_bytes, const int* first_seg, int n_objects,

@@ -4,7 +4,8 @@
 // driver), stamping each record with a release at system scope, while the
 // host reads the ring as kvd does (ipc/ring/announce_ring.h). Every object
 // is read once, in no overlap, and the ring (smaller than the batch) wraps.
-// Then whole puts by blocks (PutInSlabBlock), read back READY and exact.
+// Then whole puts by blocks (PutInSlabBlock), read back READY and exact;
+// and on two GPUs, puts from GPU 0 into GPU 1's memory raced by a reader there.
 #include <xxhash.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 
 #include "ipc/ring/announce_ring.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/ready_reader.h"
 #include "tests/gpu/slab_producer.h"
 
 namespace nanokv::testing {
@@ -207,6 +209,108 @@ TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
     ASSERT_EQ(std::memcmp(&payload[o.payload_offset], &source[offsets[i]], sizes[i]), 0) << i << " differs";
   }
   CUDA_ASSERT(cudaStreamDestroy(stream));
+}
+
+// The READY stress across two GPUs for v2 (issue 34): blocks on GPU 0 put
+// whole objects (PutInSlabBlock) into a slab in GPU 1's memory while a
+// reader kernel on GPU 1 awaits each slot's READY at its epoch and checks
+// every byte behind it, and the host reads the ring as kvd does. Round
+// after round into the same memory with new bytes and epochs, so a byte of
+// the round before counts as wrong too.
+TEST(SlabGpuTest, APutFromAnotherGpuIsNeverSeenReadyBeforeItsBytes) {
+  NANOKV_SKIP_WITHOUT_GPU();
+  int gpus = 0, there = 0;
+  CUDA_ASSERT(cudaGetDeviceCount(&gpus));
+  if (gpus < 2) GTEST_SKIP() << "needs two GPUs; cudaGetDeviceCount sees " << gpus;
+  CUDA_ASSERT(cudaDeviceCanAccessPeer(&there, 0, 1));
+  if (!there) GTEST_SKIP() << "GPU 0 cannot reach GPU 1's memory";
+  constexpr int kItems = 400, kBlocks = 64, kRounds = 8;
+  constexpr uint32_t kRecords = 128;
+  constexpr uint64_t kPayload = uint64_t{96} << 20, kStoreOffset = uint64_t{2} << 20;
+  std::vector<char> keys(size_t{kItems} * 32);
+  std::vector<uint32_t> key_bytes(kItems);
+  std::vector<uint64_t> hashes(kItems), sizes(kItems), offsets(kItems);
+  uint64_t src_bytes = 0;
+  for (int i = 0; i < kItems; ++i) {
+    const std::string key = "v2:peer:" + std::to_string(i);
+    std::memcpy(&keys[size_t{static_cast<size_t>(i)} * 32], key.data(), key.size());
+    key_bytes[i] = static_cast<uint32_t>(key.size());
+    hashes[i] = XXH64(key.data(), key.size(), 0);
+    sizes[i] = i % 50 == 0 ? (1u << 20) + 3 : 1 + static_cast<uint64_t>(i) * 7919 % (128 << 10);
+    offsets[i] = src_bytes;
+    src_bytes += sizes[i];
+  }
+  // GPU 1: the slab's payload and header slots, the reader's tables.
+  CUDA_ASSERT(cudaSetDevice(1));
+  DeviceBuffer d_payload(kPayload), d_headers(sizeof(ObjectHeader) * kItems), d_read_hashes(kItems * 8),
+      d_read_sizes(kItems * 8), d_reader_counts(sizeof(ReaderCounts));
+  CUDA_ASSERT(cudaMemset(d_headers.get(), 0, sizeof(ObjectHeader) * kItems));
+  CUDA_ASSERT(cudaMemcpy(d_read_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_read_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  cudaStream_t reader_stream = nullptr;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&reader_stream, cudaStreamNonBlocking));
+  // GPU 0: the producer's cursor, sources and tables; access to GPU 1.
+  CUDA_ASSERT(cudaSetDevice(0));
+  const cudaError_t peer = cudaDeviceEnablePeerAccess(1, 0);
+  if (peer == cudaErrorPeerAccessAlreadyEnabled)
+    (void)cudaGetLastError();
+  else
+    CUDA_ASSERT(peer);
+  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_keys(keys.size()), d_key_bytes(kItems * 4), d_hashes(kItems * 8),
+      d_sizes(kItems * 8), d_offsets(kItems * 8), d_counts(sizeof(SlabProducerCounts)), d_src(src_bytes);
+  CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), kItems * 4, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_offsets.get(), offsets.data(), kItems * 8, cudaMemcpyHostToDevice));
+  cudaStream_t stream = nullptr;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<char> source(src_bytes);
+  for (int round = 0; round < kRounds; ++round) {
+    const uint64_t seed = 7000 + static_cast<uint64_t>(round) * kItems;
+    const uint32_t first_epoch = 1000 + static_cast<uint32_t>(round) * 1000;
+    for (int i = 0; i < kItems; ++i) {
+      for (uint64_t b = 0; b < sizes[i]; ++b) source[offsets[i] + b] = static_cast<char>(PatternByte(seed + i, b));
+    }
+    CUDA_ASSERT(cudaMemcpy(d_src.get(), source.data(), src_bytes, cudaMemcpyHostToDevice));
+    const device::SlabCursor cursor{0, kPayload, 0, kItems, 0, kRecords, 256, 0};
+    CUDA_ASSERT(cudaMemcpy(d_cursor.get(), &cursor, sizeof(cursor), cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemset(d_counts.get(), 0, sizeof(SlabProducerCounts)));
+    auto ring = GpuRing::Make(kRecords, {kPayload, kItems});
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    // The reader first, spinning on GPU 1; then the producer on GPU 0.
+    CUDA_ASSERT(cudaSetDevice(1));
+    CUDA_ASSERT(cudaMemset(d_reader_counts.get(), 0, sizeof(ReaderCounts)));
+    ASSERT_EQ(LaunchSlabReader(d_headers.as<ObjectHeader>(), d_payload.as<char>(), kStoreOffset, first_epoch, kItems,
+                               d_read_hashes.as<uint64_t>(), d_read_sizes.as<uint64_t>(), kItems, seed,
+                               d_reader_counts.as<ReaderCounts>(), 32, reader_stream),
+              0);
+    CUDA_ASSERT(cudaSetDevice(0));
+    const device::SlabGeometry slab{d_payload.as<char>(), d_headers.as<ObjectHeader>(), kStoreOffset, 2u << 20,
+                                    first_epoch};
+    ASSERT_EQ(LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, slab,
+                                  d_src.as<char>(), d_offsets.as<uint64_t>(), d_keys.as<char>(),
+                                  d_key_bytes.as<uint32_t>(), d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kItems,
+                                  kBlocks, d_counts.as<SlabProducerCounts>(), stream),
+              0);
+    auto read = (*ring)->ReadWhileRunning(stream);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    CUDA_ASSERT(cudaStreamSynchronize(stream));
+    CUDA_ASSERT(cudaStreamSynchronize(reader_stream));
+    SlabProducerCounts made{};
+    ReaderCounts seen{};
+    CUDA_ASSERT(cudaMemcpy(&made, d_counts.get(), sizeof(made), cudaMemcpyDeviceToHost));
+    CUDA_ASSERT(cudaMemcpy(&seen, d_reader_counts.get(), sizeof(seen), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(made.announced, static_cast<unsigned long long>(kItems)) << "round " << round;
+    EXPECT_EQ(read->size(), static_cast<size_t>(kItems)) << "round " << round;
+    EXPECT_EQ(seen.objects_seen, static_cast<unsigned long long>(kItems)) << "round " << round;
+    EXPECT_EQ(seen.timeouts, 0u) << "round " << round;
+    ASSERT_EQ(seen.violations, 0u) << "round " << round << ": a reader on GPU 1 saw READY before the bytes";
+  }
+  CUDA_ASSERT(cudaStreamDestroy(stream));
+  CUDA_ASSERT(cudaSetDevice(1));
+  CUDA_ASSERT(cudaStreamDestroy(reader_stream));
+  CUDA_ASSERT(cudaSetDevice(0));
 }
 
 }  // namespace
