@@ -331,7 +331,15 @@ std::vector<Status> ObjectStore::SlabPuts::PutChunk(std::span<const DevicePut> i
     std::lock_guard lock(mu_);
     Device& d = devices_.at(device);
     // The largest batch lately: decays, so one large batch does not size every slab after it.
-    d.batch_bytes = std::max(rest, d.batch_bytes - d.batch_bytes / 8);
+    d.batch_bytes = std::max(rest, d.batch_bytes - d.batch_bytes / 32);
+    // A chunk the live slab cannot hold goes whole into the one granted
+    // ahead where that can: split over two, it would trade on the way.
+    const device::SlabCursor& c = *d.live->slab->cursor();
+    const uint64_t live_room = c.payload_bytes - std::min(c.payload_bytes, device::detail::LoadCursor(&c.payload_next));
+    if (live_room < rest && d.next != nullptr && d.next->slab->payload_bytes() >= rest &&
+        Clock::now() < d.next->trade_at) {
+      Retire(d, std::move(d.next));
+    }
   }
   for (const DevicePut& item : items) {
     pending.push_back(Begin(item.key, item.src, item.bytes, device, rest));
