@@ -64,10 +64,14 @@ __global__ void SlabReader(const ObjectHeader* headers, const char* payload, std
   for (int s = blockIdx.x; s < slots; s += gridDim.x) {
     const ObjectHeader* h = &headers[s];
     if (threadIdx.x == 0) {
-      // READY at this round's epoch: an older round's READY is not this one.
+      // READY at this round's epoch, as one {state, epoch} word: an older
+      // round's READY is not this one, and a state and an epoch read apart
+      // may be two writes' (the old READY, the new WRITING's epoch).
       bool seen = false;
-      while (!(seen = kernels::LoadStateAcquire(h) == static_cast<std::uint32_t>(ObjectState::kReady) &&
-                      *const_cast<const volatile std::uint32_t*>(&h->epoch) == first_epoch + s)) {
+      std::uint64_t word = 0;
+      while (!(seen = kernels::DeviceStateOfWord(word = kernels::LoadStateEpochAcquire(h)) ==
+                          static_cast<std::uint32_t>(ObjectState::kReady) &&
+                      kernels::DeviceEpochOfWord(word) == first_epoch + s)) {
         if (GlobalTimerNs() > deadline) break;
         __nanosleep(64);
       }
