@@ -271,6 +271,18 @@ void TransferAgent::Impl::Close(Peer* peer, bool force, const std::string& why) 
   peer->close_request = ucx::CloseEndpoint(*worker_, peer->ep, force);
 }
 
+bool TransferAgent::Impl::Referenced(const Peer* peer) const {
+  for (const auto& get : gets_) {
+    if (get->peer == peer) return true;
+  }
+  for (const auto* queue : {&incoming_, &waiting_puts_}) {
+    for (const Incoming& in : *queue) {
+      if (in.peer == peer) return true;
+    }
+  }
+  return false;
+}
+
 bool TransferAgent::Impl::Sweep() {
   bool did = false;
   const auto now = Clock::now();
@@ -309,17 +321,19 @@ bool TransferAgent::Impl::Sweep() {
                                        : "silent for transfer.timeout before its hello");
     }
     if (peer->closing && peer->outstanding == 0 && ucx::RequestDone(peer->close_request)) {
+      // Its endpoint is gone: UCX may hand its address to the next
+      // connection, so the peer leaves the map now, and lives on apart
+      // while reads still point at it (a new peer under the same key once
+      // freed it under them: an ASan finding in ClusterTransferFaultsTest).
       peer->close_request = nullptr;
-      bool referenced = false;
-      for (auto& get : gets_) referenced = referenced || get->peer == peer;
-      if (!referenced) {
-        it = peers_.erase(it);
-        did = true;
-        continue;
-      }
+      if (Referenced(peer)) closed_peers_.push_back(std::move(it->second));
+      it = peers_.erase(it);
+      did = true;
+      continue;
     }
     ++it;
   }
+  std::erase_if(closed_peers_, [this](const std::unique_ptr<Peer>& peer) { return !Referenced(peer.get()); });
   for (auto it = writes_.begin(); it != writes_.end();) {
     it = now - it->second.last > options_.config.timeout ? writes_.erase(it) : std::next(it);
   }

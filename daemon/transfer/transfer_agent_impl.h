@@ -121,6 +121,8 @@ class TransferAgent::Impl {
   static HelloWaiters::Id IdOf(const Peer* peer) { return reinterpret_cast<uintptr_t>(peer); }
   // Timeouts, closed peers freed, waiters given buffers. True if it did anything.
   bool Sweep();
+  // Whether a read or a queued chunk still points at `peer`.
+  bool Referenced(const Peer* peer) const;
   // A chunk's buffer; nullptr when staging_buffers are all in use.
   std::byte* TakeStaging() { return staging_.Take(options_.config.chunk_bytes); }
   bool StagingLeft() const { return staging_.CanTake(); }
@@ -151,6 +153,9 @@ class TransferAgent::Impl {
   std::thread thread_;
 
   std::unordered_map<ucp_ep_h, std::unique_ptr<Peer>> peers_;
+  // Peers whose endpoint closed while reads or chunks still point at them
+  // (their endpoint's address may be a new peer's key by now).
+  std::vector<std::unique_ptr<Peer>> closed_peers_;
   std::deque<Incoming> incoming_;
   std::deque<Incoming> waiting_puts_;  // rendezvous chunks waiting for a staging buffer
   std::list<std::unique_ptr<GetTransfer>> gets_;
