@@ -4,13 +4,13 @@
 // (through its kvd's socket and pages), with no request to the master or
 // kvd; the master learns of them from that node's events, as of any object
 // it holds.
-#include <charconv>
 #include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ipc/master/master_checks.h"
 #include "libkv/cluster/cluster_client_impl.h"
 #include "libkv/cluster/cluster_slab_puts.h"
 #include "nanokv/cluster_client.h"
@@ -18,19 +18,6 @@
 namespace nanokv {
 namespace cluster {
 namespace {
-
-// A segment split in its node and device ("<node>" or "<node>/<device>";
-// device -1 where none is named, or it is not a number).
-std::pair<std::string, int> SplitSegment(const std::string& segment) {
-  const size_t slash = segment.rfind('/');
-  if (slash == std::string::npos) return {segment, -1};
-  int device = -1;
-  const char* first = segment.data() + slash + 1;
-  const char* last = segment.data() + segment.size();
-  auto [end, error] = std::from_chars(first, last, device);
-  if (error != std::errc() || end != last || device < 0) return {segment, -1};
-  return {segment.substr(0, slash), device};
-}
 
 // Where a slab put of `options` goes: a store of this host holding slabs
 // and its device (-1: the store's one slab device), or nullopt where the
@@ -41,15 +28,16 @@ struct SlabTarget {
 };
 std::optional<SlabTarget> SlabTargetOf(ClusterClient::Impl& impl, const WriteOptions& options) {
   if (options.replica_num != 1) return std::nullopt;
-  auto [node, device] = SplitSegment(options.preferred_segment);
-  if (node.empty() || node == impl.options().node_id) {
+  Result<master::Segment> segment = master::ParseSegment(options.preferred_segment);  // a bad one: the plans' refusal
+  if (!segment.ok()) return std::nullopt;
+  if (segment->node_id.empty() || segment->node_id == impl.options().node_id) {
     Result<ObjectStore*> local = impl.Local();
     if (!local.ok()) return std::nullopt;
-    return SlabTarget{*local, device};
+    return SlabTarget{*local, segment->device};
   }
-  ObjectStore* store = impl.SlabStoreOf(node);
+  ObjectStore* store = impl.SlabStoreOf(segment->node_id);
   if (store == nullptr) return std::nullopt;
-  return SlabTarget{store, device};
+  return SlabTarget{store, segment->device};
 }
 
 }  // namespace
@@ -92,11 +80,13 @@ Status ClusterClient::UseSlabs(int device, const SlabPutOptions& options) {
 }
 
 Status ClusterClient::UseSlabsOn(std::string_view segment, const SlabPutOptions& options) {
-  auto [node, device] = cluster::SplitSegment(std::string(segment));
-  if (device < 0) {
+  NANOKV_ASSIGN_OR_RETURN(master::Segment parsed, master::ParseSegment(segment));
+  if (parsed.device < 0) {
     return Status::InvalidArgument("slabs on '" + std::string(segment) +
                                    "': name the node and its store's device, as <node>/<device>");
   }
+  const std::string& node = parsed.node_id;
+  const int device = parsed.device;
   if (node == impl_->options().node_id) return UseSlabs(device, options);
   NANOKV_ASSIGN_OR_RETURN(ClusterStatus cluster, Cluster());
   for (const ClusterNodeStatus& n : cluster.nodes) {
