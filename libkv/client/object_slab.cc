@@ -2,8 +2,9 @@
 // for the grant, whose reply carries its announce ring's memfd (mapped
 // shared); the slab's pages are mapped in the store's write range, where
 // plans' are (so the payload is contiguous at its store offset), asking kvd
-// only for the fds of pages not mapped here yet. Puts in it ask kvd nothing. kvd's reply is checked by the codec
-// (ipc/wire/object_codec.cc) and the ring's words here before any is used.
+// only for the fds of pages not mapped here yet. Puts in it ask kvd
+// nothing. kvd's reply is checked by the codec (ipc/wire/object_codec.cc)
+// and the ring's words here before any is used.
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>

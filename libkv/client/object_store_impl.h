@@ -232,15 +232,10 @@ class ObjectStore::Impl {
     const uint64_t slab_id = grant.slab_id();
     auto fetch = [this, slab_id](int device, const std::vector<uint32_t>& ids,
                                  const ObjectPlan*) -> Result<std::vector<int>> {
-      wire::Message request;
-      wire::DevicePages* r = request.mutable_object_pages();
-      r->set_device(device);
-      r->set_write(true);
-      r->set_slab_id(slab_id);
-      for (uint32_t id : ids) r->add_page_ids(id);
-      std::vector<int> fds;
-      NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
-      return fds;
+      wire::DevicePages pages = PagesOf(device, ids);
+      pages.set_write(true);
+      pages.set_slab_id(slab_id);
+      return PageFdsLocked(std::move(pages));
     };
     return mappings_->Map(SlabAsPlan(grant), local_device, fetch);
   }
@@ -273,6 +268,22 @@ class ObjectStore::Impl {
     if (!released.ok()) spdlog::warn("nanokv objects: lease release: {}", released.status().ToString());
   }
 
+  // An object_pages request for `ids` of kvd's device `device`, and its
+  // answer: the fds kvd sent (what they may do, the caller's fields say).
+  static wire::DevicePages PagesOf(int device, const std::vector<uint32_t>& ids) {
+    wire::DevicePages pages;
+    pages.set_device(device);
+    for (uint32_t id : ids) pages.add_page_ids(id);
+    return pages;
+  }
+  Result<std::vector<int>> PageFdsLocked(wire::DevicePages pages) {
+    wire::Message request;
+    *request.mutable_object_pages() = std::move(pages);
+    std::vector<int> fds;
+    NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
+    return fds;
+  }
+
   // The write range's view of a slab: a plan keyed "slab <id>" (no
   // object's: a key has no space) at the slab's first epoch, WRITING, over
   // its header page and each payload page.
@@ -298,15 +309,10 @@ class ObjectStore::Impl {
   }
 
   Result<uintptr_t> MapHostTierLocked(const ObjectPlan& plan) {
-    auto fetch = [this](int device, const std::vector<uint32_t>& pages) -> Result<std::vector<int>> {
-      wire::Message request;
-      wire::DevicePages* r = request.mutable_object_pages();
-      r->set_device(device);
-      r->set_tier(static_cast<uint32_t>(ObjectTier::kHost));
-      for (uint32_t page : pages) r->add_page_ids(page);
-      std::vector<int> fds;
-      NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
-      return fds;
+    auto fetch = [this](int device, const std::vector<uint32_t>& ids) -> Result<std::vector<int>> {
+      wire::DevicePages pages = PagesOf(device, ids);
+      pages.set_tier(static_cast<uint32_t>(ObjectTier::kHost));
+      return PageFdsLocked(std::move(pages));
     };
     return host_tier_->Map(plan, fetch);
   }
@@ -315,19 +321,14 @@ class ObjectStore::Impl {
     NANOKV_ASSIGN_OR_RETURN(int local_device, LocalDeviceLocked(plan.device));
     auto fetch = [this](int device, const std::vector<uint32_t>& ids,
                         const ObjectPlan* writing) -> Result<std::vector<int>> {
-      wire::Message request;
-      wire::DevicePages* r = request.mutable_object_pages();
-      r->set_device(device);
+      wire::DevicePages pages = PagesOf(device, ids);
       if (writing != nullptr) {
-        r->set_write(true);
-        r->set_plan_key(writing->key);
-        r->set_plan_epoch(writing->epoch);
-        r->set_write_secret(writing->write_secret);
+        pages.set_write(true);
+        pages.set_plan_key(writing->key);
+        pages.set_plan_epoch(writing->epoch);
+        pages.set_write_secret(writing->write_secret);
       }
-      for (uint32_t id : ids) r->add_page_ids(id);
-      std::vector<int> fds;
-      NANOKV_RETURN_IF_ERROR(CallLocked(std::move(request), &fds).status());
-      return fds;
+      return PageFdsLocked(std::move(pages));
     };
     return mappings_->Map(plan, local_device, fetch);
   }
