@@ -146,6 +146,9 @@ Status ObjectStore::SlabPuts::Trade(int device, Device& d, uint64_t room_wanted)
     Retire(d, std::move(d.next));  // granted ahead: costs nothing now
     return Status::OK();
   }
+  // One granted ahead but past half its own ttl (the puts stalled): too old
+  // to take, so released now, not left for kvd to end by slab_ttl.
+  if (d.next != nullptr) Post([stale = std::move(d.next)]() mutable { stale.reset(); });
   // A batch's rest in one slab where it is larger than the usual shape: one
   // grant on the batch's path, not one per slab's worth of it (each a
   // request and its ring's registration); the usual shape where kvd has no
