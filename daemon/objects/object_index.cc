@@ -153,6 +153,8 @@ Result<std::unique_ptr<ObjectIndex>> ObjectIndex::Create(gpu::Backend& backend, 
     auto table = ReadTable::Create(store->devices_.size(), records);
     if (table.ok()) {
       store->read_table_ = std::move(*table);
+      // What a restart restored is listed as a commit would have listed it.
+      for (const auto& [key, object] : store->table_.objects()) store->PublishRead(object);
     } else {
       spdlog::warn("object store: no read table, every get takes a lease: {}", table.status().ToString());
     }
@@ -385,6 +387,7 @@ Status ObjectIndex::Commit(std::string_view key, uint32_t epoch, uint64_t now_ns
   object->last_access_ns = now_ns;
   devices_[object->device].evictable.Add(object);
   table_.Journal(*object);  // committed: back READY after a restart
+  PublishRead(*object);
   Notify(*object, ObjectEvent::Kind::kReady);
   return Status::OK();
 }

@@ -232,6 +232,7 @@ class ObjectIndex {
   struct ReadTableShare {
     int fd = -1;
     uint32_t entries = 0;
+    uint32_t buckets = 0;  // the location directory's
     std::vector<int> devices;
   };
   Result<ReadTableShare> ShareReadTable() const;
@@ -570,11 +571,10 @@ class ObjectIndex {
   SlabTable slabs_;
   // Null where the kernel cannot seal one (every read then takes a lease).
   std::unique_ptr<ReadTable> read_table_;
-  // The object's store copy stops being readable without a lease: before
-  // its space or record goes to anything else. REQUIRES: mu_ held.
-  void WithdrawRead(const Object& object) {
-    if (read_table_ != nullptr) read_table_->Withdraw(object.device, object.record);
-  }
+  // A READY store copy becomes readable without a request (its entry and
+  // directory listing) / stops, before its space or record goes elsewhere. mu_ held.
+  void PublishRead(const Object& object);
+  void WithdrawRead(const Object& object);
   // CheckInvariants' share: an entry holds an epoch only for the READY store
   // copy of the object with that record and epoch.
   Status CheckReadTable() const;

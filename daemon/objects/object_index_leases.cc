@@ -58,11 +58,22 @@ Result<std::optional<ObjectPlan>> ObjectIndex::LocateUnleased(std::string_view k
   return std::optional<ObjectPlan>(LocateLocked(*object, now_ns));
 }
 
+void ObjectIndex::PublishRead(const Object& object) {
+  if (read_table_ == nullptr || object.tier != Tier::kGpu || object.state != ObjectState::kReady) return;
+  read_table_->PublishLocation(object.device, object.record, object.key, object.key_hash, object.payload_offset,
+                               object.bytes_total, object.epoch);
+}
+
+void ObjectIndex::WithdrawRead(const Object& object) {
+  if (read_table_ != nullptr) read_table_->Withdraw(object.device, object.record);
+}
+
 Result<ObjectIndex::ReadTableShare> ObjectIndex::ShareReadTable() const {
   if (read_table_ == nullptr) return Status::Unimplemented("this kvd has no read table: every get takes a lease");
   ReadTableShare share;
   NANOKV_ASSIGN_OR_RETURN(share.fd, read_table_->ReaderFd());
   share.entries = read_table_->entries();
+  share.buckets = read_table_->buckets();
   for (const Device& device : devices_) share.devices.push_back(device.ordinal);  // fixed after Create
   return share;
 }
@@ -82,6 +93,20 @@ Status ObjectIndex::CheckReadTable() const {
         return Status::Internal("object store device " + std::to_string(devices_[d].ordinal) + ": read table entry " +
                                 std::to_string(r) + " names epoch " + std::to_string(epoch) +
                                 ", which is no READY copy in the store there");
+      }
+    }
+    // A listed location is its record's published copy, as it lies.
+    for (uint32_t r = 0; r < read_table_->entries(); ++r) {
+      auto listed = read_table_->ListedAt(d, r);
+      if (!listed) continue;
+      auto it = by_record[d].find(r);
+      const Object* object = it == by_record[d].end() ? nullptr : it->second;
+      if (object == nullptr || read_table_->At(d, r) != listed->epoch || object->epoch != listed->epoch ||
+          object->key != listed->key || object->payload_offset != listed->payload_offset ||
+          object->bytes_total != listed->bytes) {
+        return Status::Internal("object store device " + std::to_string(devices_[d].ordinal) +
+                                ": the location directory lists " + Quote(listed->key) + " at record " +
+                                std::to_string(r) + ", which is not where that copy lies");
       }
     }
   }

@@ -210,6 +210,7 @@ bool ObjectIndex::FinishMove(const TierMove& move, const Status& copied, uint64_
     ++device.promotions;
     device.evictable.Add(object);
     JournalMove(device, object);
+    PublishRead(*object);
     Notify(*object, ObjectEvent::Kind::kMoved);
   }
   return true;

@@ -284,6 +284,7 @@ Status ObjectIndex::AdoptAnnounced(GrantedSlab& slab, const ipc::AnnouncedObject
   Object* live = table_.Insert(std::move(object));
   device.evictable.Add(live);
   table_.Journal(*live);  // as a commit: back READY after a restart
+  PublishRead(*live);
   Notify(*live, ObjectEvent::Kind::kReady);
   ++slabs_.counters.announced;
   return Status::OK();

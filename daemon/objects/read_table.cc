@@ -16,7 +16,9 @@ namespace nanokv::kvd {
 Result<std::unique_ptr<ReadTable>> ReadTable::Create(size_t devices, uint32_t entries) {
   std::unique_ptr<ReadTable> table(new ReadTable(devices, entries));
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  table->bytes_ = std::max(page, (devices * entries * sizeof(uint32_t) + page - 1) / page * page);
+  table->layout_ = {devices, entries, ipc::DirectoryBucketsFor(devices * entries)};
+  table->slot_of_.assign(devices * entries, 0);
+  table->bytes_ = std::max(page, (table->layout_.Bytes() + page - 1) / page * page);
   auto fail = [](const char* what) {
     return Status::Internal(std::string("object store read table: ") + what + ": " + std::strerror(errno));
   };
@@ -28,6 +30,7 @@ Result<std::unique_ptr<ReadTable>> ReadTable::Create(size_t devices, uint32_t en
   void* at = mmap(nullptr, table->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, table->fd_, 0);
   if (at == MAP_FAILED) return fail("mmap");
   table->words_ = static_cast<uint32_t*>(at);
+  table->dir_ = static_cast<uint64_t*>(at);
   // After kvd's mapping: no new writable one, for anyone (kvd's stays).
   if (fcntl(table->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0) {
     const int err = errno;
@@ -55,6 +58,67 @@ void ReadTable::Publish(size_t d, uint32_t record, uint32_t epoch) {
 
 void ReadTable::Withdraw(size_t d, uint32_t record) {
   if (uint32_t* word = Word(d, record)) std::atomic_ref<uint32_t>(*word).store(0);
+  Unlist(d, record);
+}
+
+void ReadTable::PublishLocation(size_t d, uint32_t record, std::string_view key, uint64_t key_hash,
+                                uint64_t payload_offset, uint64_t bytes, uint32_t epoch) {
+  if (Word(d, record) == nullptr) return;
+  Publish(d, record, epoch);
+  Unlist(d, record);  // a record is rewritten only while no bucket names it
+  if (key.empty() || key.size() > ipc::kDirectoryKeyBytes) return;
+  const size_t bucket = layout_.Bucket(key_hash);
+  size_t free_slot = 0;
+  for (size_t slot = 1; slot <= ipc::kDirectorySlots && free_slot == 0; ++slot) {
+    if (ipc::DirectoryWord(dir_, bucket + slot).load(std::memory_order_relaxed) == 0) free_slot = bucket + slot;
+  }
+  if (free_slot == 0) return;  // a full bucket: its reader asks kvd
+  const size_t at = layout_.Record(d, record);
+  ipc::DirectoryWord(dir_, at).store(payload_offset, std::memory_order_release);
+  ipc::DirectoryWord(dir_, at + 1).store(bytes, std::memory_order_release);
+  ipc::DirectoryWord(dir_, at + 2).store(uint64_t{key.size()} << 32 | epoch, std::memory_order_release);
+  for (size_t w = 0; w < ipc::kDirectoryKeyWords; ++w) {
+    uint64_t word = 0;
+    if (w * 8 < key.size()) std::memcpy(&word, key.data() + w * 8, std::min<size_t>(8, key.size() - w * 8));
+    ipc::DirectoryWord(dir_, at + 3 + w).store(word, std::memory_order_release);
+  }
+  BumpSeq(bucket);
+  ipc::DirectoryWord(dir_, free_slot).store(uint64_t{d} << 32 | (record + 1), std::memory_order_release);
+  BumpSeq(bucket);
+  slot_of_[d * entries_ + record] = free_slot;
+}
+
+void ReadTable::Unlist(size_t d, uint32_t record) {
+  if (Word(d, record) == nullptr) return;
+  size_t& slot = slot_of_[d * entries_ + record];
+  if (slot == 0) return;
+  const size_t bucket =
+      layout_.BucketsWord() + (slot - layout_.BucketsWord()) / ipc::kDirectoryBucketWords * ipc::kDirectoryBucketWords;
+  BumpSeq(bucket);
+  ipc::DirectoryWord(dir_, slot).store(0, std::memory_order_release);
+  BumpSeq(bucket);
+  slot = 0;
+}
+
+void ReadTable::BumpSeq(size_t bucket) {
+  auto seq = ipc::DirectoryWord(dir_, bucket);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+std::optional<ReadTable::Listed> ReadTable::ListedAt(size_t d, uint32_t record) const {
+  if (Word(d, record) == nullptr || slot_of_[d * entries_ + record] == 0) return std::nullopt;
+  const size_t at = layout_.Record(d, record);
+  Listed listed;
+  listed.payload_offset = ipc::DirectoryWord(dir_, at).load(std::memory_order_relaxed);
+  listed.bytes = ipc::DirectoryWord(dir_, at + 1).load(std::memory_order_relaxed);
+  const uint64_t packed = ipc::DirectoryWord(dir_, at + 2).load(std::memory_order_relaxed);
+  listed.epoch = static_cast<uint32_t>(packed);
+  listed.key.resize(std::min<size_t>(packed >> 32, ipc::kDirectoryKeyBytes));
+  for (size_t i = 0; i < listed.key.size(); i += 8) {
+    const uint64_t word = ipc::DirectoryWord(dir_, at + 3 + i / 8).load(std::memory_order_relaxed);
+    std::memcpy(listed.key.data() + i, &word, std::min<size_t>(8, listed.key.size() - i));
+  }
+  return listed;
 }
 
 uint32_t ReadTable::At(size_t d, uint32_t record) const {

@@ -264,6 +264,7 @@ void NodeServer::HandleObject(Connection& c, const wire::Message& m) {
       auto share = store.ShareReadTable();
       if (!share.ok()) return SendError(c, rid, share.status());
       reply.mutable_object_read_table_reply()->set_entries(share->entries);
+      reply.mutable_object_read_table_reply()->set_buckets(share->buckets);
       for (int device : share->devices) reply.mutable_object_read_table_reply()->add_devices(device);
       fds.push_back(share->fd);
       Send(c, reply, fds);

@@ -60,6 +60,17 @@ Result<ObjectMappings::DeviceMap*> ObjectMappings::RangeFor(const ObjectPlan& pl
   return &map;
 }
 
+uintptr_t ObjectMappings::MappedForRead(int device, uint64_t offset, uint64_t bytes) const {
+  auto it = read_.find(device);
+  if (it == read_.end() || it->second.base == 0 || bytes == 0) return 0;
+  const DeviceMap& map = it->second;
+  if (offset > map.bytes || bytes > map.bytes - offset) return 0;
+  for (uint64_t index = offset / map.page_bytes; index <= (offset + bytes - 1) / map.page_bytes; ++index) {
+    if (!map.mapped[index]) return 0;
+  }
+  return map.base + offset;
+}
+
 Result<uintptr_t> ObjectMappings::Map(const ObjectPlan& plan, int local_device, const FetchFds& fetch) {
   const bool write = plan.state == ObjectState::kWriting || plan.state == ObjectState::kReserved;
   NANOKV_ASSIGN_OR_RETURN(DeviceMap * found, RangeFor(plan, write));

@@ -55,6 +55,10 @@ class ObjectMappings {
   // plan's state says (WRITING or RESERVED: the write range) and returns that
   // range's base. `local_device`: this process's ordinal of plan.device.
   Result<uintptr_t> Map(const ObjectPlan& plan, int local_device, const FetchFds& fetch);
+  // The read range's address of bytes [offset, offset + bytes) of kvd's
+  // device `device` where every page of them is mapped here already, else
+  // 0: what a location found with no plan can be read through.
+  uintptr_t MappedForRead(int device, uint64_t offset, uint64_t bytes) const;
   // The plan (key, epoch) is committed or revoked: on host, its write-range
   // pages that no other plan open here covers are unmapped. The caller's writes through
   // them are done (it commits after them). Unknown plans are ignored.

@@ -121,7 +121,8 @@ class ObjectStore::Impl {
     }
     if (mapped.ok()) {
       const wire::ObjectReadTableReply& r = reply->object_read_table_reply();
-      auto view = client::ReadTableView::Map(fds[0], r.entries(), {r.devices().begin(), r.devices().end()});
+      auto view =
+          client::ReadTableView::Map(fds[0], r.entries(), {r.devices().begin(), r.devices().end()}, r.buckets());
       fds.clear();
       if (view.ok()) read_table_ = std::move(*view);
       mapped = view.status();
@@ -215,6 +216,9 @@ class ObjectStore::Impl {
   // and the devices given access, as this process numbers them.
   // with_header false: a load's, which reads no header (nullptr there).
   Result<client::ObjectPieces> Pieces(const ObjectPlan& plan, bool with_header = true);
+  // A load's pieces for a copy kvd's directory lists, where its pages are
+  // mapped here already (else nothing: the get asks kvd, which maps them).
+  std::optional<client::ObjectPieces> ListedPieces(const client::ListedCopy& copy);
 
   // A transfer began the plan's header itself (client::StoreObject): a
   // later pointer of the plan must not begin it again over its READY.

@@ -32,19 +32,14 @@ class DeviceReads {
   std::vector<Result<uint64_t>> Run() {
     table_ = impl_.ReadTable();
     std::vector<size_t> ask;
-    std::vector<std::shared_ptr<const client::CachedRead>> kept;  // alive until the loads are enqueued
-    std::vector<Load> loads;
-    const uint64_t now = SteadyNowNs();
-    for (size_t i = 0; i < items_.size(); ++i) {
-      auto found = table_ != nullptr ? impl_.read_cache().Find(items_[i].key, now) : nullptr;
-      if (found == nullptr) {
-        ask.push_back(i);
-      } else if (Fits(i, found->pieces.bytes)) {
-        loads.push_back({i, &found->pieces, nullptr, found->check, /*leased=*/false});
-        kept.push_back(std::move(found));
-      }
+    // Found here (kept or listed) a chunk at a time, each chunk's loads
+    // enqueued before the next is looked up: the GPU copies one while the
+    // next is found (~1-2 us an object of host work on a GPU host, which
+    // before this all ran ahead of the first copy; BENCHMARKS.md
+    // 2026-11-29, sixth session). Small chunks first, so the GPU starts soon.
+    for (size_t first = 0, chunk = 8; first < items_.size(); first += chunk, chunk = std::min<size_t>(chunk * 2, 32)) {
+      FindHere(first, std::min(items_.size(), first + chunk), ask);
     }
-    Enqueue(loads);
     Locate(ask, /*unleased=*/table_ != nullptr);
     Settle();
     // Copies the table did not vouch for (the object moved or went, or kvd
@@ -58,17 +53,56 @@ class DeviceReads {
   }
 
  private:
+  // Items [first, end): loads enqueued for those whose location this
+  // process knows (the read cache) or finds (kvd's directory); the rest
+  // appended to `ask`.
+  void FindHere(size_t first, size_t end, std::vector<size_t>& ask) {
+    std::vector<std::shared_ptr<const client::CachedRead>> kept;  // alive until the loads are enqueued
+    std::vector<Load> loads;
+    const uint64_t now = SteadyNowNs();
+    // Kept until the next Settle, as Locate's: the loads point into it.
+    std::vector<client::ObjectPieces>& listed = located_.emplace_back();
+    listed.reserve(end - first);
+    const bool directory = table_ != nullptr && table_->has_directory() && impl_.read_cache().enabled();
+    for (size_t i = first; i < end; ++i) {
+      auto found = table_ != nullptr ? impl_.read_cache().Find(items_[i].key, now) : nullptr;
+      if (found != nullptr) {
+        if (Fits(i, found->pieces.bytes)) {
+          loads.push_back({i, &found->pieces, nullptr, found->check, /*leased=*/false, /*untold=*/false});
+          kept.push_back(std::move(found));
+        }
+        continue;
+      }
+      // Never read here: kvd's directory may list it (its pages mapped here
+      // by reads before), else kvd is asked.
+      auto copy = directory ? table_->Find(items_[i].key, ObjectSlab::KeyHash(items_[i].key)) : std::nullopt;
+      auto pieces = copy ? impl_.ListedPieces(*copy) : std::nullopt;
+      if (!pieces) {
+        ask.push_back(i);
+      } else if (Fits(i, copy->bytes)) {
+        listed.push_back(std::move(*pieces));
+        loads.push_back({i,
+                         &listed.back(),
+                         &listed.back(),
+                         {copy->device, copy->read_entry, copy->epoch},
+                         /*leased=*/false,
+                         /*untold=*/true});
+      }
+    }
+    Enqueue(loads);
+  }
+
   struct Load {
     size_t item;
     const client::ObjectPieces* pieces;
     client::ObjectPieces* owned;  // the same, ours to move into the cache; null for a kept one
     client::ReadCheck check;  // read_entry 0: none
     bool leased;
+    bool untold;  // found in kvd's directory: kvd has not seen the read
   };
   struct Checked {
     size_t item;
     client::ReadCheck check;
-    client::ObjectPieces* pieces;  // moved into the cache; null for a location it gave
     bool leased;
   };
 
@@ -87,8 +121,12 @@ class DeviceReads {
     return true;
   }
 
+  // Enqueues the loads; each location new here goes into the read cache at
+  // once, while the GPU copies (a kept location is only ever a hint: every
+  // copy from one is checked, and one that fails its check is erased).
   void Enqueue(const std::vector<Load>& loads) {
     if (loads.empty()) return;
+    const uint64_t now = SteadyNowNs();
     std::vector<client::LoadItem> items;
     for (const Load& load : loads) items.push_back({items_[load.item].dst, load.pieces});
     std::vector<Status> loaded = client::LoadObjects(impl_.backend(), items, stream_, /*wait=*/false);
@@ -100,9 +138,13 @@ class DeviceReads {
       }
       out_[load.item] = load.pieces->bytes;
       loading_.push_back(load.item);
-      if (load.check.read_entry != 0) {
-        checked_.push_back({load.item, load.check, load.owned, load.leased});
-      }
+      if (load.check.read_entry == 0) continue;
+      checked_.push_back({load.item, load.check, load.leased});
+      // A read from the directory reaches kvd's eviction order as one from
+      // a kept location does (TellKvdOfKeptReads). The launch holds nothing
+      // of the pieces any more.
+      if (load.owned)
+        impl_.read_cache().Put(items_[load.item].key, {std::move(*load.owned), load.check}, load.untold ? now : 0);
     }
   }
 
@@ -141,7 +183,8 @@ class DeviceReads {
         }
         pieces.push_back(std::move(*mapped));
         // A leased copy's entry is kept as well: it serves the next read.
-        loads.push_back({i, &pieces.back(), &pieces.back(), {plan.device, plan.read_entry, plan.epoch}, leased});
+        loads.push_back(
+            {i, &pieces.back(), &pieces.back(), {plan.device, plan.read_entry, plan.epoch}, leased, /*untold=*/false});
       }
       Enqueue(loads);
     }
@@ -163,8 +206,9 @@ class DeviceReads {
     if (!leased.empty()) impl_.ReleaseBatch(leased);
   }
 
-  // Waits for what is enqueued, keeps each copy read without a lease that
-  // the table vouches for (else reads it again), releases the leases.
+  // Waits for what is enqueued; a copy read without a lease that the table
+  // does not vouch for is read again (its kept location erased); releases
+  // the leases.
   void Settle() {
     Status finished = client::FinishTransfers(impl_.backend(), stream_);
     if (!finished.ok()) {
@@ -177,10 +221,7 @@ class DeviceReads {
       for (Checked& c : checked_) {
         const bool holds =
             table_ != nullptr && connected && table_->Holds(c.check.kvd_device, c.check.read_entry, c.check.epoch);
-        if (holds) {
-          if (c.pieces) impl_.read_cache().Put(items_[c.item].key, {std::move(*c.pieces), c.check});
-          continue;
-        }
+        if (holds) continue;
         impl_.read_cache().Erase(items_[c.item].key);
         if (!c.leased) again_.push_back(c.item);
       }
@@ -205,6 +246,22 @@ class DeviceReads {
 };
 
 }  // namespace
+
+std::optional<client::ObjectPieces> ObjectStore::Impl::ListedPieces(const client::ListedCopy& copy) {
+  std::lock_guard lock(call_mu_);
+  const uintptr_t at = mappings_->MappedForRead(copy.device, copy.payload_offset, copy.bytes);
+  if (at == 0) return std::nullopt;
+  auto local = LocalDeviceLocked(copy.device);
+  if (!local.ok()) return std::nullopt;
+  client::ObjectPieces pieces;
+  pieces.device = *local;
+  pieces.bytes = copy.bytes;
+  pieces.epoch = copy.epoch;
+  pieces.access = AccessOf(*local);
+  pieces.payload = reinterpret_cast<void*>(at);
+  pieces.segments.push_back({pieces.payload, copy.bytes});
+  return pieces;
+}
 
 std::vector<Result<uint64_t>> ObjectStore::BatchGetToDevice(std::span<const DeviceGet> items, void* stream) {
   return DeviceReads(*impl_, items, stream).Run();

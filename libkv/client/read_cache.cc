@@ -17,7 +17,7 @@ std::shared_ptr<const CachedRead> ReadCache::Find(std::string_view key, uint64_t
   return entry.location;
 }
 
-void ReadCache::Put(std::string_view key, CachedRead read) {
+void ReadCache::Put(std::string_view key, CachedRead read, uint64_t read_ns) {
   if (capacity_ == 0) return;
   auto location = std::make_shared<const CachedRead>(std::move(read));
   std::lock_guard lock(mu_);
@@ -25,10 +25,15 @@ void ReadCache::Put(std::string_view key, CachedRead read) {
   if (auto it = index_.find(name); it != index_.end()) {
     it->second->location = std::move(location);
     entries_.splice(entries_.begin(), entries_, it->second);
-    return;
+  } else {
+    entries_.push_front({name, std::move(location)});
+    index_.emplace(std::move(name), entries_.begin());
   }
-  entries_.push_front({name, std::move(location)});
-  index_.emplace(std::move(name), entries_.begin());
+  Entry& entry = entries_.front();
+  if (read_ns != 0 && !entry.read) {
+    entry.read = true;
+    if (reads_++ == 0) first_read_ns_ = read_ns;
+  }
   if (entries_.size() > capacity_) DropLocked(std::prev(entries_.end()));
 }
 

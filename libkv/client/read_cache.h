@@ -44,9 +44,12 @@ class ReadCache {
   // immutable and shared: a hit copies no vector. A hit is noted as a read
   // (below) at `now_ns`.
   std::shared_ptr<const CachedRead> Find(std::string_view key, uint64_t now_ns);
-  void Put(std::string_view key, CachedRead read);
+  // read_ns: not 0 for a read kvd was not told of (a location from its
+  // directory), noted as a read at that time.
+  void Put(std::string_view key, CachedRead read, uint64_t read_ns = 0);
   void Erase(std::string_view key);
   size_t size() const;
+  bool enabled() const { return capacity_ > 0; }
 
   // Reads served from kept locations tell kvd nothing, so its eviction
   // order would take a hot object for a cold one. The keys found since the

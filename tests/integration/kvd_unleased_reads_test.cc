@@ -1,7 +1,8 @@
 // Batch gets without a lease through a real kvd (ARCHITECTURE.md, "Reads
 // without a lease"): a get asks kvd once per chunk of keys and takes no
 // lease where the read table covers the copy; a get of what it read before
-// asks nothing (the read cache); a copy whose object went, moved or was
+// asks nothing (the read cache), nor one of a copy kvd's directory lists
+// on pages the reader mapped before; a copy whose object went, moved or was
 // replaced while it ran never stands. NANOKV_TEST_BACKEND=cuda runs the
 // same against GPU pages.
 #include <atomic>
@@ -87,6 +88,58 @@ TEST_F(KvdUnleasedReadsTest, AGetAgainAsksKvdNothingAndAGoneObjectIsNotReadFromW
   // A destination too small is refused from a kept location too.
   EXPECT_EQ(reader->GetToDevice(keys[0], base, kBytes - 1).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(reader->GetToDevice(keys[0], nullptr, kBytes).status().code(), Code::kInvalidArgument);
+}
+
+// A first read of an object on pages this reader mapped before asks kvd
+// nothing: kvd's location directory lists it from its commit on. A removed
+// one is not read from where it was; one put again is read where it is now.
+TEST_F(KvdUnleasedReadsTest, AFirstReadOnPagesMappedBeforeFindsTheCopyInKvdsDirectory) {
+  auto writer = OpenStore();
+  auto reader = OpenStore();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(reader, nullptr);
+  constexpr size_t kBytes = 8192, kObjects = 8;
+  ASSERT_OK(writer->Put("first", ObjectPattern(kBytes, 1), 0));
+  auto buffer = Buffer(kObjects * kBytes);
+  ASSERT_NE(buffer, nullptr);
+  auto* base = static_cast<std::byte*>(buffer->get());
+  ASSERT_OK(reader->GetToDevice("first", base, kBytes).status());  // asks kvd; maps the page
+  auto page_of = [&](const std::string& key) {
+    auto plan = writer->GetLocation(key);
+    EXPECT_OK(plan.status());
+    return plan.ok() ? plan->payload_offset / plan->page_bytes : ~uint64_t{0};
+  };
+  std::vector<std::string> keys;
+  std::vector<ObjectStore::DeviceGet> items;
+  for (size_t i = 0; i < kObjects; ++i) {
+    keys.push_back("next:" + std::to_string(i));
+    ASSERT_OK(writer->Put(keys.back(), ObjectPattern(kBytes, static_cast<uint8_t>(10 + i)), 0));
+    // The writer's page has room: its next objects go beside the first.
+    ASSERT_EQ(page_of(keys.back()), page_of("first")) << keys.back();
+  }
+  for (size_t i = 0; i < kObjects; ++i) items.push_back({keys[i], base + i * kBytes, kBytes});
+  const uint64_t sent = reader->requests_sent();
+  std::vector<Result<uint64_t>> got = reader->BatchGetToDevice(items);
+  EXPECT_EQ(reader->requests_sent(), sent) << "found in kvd's directory";
+  for (size_t i = 0; i < kObjects; ++i) {
+    ASSERT_OK(got[i].status());
+    EXPECT_EQ(Read(base + i * kBytes, kBytes), ObjectPattern(kBytes, static_cast<uint8_t>(10 + i))) << keys[i];
+  }
+
+  // One removed, one put again with other bytes, one new: the reader's kept
+  // locations of the first two do not stand; the new one is found.
+  ASSERT_OK(writer->Remove(keys[1]));
+  ASSERT_OK(writer->Remove(keys[2]));
+  ASSERT_OK(writer->Put(keys[2], ObjectPattern(kBytes, 99), 0));
+  ASSERT_OK(writer->Put("fresh", ObjectPattern(kBytes, 77), 0));
+  ASSERT_EQ(page_of("fresh"), page_of("first"));
+  EXPECT_EQ(reader->GetToDevice(keys[1], base, kBytes).status().code(), Code::kNotFound);
+  ASSERT_OK(reader->GetToDevice(keys[2], base, kBytes).status());
+  EXPECT_EQ(Read(base, kBytes), ObjectPattern(kBytes, 99));
+  const uint64_t before_fresh = reader->requests_sent();
+  ASSERT_OK(reader->GetToDevice("fresh", base, kBytes).status());
+  EXPECT_EQ(reader->requests_sent(), before_fresh);
+  EXPECT_EQ(Read(base, kBytes), ObjectPattern(kBytes, 77));
 }
 
 // Reads from kept locations ask kvd nothing, so kvd's eviction order would

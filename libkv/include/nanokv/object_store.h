@@ -131,9 +131,10 @@ struct ObjectStoreOptions {
   // recently used out first) to read them again with no request to kvd: the
   // copy stands when kvd's read table says the object was still in place
   // after it, else the get asks kvd again (ARCHITECTURE.md, "Reads without
-  // a lease"). 0: every get asks kvd. kvd's eviction order hears of such
-  // reads a second after the first of them (one request, after a get's
-  // copies), not at once.
+  // a lease"). The same for an object never read here that kvd's location
+  // directory lists on pages this store mapped before. 0: every get asks
+  // kvd. kvd's eviction order hears of such reads a second after the first
+  // of them (one request, after a get's copies), not at once.
   uint32_t read_cache = 16384;
 };
 
@@ -324,8 +325,9 @@ class ObjectStore {
   // as its single call would answer it (a failed item leaves the others
   // be). A put is still an open and a commit per item (kvd's protocol has
   // no batch open). A get asks kvd where its objects are in one request per
-  // 64 keys at most (none for those read_cache knows), enqueues every load
-  // on `stream` and waits once; a copy in the store is read without a lease
+  // 256 keys at most (none for those read_cache knows or kvd's location
+  // directory lists on pages mapped here), enqueues every load on `stream`
+  // (a chunk at a time) and waits once; a copy in the store is read without a lease
   // and kept when kvd's read table vouches for it afterwards, else read
   // again under a lease (the host tier, and a kvd without the table, lease
   // every object, released in one request).
