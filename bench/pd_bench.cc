@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench/bench_kvd.h"
+#include "bench/bench_memory.h"
 #include "bench/bench_util.h"
 #include "bench/gpu_timer.h"
 #include "bench/raw_ucp_floor.h"
@@ -61,116 +62,6 @@ void Check(const Status& s, const std::string& what) {
   std::fprintf(stderr, "pd_bench: %s: %s\n", what.c_str(), s.ToString().c_str());
   std::exit(1);
 }
-
-// Device memory for the bench's own buffers: cudaMalloc on cuda (what an
-// engine's tensors are), the host backend's mappings otherwise.
-class Memory {
- public:
-  explicit Memory(const std::string& backend) : cuda_(backend == "cuda") {
-    auto opened = gpu::OpenBackend(backend);
-    Check(opened.status(), "open backend " + backend);
-    backend_ = std::move(*opened);
-    if (cuda_) {
-      int n = 0;
-      CudaCheck(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-      devices_ = n;
-      for (int d = 0; d < n; ++d) {
-        CudaCheck(cudaSetDevice(d), "cudaSetDevice");
-        for (int p = 0; p < n; ++p) {
-          if (p == d) continue;
-          cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
-          if (e != cudaSuccess) (void)cudaGetLastError();
-        }
-        cudaStream_t s = nullptr;
-        CudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-        streams_.push_back(s);
-      }
-      CudaCheck(cudaSetDevice(0), "cudaSetDevice");
-    } else {
-      devices_ = backend_->device_count();
-      streams_.assign(static_cast<size_t>(devices_), nullptr);
-    }
-  }
-  int devices() const { return devices_; }
-  bool cuda() const { return cuda_; }
-  void* stream(int device) const { return streams_[static_cast<size_t>(device)]; }
-
-  std::byte* Alloc(int device, size_t bytes) {
-    if (cuda_) {
-      void* p = nullptr;
-      CudaCheck(cudaSetDevice(device), "cudaSetDevice");
-      CudaCheck(cudaMalloc(&p, bytes), "cudaMalloc");
-      CudaCheck(cudaSetDevice(0), "cudaSetDevice");
-      cuda_buffers_.push_back(p);
-      return static_cast<std::byte*>(p);
-    }
-    auto buffer = gpu::DeviceBuffer::Create(*backend_, device, bytes);
-    Check(buffer.status(), "device buffer");
-    auto* at = static_cast<std::byte*>((*buffer)->get());
-    host_buffers_.push_back(std::move(*buffer));
-    return at;
-  }
-  void Upload(std::byte* at, const std::vector<std::byte>& data) {
-    Check(backend_->Copy(at, data.data(), data.size(), gpu::CopyKind::kHostToDevice), "upload");
-  }
-  std::vector<std::byte> Download(const std::byte* at, size_t bytes) {
-    std::vector<std::byte> out(bytes);
-    Check(backend_->Copy(out.data(), at, bytes, gpu::CopyKind::kDeviceToHost), "download");
-    return out;
-  }
-
-  // The floors, each `n` copies of `bytes` from src + i*bytes to dst + i*bytes
-  // (or one copy of the whole when n is 1), waited for: microseconds.
-  double PeerCopy(std::byte* dst, int dst_device, const std::byte* src, int src_device, size_t n, size_t bytes) {
-    const double t = NowMicros();
-    if (cuda_) {
-      for (size_t i = 0; i < n; ++i) {
-        CudaCheck(cudaMemcpyPeerAsync(dst + i * bytes, dst_device, src + i * bytes, src_device, bytes,
-                                      static_cast<cudaStream_t>(stream(src_device))),
-                  "cudaMemcpyPeerAsync");
-      }
-      CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream(src_device))), "cudaStreamSynchronize");
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        Check(backend_->Copy(dst + i * bytes, src + i * bytes, bytes, gpu::CopyKind::kDeviceToDevice), "copy");
-      }
-    }
-    return NowMicros() - t;
-  }
-  // GPU -> pinned host -> GPU, the whole batch each way.
-  double Staged(std::byte* dst, int dst_device, const std::byte* src, int src_device, size_t total) {
-    if (!cuda_) return 0;
-    if (pinned_bytes_ < total) {
-      if (pinned_ != nullptr) cudaFreeHost(pinned_);
-      CudaCheck(cudaHostAlloc(&pinned_, total, cudaHostAllocPortable), "cudaHostAlloc");
-      pinned_bytes_ = total;
-    }
-    const double t = NowMicros();
-    CudaCheck(cudaMemcpyAsync(pinned_, src, total, cudaMemcpyDeviceToHost,
-                              static_cast<cudaStream_t>(stream(src_device))), "cudaMemcpyAsync D2H");
-    CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream(src_device))), "sync");
-    CudaCheck(cudaMemcpyAsync(dst, pinned_, total, cudaMemcpyHostToDevice,
-                              static_cast<cudaStream_t>(stream(dst_device))), "cudaMemcpyAsync H2D");
-    CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream(dst_device))), "sync");
-    return NowMicros() - t;
-  }
-
-  ~Memory() {
-    host_buffers_.clear();
-    for (void* p : cuda_buffers_) cudaFree(p);
-    if (pinned_ != nullptr) cudaFreeHost(pinned_);
-  }
-
- private:
-  bool cuda_;
-  int devices_ = 0;
-  std::unique_ptr<gpu::Backend> backend_;
-  std::vector<void*> streams_;
-  std::vector<void*> cuda_buffers_;
-  std::vector<std::unique_ptr<gpu::DeviceBuffer>> host_buffers_;
-  void* pinned_ = nullptr;
-  size_t pinned_bytes_ = 0;
-};
 
 JsonObject Gbps(const std::vector<double>& micros, size_t bytes) {
   JsonObject o;
@@ -240,7 +131,7 @@ struct Buffers {
 };
 
 // One (path, L, S) case: reps of put, get, views, the async put; floors.
-JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, size_t bytes, int reps, Raw* raw) {
+JsonObject RunCase(Path& path, BenchMemory& memory, Buffers& buffers, int layers, size_t bytes, int reps, Raw* raw) {
   const size_t n = static_cast<size_t>(layers) * 2;
   const size_t total = n * bytes;
   const int producer = buffers.producer, consumer = buffers.consumer;
@@ -262,9 +153,13 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
       puts.push_back({keys.back(), src + i * bytes, bytes, {.preferred_segment = path.segment}});
       gets.push_back({keys.back(), dst + i * bytes, bytes});
     }
+    // Each side's calls start on its own GPU, as in a prefill process and a
+    // decode process (one thread here does both, untimed switches).
+    memory.MakeCurrent(producer);
     double t = NowMicros();
     for (const Status& s : path.prefill->BatchPutFromDevice(puts, memory.stream(producer))) Check(s, "put");
     const double put_us = NowMicros() - t;
+    memory.MakeCurrent(consumer);
     t = NowMicros();
     for (const auto& got : path.decode->BatchGetToDevice(gets, memory.stream(consumer))) Check(got.status(), "get");
     const double get_us = NowMicros() - t;
@@ -288,6 +183,7 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
     }
     for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
     // The stream-ordered put of the same batch.
+    memory.MakeCurrent(producer);
     t = NowMicros();
     auto pending = path.prefill->PutFromDeviceAsync(puts, memory.stream(producer));
     Check(pending.status(), "async put");
@@ -322,6 +218,7 @@ JsonObject RunCase(Path& path, Memory& memory, Buffers& buffers, int layers, siz
     const double pinged = NowMicros() - t;
     for (const Status& s : path.prefill->BatchRemove(keys)) Check(s, "remove");
     if (path.slab_prefill != nullptr) {
+      memory.MakeCurrent(producer);
       t = NowMicros();
       for (const Status& s : path.slab_prefill->BatchPutFromDevice(puts, memory.stream(producer))) {
         Check(s, "slab put");
@@ -469,7 +366,7 @@ int Main(int argc, char** argv) {
   Raw raw;
   const bool with_raw = args.paths.find('c') != std::string::npos;
   if (with_raw && !StartRaw(raw, size_t{4} << 20, 4)) return 1;  // before this process loads UCX otherwise
-  Memory memory(args.backend);
+  BenchMemory memory(args.backend);
   size_t largest = 0;
   for (int l : args.layers) {
     for (size_t s : args.sizes_kib) largest = std::max(largest, static_cast<size_t>(l) * 2 * s * 1024);
