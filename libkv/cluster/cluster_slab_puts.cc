@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,9 +52,13 @@ std::vector<size_t> PutThroughSlabs(ClusterClient::Impl& impl, const std::vector
   }
   // By store and device: one store batch each (one wait on the stream).
   std::map<std::pair<ObjectStore*, int>, std::vector<size_t>> slabbed;
+  // Each segment's target found once a batch (a parse and the client's lock).
+  std::map<std::pair<std::string_view, uint32_t>, std::optional<SlabTarget>> targets;
   for (size_t i = 0; i < items.size(); ++i) {
     const DevicePut& item = items[i];
-    const std::optional<SlabTarget> target = SlabTargetOf(impl, item.options);
+    auto [known, fresh] = targets.try_emplace({item.options.preferred_segment, item.options.replica_num});
+    if (fresh) known->second = SlabTargetOf(impl, item.options);
+    const std::optional<SlabTarget>& target = known->second;
     if (target.has_value() && target->store->SlabServes(item.key, item.bytes, target->device)) {
       slabbed[{target->store, target->device}].push_back(i);
     } else {
