@@ -78,6 +78,40 @@ class GpuRing {
   bool registered_ = false;
 };
 
+// The tables a producer kernel reads, item by item: keys (32 bytes apart),
+// their lengths and hashes, sizes and source offsets (sources end to end,
+// `skew(i)` bytes apart), built here and uploaded to the current device.
+struct ProducerItems {
+  template <typename SizeOf, typename Skew>
+  ProducerItems(const std::string& prefix, int n, SizeOf size_of, Skew skew)
+      : keys(size_t{static_cast<size_t>(n)} * 32), key_bytes(n), hashes(n), sizes(n), offsets(n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string key = prefix + std::to_string(i);
+      std::memcpy(&keys[size_t{static_cast<size_t>(i)} * 32], key.data(), key.size());
+      key_bytes[i] = static_cast<uint32_t>(key.size());
+      hashes[i] = XXH64(key.data(), key.size(), 0);
+      sizes[i] = size_of(i);
+      offsets[i] = src_bytes + skew(i);
+      src_bytes = offsets[i] + sizes[i];
+    }
+  }
+  void Upload() {
+    const size_t n = sizes.size();
+    CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), n * 4, cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(d_hashes.get(), hashes.data(), n * 8, cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(d_sizes.get(), sizes.data(), n * 8, cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(d_offsets.get(), offsets.data(), n * 8, cudaMemcpyHostToDevice));
+  }
+
+  std::vector<char> keys;
+  std::vector<uint32_t> key_bytes;
+  std::vector<uint64_t> hashes, sizes, offsets;
+  uint64_t src_bytes = 0;
+  DeviceBuffer d_keys{keys.size()}, d_key_bytes{key_bytes.size() * 4}, d_hashes{hashes.size() * 8},
+      d_sizes{sizes.size() * 8}, d_offsets{offsets.size() * 8};
+};
+
 TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
   NANOKV_SKIP_WITHOUT_GPU();
   constexpr int kBlocks = 32, kThreads = 64, kPerThread = 4;
@@ -86,31 +120,20 @@ TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
   auto ring = GpuRing::Make(256, {kPayload, kItems});
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
 
-  std::vector<char> keys(size_t{kItems} * 32);
-  std::vector<uint32_t> key_bytes(kItems);
-  std::vector<uint64_t> hashes(kItems), sizes(kItems);
-  for (int i = 0; i < kItems; ++i) {
-    const std::string key = "v2:item:" + std::to_string(i);
-    std::memcpy(&keys[size_t{static_cast<size_t>(i)} * 32], key.data(), key.size());
-    key_bytes[i] = static_cast<uint32_t>(key.size());
-    hashes[i] = XXH64(key.data(), key.size(), 0);
-    sizes[i] = 512 + static_cast<uint64_t>(i % 7) * 1000;
-  }
-  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_keys(keys.size()), d_key_bytes(kItems * 4), d_hashes(kItems * 8),
-      d_sizes(kItems * 8), d_counts(sizeof(SlabProducerCounts));
+  ProducerItems items(
+      "v2:item:", kItems, [](int i) { return 512 + static_cast<uint64_t>(i % 7) * 1000; }, [](int) { return 0; });
+  ASSERT_NO_FATAL_FAILURE(items.Upload());
+  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_counts(sizeof(SlabProducerCounts));
   const device::SlabCursor cursor{0, kPayload, 0, kItems, 0, 256, 256, 0};
   CUDA_ASSERT(cudaMemcpy(d_cursor.get(), &cursor, sizeof(cursor), cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), kItems * 4, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
   CUDA_ASSERT(cudaMemset(d_counts.get(), 0, sizeof(SlabProducerCounts)));
   cudaStream_t stream = nullptr;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ASSERT_EQ(LaunchSlabProducer(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, d_keys.as<char>(),
-                               d_key_bytes.as<uint32_t>(), d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kPerThread,
-                               kBlocks, kThreads, d_counts.as<SlabProducerCounts>(), stream),
-            0);
+  ASSERT_EQ(
+      LaunchSlabProducer(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, items.d_keys.as<char>(),
+                         items.d_key_bytes.as<uint32_t>(), items.d_hashes.as<uint64_t>(), items.d_sizes.as<uint64_t>(),
+                         kPerThread, kBlocks, kThreads, d_counts.as<SlabProducerCounts>(), stream),
+      0);
   // kvd's side: read while the kernel runs (the ring holds 256 of 8192).
   auto read_or = (*ring)->ReadWhileRunning(stream);
   ASSERT_TRUE(read_or.ok()) << read_or.status().ToString();
@@ -125,7 +148,7 @@ TEST(SlabGpuTest, KernelThreadsAllocateAndAnnounceWhileTheHostReads) {
   for (int i = 0; i < kItems; ++i) {
     auto it = read.find("v2:item:" + std::to_string(i));
     ASSERT_NE(it, read.end()) << i;
-    EXPECT_EQ(it->second.bytes, sizes[i]);
+    EXPECT_EQ(it->second.bytes, items.sizes[i]);
   }
   EXPECT_EQ((*ring)->kvd.consumed(), static_cast<uint64_t>(kItems));
   CUDA_ASSERT(cudaStreamDestroy(stream));
@@ -144,31 +167,18 @@ TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
   auto ring = GpuRing::Make(kRecords, {kPayload, kItems});
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
 
-  std::vector<char> keys(size_t{kItems} * 32);
-  std::vector<uint32_t> key_bytes(kItems);
-  std::vector<uint64_t> hashes(kItems), sizes(kItems), offsets(kItems);
-  uint64_t src_bytes = 0;
-  for (int i = 0; i < kItems; ++i) {
-    const std::string key = "v2:block:" + std::to_string(i);
-    std::memcpy(&keys[size_t{static_cast<size_t>(i)} * 32], key.data(), key.size());
-    key_bytes[i] = static_cast<uint32_t>(key.size());
-    hashes[i] = XXH64(key.data(), key.size(), 0);
-    sizes[i] = 1 + static_cast<uint64_t>(i) * 7919 % (64 << 10);
-    offsets[i] = src_bytes + (i % 3 == 0 ? 5 : 0);  // every third source misaligned
-    src_bytes = offsets[i] + sizes[i];
-  }
+  // Every third source misaligned.
+  ProducerItems items(
+      "v2:block:", kItems, [](int i) { return 1 + static_cast<uint64_t>(i) * 7919 % (64 << 10); },
+      [](int i) { return i % 3 == 0 ? 5 : 0; });
+  ASSERT_NO_FATAL_FAILURE(items.Upload());
+  const uint64_t src_bytes = items.src_bytes;
   std::vector<char> source(src_bytes);
   for (uint64_t b = 0; b < src_bytes; ++b) source[b] = static_cast<char>(b * 131 + (b >> 11));
-  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_keys(keys.size()), d_key_bytes(kItems * 4), d_hashes(kItems * 8),
-      d_sizes(kItems * 8), d_offsets(kItems * 8), d_counts(sizeof(SlabProducerCounts)), d_src(src_bytes),
+  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_counts(sizeof(SlabProducerCounts)), d_src(src_bytes),
       d_payload(kPayload), d_headers(sizeof(ObjectHeader) * kItems);
   const device::SlabCursor cursor{0, kPayload, 0, kItems, 0, kRecords, 256, 0};
   CUDA_ASSERT(cudaMemcpy(d_cursor.get(), &cursor, sizeof(cursor), cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), kItems * 4, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_offsets.get(), offsets.data(), kItems * 8, cudaMemcpyHostToDevice));
   CUDA_ASSERT(cudaMemcpy(d_src.get(), source.data(), src_bytes, cudaMemcpyHostToDevice));
   CUDA_ASSERT(cudaMemset(d_headers.get(), 0, sizeof(ObjectHeader) * kItems));
   CUDA_ASSERT(cudaMemset(d_counts.get(), 0, sizeof(SlabProducerCounts)));
@@ -176,11 +186,12 @@ TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
                                   kFirstEpoch};
   cudaStream_t stream = nullptr;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ASSERT_EQ(LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, slab,
-                                d_src.as<char>(), d_offsets.as<uint64_t>(), d_keys.as<char>(),
-                                d_key_bytes.as<uint32_t>(), d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kItems,
-                                kBlocks, d_counts.as<SlabProducerCounts>(), stream),
-            0);
+  ASSERT_EQ(
+      LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, slab, d_src.as<char>(),
+                          items.d_offsets.as<uint64_t>(), items.d_keys.as<char>(), items.d_key_bytes.as<uint32_t>(),
+                          items.d_hashes.as<uint64_t>(), items.d_sizes.as<uint64_t>(), kItems, kBlocks,
+                          d_counts.as<SlabProducerCounts>(), stream),
+      0);
   auto read_or = (*ring)->ReadWhileRunning(stream);
   ASSERT_TRUE(read_or.ok()) << read_or.status().ToString();
   const std::map<std::string, ipc::AnnouncedObject>& read = *read_or;
@@ -198,15 +209,15 @@ TEST(SlabGpuTest, BlocksPutWholeObjectsThatReadBackReadyAndByteExact) {
     auto it = read.find("v2:block:" + std::to_string(i));
     ASSERT_NE(it, read.end()) << i;
     const ipc::AnnouncedObject& o = it->second;
-    ASSERT_EQ(o.bytes, sizes[i]);
+    ASSERT_EQ(o.bytes, items.sizes[i]);
     const ObjectHeader& h = headers[o.header_slot];
     EXPECT_EQ(h.state, static_cast<uint32_t>(ObjectState::kReady)) << i;
     EXPECT_EQ(h.epoch, kFirstEpoch + o.header_slot) << i;
     EXPECT_EQ(o.epoch, h.epoch) << i;
-    EXPECT_EQ(h.bytes_total, sizes[i]) << i;
-    EXPECT_EQ(h.key_hash, hashes[i]) << i;
+    EXPECT_EQ(h.bytes_total, items.sizes[i]) << i;
+    EXPECT_EQ(h.key_hash, items.hashes[i]) << i;
     EXPECT_EQ(h.payload_base, kStoreOffset + o.payload_offset) << i;
-    ASSERT_EQ(std::memcmp(&payload[o.payload_offset], &source[offsets[i]], sizes[i]), 0) << i << " differs";
+    ASSERT_EQ(std::memcmp(&payload[o.payload_offset], &source[items.offsets[i]], items.sizes[i]), 0) << i << " differs";
   }
   CUDA_ASSERT(cudaStreamDestroy(stream));
 }
@@ -227,42 +238,33 @@ TEST(SlabGpuTest, APutFromAnotherGpuIsNeverSeenReadyBeforeItsBytes) {
   constexpr int kItems = 400, kBlocks = 64, kRounds = 8;
   constexpr uint32_t kRecords = 128;
   constexpr uint64_t kPayload = uint64_t{96} << 20, kStoreOffset = uint64_t{2} << 20;
-  std::vector<char> keys(size_t{kItems} * 32);
-  std::vector<uint32_t> key_bytes(kItems);
-  std::vector<uint64_t> hashes(kItems), sizes(kItems), offsets(kItems);
-  uint64_t src_bytes = 0;
-  for (int i = 0; i < kItems; ++i) {
-    const std::string key = "v2:peer:" + std::to_string(i);
-    std::memcpy(&keys[size_t{static_cast<size_t>(i)} * 32], key.data(), key.size());
-    key_bytes[i] = static_cast<uint32_t>(key.size());
-    hashes[i] = XXH64(key.data(), key.size(), 0);
-    sizes[i] = i % 50 == 0 ? (1u << 20) + 3 : 1 + static_cast<uint64_t>(i) * 7919 % (128 << 10);
-    offsets[i] = src_bytes;
-    src_bytes += sizes[i];
-  }
+  // GPU 0: the producer's tables (ProducerItems allocates on the current device).
+  CUDA_ASSERT(cudaSetDevice(0));
+  ProducerItems items(
+      "v2:peer:", kItems,
+      [](int i) { return i % 50 == 0 ? (uint64_t{1} << 20) + 3 : 1 + static_cast<uint64_t>(i) * 7919 % (128 << 10); },
+      [](int) { return 0; });
+  ASSERT_NO_FATAL_FAILURE(items.Upload());
+  const std::vector<uint64_t>& sizes = items.sizes;
+  const std::vector<uint64_t>& offsets = items.offsets;
+  const uint64_t src_bytes = items.src_bytes;
   // GPU 1: the slab's payload and header slots, the reader's tables.
   CUDA_ASSERT(cudaSetDevice(1));
   DeviceBuffer d_payload(kPayload), d_headers(sizeof(ObjectHeader) * kItems), d_read_hashes(kItems * 8),
       d_read_sizes(kItems * 8), d_reader_counts(sizeof(ReaderCounts));
   CUDA_ASSERT(cudaMemset(d_headers.get(), 0, sizeof(ObjectHeader) * kItems));
-  CUDA_ASSERT(cudaMemcpy(d_read_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_read_hashes.get(), items.hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
   CUDA_ASSERT(cudaMemcpy(d_read_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
   cudaStream_t reader_stream = nullptr;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&reader_stream, cudaStreamNonBlocking));
-  // GPU 0: the producer's cursor, sources and tables; access to GPU 1.
+  // GPU 0: the producer's cursor and sources; access to GPU 1.
   CUDA_ASSERT(cudaSetDevice(0));
   const cudaError_t peer = cudaDeviceEnablePeerAccess(1, 0);
   if (peer == cudaErrorPeerAccessAlreadyEnabled)
     (void)cudaGetLastError();
   else
     CUDA_ASSERT(peer);
-  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_keys(keys.size()), d_key_bytes(kItems * 4), d_hashes(kItems * 8),
-      d_sizes(kItems * 8), d_offsets(kItems * 8), d_counts(sizeof(SlabProducerCounts)), d_src(src_bytes);
-  CUDA_ASSERT(cudaMemcpy(d_keys.get(), keys.data(), keys.size(), cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_key_bytes.get(), key_bytes.data(), kItems * 4, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_hashes.get(), hashes.data(), kItems * 8, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_sizes.get(), sizes.data(), kItems * 8, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_offsets.get(), offsets.data(), kItems * 8, cudaMemcpyHostToDevice));
+  DeviceBuffer d_cursor(sizeof(device::SlabCursor)), d_counts(sizeof(SlabProducerCounts)), d_src(src_bytes);
   cudaStream_t stream = nullptr;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<char> source(src_bytes);
@@ -288,11 +290,12 @@ TEST(SlabGpuTest, APutFromAnotherGpuIsNeverSeenReadyBeforeItsBytes) {
     CUDA_ASSERT(cudaSetDevice(0));
     const device::SlabGeometry slab{d_payload.as<char>(), d_headers.as<ObjectHeader>(), kStoreOffset, 2u << 20,
                                     first_epoch};
-    ASSERT_EQ(LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, slab,
-                                  d_src.as<char>(), d_offsets.as<uint64_t>(), d_keys.as<char>(),
-                                  d_key_bytes.as<uint32_t>(), d_hashes.as<uint64_t>(), d_sizes.as<uint64_t>(), kItems,
-                                  kBlocks, d_counts.as<SlabProducerCounts>(), stream),
-              0);
+    ASSERT_EQ(
+        LaunchSlabBlockPuts(d_cursor.as<device::SlabCursor>(), (*ring)->header, (*ring)->records, slab,
+                            d_src.as<char>(), items.d_offsets.as<uint64_t>(), items.d_keys.as<char>(),
+                            items.d_key_bytes.as<uint32_t>(), items.d_hashes.as<uint64_t>(),
+                            items.d_sizes.as<uint64_t>(), kItems, kBlocks, d_counts.as<SlabProducerCounts>(), stream),
+        0);
     auto read = (*ring)->ReadWhileRunning(stream);
     ASSERT_TRUE(read.ok()) << read.status().ToString();
     CUDA_ASSERT(cudaStreamSynchronize(stream));
