@@ -40,6 +40,7 @@ class DeviceReads {
     for (size_t first = 0, chunk = 8; first < items_.size(); first += chunk, chunk = std::min<size_t>(chunk * 2, 32)) {
       FindHere(first, std::min(items_.size(), first + chunk), ask);
     }
+    KeepLocations();  // while the GPU copies the last chunks
     Locate(ask, /*unleased=*/table_ != nullptr);
     Settle();
     // Copies the table did not vouch for (the object moved or went, or kvd
@@ -121,12 +122,10 @@ class DeviceReads {
     return true;
   }
 
-  // Enqueues the loads; each location new here goes into the read cache at
-  // once, while the GPU copies (a kept location is only ever a hint: every
-  // copy from one is checked, and one that fails its check is erased).
+  // Enqueues the loads; the locations new here wait in to_keep_ for
+  // KeepLocations.
   void Enqueue(const std::vector<Load>& loads) {
     if (loads.empty()) return;
-    const uint64_t now = SteadyNowNs();
     std::vector<client::LoadItem> items;
     for (const Load& load : loads) items.push_back({items_[load.item].dst, load.pieces});
     std::vector<Status> loaded = client::LoadObjects(impl_.backend(), items, stream_, /*wait=*/false);
@@ -140,12 +139,22 @@ class DeviceReads {
       loading_.push_back(load.item);
       if (load.check.read_entry == 0) continue;
       checked_.push_back({load.item, load.check, load.leased});
-      // A read from the directory reaches kvd's eviction order as one from
-      // a kept location does (TellKvdOfKeptReads). The launch holds nothing
-      // of the pieces any more.
-      if (load.owned)
-        impl_.read_cache().Put(items_[load.item].key, {std::move(*load.owned), load.check}, load.untold ? now : 0);
+      if (load.owned) to_keep_.push_back(load);  // the launch holds nothing of its pieces
     }
+  }
+
+  // The new locations enqueued go into the read cache, after the launches
+  // (their host work would otherwise slow the feeding of the GPU) and before
+  // the wait. A kept location is only ever a hint: every copy from one is
+  // checked, and one that fails its check is erased. A read from the
+  // directory reaches kvd's eviction order as one from a kept location
+  // does (TellKvdOfKeptReads).
+  void KeepLocations() {
+    const uint64_t now = SteadyNowNs();
+    for (const Load& load : to_keep_) {
+      impl_.read_cache().Put(items_[load.item].key, {std::move(*load.owned), load.check}, load.untold ? now : 0);
+    }
+    to_keep_.clear();
   }
 
   // Asks kvd where `which` are, up to kMaxObjectBatch keys a request (fewer
@@ -187,6 +196,7 @@ class DeviceReads {
             {i, &pieces.back(), &pieces.back(), {plan.device, plan.read_entry, plan.epoch}, leased, /*untold=*/false});
       }
       Enqueue(loads);
+      KeepLocations();
     }
   }
 
@@ -210,6 +220,7 @@ class DeviceReads {
   // does not vouch for is read again (its kept location erased); releases
   // the leases.
   void Settle() {
+    KeepLocations();  // before located_, which they point into, goes
     Status finished = client::FinishTransfers(impl_.backend(), stream_);
     if (!finished.ok()) {
       for (size_t i : loading_) out_[i] = finished;
@@ -243,6 +254,7 @@ class DeviceReads {
   std::vector<Checked> checked_;  // their copies to check against the read table
   std::deque<std::vector<client::ObjectPieces>> located_;  // the plans kvd answered, mapped
   std::vector<size_t> again_;     // copies the table did not vouch for
+  std::vector<Load> to_keep_;     // enqueued, their locations not in the read cache yet
 };
 
 }  // namespace
