@@ -133,7 +133,16 @@ TEST_F(ClusterHighwayTest, SlabsOnAnotherNodeOfThisHostTakeItsPutsWithNoPlan) {
   for (size_t i = 0; i < kCount; i += 2) puts[i].options.preferred_segment = "n1/0";
   for (const Status& s : producer->BatchPutFromDevice(puts)) ASSERT_OK(s);
   ASSERT_OK(producer->FlushSlabPuts());
-  ASSERT_TRUE(WaitFor([&] { return producer->GetLocation("slab:L" + std::to_string(kCount - 1)).ok(); }, 10s));
+  // The master hears of slab puts from n1's events, after the flush: wait
+  // for every key (the odd ones took plans and are known at once).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (size_t i = 0; i < kCount; ++i) {
+          if (!producer->GetLocation("slab:L" + std::to_string(i)).ok()) return false;
+        }
+        return true;
+      },
+      10s));
   EXPECT_EQ(Where(*producer, "slab:L0"), std::vector<std::string>{"n1"});
   // n1's store shows the producer's slabs and what they announced.
   auto info = Store(1)->Info();
