@@ -88,6 +88,7 @@ using ReplyDone = std::function<void(Result<v1::InstructionReply>, SessionRef)>;
 class NodeRegistry {
  public:
   NodeRegistry(std::chrono::milliseconds lease_ttl, std::chrono::milliseconds instruction_timeout);
+  ~NodeRegistry();
   NodeRegistry(const NodeRegistry&) = delete;
   NodeRegistry& operator=(const NodeRegistry&) = delete;
 
