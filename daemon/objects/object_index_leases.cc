@@ -85,25 +85,20 @@ Status ObjectIndex::CheckReadTable() const {
   for (size_t d = 0; d < devices_.size(); ++d) {
     for (uint32_t r = 0; r < read_table_->entries(); ++r) {
       const uint32_t epoch = read_table_->At(d, r);
-      if (epoch == 0) continue;
+      const auto listed = read_table_->ListedAt(d, r);
+      if (epoch == 0 && !listed) continue;
       auto it = by_record[d].find(r);
       const Object* object = it == by_record[d].end() ? nullptr : it->second;
-      if (object == nullptr || object->tier != Tier::kGpu || object->state != ObjectState::kReady ||
-          object->epoch != epoch) {
+      if (epoch != 0 && (object == nullptr || object->tier != Tier::kGpu || object->state != ObjectState::kReady ||
+                         object->epoch != epoch)) {
         return Status::Internal("object store device " + std::to_string(devices_[d].ordinal) + ": read table entry " +
                                 std::to_string(r) + " names epoch " + std::to_string(epoch) +
                                 ", which is no READY copy in the store there");
       }
-    }
-    // A listed location is its record's published copy, as it lies.
-    for (uint32_t r = 0; r < read_table_->entries(); ++r) {
-      auto listed = read_table_->ListedAt(d, r);
+      // A listed location is its record's published copy, as it lies.
       if (!listed) continue;
-      auto it = by_record[d].find(r);
-      const Object* object = it == by_record[d].end() ? nullptr : it->second;
-      if (object == nullptr || read_table_->At(d, r) != listed->epoch || object->epoch != listed->epoch ||
-          object->key != listed->key || object->payload_offset != listed->payload_offset ||
-          object->bytes_total != listed->bytes) {
+      if (object == nullptr || epoch != listed->epoch || object->epoch != listed->epoch || object->key != listed->key ||
+          object->payload_offset != listed->payload_offset || object->bytes_total != listed->bytes) {
         return Status::Internal("object store device " + std::to_string(devices_[d].ordinal) +
                                 ": the location directory lists " + Quote(listed->key) + " at record " +
                                 std::to_string(r) + ", which is not where that copy lies");

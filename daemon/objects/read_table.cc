@@ -74,14 +74,11 @@ void ReadTable::PublishLocation(size_t d, uint32_t record, std::string_view key,
   }
   if (free_slot == 0) return;  // a full bucket: its reader asks kvd
   const size_t at = layout_.Record(d, record);
-  ipc::DirectoryWord(dir_, at).store(payload_offset, std::memory_order_release);
-  ipc::DirectoryWord(dir_, at + 1).store(bytes, std::memory_order_release);
-  ipc::DirectoryWord(dir_, at + 2).store(uint64_t{key.size()} << 32 | epoch, std::memory_order_release);
-  for (size_t w = 0; w < ipc::kDirectoryKeyWords; ++w) {
-    uint64_t word = 0;
-    if (w * 8 < key.size()) std::memcpy(&word, key.data() + w * 8, std::min<size_t>(8, key.size() - w * 8));
-    ipc::DirectoryWord(dir_, at + 3 + w).store(word, std::memory_order_release);
-  }
+  ipc::DirectoryWord(dir_, at + ipc::kRecordOffsetWord).store(payload_offset, std::memory_order_release);
+  ipc::DirectoryWord(dir_, at + ipc::kRecordBytesWord).store(bytes, std::memory_order_release);
+  ipc::DirectoryWord(dir_, at + ipc::kRecordEpochWord)
+      .store(ipc::PackEpochAndKeyLength(epoch, key.size()), std::memory_order_release);
+  ipc::StoreDirectoryKey(dir_, at, key);
   BumpSeq(bucket);
   ipc::DirectoryWord(dir_, free_slot).store(uint64_t{d} << 32 | (record + 1), std::memory_order_release);
   BumpSeq(bucket);
@@ -109,15 +106,12 @@ std::optional<ReadTable::Listed> ReadTable::ListedAt(size_t d, uint32_t record) 
   if (Word(d, record) == nullptr || slot_of_[d * entries_ + record] == 0) return std::nullopt;
   const size_t at = layout_.Record(d, record);
   Listed listed;
-  listed.payload_offset = ipc::DirectoryWord(dir_, at).load(std::memory_order_relaxed);
-  listed.bytes = ipc::DirectoryWord(dir_, at + 1).load(std::memory_order_relaxed);
-  const uint64_t packed = ipc::DirectoryWord(dir_, at + 2).load(std::memory_order_relaxed);
-  listed.epoch = static_cast<uint32_t>(packed);
-  listed.key.resize(std::min<size_t>(packed >> 32, ipc::kDirectoryKeyBytes));
-  for (size_t i = 0; i < listed.key.size(); i += 8) {
-    const uint64_t word = ipc::DirectoryWord(dir_, at + 3 + i / 8).load(std::memory_order_relaxed);
-    std::memcpy(listed.key.data() + i, &word, std::min<size_t>(8, listed.key.size() - i));
-  }
+  listed.payload_offset = ipc::DirectoryWord(dir_, at + ipc::kRecordOffsetWord).load(std::memory_order_relaxed);
+  listed.bytes = ipc::DirectoryWord(dir_, at + ipc::kRecordBytesWord).load(std::memory_order_relaxed);
+  const uint64_t packed = ipc::DirectoryWord(dir_, at + ipc::kRecordEpochWord).load(std::memory_order_relaxed);
+  listed.epoch = ipc::EpochOf(packed);
+  listed.key.resize(std::min(ipc::KeyLengthOf(packed), ipc::kDirectoryKeyBytes));
+  ipc::LoadDirectoryKey(dir_, at, listed.key.size(), listed.key.data(), std::memory_order_relaxed);
   return listed;
 }
 

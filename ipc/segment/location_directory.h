@@ -63,6 +63,30 @@ inline std::atomic_ref<uint64_t> DirectoryWord(const uint64_t* base, size_t inde
   return std::atomic_ref<uint64_t>(const_cast<uint64_t*>(base)[index]);
 }
 
+// A record's words, from its first (DirectoryLayout::Record): the writer's
+// stores and the readers' loads, so the format is written down once.
+inline constexpr size_t kRecordOffsetWord = 0, kRecordBytesWord = 1, kRecordEpochWord = 2, kRecordKeyWord = 3;
+inline uint64_t PackEpochAndKeyLength(uint32_t epoch, size_t key_length) { return uint64_t{key_length} << 32 | epoch; }
+inline uint32_t EpochOf(uint64_t packed) { return static_cast<uint32_t>(packed); }
+inline size_t KeyLengthOf(uint64_t packed) { return static_cast<size_t>(packed >> 32); }
+// The first `length` bytes (at most kDirectoryKeyBytes) of the key at word
+// `record` into `out`.
+inline void LoadDirectoryKey(const uint64_t* base, size_t record, size_t length, char* out, std::memory_order order) {
+  for (size_t i = 0; i < length; i += 8) {
+    const uint64_t word = DirectoryWord(base, record + kRecordKeyWord + i / 8).load(order);
+    std::memcpy(out + i, &word, length - i < 8 ? length - i : 8);
+  }
+}
+// The key (at most kDirectoryKeyBytes) into the record at word `record`,
+// zero-padded to its last word.
+inline void StoreDirectoryKey(uint64_t* base, size_t record, std::string_view key) {
+  for (size_t w = 0; w < kDirectoryKeyWords; ++w) {
+    uint64_t word = 0;
+    if (w * 8 < key.size()) std::memcpy(&word, key.data() + w * 8, key.size() - w * 8 < 8 ? key.size() - w * 8 : 8);
+    DirectoryWord(base, record + kRecordKeyWord + w).store(word, std::memory_order_release);
+  }
+}
+
 struct DirectoryEntry {
   size_t device_index = 0;  // into the table's devices
   uint32_t read_entry = 0;  // record + 1
@@ -88,17 +112,14 @@ inline std::optional<DirectoryEntry> DirectoryFind(const uint64_t* base, const D
       const uint32_t read_entry = static_cast<uint32_t>(named);
       if (named == 0 || d >= layout.devices || read_entry == 0 || read_entry > layout.entries) continue;
       const size_t at = layout.Record(d, read_entry - 1);
-      const uint64_t packed = DirectoryWord(base, at + 2).load(std::memory_order_acquire);
-      if ((packed >> 32) != key.size()) continue;
+      const uint64_t packed = DirectoryWord(base, at + kRecordEpochWord).load(std::memory_order_acquire);
+      if (KeyLengthOf(packed) != key.size()) continue;
       char stored[kDirectoryKeyBytes];
-      for (size_t w = 0; w < (key.size() + 7) / 8; ++w) {
-        const uint64_t word = DirectoryWord(base, at + 3 + w).load(std::memory_order_acquire);
-        std::memcpy(stored + w * 8, &word, sizeof(word));
-      }
+      LoadDirectoryKey(base, at, key.size(), stored, std::memory_order_acquire);
       if (std::memcmp(stored, key.data(), key.size()) != 0) continue;
       found =
-          DirectoryEntry{d, read_entry, DirectoryWord(base, at).load(std::memory_order_acquire),
-                         DirectoryWord(base, at + 1).load(std::memory_order_acquire), static_cast<uint32_t>(packed)};
+          DirectoryEntry{d, read_entry, DirectoryWord(base, at + kRecordOffsetWord).load(std::memory_order_acquire),
+                         DirectoryWord(base, at + kRecordBytesWord).load(std::memory_order_acquire), EpochOf(packed)};
     }
     if (DirectoryWord(base, bucket).load(std::memory_order_relaxed) == s1) return found;
   }
